@@ -1,0 +1,287 @@
+"""Configuration: one YAML file plus environment overrides, validated once at start.
+
+Settings are built in an entry point (``load_settings``) and passed down; nothing here runs at
+import time. Every default points at the local stack (``cdc-mirror stack up``), so a fresh
+checkout runs without a config file. Environment variables override the file, with ``__``
+between nesting levels: ``CDC_MIRROR_KAFKA__PARTITIONS=24``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from pathlib import Path
+from typing import Literal, Self
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from simple_binlog.errors import ConfigError
+from simple_binlog.routing import ShardRule
+
+CONFIG_ENV_VAR = "CDC_MIRROR_CONFIG"
+ENV_PREFIX = "CDC_MIRROR_"
+
+# The local stack's own ports: away from the services' usual ports so a developer's
+# MySQL, Kafka or Redis on this machine is never touched.
+LOCAL_PORTS = {
+    "mariadb": 33306,
+    "kafka": 39092,
+    "kafka_controller": 39093,
+    "zookeeper": 32181,
+    "redis": 36379,
+    "postgresql": 35432,
+}
+# Passwords of the local stack only. Refused for any host that is not loopback.
+LOCAL_PASSWORDS = frozenset({"cdc-local", "cdc-admin-local", "cdc-pg-local"})
+
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MySQLInstance(_Section):
+    """One MySQL/MariaDB server whose row binlog is collected (one Kafka topic each)."""
+
+    name: str = "local"
+    host: str = "127.0.0.1"
+    port: int = Field(LOCAL_PORTS["mariadb"], ge=1, le=65535)
+    user: str = "cdc"
+    password: SecretStr = SecretStr("cdc-local")
+    # The replication client's own server id: unique among the server's replicas.
+    replica_server_id: int = Field(4101, ge=1, le=2**32 - 1)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_topic_safe(cls, value: str) -> str:
+        if not _INSTANCE_NAME.match(value):
+            raise ValueError("must be lowercase letters, digits, '_' or '-' (at most 63)")
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.password.get_secret_value() in LOCAL_PASSWORDS and not _is_loopback(self.host):
+            raise ValueError(
+                f"instance {self.name!r} uses a local-stack default password for the "
+                f"non-loopback host {self.host!r}; set a real password"
+            )
+        return self
+
+
+class KafkaSettings(_Section):
+    bootstrap_servers: str = f"127.0.0.1:{LOCAL_PORTS['kafka']}"
+    topic_prefix: str = "cdc.binlog."
+    partitions: int = Field(6, ge=1, le=10_000)
+    # Production: 3 replicas and min.insync.replicas=2; the single local broker allows 1/1.
+    replication_factor: int = Field(1, ge=1, le=32)
+    min_insync_replicas: int = Field(1, ge=1, le=32)
+    # Extra librdkafka properties, e.g. security settings; never overrides acks/idempotence.
+    # Kept out of repr/str: they may hold sasl.password or ssl.key.password.
+    client_properties: dict[str, str] = Field(default_factory=dict, repr=False)
+
+    @field_validator("topic_prefix")
+    @classmethod
+    def _prefix_is_topic_safe(cls, value: str) -> str:
+        if value and not _TOPIC_NAME.match(value):
+            raise ValueError("may hold only letters, digits, '.', '_' and '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.min_insync_replicas > self.replication_factor:
+            raise ValueError(
+                f"min_insync_replicas ({self.min_insync_replicas}) cannot exceed "
+                f"replication_factor ({self.replication_factor})"
+            )
+        return self
+
+
+class ZooKeeperSettings(_Section):
+    hosts: str = f"127.0.0.1:{LOCAL_PORTS['zookeeper']}"
+    root: str = "/cdc-mirror"
+    session_timeout_s: float = Field(6.0, gt=0)
+
+
+class RedisSettings(_Section):
+    url: SecretStr = SecretStr(f"redis://127.0.0.1:{LOCAL_PORTS['redis']}/0")
+    key_prefix: str = "cdc"
+
+
+class PostgresSettings(_Section):
+    """The PostgreSQL server of the stack: the real-time warehouse and the Hive metastore."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(LOCAL_PORTS["postgresql"], ge=1, le=65535)
+    user: str = "cdc"
+    password: SecretStr = SecretStr("cdc-pg-local")
+    warehouse_db: str = "cdc_warehouse"
+    metastore_db: str = "hive_metastore"
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.password.get_secret_value() in LOCAL_PASSWORDS and not _is_loopback(self.host):
+            raise ValueError(
+                f"postgres uses a local-stack default password for the non-loopback host "
+                f"{self.host!r}; set a real password"
+            )
+        return self
+
+
+class SparkSettings(_Section):
+    master: str = "local[2]"
+    # Shared Hive metastore: 'postgres' (several Spark processes at once) or 'derby'
+    # (embedded, one process at a time; only for a quick look).
+    metastore: Literal["postgres", "derby"] = "postgres"
+    lake_dir: Path | None = None  # default: <stack.home>/lake
+    shuffle_partitions: int = Field(4, ge=1)
+
+
+class StackSettings(_Section):
+    """Where the local stack keeps its binaries' state, data and logs."""
+
+    home: Path = Path("var/stack")
+    admin_user: str = "cdc_admin"
+    admin_password: SecretStr = SecretStr("cdc-admin-local")
+    start_timeout_s: float = Field(120.0, gt=0)
+
+
+class Settings(BaseSettings):
+    """The whole configuration. Sections mirror the components that read them."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    instances: list[MySQLInstance] = Field(default_factory=lambda: [MySQLInstance()])
+    kafka: KafkaSettings = KafkaSettings()
+    zookeeper: ZooKeeperSettings = ZooKeeperSettings()
+    redis: RedisSettings = RedisSettings()
+    postgres: PostgresSettings = PostgresSettings()
+    spark: SparkSettings = SparkSettings()
+    stack: StackSettings = StackSettings()
+    shard_rules: list[ShardRule] = Field(default_factory=lambda: [ShardRule()])
+
+    @field_validator("instances")
+    @classmethod
+    def _unique_instances(cls, value: list[MySQLInstance]) -> list[MySQLInstance]:
+        names = [i.name for i in value]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"instance names must be unique; repeated: {', '.join(duplicates)}")
+        if not value:
+            raise ValueError("at least one MySQL instance is required")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        yaml_file = os.environ.get(CONFIG_ENV_VAR)
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if yaml_file:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file))
+        return tuple(sources)
+
+    def instance(self, name: str) -> MySQLInstance:
+        for candidate in self.instances:
+            if candidate.name == name:
+                return candidate
+        known = ", ".join(i.name for i in self.instances)
+        raise ConfigError(f"no MySQL instance named {name!r} in the config (known: {known})")
+
+    @property
+    def lake_dir(self) -> Path:
+        return (self.spark.lake_dir or self.stack.home / "lake").resolve()
+
+
+def _field_path(location: tuple[int | str, ...]) -> str:
+    parts: list[str] = []
+    for item in location:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        else:
+            parts.append(("." if parts else "") + item)
+    return "".join(parts) or "(root)"
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One sentence naming the first bad field, e.g. for ``kafka.partitions: 'abc'``."""
+    first = error.errors()[0]
+    field = _field_path(first["loc"])
+    message = first["msg"]
+    if message.startswith("Value error, "):
+        message = message.removeprefix("Value error, ")
+    if first["type"] == "missing":
+        sentence = f"config field '{field}' is required but missing"
+    elif first["type"] == "extra_forbidden":
+        sentence = f"config field '{field}' is not a known setting"
+    else:
+        sentence = f"config field '{field}' is invalid: {message}"
+        if "input" in first and not isinstance(first["input"], dict | list):
+            shown = "***" if "password" in field or "url" in field else repr(first["input"])
+            sentence += f" (got {shown})"
+    more = len(error.errors()) - 1
+    if more:
+        sentence += f"; and {more} more problem{'s' if more > 1 else ''}"
+    return sentence + "."
+
+
+def load_settings(config_file: Path | str | None = None) -> Settings:
+    """Read the YAML file (argument, else $CDC_MIRROR_CONFIG) with environment overrides.
+
+    Raises ConfigError with one sentence naming the bad field.
+    """
+    path = str(config_file) if config_file is not None else os.environ.get(CONFIG_ENV_VAR)
+    if path is not None and not Path(path).is_file():
+        raise ConfigError(f"config file {path} does not exist.")
+    previous = os.environ.get(CONFIG_ENV_VAR)
+    try:
+        if path is not None:
+            os.environ[CONFIG_ENV_VAR] = path
+        return Settings()
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc)) from None
+    except (ValueError, yaml.YAMLError) as exc:  # YAML syntax errors are not ValueErrors
+        reason = " ".join(str(exc).split())
+        raise ConfigError(f"config file {path} cannot be read: {reason}") from None
+    finally:
+        if path is not None:
+            if previous is None:
+                os.environ.pop(CONFIG_ENV_VAR, None)
+            else:
+                os.environ[CONFIG_ENV_VAR] = previous

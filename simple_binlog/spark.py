@@ -1,0 +1,99 @@
+"""One way to build a SparkSession for every Spark job of cdc-mirror.
+
+Jars come from the stack's Maven step (``<stack.home>/jars/spark``), never from Ivy at run
+time: the Kafka source of the same Spark release plus JDBC drivers. Hive support talks to the
+shared metastore (PostgreSQL by default) so several Spark processes can use it at once.
+``pyspark`` is imported lazily: importing this module starts nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from simple_binlog.config import Settings
+from simple_binlog.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
+
+
+def _artifact(jar_name: str) -> str:
+    match = _VERSIONED_JAR.match(jar_name)
+    return match.group("artifact") if match else jar_name
+
+
+def extra_jars(jars_dir: Path, spark_home: Path) -> list[Path]:
+    """The resolved jars that PySpark does not ship already (same artifact, any version)."""
+    shipped = {_artifact(p.name) for p in (spark_home / "jars").glob("*.jar")}
+    jars = sorted(p for p in jars_dir.glob("*.jar") if _artifact(p.name) not in shipped)
+    if not any(p.name.startswith("spark-sql-kafka") for p in jars):
+        raise ConfigError(
+            f"the Spark Kafka connector is missing from {jars_dir}; run 'cdc-mirror stack up'."
+        )
+    return jars
+
+
+def spark_conf(
+    settings: Settings, jars: list[Path], create_schema: bool = False
+) -> dict[str, str]:
+    """Pure: the Spark configuration for a cdc-mirror job."""
+    lake = settings.lake_dir
+    classpath = ":".join(str(p) for p in jars)
+    conf = {
+        "spark.master": settings.spark.master,
+        "spark.jars": ",".join(str(p) for p in jars),
+        # JDBC drivers must be visible to the metastore client's classloader at JVM start.
+        "spark.driver.extraClassPath": classpath,
+        "spark.executor.extraClassPath": classpath,
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": str(lake / "warehouse"),
+        "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={lake / 'derby'}",
+        "spark.hadoop.hive.metastore.schema.verification": "false",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    }
+    if settings.spark.metastore == "postgres":
+        pg = settings.postgres
+        conf.update(
+            {
+                "spark.hadoop.javax.jdo.option.ConnectionURL": (
+                    f"jdbc:postgresql://{pg.host}:{pg.port}/{pg.metastore_db}"
+                ),
+                "spark.hadoop.javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
+                "spark.hadoop.javax.jdo.option.ConnectionUserName": pg.user,
+                "spark.hadoop.javax.jdo.option.ConnectionPassword": pg.password.get_secret_value(),
+                # Only the one-off initialisation creates tables; jobs never race to.
+                "spark.hadoop.datanucleus.schema.autoCreateAll": str(create_schema).lower(),
+                "spark.hadoop.datanucleus.autoCreateSchema": str(create_schema).lower(),
+            }
+        )
+    else:
+        conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
+            f"jdbc:derby:;databaseName={lake / 'metastore_db'};create=true"
+        )
+        conf["spark.hadoop.datanucleus.schema.autoCreateAll"] = "true"
+    return conf
+
+
+def build_session(
+    settings: Settings,
+    app_name: str,
+    extra_conf: dict[str, str] | None = None,
+    create_schema: bool = False,
+) -> SparkSession:
+    import pyspark  # noqa: PLC0415
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    spark_home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
+    jars = extra_jars(settings.stack.home.resolve() / "jars" / "spark", spark_home)
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in {**spark_conf(settings, jars, create_schema), **(extra_conf or {})}.items():
+        builder = builder.config(key, value)
+    return builder.enableHiveSupport().getOrCreate()

@@ -1,0 +1,4 @@
+"""The local stack: real services as local processes on loopback, installed on demand.
+
+``cdc-mirror stack up|down|status``. See ``stack.services`` for each service.
+"""

@@ -1,0 +1,153 @@
+"""Health checks and first-start provisioning, each speaking the service's own protocol."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from pathlib import Path
+
+from simple_binlog.config import PostgresSettings
+
+log = logging.getLogger(__name__)
+
+
+def mariadb_answers(socket_path: Path, os_user: str) -> bool:
+    import pymysql  # noqa: PLC0415 - keep 'stack status' light when unused
+
+    if not socket_path.exists():
+        return False
+    try:
+        connection = pymysql.connect(unix_socket=str(socket_path), user=os_user, connect_timeout=2)
+    except pymysql.MySQLError:
+        return False
+    with connection:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            return cursor.fetchone() == (1,)
+
+
+def mariadb_provision(
+    socket_path: Path,
+    os_user: str,
+    replication_user: str,
+    replication_password: str,
+    admin_user: str,
+    admin_password: str,
+) -> None:
+    """The collector's user (replication + SELECT) and an admin user for workloads and tests."""
+    import pymysql  # noqa: PLC0415
+
+    connection = pymysql.connect(unix_socket=str(socket_path), user=os_user, autocommit=True)
+    with connection, connection.cursor() as cursor:
+        for host in ("127.0.0.1", "localhost"):
+            cursor.execute(
+                "CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s",
+                (replication_user, host, replication_password),
+            )
+            cursor.execute(
+                "ALTER USER %s@%s IDENTIFIED BY %s", (replication_user, host, replication_password)
+            )
+            # REPLICATION CLIENT is BINLOG MONITOR on MariaDB 10.5+; PROCESS lets history
+            # replay see the server's load; SELECT reads schemas and replays rows.
+            cursor.execute(
+                "GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT, PROCESS ON *.* TO %s@%s",
+                (replication_user, host),
+            )
+            cursor.execute(
+                "CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s",
+                (admin_user, host, admin_password),
+            )
+            cursor.execute("ALTER USER %s@%s IDENTIFIED BY %s", (admin_user, host, admin_password))
+            cursor.execute(
+                "GRANT ALL PRIVILEGES ON *.* TO %s@%s WITH GRANT OPTION", (admin_user, host)
+            )
+
+
+def _pg_connect(settings: PostgresSettings, database: str) -> object:
+    import psycopg  # noqa: PLC0415
+
+    return psycopg.connect(
+        host=settings.host,
+        port=settings.port,
+        user=settings.user,
+        password=settings.password.get_secret_value(),
+        dbname=database,
+        connect_timeout=2,
+        autocommit=True,
+    )
+
+
+def postgres_answers(settings: PostgresSettings, database: str) -> bool:
+    import psycopg  # noqa: PLC0415
+
+    try:
+        connection = _pg_connect(settings, database)
+    except psycopg.Error:
+        return False
+    with connection as conn:  # type: ignore[attr-defined]
+        return bool(conn.execute("SELECT 1").fetchone() == (1,))
+
+
+def postgres_provision(settings: PostgresSettings) -> None:
+    """The warehouse database and the Hive metastore database, owned by the stack's role."""
+    connection = _pg_connect(settings, "postgres")
+    with connection as conn:  # type: ignore[attr-defined]
+        existing = {row[0] for row in conn.execute("SELECT datname FROM pg_database")}
+        for database in (settings.warehouse_db, settings.metastore_db):
+            if database not in existing:
+                conn.execute(f'CREATE DATABASE "{database}" OWNER "{settings.user}"')
+
+
+def metastore_ready(settings: PostgresSettings) -> bool:
+    """The Hive metastore schema exists (its table of databases holds 'default')."""
+    import psycopg  # noqa: PLC0415
+
+    try:
+        connection = _pg_connect(settings, settings.metastore_db)
+    except psycopg.Error:
+        return False
+    with connection as conn:  # type: ignore[attr-defined]
+        try:
+            row = conn.execute('SELECT count(*) FROM "DBS" WHERE "NAME" = %s', ("default",))
+            return bool(row.fetchone()[0] == 1)
+        except psycopg.Error:
+            return False
+
+
+def redis_answers(port: int) -> bool:
+    import redis  # noqa: PLC0415
+
+    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1, socket_timeout=2)
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+    finally:
+        client.close()
+
+
+def zookeeper_answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
+            conn.sendall(b"ruok")
+            return conn.recv(16) == b"imok"
+    except OSError:
+        return False
+
+
+def kafka_answers(bootstrap_servers: str) -> bool:
+    from confluent_kafka import KafkaException  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    host, _, port = bootstrap_servers.split(",")[0].rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            pass
+    except OSError:
+        return False
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+    try:
+        metadata = admin.list_topics(timeout=3)
+    except KafkaException:
+        return False
+    return bool(metadata.brokers)

@@ -1,0 +1,92 @@
+"""Installing what the local stack runs: Debian packages and Maven-resolved jars.
+
+Everything is installed on demand by ``stack up`` so a fresh machine needs nothing by hand.
+Debian packages need root (``apt-get``); jars are resolved by ``mvn`` from ``stack/jvm/pom.xml``
+into ``<home>/jars/<module>/``, re-resolved whenever a pom changes.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from simple_binlog.errors import StackError
+from stack.process import run
+
+log = logging.getLogger(__name__)
+
+JVM_DIR = Path(__file__).parent / "jvm"
+JVM_MODULES = ("kafka", "zookeeper", "spark")
+
+_apt_updated = False
+
+
+def find_binary(name: str, extra_globs: tuple[str, ...] = ()) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for pattern in extra_globs:
+        matches = sorted(glob.glob(pattern))
+        if matches:
+            return matches[-1]
+    return None
+
+
+def apt_install(service: str, packages: tuple[str, ...]) -> None:
+    """Install Debian packages; StackError naming the service when that is impossible."""
+    global _apt_updated  # noqa: PLW0603 - one 'apt-get update' per process is enough
+    if os.geteuid() != 0:
+        raise StackError(
+            f"{service} is not installed and installing it needs root; run "
+            f"'apt-get install {' '.join(packages)}' as root, then 'cdc-mirror stack up' again."
+        )
+    if shutil.which("apt-get") is None:
+        raise StackError(
+            f"{service} is not installed and this machine has no apt-get; install "
+            f"{' '.join(packages)} with the system's package manager."
+        )
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    if not _apt_updated:
+        log.info("apt-get update")
+        run(["apt-get", "update", "-q"], f"installing {service} (apt-get update)", env=env)
+        _apt_updated = True
+    log.info("installing %s: apt-get install %s", service, " ".join(packages))
+    run(
+        ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages],
+        f"installing {service} (apt-get install {' '.join(packages)})",
+        env=env,
+    )
+
+
+def _poms_digest() -> str:
+    digest = hashlib.sha256()
+    for pom in sorted(JVM_DIR.rglob("pom.xml")):
+        digest.update(pom.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def ensure_jars(jars_home: Path) -> Path:
+    """Resolve the JVM modules into ``jars_home`` unless the current poms were resolved already."""
+    stamp = jars_home / ".resolved"
+    digest = _poms_digest()
+    if stamp.is_file() and stamp.read_text().strip() == digest and all(
+        any((jars_home / module).glob("*.jar")) for module in JVM_MODULES
+    ):
+        return jars_home
+    if find_binary("java") is None:
+        apt_install("java", ("openjdk-17-jre-headless",))
+    if find_binary("mvn") is None:
+        apt_install("maven", ("maven",))
+    log.info("resolving Kafka, ZooKeeper and Spark connector jars with Maven into %s", jars_home)
+    for module in JVM_MODULES:
+        shutil.rmtree(jars_home / module, ignore_errors=True)
+    run(
+        ["mvn", "-q", "-B", "-f", str(JVM_DIR / "pom.xml"), "package", f"-Dlib.root={jars_home}"],
+        "resolving the JVM jars from Maven Central (mvn package)",
+    )
+    stamp.write_text(digest + "\n")
+    return jars_home

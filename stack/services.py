@@ -1,0 +1,560 @@
+"""The local stack's services: MariaDB, PostgreSQL, Redis, ZooKeeper, Kafka (KRaft) and Spark.
+
+Each service installs itself when missing, initialises its data directory once, starts as a
+detached process on loopback with the stack's own port, answers a health check, and stops
+only if the stack started it. Data lives in ``<home>/data/<service>`` and survives down + up.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import pwd
+import shutil
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+from simple_binlog.config import LOCAL_PORTS, Settings
+from simple_binlog.errors import StackError
+from stack import health
+from stack.install import apt_install, ensure_jars, find_binary
+from stack.process import PidFile, last_log_line, port_open, run, spawn, terminate, wait_until
+
+log = logging.getLogger(__name__)
+
+_PG_BIN_GLOBS = ("/usr/lib/postgresql/*/bin/{name}",)
+
+
+@dataclass(frozen=True)
+class StackPaths:
+    home: Path
+
+    @property
+    def data(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def logs(self) -> Path:
+        return self.home / "logs"
+
+    @property
+    def run(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def conf(self) -> Path:
+        return self.home / "conf"
+
+    @property
+    def jars(self) -> Path:
+        return self.home / "jars"
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    port: int | None
+    running: bool
+    healthy: bool
+    started_by_stack: bool
+    detail: str = ""
+
+
+class Service(ABC):
+    """Lifecycle of one service. Subclasses fill in install/initialise/start/health."""
+
+    name: str
+    port: int | None
+
+    def __init__(self, settings: Settings, paths: StackPaths) -> None:
+        self.settings = settings
+        self.paths = paths
+        self.data_dir = paths.data / self.name
+        self.log_file = paths.logs / f"{self.name}.log"
+        self.pid_file = PidFile(paths.run / f"{self.name}.pid")
+
+
+    # -- steps ------------------------------------------------------------------------------
+    @abstractmethod
+    def install(self) -> None:
+        """Install binaries when missing (idempotent)."""
+
+    @abstractmethod
+    def initialise(self) -> None:
+        """Create config and data directory the first time (idempotent)."""
+
+    @abstractmethod
+    def command(self) -> list[str]:
+        """The foreground command that runs the service."""
+
+    @abstractmethod
+    def healthy(self) -> bool:
+        """The service answers on its port with its own protocol."""
+
+    def provision(self) -> None:
+        """Users, databases and the like, after the first healthy start (idempotent)."""
+
+    def run_as(self) -> str | None:
+        return None
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def up(self) -> str:
+        """Start unless already running; returns what was done, in a few words."""
+        pid = self.pid_file.read()
+        if pid is not None and self.healthy():
+            self.provision()
+            return "already running"
+        if pid is None and self.port is not None and port_open(self.port):
+            raise StackError(
+                f"{self.name}: port {self.port} is in use by a process the stack did not "
+                "start; stop it or change the stack's ports."
+            )
+        self.install()
+        self.initialise()
+        if pid is None:
+            pid = spawn(self.command(), self.log_file, user=self.run_as(), cwd=self.data_dir)
+            self.pid_file.write(pid)
+        started = wait_until(
+            self.healthy,
+            self.settings.stack.start_timeout_s,
+            still_alive=lambda: self.pid_file.read() is not None,
+        )
+        if not started:
+            alive = self.pid_file.read() is not None
+            cause = last_log_line(self.log_file, "error") if alive else last_log_line(self.log_file)
+            state = (
+                f"did not answer within {self.settings.stack.start_timeout_s:.0f} s"
+                if alive
+                else "exited while starting"
+            )
+            raise StackError(f"{self.name} {state} ({self.log_file}: {cause})")
+        self.provision()
+        return "started"
+
+    def down(self) -> str:
+        pid = self.pid_file.read()
+        if pid is None:
+            self.pid_file.remove()
+            return "not started by the stack"
+        terminate(pid)
+        self.pid_file.remove()
+        return "stopped"
+
+    def status(self) -> ServiceStatus:
+        pid = self.pid_file.read()
+        healthy = self.healthy()
+        return ServiceStatus(
+            name=self.name,
+            port=self.port,
+            running=pid is not None or healthy,
+            healthy=healthy,
+            started_by_stack=pid is not None,
+        )
+
+    def _write(self, path: Path, text: str) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+
+# ---------------------------------------------------------------------------------------------
+class MariaDB(Service):
+    name = "mariadb"
+    port = LOCAL_PORTS["mariadb"]
+
+    @property
+    def socket(self) -> Path:
+        return self.paths.run / "mariadb.sock"
+
+    @property
+    def config_file(self) -> Path:
+        return self.paths.conf / "mariadb" / "my.cnf"
+
+
+    def install(self) -> None:
+        if find_binary("mariadbd") is None or find_binary("mariadb-install-db") is None:
+            apt_install(self.name, ("mariadb-server", "mariadb-client"))
+
+    def initialise(self) -> None:
+        binlog_dir = self.data_dir / "binlog"
+        binlog_dir.mkdir(parents=True, exist_ok=True)
+        self.paths.run.mkdir(parents=True, exist_ok=True)
+        self._write(
+            self.config_file,
+            f"""# Written by 'cdc-mirror stack up'; edits are overwritten.
+[mariadbd]
+datadir = {self.data_dir / "db"}
+socket = {self.socket}
+pid-file = {self.paths.run / "mariadbd.pid"}
+port = {self.port}
+bind-address = 127.0.0.1
+skip-name-resolve
+log-error = {self.log_file}
+server-id = 1
+# What the collector needs: full row images with column names and types in the binlog.
+log-bin = {binlog_dir / "mariadb-bin"}
+binlog-format = ROW
+binlog-row-image = FULL
+binlog-row-metadata = FULL
+gtid-strict-mode = 1
+log-slave-updates = 1
+max-binlog-size = 256M
+binlog-expire-logs-seconds = 604800
+character-set-server = utf8mb4
+collation-server = utf8mb4_unicode_ci
+default-time-zone = '+00:00'
+innodb-buffer-pool-size = 256M
+# A local, disposable stack: commit without an fsync per transaction.
+innodb-flush-log-at-trx-commit = 2
+sync-binlog = 0
+""",
+        )
+        if (self.data_dir / "db" / "mysql").is_dir():
+            return
+        log.info("initialising MariaDB data directory %s", self.data_dir / "db")
+        run(
+            [
+                find_binary("mariadb-install-db") or "mariadb-install-db",
+                f"--defaults-file={self.config_file}",
+                f"--user={_os_user()}",
+                "--auth-root-authentication-method=socket",
+                "--skip-test-db",
+            ],
+            "initialising the MariaDB data directory (mariadb-install-db)",
+        )
+
+    def command(self) -> list[str]:
+        return [
+            find_binary("mariadbd") or "mariadbd",
+            f"--defaults-file={self.config_file}",
+            f"--user={_os_user()}",
+        ]
+
+    def healthy(self) -> bool:
+        return health.mariadb_answers(self.socket, _os_user())
+
+    def provision(self) -> None:
+        instance = self.settings.instances[0]
+        stack = self.settings.stack
+        health.mariadb_provision(
+            self.socket,
+            _os_user(),
+            replication_user=instance.user,
+            replication_password=instance.password.get_secret_value(),
+            admin_user=stack.admin_user,
+            admin_password=stack.admin_password.get_secret_value(),
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+class PostgreSQL(Service):
+    name = "postgresql"
+    port = LOCAL_PORTS["postgresql"]
+
+
+    def _bin(self, name: str) -> str:
+        found = find_binary(name, tuple(g.format(name=name) for g in _PG_BIN_GLOBS))
+        if found is None:
+            raise StackError(f"postgresql: {name} is not installed.")
+        return found
+
+    def run_as(self) -> str | None:
+        # PostgreSQL refuses to run as root; Debian's package creates the 'postgres' user.
+        return "postgres" if os.geteuid() == 0 else None
+
+    def install(self) -> None:
+        globs = tuple(g.format(name="pg_ctl") for g in _PG_BIN_GLOBS)
+        if find_binary("pg_ctl", globs) is None or find_binary("postgres", globs) is None:
+            apt_install(self.name, ("postgresql",))
+
+    def initialise(self) -> None:
+        user = self.run_as()
+        if not (self.data_dir / "PG_VERSION").is_file():
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            pwfile = self.paths.run / "pg-initdb.pw"
+            self._write(pwfile, self.settings.postgres.password.get_secret_value() + "\n")
+            if user is not None:
+                shutil.chown(self.data_dir, user, user)
+                shutil.chown(pwfile, user, user)
+            pwfile.chmod(0o600)
+            try:
+                run(
+                    [
+                        self._bin("initdb"),
+                        "-D",
+                        str(self.data_dir),
+                        "-U",
+                        self.settings.postgres.user,
+                        f"--pwfile={pwfile}",
+                        "--auth-host=scram-sha-256",
+                        "--auth-local=peer",
+                        "-E",
+                        "UTF8",
+                        "--locale=C.UTF-8",
+                    ],
+                    "initialising the PostgreSQL data directory (initdb)",
+                    user=user,
+                )
+            finally:
+                pwfile.unlink(missing_ok=True)
+        socket_dir = self.data_dir / "socket"
+        socket_dir.mkdir(exist_ok=True)
+        if user is not None:
+            shutil.chown(socket_dir, user, user)
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+
+    def command(self) -> list[str]:
+        return [
+            self._bin("postgres"),
+            "-D",
+            str(self.data_dir),
+            "-p",
+            str(self.port),
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            f"unix_socket_directories={self.data_dir / 'socket'}",
+            "-c",
+            "max_connections=200",
+            "-c",
+            "fsync=off",  # a local, disposable stack
+        ]
+
+    def healthy(self) -> bool:
+        return health.postgres_answers(self.settings.postgres, "postgres")
+
+    def provision(self) -> None:
+        health.postgres_provision(self.settings.postgres)
+
+
+# ---------------------------------------------------------------------------------------------
+class Redis(Service):
+    name = "redis"
+    port = LOCAL_PORTS["redis"]
+
+    def install(self) -> None:
+        if find_binary("redis-server") is None:
+            apt_install(self.name, ("redis-server",))
+
+    def initialise(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._write(
+            self.paths.conf / "redis" / "redis.conf",
+            f"""# Written by 'cdc-mirror stack up'; edits are overwritten.
+bind 127.0.0.1
+port {self.port}
+protected-mode yes
+daemonize no
+dir {self.data_dir}
+appendonly yes
+appendfsync everysec
+save 300 1
+""",
+        )
+
+    def command(self) -> list[str]:
+        return [
+            find_binary("redis-server") or "redis-server",
+            str(self.paths.conf / "redis" / "redis.conf"),
+        ]
+
+    def healthy(self) -> bool:
+        return health.redis_answers(self.port)
+
+
+# ---------------------------------------------------------------------------------------------
+class _JavaService(Service):
+    module: str
+    main_class: str
+    heap: str
+
+    def install(self) -> None:
+        ensure_jars(self.paths.jars)
+
+    def java_command(self, *args: str, extra_jvm: tuple[str, ...] = ()) -> list[str]:
+        java = find_binary("java")
+        if java is None:
+            raise StackError(f"{self.name}: java is not installed.")
+        classpath = str(self.paths.jars / self.module / "*")
+        return [java, f"-Xmx{self.heap}", *extra_jvm, "-cp", classpath, self.main_class, *args]
+
+
+class ZooKeeper(_JavaService):
+    name = "zookeeper"
+    port = LOCAL_PORTS["zookeeper"]
+    module = "zookeeper"
+    main_class = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+    heap = "256m"
+
+    @property
+    def config_file(self) -> Path:
+        return self.paths.conf / "zookeeper" / "zoo.cfg"
+
+    def initialise(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._write(
+            self.config_file,
+            f"""# Written by 'cdc-mirror stack up'; edits are overwritten.
+tickTime=1000
+initLimit=10
+syncLimit=5
+dataDir={self.data_dir}
+clientPort={self.port}
+clientPortAddress=127.0.0.1
+# Collector sessions: 2 s .. 60 s.
+minSessionTimeout=2000
+maxSessionTimeout=60000
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,mntr
+autopurge.snapRetainCount=3
+autopurge.purgeInterval=24
+""",
+        )
+
+    def command(self) -> list[str]:
+        return self.java_command(str(self.config_file))
+
+    def healthy(self) -> bool:
+        return health.zookeeper_answers(self.port)
+
+
+class Kafka(_JavaService):
+    name = "kafka"
+    port = LOCAL_PORTS["kafka"]
+    module = "kafka"
+    main_class = "kafka.Kafka"
+    heap = "1g"
+
+    @property
+    def config_file(self) -> Path:
+        return self.paths.conf / "kafka" / "server.properties"
+
+    def initialise(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        controller = LOCAL_PORTS["kafka_controller"]
+        properties = self._write(
+            self.config_file,
+            f"""# Written by 'cdc-mirror stack up'; edits are overwritten.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:{controller}
+listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}
+advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs={self.data_dir / "logs"}
+num.partitions=1
+# One broker: internal topics cannot have more replicas than that.
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+default.replication.factor=1
+min.insync.replicas=1
+auto.create.topics.enable=false
+group.initial.rebalance.delay.ms=0
+log.retention.hours=168
+""",
+        )
+        self._write(
+            self.paths.conf / "kafka" / "log4j2.properties",
+            f"""status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {self.log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.controller.name = org.apache.kafka.controller
+logger.controller.level = WARN
+""",
+        )
+        if (self.data_dir / "logs" / "meta.properties").is_file():
+            return
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        log.info("formatting Kafka KRaft storage (cluster id %s)", cluster_id)
+        run(
+            self._tool_command(
+                "kafka.tools.StorageTool",
+                "format", "-t", cluster_id, "-c", str(properties), "--ignore-formatted",
+            ),
+            "formatting the Kafka KRaft storage (StorageTool format)",
+        )
+
+    def _log4j(self) -> tuple[str, ...]:
+        return (f"-Dlog4j2.configurationFile={self.paths.conf / 'kafka' / 'log4j2.properties'}",)
+
+    def _tool_command(self, main_class: str, *args: str) -> list[str]:
+        java = find_binary("java") or "java"
+        classpath = str(self.paths.jars / self.module / "*")
+        return [java, "-Xmx256m", *self._log4j(), "-cp", classpath, main_class, *args]
+
+    def command(self) -> list[str]:
+        return self.java_command(str(self.config_file), extra_jvm=self._log4j())
+
+    def healthy(self) -> bool:
+        return health.kafka_answers(self.settings.kafka.bootstrap_servers)
+
+
+# ---------------------------------------------------------------------------------------------
+class Spark(Service):
+    """Not a process: the connector jars and the shared Hive metastore schema in PostgreSQL.
+
+    Spark runs inside each job (local mode here, spark-submit at scale). Every job's embedded
+    metastore client talks to the same PostgreSQL database, so a stream writer, a merge job
+    and a query server can use the metastore at the same time.
+    """
+
+    name = "spark"
+    port = None
+
+    def install(self) -> None:
+        ensure_jars(self.paths.jars)
+
+    def initialise(self) -> None:
+        pass
+
+    def command(self) -> list[str]:
+        raise StackError("spark has no server process of its own.")
+
+    def healthy(self) -> bool:
+        jars = any((self.paths.jars / "spark").glob("spark-sql-kafka-*.jar"))
+        return jars and health.metastore_ready(self.settings.postgres)
+
+    def up(self) -> str:
+        self.install()
+        if health.metastore_ready(self.settings.postgres):
+            return "already initialised"
+        from stack.metastore import initialise_metastore  # noqa: PLC0415 - starts a JVM
+
+        initialise_metastore(self.settings, self.paths.jars / "spark", self.log_file)
+        if not self.healthy():
+            raise StackError(
+                f"spark: the Hive metastore schema was not created ({self.log_file}: "
+                f"{last_log_line(self.log_file, 'error')})"
+            )
+        return "initialised"
+
+    def down(self) -> str:
+        return "nothing to stop"
+
+    def status(self) -> ServiceStatus:
+        healthy = self.healthy()
+        return ServiceStatus(self.name, None, healthy, healthy, False, "jars + metastore")
+
+
+def _os_user() -> str:
+    return pwd.getpwuid(os.geteuid()).pw_name
+
+
+SERVICE_ORDER: tuple[type[Service], ...] = (MariaDB, PostgreSQL, Redis, ZooKeeper, Kafka, Spark)
