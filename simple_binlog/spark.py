@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +22,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
+_JDO_PACKAGE = re.compile(r'<package\s+name="(?P<name>[\w.]+)"')
+_JDO_CLASS = re.compile(r'<class\s+name="(?P<name>\w+)"(?P<attributes>[^>]*)>')
 
 
 def _artifact(jar_name: str) -> str:
@@ -38,8 +42,32 @@ def extra_jars(jars_dir: Path, spark_home: Path) -> list[Path]:
     return jars
 
 
+def metastore_model_classes(spark_home: Path) -> list[str]:
+    """The persistent classes of the Hive metastore shipped with PySpark (its package.jdo).
+
+    DataNucleus creates a class's tables only when the class is first used; naming every
+    class at start-up makes the one-off initialisation create the whole schema.
+    """
+    names: list[str] = []
+    for jar in sorted((spark_home / "jars").glob("hive-metastore-*.jar")):
+        with zipfile.ZipFile(jar) as archive:
+            jdo = archive.read("package.jdo").decode()
+        package = _JDO_PACKAGE.search(jdo)
+        if package is None:
+            continue
+        names += [
+            f"{package['name']}.{match['name']}"
+            for match in _JDO_CLASS.finditer(jdo)
+            if 'embedded-only="true"' not in match["attributes"]
+        ]
+    return names
+
+
 def spark_conf(
-    settings: Settings, jars: list[Path], create_schema: bool = False
+    settings: Settings,
+    jars: list[Path],
+    create_schema: bool = False,
+    model_classes: Sequence[str] = (),
 ) -> dict[str, str]:
     """Pure: the Spark configuration for a cdc-mirror job."""
     lake = settings.lake_dir
@@ -74,6 +102,11 @@ def spark_conf(
                 "spark.hadoop.datanucleus.autoCreateSchema": str(create_schema).lower(),
             }
         )
+        if create_schema and model_classes:
+            # Create the tables of every class now, not only those the init session touches
+            # (jobs, which may not create tables, would otherwise fail on e.g. TBL_PRIVS).
+            conf["spark.hadoop.datanucleus.autoStartMechanism"] = "Classes"
+            conf["spark.hadoop.datanucleus.autoStartClassNames"] = ",".join(model_classes)
     else:
         conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
             f"jdbc:derby:;databaseName={lake / 'metastore_db'};create=true"
@@ -93,7 +126,9 @@ def build_session(
 
     spark_home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
     jars = extra_jars(settings.stack.home.resolve() / "jars" / "spark", spark_home)
+    model_classes = metastore_model_classes(spark_home) if create_schema else []
+    conf = spark_conf(settings, jars, create_schema, model_classes)
     builder = SparkSession.builder.appName(app_name)
-    for key, value in {**spark_conf(settings, jars, create_schema), **(extra_conf or {})}.items():
+    for key, value in {**conf, **(extra_conf or {})}.items():
         builder = builder.config(key, value)
     return builder.enableHiveSupport().getOrCreate()

@@ -23,6 +23,8 @@ SET                    labels joined by "," in definition order    str
 CHAR/VARCHAR/TEXT/JSON string                                      str
 BINARY/VARBINARY/BLOB  base64 string                               bytes
 GEOMETRY               base64 of the stored WKB                    bytes
+UUID, INET4, INET6     MariaDB's text form (binlog holds 16/4/16   str
+                       raw bytes; a SELECT returns text)
 NULL                   null (never "" — empty string stays "")     None
 =====================  ==========================================  =======================
 
@@ -34,6 +36,8 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import ipaddress
+import uuid
 import re
 import struct
 from dataclasses import dataclass
@@ -64,6 +68,9 @@ class Kind(Enum):
     TEXT = "text"
     BINARY = "binary"
     GEOMETRY = "geometry"
+    UUID = "uuid"
+    INET4 = "inet4"
+    INET6 = "inet6"
 
 
 _KIND_BY_BASE = {
@@ -95,9 +102,9 @@ _KIND_BY_BASE = {
     "mediumtext": Kind.TEXT,
     "longtext": Kind.TEXT,
     "json": Kind.TEXT,
-    "uuid": Kind.TEXT,
-    "inet4": Kind.TEXT,
-    "inet6": Kind.TEXT,
+    "uuid": Kind.UUID,
+    "inet4": Kind.INET4,
+    "inet6": Kind.INET6,
     "binary": Kind.BINARY,
     "varbinary": Kind.BINARY,
     "tinyblob": Kind.BINARY,
@@ -225,6 +232,36 @@ def _to_text(value: Any) -> str:
     raise TypeError
 
 
+def _inet6_text(raw: bytes) -> str:
+    """MariaDB's (and glibc inet_ntop's) spelling: embedded IPv4 for ::a.b.c.d and
+    ::ffff:a.b.c.d, otherwise the compressed hex form."""
+    address = ipaddress.IPv6Address(raw)
+    if raw[:10] == bytes(10):
+        tail = ipaddress.IPv4Address(raw[12:])
+        if raw[10:12] == b"\xff\xff":
+            return f"::ffff:{tail}"
+        if raw[10:12] == bytes(2) and raw[12:14] != bytes(2):
+            return f"::{tail}"
+    return address.compressed
+
+
+def _encode_special_text(kind: Kind, value: Any) -> str:
+    if isinstance(value, str) and value:
+        return value
+    if value == "":
+        # python-mysql-replication returns an all-zero fixed binary (its trailing zero bytes
+        # are stripped in the binlog) as an empty str; a SELECT never returns "".
+        value = b""
+    if not isinstance(value, bytes | bytearray):
+        raise TypeError
+    # The binlog drops trailing zero bytes of these fixed-size binaries.
+    if kind is Kind.UUID:
+        return str(uuid.UUID(bytes=bytes(value).ljust(16, b"\x00")))
+    if kind is Kind.INET4:
+        return str(ipaddress.IPv4Address(bytes(value).ljust(4, b"\x00")))
+    return _inet6_text(bytes(value).ljust(16, b"\x00"))
+
+
 def _encode(column: ColumnType, value: Any) -> JsonScalar:  # noqa: PLR0911, PLR0912
     kind = column.kind
     if kind is Kind.INT or kind is Kind.YEAR:
@@ -274,6 +311,8 @@ def _encode(column: ColumnType, value: Any) -> JsonScalar:  # noqa: PLR0911, PLR
         return _bit_to_int(value)
     if kind is Kind.ENUM or kind is Kind.TEXT:
         return _to_text(value)
+    if kind in (Kind.UUID, Kind.INET4, Kind.INET6):
+        return _encode_special_text(kind, value)
     if kind is Kind.SET:
         return _set_to_text(column, value)
     if kind is Kind.BINARY or kind is Kind.GEOMETRY:
@@ -342,7 +381,7 @@ def _decode(column: ColumnType, value: JsonScalar) -> Any:  # noqa: PLR0911
         return _parse_datetime(value)
     if kind is Kind.TIME:
         return _parse_time(value)
-    if kind in (Kind.ENUM, Kind.SET, Kind.TEXT):
+    if kind in (Kind.ENUM, Kind.SET, Kind.TEXT, Kind.UUID, Kind.INET4, Kind.INET6):
         return value
     raw = base64.b64decode(value, validate=True)
     if column.is_fixed_binary and column.length is not None:

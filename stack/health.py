@@ -98,8 +98,12 @@ def postgres_provision(settings: PostgresSettings) -> None:
                 conn.execute(f'CREATE DATABASE "{database}" OWNER "{settings.user}"')
 
 
+# Tables of the metastore schema that a first, partial initialisation would lack.
+_METASTORE_TABLES = ("DBS", "TBLS", "PARTITIONS", "TBL_PRIVS", "PART_COL_STATS")
+
+
 def metastore_ready(settings: PostgresSettings) -> bool:
-    """The Hive metastore schema exists (its table of databases holds 'default')."""
+    """The whole Hive metastore schema exists and its table of databases holds 'default'."""
     import psycopg  # noqa: PLC0415
 
     try:
@@ -108,6 +112,10 @@ def metastore_ready(settings: PostgresSettings) -> bool:
         return False
     with connection as conn:  # type: ignore[attr-defined]
         try:
+            for table in _METASTORE_TABLES:
+                found = conn.execute("SELECT to_regclass(%s)", (f'"{table}"',)).fetchone()
+                if found is None or found[0] is None:
+                    return False
             row = conn.execute('SELECT count(*) FROM "DBS" WHERE "NAME" = %s', ("default",))
             return bool(row.fetchone()[0] == 1)
         except psycopg.Error:

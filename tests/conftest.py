@@ -1,19 +1,43 @@
-"""Marks every test by the folder it lives in: tests/unit → unit, tests/integration →
-integration, tests/e2e → e2e (the markers are registered in pyproject.toml)."""
+"""Test markers come from the folder: tests/unit → unit, tests/integration → integration,
+tests/e2e → e2e. Integration and end-to-end tests share one local stack per session: it is
+brought up (installing what is missing) before the first of them and the services this
+session started are stopped at the end; services that were already running are left alone.
+"""
 
+from __future__ import annotations
+
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-_TESTS_DIR = Path(__file__).parent
-_FOLDER_MARKERS = ("unit", "integration", "e2e")
+from simple_binlog.config import Settings, load_settings
+
+_ROOT = Path(__file__).parent
+_MARKER_BY_FOLDER = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        try:
-            folder = Path(item.path).relative_to(_TESTS_DIR).parts[0]
-        except ValueError:
-            continue
-        if folder in _FOLDER_MARKERS:
-            item.add_marker(getattr(pytest.mark, folder))
+        relative = Path(item.path).relative_to(_ROOT)
+        marker = _MARKER_BY_FOLDER.get(relative.parts[0])
+        if marker is not None:
+            item.add_marker(getattr(pytest.mark, marker))
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return load_settings()
+
+
+@pytest.fixture(scope="session")
+def local_stack(settings: Settings) -> Iterator[Settings]:
+    """The real services, up and healthy. Yields the settings that reach them."""
+    from stack.manager import LocalStack
+
+    stack = LocalStack(settings)
+    done = stack.up()
+    yield settings
+    started_here = [name for name, what in done.items() if what == "started"]
+    if started_here:
+        stack.down(started_here)

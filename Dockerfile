@@ -1,0 +1,65 @@
+# syntax=docker/dockerfile:1
+# The cdc-mirror application image (docker-compose.yml builds it as cdc-mirror:local).
+# Java runs Spark (PySpark starts a JVM); Maven resolves the Spark Kafka connector and the JDBC
+# drivers from stack/jvm/pom.xml at build time, so nothing is downloaded at run time.
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore
+
+# The JRE's post-install step links its man pages into /usr/share/man/man1, which the slim
+# image leaves out.
+RUN mkdir -p /usr/share/man/man1 \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless maven \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /opt/cdc-mirror/src
+
+# JVM jars first: this layer is rebuilt only when a pom changes. The same command as
+# stack/install.py ensure_jars, into <lib.root>/<module>/ (kafka, zookeeper, spark).
+COPY stack/jvm/ stack/jvm/
+RUN --mount=type=cache,target=/root/.m2 \
+    mvn -q -B -f stack/jvm/pom.xml package -Dlib.root=/opt/cdc-mirror/jars
+
+# Python dependencies next (PySpark is large): rebuilt only when pyproject.toml changes.
+COPY pyproject.toml README.m[d] ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+
+# The packages themselves. Listed one by one rather than `COPY . .`, so a checkout's .venv and
+# var/ (the local stack's data, jars and logs) never enter the image.
+COPY simple_binlog/ simple_binlog/
+COPY cdc_mirror/ cdc_mirror/
+COPY stack/ stack/
+COPY collector/ collector/
+COPY mock_replay/ mock_replay/
+COPY stream_writer/ stream_writer/
+COPY merge/ merge/
+COPY mirror/ mirror/
+COPY webui/ webui/
+RUN pip install .
+
+# ensure_jars re-resolves (deleting the jars first) unless <jars>/.resolved holds the digest of
+# the installed poms; record it so 'cdc-mirror stack up spark' in a container keeps these jars.
+RUN python -c "from pathlib import Path; from stack.install import _poms_digest; Path('/opt/cdc-mirror/jars/.resolved').write_text(_poms_digest() + '\n')"
+
+# An unprivileged user owning the state directory. Spark reads <stack.home>/jars/spark, so
+# <stack.home>/jars links to the build's jars: a new named volume mounted on /var/lib/cdc-mirror
+# starts as a copy of this directory, link and ownership included, and the link always points
+# at the jars of the image that runs.
+RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/cdc-mirror --shell /usr/sbin/nologin cdc \
+    && mkdir -p /var/lib/cdc-mirror /etc/cdc-mirror \
+    && ln -s /opt/cdc-mirror/jars /var/lib/cdc-mirror/jars \
+    && chown -h -R cdc:cdc /var/lib/cdc-mirror
+
+ENV CDC_MIRROR_STACK__HOME=/var/lib/cdc-mirror
+USER cdc
+WORKDIR /var/lib/cdc-mirror
+
+CMD ["cdc-mirror", "--help"]

@@ -1,0 +1,1 @@
+"""The binlog collector: MySQL/MariaDB row binlog → SimpleBinlog messages → Kafka."""
