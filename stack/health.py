@@ -135,12 +135,17 @@ def redis_answers(port: int) -> bool:
 
 
 def zookeeper_answers(port: int) -> bool:
+    """'srvr' reports a mode only when the server serves requests ('ruok' says 'imok' even
+    while a failed start left the server not running)."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
-            conn.sendall(b"ruok")
-            return conn.recv(16) == b"imok"
+            conn.sendall(b"srvr")
+            reply = b""
+            while chunk := conn.recv(4096):
+                reply += chunk
     except OSError:
         return False
+    return b"Mode: " in reply
 
 
 def kafka_answers(bootstrap_servers: str) -> bool:

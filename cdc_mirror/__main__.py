@@ -1,0 +1,3 @@
+from cdc_mirror.cli import main
+
+main()
