@@ -44,10 +44,19 @@ def _read_time2(self: Any, column: Any) -> dt.timedelta:
     return sign * value
 
 
-def fix_time2_decoding() -> None:
+def fix_reader_quirks() -> None:
+    """Patch python-mysql-replication where it loses data or hides failures.
+
+    * the TIME2 decoder (see the module docstring);
+    * a lost stream connection is retried forever from a stale position, silently but for
+      a log line, with no bound: make it an error instead, so the caller reconnects from the
+      position it has committed and a user sees why the collector stopped.
+    """
+    from pymysqlreplication import binlogstream  # noqa: PLC0415
     from pymysqlreplication.row_event import RowsEvent  # noqa: PLC0415
 
-    RowsEvent._RowsEvent__read_time2 = _read_time2  # noqa: SLF001
+    RowsEvent._RowsEvent__read_time2 = _read_time2
+    binlogstream.MYSQL_EXPECTED_ERROR_CODES = []
 
 
 @dataclass(frozen=True, slots=True)

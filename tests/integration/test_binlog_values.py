@@ -14,17 +14,14 @@ from decimal import Decimal
 
 import pymysql
 import pytest
-from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from collector.decoding import EventContext, fix_time2_decoding, messages_from_rows
+from collector.reader import ServerPosition, read_range, server_position
 from collector.schema import load_table_schema
 from simple_binlog.config import Settings
 from simple_binlog.message import EventType, decode_message
 from simple_binlog.offsets import OffsetGenerator
 from simple_binlog.values import canonical, parse_column_type
 
-ROWS_EVENTS = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
 DB = f"cdc_types_{uuid.uuid4().hex[:8]}"
 
 DDL = f"""
@@ -103,61 +100,14 @@ def admin(local_stack: Settings) -> Iterator[pymysql.connections.Connection]:
     connection.close()
 
 
-def _master_position(cursor) -> tuple[str, int, str]:
-    """(binlog file, position, GTID position) of the server right now."""
-    cursor.execute("SHOW MASTER STATUS")
-    file, pos = cursor.fetchone()[:2]
-    cursor.execute("SELECT @@gtid_binlog_pos")
-    return file, int(pos), cursor.fetchone()[0]
-
-
-def _read_binlog(settings: Settings, start: tuple[str, int, str], end: tuple[str, int, str], schema):
-    """Every SimpleBinlog message between two binlog positions, serialised and parsed back."""
-    fix_time2_decoding()
-    instance = settings.instances[0]
-    reader = BinLogStreamReader(
-        connection_settings={
-            "host": instance.host,
-            "port": instance.port,
-            "user": instance.user,
-            "passwd": instance.password.get_secret_value(),
-        },
-        server_id=instance.replica_server_id + 77,
-        # MariaDB's dump ignores file + position from python-mysql-replication: start from
-        # the GTID position instead (what the collector stores too).
-        auto_position=start[2],
-        blocking=False,
-        # No event filter: the end position is usually a commit event, and the reader must
-        # see it to stop (python-mysql-replication re-reads the binlog when left to itself).
-        is_mariadb=True,
-    )
-    offsets = OffsetGenerator()
-    messages = []
-    try:
-        for event in reader:
-            here = (reader.log_file, reader.log_pos)
-            if here > end[:2]:
-                break
-            if not isinstance(event, ROWS_EVENTS) or event.table != schema.table:
-                if here == end[:2]:
-                    break
-                continue
-            context = EventContext(
-                server_id=event.packet.server_id,
-                file=reader.log_file,
-                pos=reader.log_pos,
-                timestamp=event.timestamp,
-                gtid=None,
-            )
-            for message in messages_from_rows(
-                type(event).__name__, event.rows, schema, context, offsets
-            ):
-                messages.append(decode_message(message.encode()))
-            if here >= end[:2]:
-                break
-    finally:
-        reader.close()
-    return messages
+def _read_binlog(settings: Settings, start: ServerPosition, end: ServerPosition, schema):
+    """The table's SimpleBinlog messages between two positions, serialised and parsed back."""
+    messages = read_range(settings.instances[0], start.gtid, end, OffsetGenerator(), [DB])
+    return [
+        decode_message(message.encode())
+        for message in messages
+        if message.table_name == schema.table
+    ]
 
 
 def _selected(cursor, schema) -> dict[int, dict]:
@@ -183,10 +133,10 @@ def test_every_type_survives_binlog_and_json(local_stack: Settings, admin) -> No
     with admin.cursor() as cursor:
         cursor.execute(DDL)
         schema = load_table_schema(cursor, DB, "every_type")
-        start = _master_position(cursor)
+        start = server_position(cursor)
         for values in ROWS:
             cursor.execute(f"INSERT INTO {DB}.every_type VALUES {values}")
-        end = _master_position(cursor)
+        end = server_position(cursor)
         expected = _selected(cursor, schema)
 
     messages = _read_binlog(local_stack, start, end, schema)
@@ -218,12 +168,12 @@ def test_update_and_delete_carry_before_and_after_images(local_stack: Settings, 
     with admin.cursor() as cursor:
         cursor.execute(f"CREATE TABLE {DB}.small (id INT PRIMARY KEY, v VARCHAR(10), s SET('p','q'))")
         schema = load_table_schema(cursor, DB, "small")
-        start = _master_position(cursor)
+        start = server_position(cursor)
         cursor.execute(f"INSERT INTO {DB}.small VALUES (1, 'one', 'p'), (2, NULL, '')")
         cursor.execute(f"UPDATE {DB}.small SET v = 'uno', s = '' WHERE id = 1")
         cursor.execute(f"UPDATE {DB}.small SET id = 20 WHERE id = 2")
         cursor.execute(f"DELETE FROM {DB}.small WHERE id = 20")
-        end = _master_position(cursor)
+        end = server_position(cursor)
 
     messages = _read_binlog(local_stack, start, end, schema)
 
