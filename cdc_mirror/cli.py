@@ -18,18 +18,27 @@ from rich.table import Table
 from simple_binlog.config import Settings, load_settings
 from simple_binlog.errors import CdcMirrorError
 
-app = typer.Typer(help="Change-data-capture mirroring: MySQL binlog → Kafka → Hive, warehouse, Redis.",
-                  no_args_is_help=True, pretty_exceptions_enable=False)
-stack_app = typer.Typer(help="The local stack: MariaDB, Kafka, ZooKeeper, Redis, PostgreSQL, Spark.",
-                        no_args_is_help=True)
+app = typer.Typer(
+    help="Change-data-capture mirroring: MySQL binlog → Kafka → Hive, warehouse, Redis.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+stack_app = typer.Typer(
+    help="The local stack: MariaDB, Kafka, ZooKeeper, Redis, PostgreSQL, Spark.",
+    no_args_is_help=True,
+)
 app.add_typer(stack_app, name="stack")
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # one error, one line
 
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help="YAML config file (default: $CDC_MIRROR_CONFIG, else built-in local defaults)."),
+    typer.Option(
+        "--config",
+        "-c",
+        help="YAML config file (default: $CDC_MIRROR_CONFIG, else built-in local defaults).",
+    ),
 ]
 
 
@@ -127,7 +136,9 @@ def _not_built(component: str, issue: str) -> None:
 
 
 @app.command("collector")
-def collector(instance: Annotated[str, typer.Option(help="MySQL instance name.")] = "local") -> None:
+def collector(
+    instance: Annotated[str, typer.Option(help="MySQL instance name.")] = "local",
+) -> None:
     """HA binlog collector: row binlog → SimpleBinlog → Kafka."""
     settings().instance(instance)
     _not_built("collector", "the collector issue")

@@ -84,9 +84,14 @@ def _workload(connection: Any, rows_per_table: int, rng: random.Random) -> int:
                     f"INSERT INTO {db}.{table} (id, user_id, amount, status, note, created_at) "
                     "VALUES (%s, %s, %s, %s, %s, NOW(3) - INTERVAL %s MINUTE)",
                     [
-                        (i, rng.randrange(1, 5000), Decimal(rng.randrange(100, 99999)) / 100,
-                         rng.choice(STATUSES), rng.choice((None, "", "gift", "express")),
-                         rng.randrange(0, 10000))
+                        (
+                            i,
+                            rng.randrange(1, 5000),
+                            Decimal(rng.randrange(100, 99999)) / 100,
+                            rng.choice(STATUSES),
+                            rng.choice((None, "", "gift", "express")),
+                            rng.randrange(0, 10000),
+                        )
                         for i in ids
                     ],
                 )
@@ -169,7 +174,9 @@ def _end_offsets(settings: Settings, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-def _consume(settings: Settings, topic: str, start: dict[int, int], expected: int) -> list[SimpleBinlog]:
+def _consume(
+    settings: Settings, topic: str, start: dict[int, int], expected: int
+) -> list[SimpleBinlog]:
     from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
 
     consumer = Consumer(
@@ -181,8 +188,10 @@ def _consume(settings: Settings, topic: str, start: dict[int, int], expected: in
     try:
         while len(received) < expected and time.monotonic() < deadline:
             for record in consumer.consume(num_messages=5000, timeout=1.0):
-                if record.error() is None:
-                    received.append(decode_message(record.value()))
+                payload = record.value()
+                if record.error() is not None or payload is None:
+                    raise CdcMirrorError(f"reading {topic} failed at offset {record.offset()}.")
+                received.append(decode_message(payload))
     finally:
         consumer.close()
     return received
@@ -218,7 +227,8 @@ def run_demo(settings: Settings, console: Console, rows_per_table: int = 200) ->
             stop = server_position(cursor)
     console.print(
         f"  {SHARDS}×{SHARDS} shard tables, {changes} row changes, binlog "
-        f"{start.file}:{start.pos} → {stop.file}:{stop.pos} (GTID {start.gtid or '-'} → {stop.gtid})"
+        f"{start.file}:{start.pos} → {stop.file}:{stop.pos} "
+        f"(GTID {start.gtid or '-'} → {stop.gtid})"
     )
 
     console.rule("[bold]3. row binlog → SimpleBinlog → Kafka")
@@ -250,7 +260,9 @@ def run_demo(settings: Settings, console: Console, rows_per_table: int = 200) ->
         table.add_column(column)
     equal = mirrored == expected
     table.add_row(
-        "ordercenter_orderinfo", str(len(expected)), str(len(mirrored)),
+        "ordercenter_orderinfo",
+        str(len(expected)),
+        str(len(mirrored)),
         "[green]yes[/]" if equal else "[red]NO[/]",
     )
     console.print(table)

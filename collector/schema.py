@@ -25,7 +25,9 @@ def _key_columns(rows: list[tuple[Any, ...]]) -> tuple[str, ...]:
     """The primary key, else the first unique key whose columns are all NOT NULL."""
     indexes: dict[str, list[tuple[str, bool, bool]]] = {}
     for index_name, column, non_unique, nullable in rows:
-        indexes.setdefault(index_name, []).append((column, bool(int(non_unique)), nullable == "YES"))
+        indexes.setdefault(index_name, []).append(
+            (column, bool(int(non_unique)), nullable == "YES")
+        )
     if "PRIMARY" in indexes:
         return tuple(column for column, _, _ in indexes["PRIMARY"])
     for columns in indexes.values():

@@ -68,10 +68,14 @@ class _Section(BaseModel):
 
 
 class MySQLInstance(_Section):
-    """One MySQL/MariaDB server whose row binlog is collected (one Kafka topic each)."""
+    """One MySQL/MariaDB server whose row binlog is collected (one Kafka topic each).
 
-    name: str = "local"
-    host: str = "127.0.0.1"
+    ``name`` and ``host`` are required: the built-in default instance (the local stack's
+    MariaDB) applies only when the config lists no instances at all.
+    """
+
+    name: str
+    host: str
     port: int = Field(LOCAL_PORTS["mariadb"], ge=1, le=65535)
     user: str = "cdc"
     password: SecretStr = SecretStr("cdc-local")
@@ -182,7 +186,9 @@ class Settings(BaseSettings):
         frozen=True,
     )
 
-    instances: list[MySQLInstance] = Field(default_factory=lambda: [MySQLInstance()])
+    instances: list[MySQLInstance] = Field(
+        default_factory=lambda: [MySQLInstance(name="local", host="127.0.0.1")]
+    )
     kafka: KafkaSettings = KafkaSettings()
     zookeeper: ZooKeeperSettings = ZooKeeperSettings()
     redis: RedisSettings = RedisSettings()

@@ -10,6 +10,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
 from simple_binlog.config import KafkaSettings
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
 
@@ -88,9 +91,6 @@ def ensure_topic(settings: KafkaSettings, topic: str, timeout_s: float = 30.0) -
     partitions than configured is left as it is, with a warning: adding partitions would move
     tables to other partitions and break their order.
     """
-    from confluent_kafka import KafkaError, KafkaException  # noqa: PLC0415
-    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
-
     admin = AdminClient(admin_config(settings))
     try:
         metadata = admin.list_topics(timeout=timeout_s)
@@ -103,7 +103,9 @@ def ensure_topic(settings: KafkaSettings, topic: str, timeout_s: float = 30.0) -
         if len(existing.partitions) < settings.partitions:
             log.warning(
                 "topic %s has %d partitions, fewer than the configured %d; left unchanged",
-                topic, len(existing.partitions), settings.partitions,
+                topic,
+                len(existing.partitions),
+                settings.partitions,
             )
         return False
     new_topic = NewTopic(
@@ -123,5 +125,7 @@ def ensure_topic(settings: KafkaSettings, topic: str, timeout_s: float = 30.0) -
         error = exc.args[0]
         if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return False
-        raise ServiceUnavailableError(f"creating Kafka topic {topic} failed: {error.str()}") from None
+        raise ServiceUnavailableError(
+            f"creating Kafka topic {topic} failed: {error.str()}"
+        ) from None
     return True

@@ -127,7 +127,7 @@ def _require(document: dict[str, Any], name: str, kind: type | tuple[type, ...])
 
 
 def _row(document: dict[str, Any], name: str) -> dict[str, JsonScalar]:
-    row = _require(document, name, dict)
+    row: dict[str, JsonScalar] = _require(document, name, dict)
     for column, value in row.items():
         if value is not None and not isinstance(value, int | float | str):
             raise ContractError(

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from simple_binlog.errors import ContractError
 
 SEQ_DIGITS = 6
-SEQ_SPAN = 10**SEQ_DIGITS
-MAX_SEQ = SEQ_SPAN - 1
+SEQ_SPAN: int = 10**SEQ_DIGITS
+MAX_SEQ: int = SEQ_SPAN - 1
 MOCK_SEQ = 0
 FIRST_SEQ = 1
 MOCK_LEAD_SECONDS = 5 * 60

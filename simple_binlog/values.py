@@ -37,9 +37,9 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import ipaddress
-import uuid
 import re
 import struct
+import uuid
 from dataclasses import dataclass
 from decimal import Context, Decimal, InvalidOperation
 from enum import Enum
@@ -353,7 +353,7 @@ def _parse_time(text: str) -> dt.timedelta:
     return sign * magnitude
 
 
-def _decode(column: ColumnType, value: JsonScalar) -> Any:  # noqa: PLR0911
+def _decode(column: ColumnType, value: JsonScalar) -> Any:  # noqa: PLR0911, PLR0912
     kind = column.kind
     if kind in (Kind.INT, Kind.YEAR, Kind.BIT):
         if isinstance(value, bool) or not isinstance(value, int):

@@ -20,10 +20,9 @@ def mariadb_answers(socket_path: Path, os_user: str) -> bool:
         connection = pymysql.connect(unix_socket=str(socket_path), user=os_user, connect_timeout=2)
     except pymysql.MySQLError:
         return False
-    with connection:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-            return cursor.fetchone() == (1,)
+    with connection, connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        return bool(cursor.fetchone() == (1,))
 
 
 def mariadb_provision(
@@ -152,7 +151,7 @@ def kafka_answers(bootstrap_servers: str) -> bool:
     from confluent_kafka import KafkaException  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
-    host, _, port = bootstrap_servers.split(",")[0].rpartition(":")
+    host, _, port = bootstrap_servers.split(",", maxsplit=1)[0].rpartition(":")
     try:
         with socket.create_connection((host, int(port)), timeout=1):
             pass

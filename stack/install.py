@@ -73,8 +73,10 @@ def ensure_jars(jars_home: Path) -> Path:
     """Resolve the JVM modules into ``jars_home`` unless the current poms were resolved already."""
     stamp = jars_home / ".resolved"
     digest = _poms_digest()
-    if stamp.is_file() and stamp.read_text().strip() == digest and all(
-        any((jars_home / module).glob("*.jar")) for module in JVM_MODULES
+    if (
+        stamp.is_file()
+        and stamp.read_text().strip() == digest
+        and all(any((jars_home / module).glob("*.jar")) for module in JVM_MODULES)
     ):
         return jars_home
     if find_binary("java") is None:

@@ -24,9 +24,7 @@ class LocalStack:
         if unknown:
             from simple_binlog.errors import StackError  # noqa: PLC0415
 
-            raise StackError(
-                f"unknown service {unknown[0]!r}; the stack has {', '.join(known)}."
-            )
+            raise StackError(f"unknown service {unknown[0]!r}; the stack has {', '.join(known)}.")
         return [s for s in self.services if s.name in names]
 
     def up(

@@ -76,7 +76,6 @@ class Service(ABC):
         self.log_file = paths.logs / f"{self.name}.log"
         self.pid_file = PidFile(paths.run / f"{self.name}.pid")
 
-
     # -- steps ------------------------------------------------------------------------------
     @abstractmethod
     def install(self) -> None:
@@ -94,7 +93,7 @@ class Service(ABC):
     def healthy(self) -> bool:
         """The service answers on its port with its own protocol."""
 
-    def provision(self) -> None:
+    def provision(self) -> None:  # noqa: B027 - optional step; most services need none
         """Users, databases and the like, after the first healthy start (idempotent)."""
 
     def run_as(self) -> str | None:
@@ -172,7 +171,6 @@ class MariaDB(Service):
     @property
     def config_file(self) -> Path:
         return self.paths.conf / "mariadb" / "my.cnf"
-
 
     def install(self) -> None:
         if find_binary("mariadbd") is None or find_binary("mariadb-install-db") is None:
@@ -253,7 +251,6 @@ sync-binlog = 0
 class PostgreSQL(Service):
     name = "postgresql"
     port = LOCAL_PORTS["postgresql"]
-
 
     def _bin(self, name: str) -> str:
         found = find_binary(name, tuple(g.format(name=name) for g in _PG_BIN_GLOBS))
@@ -486,7 +483,12 @@ logger.controller.level = WARN
         run(
             self._tool_command(
                 "kafka.tools.StorageTool",
-                "format", "-t", cluster_id, "-c", str(properties), "--ignore-formatted",
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+                str(properties),
+                "--ignore-formatted",
             ),
             "formatting the Kafka KRaft storage (StorageTool format)",
         )

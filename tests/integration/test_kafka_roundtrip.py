@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 import uuid
@@ -105,7 +106,7 @@ def test_100k_messages_for_50_tables_round_trip(local_stack: Settings, topic: st
     assert extra == []
 
     sent_offsets = [m.binlog_offset for m in sent]
-    assert all(a < b for a, b in zip(sent_offsets, sent_offsets[1:])), "offsets per instance"
+    assert all(a < b for a, b in itertools.pairwise(sent_offsets)), "offsets per instance"
     assert sorted(m.binlog_offset for m in received) == sent_offsets, "missing or duplicated"
 
     by_table_sent: dict[tuple[str, str], list[int]] = defaultdict(list)

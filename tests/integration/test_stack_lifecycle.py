@@ -27,21 +27,39 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _healthy_rows(output: str) -> set[str]:
-    return {name for name in SERVICES for line in output.splitlines()
-            if line.strip("│ ").startswith(name) and "healthy" in line}
+    return {
+        name
+        for name in SERVICES
+        for line in output.splitlines()
+        if line.strip("│ ").startswith(name) and "healthy" in line
+    }
 
 
 def _write_marks(settings: Settings, mark: str) -> None:
-    with pymysql.connect(
-        host="127.0.0.1", port=LOCAL_PORTS["mariadb"], user=settings.stack.admin_user,
-        password=settings.stack.admin_password.get_secret_value(), autocommit=True,
-    ) as db, db.cursor() as cursor:
+    with (
+        pymysql.connect(
+            host="127.0.0.1",
+            port=LOCAL_PORTS["mariadb"],
+            user=settings.stack.admin_user,
+            password=settings.stack.admin_password.get_secret_value(),
+            autocommit=True,
+        ) as db,
+        db.cursor() as cursor,
+    ):
         cursor.execute("CREATE DATABASE IF NOT EXISTS cdc_lifecycle")
-        cursor.execute("CREATE TABLE IF NOT EXISTS cdc_lifecycle.marks (mark VARCHAR(64) PRIMARY KEY)")
+        cursor.execute(
+            "CREATE TABLE IF NOT EXISTS cdc_lifecycle.marks (mark VARCHAR(64) PRIMARY KEY)"
+        )
         cursor.execute("INSERT INTO cdc_lifecycle.marks VALUES (%s)", (mark,))
     pg = settings.postgres
-    with psycopg.connect(host=pg.host, port=pg.port, user=pg.user, dbname=pg.warehouse_db,
-                         password=pg.password.get_secret_value(), autocommit=True) as conn:
+    with psycopg.connect(
+        host=pg.host,
+        port=pg.port,
+        user=pg.user,
+        dbname=pg.warehouse_db,
+        password=pg.password.get_secret_value(),
+        autocommit=True,
+    ) as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS cdc_lifecycle_marks (mark text PRIMARY KEY)")
         conn.execute("INSERT INTO cdc_lifecycle_marks VALUES (%s)", (mark,))
     client = redis.Redis(port=LOCAL_PORTS["redis"])
@@ -60,15 +78,25 @@ def _write_marks(settings: Settings, mark: str) -> None:
 
 def _read_marks(settings: Settings, mark: str) -> dict[str, bool]:
     found: dict[str, bool] = {}
-    with pymysql.connect(
-        host="127.0.0.1", port=LOCAL_PORTS["mariadb"], user=settings.stack.admin_user,
-        password=settings.stack.admin_password.get_secret_value(),
-    ) as db, db.cursor() as cursor:
+    with (
+        pymysql.connect(
+            host="127.0.0.1",
+            port=LOCAL_PORTS["mariadb"],
+            user=settings.stack.admin_user,
+            password=settings.stack.admin_password.get_secret_value(),
+        ) as db,
+        db.cursor() as cursor,
+    ):
         cursor.execute("SELECT count(*) FROM cdc_lifecycle.marks WHERE mark = %s", (mark,))
         found["mariadb"] = cursor.fetchone()[0] == 1
     pg = settings.postgres
-    with psycopg.connect(host=pg.host, port=pg.port, user=pg.user, dbname=pg.warehouse_db,
-                         password=pg.password.get_secret_value()) as conn:
+    with psycopg.connect(
+        host=pg.host,
+        port=pg.port,
+        user=pg.user,
+        dbname=pg.warehouse_db,
+        password=pg.password.get_secret_value(),
+    ) as conn:
         row = conn.execute("SELECT count(*) FROM cdc_lifecycle_marks WHERE mark = %s", (mark,))
         found["postgresql"] = row.fetchone()[0] == 1
     client = redis.Redis(port=LOCAL_PORTS["redis"])

@@ -73,6 +73,7 @@ instances:
     port: 3306
     replica_server_id: 9001
   - name: users_db
+    host: 127.0.0.1
 kafka:
   partitions: 12
   topic_prefix: prod.binlog.
@@ -141,7 +142,10 @@ def test_out_of_range_value_names_the_field(write_config):
     [
         ("bogus: 1\n", "'bogus'"),
         ("kafka:\n  partitons: 12\n", "'kafka.partitons'"),
-        ("instances:\n  - name: a\n    hostname: db1\n", "'instances[0].hostname'"),
+        (
+            "instances:\n  - name: a\n    host: 127.0.0.1\n    hostname: db1\n",
+            "'instances[0].hostname'",
+        ),
         ("shard_rules:\n  - db_pattern: x\n", "'shard_rules[0].db_pattern'"),
     ],
 )
@@ -153,14 +157,22 @@ def test_unknown_fields_are_refused_by_name(write_config, text, field):
 
 
 def test_bad_instance_name(write_config):
-    message = config_error(write_config('instances: [{name: "Bad Name"}]\n'))
+    message = config_error(write_config('instances: [{name: "Bad Name", host: 127.0.0.1}]\n'))
     assert "'instances[0].name'" in message
     assert "'Bad Name'" in message
     assert_one_sentence(message)
 
 
+def test_instance_without_a_name_is_refused(write_config):
+    message = config_error(write_config("instances:\n  - host: 127.0.0.1\n"))
+    assert "'instances[0].name'" in message
+    assert "required but missing" in message
+    assert_one_sentence(message)
+
+
 def test_duplicate_and_empty_instances(write_config):
-    assert "repeated: a" in config_error(write_config("instances: [{name: a}, {name: a}]\n"))
+    duplicated = "instances: [{name: a, host: 127.0.0.1}, {name: a, host: localhost}]\n"
+    assert "repeated: a" in config_error(write_config(duplicated))
     assert "at least one" in config_error(write_config("instances: []\n"))
 
 
@@ -191,7 +203,9 @@ def test_invalid_shard_rule_is_a_config_error(write_config):
 @pytest.mark.parametrize("password", sorted(LOCAL_PASSWORDS))
 def test_local_default_password_refused_for_a_remote_instance(write_config, password):
     message = config_error(
-        write_config(f"instances:\n  - host: db.prod.example.com\n    password: {password}\n")
+        write_config(
+            f"instances:\n  - name: prod\n    host: db.prod.example.com\n    password: {password}\n"
+        )
     )
     assert "'instances[0]'" in message
     assert "db.prod.example.com" in message
@@ -207,13 +221,16 @@ def test_default_password_refused_for_remote_postgres(write_config):
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
 def test_local_default_password_allowed_on_loopback(write_config, host):
-    settings = load_settings(write_config(f"instances:\n  - host: '{host}'\n"))
+    settings = load_settings(write_config(f"instances:\n  - name: local\n    host: '{host}'\n"))
     assert settings.instances[0].host == host
 
 
 def test_real_password_allowed_on_a_remote_host(write_config):
     settings = load_settings(
-        write_config(f"instances:\n  - host: db.prod.example.com\n    password: {REAL_PASSWORD}\n")
+        write_config(
+            "instances:\n  - name: prod\n    host: db.prod.example.com\n"
+            f"    password: {REAL_PASSWORD}\n"
+        )
     )
     assert settings.instances[0].password.get_secret_value() == REAL_PASSWORD
 
@@ -222,7 +239,8 @@ def test_passwords_never_appear_in_str_or_repr(write_config):
     path = write_config(
         f"""
 instances:
-  - host: db.prod.example.com
+  - name: prod
+    host: db.prod.example.com
     password: {REAL_PASSWORD}-mysql
 postgres:
   host: pg.prod.example.com
@@ -241,8 +259,14 @@ kafka:
     assert isinstance(settings.redis.url, SecretStr)
     assert settings.stack.admin_password.get_secret_value() == f"{REAL_PASSWORD}-admin"
     assert settings.kafka.client_properties == {"sasl.password": f"{REAL_PASSWORD}-kafka"}
-    for shown in (str(settings), repr(settings), str(settings.instances), repr(settings.kafka),
-                  str(settings.postgres), str(settings.redis)):
+    for shown in (
+        str(settings),
+        repr(settings),
+        str(settings.instances),
+        repr(settings.kafka),
+        str(settings.postgres),
+        str(settings.redis),
+    ):
         assert REAL_PASSWORD not in shown
         assert "cdc-local" not in shown
 
@@ -250,11 +274,16 @@ kafka:
 @pytest.mark.parametrize(
     ("text", "field"),
     [
-        ("instances:\n  - password: 12345678\n", "instances[0].password"),
+        (
+            "instances:\n  - name: prod\n    host: db.prod.example.com\n    password: 12345678\n",
+            "instances[0].password",
+        ),
         ("redis:\n  url: 12345678\n", "redis.url"),
         ("stack:\n  admin_password: 12345678\n", "stack.admin_password"),
-        ("kafka:\n  client_properties:\n    sasl.password: 12345678\n",
-         "kafka.client_properties.sasl.password"),
+        (
+            "kafka:\n  client_properties:\n    sasl.password: 12345678\n",
+            "kafka.client_properties.sasl.password",
+        ),
     ],
 )
 def test_secret_values_never_appear_in_error_messages(write_config, text, field):
@@ -282,8 +311,9 @@ def test_a_directory_is_not_a_config_file(tmp_path):
         load_settings(tmp_path)
 
 
-@pytest.mark.parametrize("text", ["kafka: [unclosed\n", "kafka:\n  partitions: 1\n bad: indent\n",
-                                  "- a\n- b\n"])
+@pytest.mark.parametrize(
+    "text", ["kafka: [unclosed\n", "kafka:\n  partitions: 1\n bad: indent\n", "- a\n- b\n"]
+)
 def test_unreadable_yaml_is_a_config_error(write_config, text):
     path = write_config(text)
     message = config_error(path)

@@ -43,7 +43,8 @@ scalars = st.one_of(
 )
 rows = st.dictionaries(names, scalars, max_size=6)
 json_values = st.recursive(
-    scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(names, inner, max_size=3),
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(names, inner, max_size=3),
     max_leaves=6,
 )
 positions = st.builds(
@@ -61,13 +62,14 @@ def messages(draw):
     content = draw(rows)
     columns = list(content)
     typed = draw(st.booleans())
-    column_types = {name: draw(st.sampled_from(["int", "varchar(20)", "double"]))
-                    for name in columns} if typed else {}
+    column_types = (
+        {name: draw(st.sampled_from(["int", "varchar(20)", "double"])) for name in columns}
+        if typed
+        else {}
+    )
     primary_keys = tuple(draw(st.lists(st.sampled_from(columns), unique=True))) if columns else ()
     source = draw(st.sampled_from(Source))
-    extra = draw(
-        st.dictionaries(names.filter(lambda n: n not in KNOWN), json_values, max_size=3)
-    )
+    extra = draw(st.dictionaries(names.filter(lambda n: n not in KNOWN), json_values, max_size=3))
     return SimpleBinlog(
         binlog_offset=draw(st.integers(1, 2**63 - 1)),
         execute_time=draw(st.integers(0, 2**41)),
@@ -303,8 +305,11 @@ def test_malformed_position(position):
 def test_unknown_fields_are_preserved_in_extra():
     document = valid_document(traceId="abc-123", producer={"host": "c1", "pid": 42}, tags=[1, 2])
     message = decode_message(payload(document))
-    assert message.extra == {"traceId": "abc-123", "producer": {"host": "c1", "pid": 42},
-                             "tags": [1, 2]}
+    assert message.extra == {
+        "traceId": "abc-123",
+        "producer": {"host": "c1", "pid": 42},
+        "tags": [1, 2],
+    }
     again = orjson.loads(message.encode())
     assert again["traceId"] == "abc-123"
     assert again["producer"] == {"host": "c1", "pid": 42}

@@ -309,9 +309,7 @@ def test_bit_examples():
 # --- ENUM, SET -------------------------------------------------------------------------------
 
 label_text = st.text(
-    alphabet=st.characters(
-        blacklist_categories=("Cs", "Cc"), blacklist_characters=",\\"
-    ),
+    alphabet=st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters=",\\"),
     min_size=1,
     max_size=8,
 )
@@ -388,7 +386,7 @@ def test_empty_string_is_not_null():
 
 
 def test_unicode_text():
-    value = "订单 ✓ café 🚀 \u0000 \"quoted\" \\"
+    value = '订单 ✓ café 🚀 \u0000 "quoted" \\'
     assert round_trip("varchar(64)", value) == value
 
 
@@ -396,8 +394,10 @@ def test_unicode_text():
 
 
 @FAST
-@given(st.sampled_from(["varbinary(255)", "blob", "longblob", "tinyblob", "geometry", "point"]),
-       st.binary(max_size=64))
+@given(
+    st.sampled_from(["varbinary(255)", "blob", "longblob", "tinyblob", "geometry", "point"]),
+    st.binary(max_size=64),
+)
 def test_binary_round_trips_via_base64(spec, value):
     text = wire(spec, value)
     assert text == base64.b64encode(value).decode("ascii")
@@ -430,8 +430,10 @@ def test_binary_padding_examples():
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        ("decimal(12,4) unsigned", {"kind": Kind.DECIMAL, "unsigned": True, "precision": 12,
-                                    "scale": 4}),
+        (
+            "decimal(12,4) unsigned",
+            {"kind": Kind.DECIMAL, "unsigned": True, "precision": 12, "scale": 4},
+        ),
         ("decimal(12,4)", {"kind": Kind.DECIMAL, "unsigned": False, "scale": 4}),
         ("numeric", {"kind": Kind.DECIMAL, "precision": 10, "scale": 0}),
         ("datetime(6)", {"kind": Kind.DATETIME, "fsp": 6}),

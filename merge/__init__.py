@@ -1,0 +1,1 @@
+"""Daily Hive snapshots: readiness check, delta extraction, archive-delete rule, merge and check."""

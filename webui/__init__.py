@@ -1,0 +1,1 @@
+"""The FastAPI web admin: instances, table mirrors, replays, monitoring, users."""
