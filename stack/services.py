@@ -8,10 +8,14 @@ only if the stack started it. Data lives in ``<home>/data/<service>`` and surviv
 from __future__ import annotations
 
 import base64
+import grp
+import hashlib
 import logging
 import os
 import pwd
 import shutil
+import stat
+import tempfile
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -252,6 +256,21 @@ class PostgreSQL(Service):
     name = "postgresql"
     port = LOCAL_PORTS["postgresql"]
 
+    def __init__(self, settings: Settings, paths: StackPaths) -> None:
+        super().__init__(settings, paths)
+        user = self.run_as()
+        if user is not None and not _traversable_by(self.data_dir.parent, user):
+            # Run as root from a checkout under a private home (e.g. /root): the 'postgres'
+            # user cannot reach the stack's data folder, so its data lives in a folder of its
+            # own, one per stack home, and the stack's folder links to it.
+            digest = hashlib.sha256(str(paths.home).encode()).hexdigest()[:12]
+            outside = Path("/var/lib/cdc-mirror") / f"postgresql-{digest}"
+            if not self.data_dir.is_symlink():
+                self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+                outside.mkdir(parents=True, exist_ok=True)
+                self.data_dir.symlink_to(outside)
+            self.data_dir = outside
+
     def _bin(self, name: str) -> str:
         found = find_binary(name, tuple(g.format(name=name) for g in _PG_BIN_GLOBS))
         if found is None:
@@ -271,12 +290,14 @@ class PostgreSQL(Service):
         user = self.run_as()
         if not (self.data_dir / "PG_VERSION").is_file():
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            pwfile = self.paths.run / "pg-initdb.pw"
-            self._write(pwfile, self.settings.postgres.password.get_secret_value() + "\n")
+            # A private temporary file the 'postgres' user can read wherever the stack lives.
+            handle, name = tempfile.mkstemp(prefix="cdc-mirror-initdb-")
+            pwfile = Path(name)
+            with os.fdopen(handle, "w") as secret:
+                secret.write(self.settings.postgres.password.get_secret_value() + "\n")
             if user is not None:
                 shutil.chown(self.data_dir, user, user)
                 shutil.chown(pwfile, user, user)
-            pwfile.chmod(0o600)
             try:
                 run(
                     [
@@ -557,6 +578,25 @@ class Spark(Service):
 
 def _os_user() -> str:
     return pwd.getpwuid(os.geteuid()).pw_name
+
+
+def _traversable_by(folder: Path, user: str) -> bool:
+    """Whether ``user`` may pass through every folder from / down to ``folder``."""
+    account = pwd.getpwnam(user)
+    groups = {account.pw_gid, *(g.gr_gid for g in grp.getgrall() if user in g.gr_mem)}
+    for ancestor in [*reversed(folder.resolve().parents), folder.resolve()]:
+        if not ancestor.exists():
+            break
+        info = ancestor.stat()
+        if info.st_uid == account.pw_uid:
+            allowed = info.st_mode & stat.S_IXUSR
+        elif info.st_gid in groups:
+            allowed = info.st_mode & stat.S_IXGRP
+        else:
+            allowed = info.st_mode & stat.S_IXOTH
+        if not allowed:
+            return False
+    return True
 
 
 SERVICE_ORDER: tuple[type[Service], ...] = (MariaDB, PostgreSQL, Redis, ZooKeeper, Kafka, Spark)

@@ -35,31 +35,36 @@ def _healthy_rows(output: str) -> set[str]:
     }
 
 
-def _write_marks(settings: Settings, mark: str) -> None:
-    with (
-        pymysql.connect(
-            host="127.0.0.1",
-            port=LOCAL_PORTS["mariadb"],
-            user=settings.stack.admin_user,
-            password=settings.stack.admin_password.get_secret_value(),
-            autocommit=True,
-        ) as db,
-        db.cursor() as cursor,
-    ):
-        cursor.execute("CREATE DATABASE IF NOT EXISTS cdc_lifecycle")
-        cursor.execute(
-            "CREATE TABLE IF NOT EXISTS cdc_lifecycle.marks (mark VARCHAR(64) PRIMARY KEY)"
-        )
-        cursor.execute("INSERT INTO cdc_lifecycle.marks VALUES (%s)", (mark,))
+def _mariadb(settings: Settings) -> pymysql.connections.Connection:
+    return pymysql.connect(
+        host="127.0.0.1",
+        port=LOCAL_PORTS["mariadb"],
+        user=settings.stack.admin_user,
+        password=settings.stack.admin_password.get_secret_value(),
+        autocommit=True,
+    )
+
+
+def _warehouse(settings: Settings) -> psycopg.Connection:
     pg = settings.postgres
-    with psycopg.connect(
+    return psycopg.connect(
         host=pg.host,
         port=pg.port,
         user=pg.user,
         dbname=pg.warehouse_db,
         password=pg.password.get_secret_value(),
         autocommit=True,
-    ) as conn:
+    )
+
+
+def _write_marks(settings: Settings, mark: str) -> None:
+    with _mariadb(settings) as db, db.cursor() as cursor:
+        cursor.execute("CREATE DATABASE IF NOT EXISTS cdc_lifecycle")
+        cursor.execute(
+            "CREATE TABLE IF NOT EXISTS cdc_lifecycle.marks (mark VARCHAR(64) PRIMARY KEY)"
+        )
+        cursor.execute("INSERT INTO cdc_lifecycle.marks VALUES (%s)", (mark,))
+    with _warehouse(settings) as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS cdc_lifecycle_marks (mark text PRIMARY KEY)")
         conn.execute("INSERT INTO cdc_lifecycle_marks VALUES (%s)", (mark,))
     client = redis.Redis(port=LOCAL_PORTS["redis"])
@@ -78,25 +83,10 @@ def _write_marks(settings: Settings, mark: str) -> None:
 
 def _read_marks(settings: Settings, mark: str) -> dict[str, bool]:
     found: dict[str, bool] = {}
-    with (
-        pymysql.connect(
-            host="127.0.0.1",
-            port=LOCAL_PORTS["mariadb"],
-            user=settings.stack.admin_user,
-            password=settings.stack.admin_password.get_secret_value(),
-        ) as db,
-        db.cursor() as cursor,
-    ):
+    with _mariadb(settings) as db, db.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM cdc_lifecycle.marks WHERE mark = %s", (mark,))
         found["mariadb"] = cursor.fetchone()[0] == 1
-    pg = settings.postgres
-    with psycopg.connect(
-        host=pg.host,
-        port=pg.port,
-        user=pg.user,
-        dbname=pg.warehouse_db,
-        password=pg.password.get_secret_value(),
-    ) as conn:
+    with _warehouse(settings) as conn:
         row = conn.execute("SELECT count(*) FROM cdc_lifecycle_marks WHERE mark = %s", (mark,))
         found["postgresql"] = row.fetchone()[0] == 1
     client = redis.Redis(port=LOCAL_PORTS["redis"])
