@@ -135,13 +135,26 @@ def _not_built(component: str, issue: str) -> None:
     raise typer.Exit(2)
 
 
-@app.command("collector")
-def collector(
-    instance: Annotated[str, typer.Option(help="MySQL instance name.")] = "local",
+collector_app = typer.Typer(
+    help="HA binlog collector: row binlog → SimpleBinlog → Kafka.", no_args_is_help=True
+)
+app.add_typer(collector_app, name="collector")
+
+
+@collector_app.command("run")
+def collector_run(
+    instance: Annotated[str, typer.Option(help="MySQL instance name from the config.")] = "local",
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Port of /metrics and /health (0: none).")
+    ] = None,
+    ha: Annotated[bool, typer.Option(help="Elect one active collector through ZooKeeper.")] = True,
 ) -> None:
-    """HA binlog collector: row binlog → SimpleBinlog → Kafka."""
-    settings().instance(instance)
-    _not_built("collector", "the collector issue")
+    """Collect one instance's row binlog into its Kafka topic, exactly once."""
+    from collector.app import run_collector  # noqa: PLC0415
+
+    loaded = settings()
+    port = loaded.collector.metrics_port if metrics_port is None else metrics_port
+    run_collector(loaded, instance, port, ha)
 
 
 @app.command("replay")

@@ -143,13 +143,15 @@ def messages_from_rows(
     table: TableSchema,
     context: EventContext,
     offsets: OffsetGenerator,
+    first_row: int = 0,
 ) -> list[SimpleBinlog]:
-    """The SimpleBinlog messages of one rows event, offsets assigned in row order."""
+    """The SimpleBinlog messages of one rows event from row ``first_row`` on (rows before it
+    were published before a restart), offsets assigned in row order."""
     event_type = _EVENT_TYPES.get(event_class)
     if event_type is None:
         raise ContractError(f"{event_class} is not a rows event.")
     messages = []
-    for index, row in enumerate(rows):
+    for index, row in enumerate(rows[first_row:], start=first_row):
         before: dict[str, JsonScalar] | None = None
         if event_type is EventType.UPDATE:
             before = encode_row(table, row["before_values"], row.get("before_none_sources", {}))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from collector.binlog_types import column_type, has_extended_candidates, refine
 from collector.decoding import TableSchema
 from simple_binlog.errors import ContractError
 
@@ -50,3 +52,47 @@ def load_table_schema(cursor: Any, schema: str, table: str) -> TableSchema:
         column_types={str(name): str(spec) for name, spec in columns},
         primary_keys=_key_columns(list(cursor.fetchall())),
     )
+
+
+class BinlogTableSchemas:
+    """Table schemas taken from each rows event's table map (``binlog_row_metadata=FULL``).
+
+    Cached per table map (table id and column names), so a DDL, which gives the table a new
+    map, is picked up at exactly the event written after it. ``information_schema`` is asked
+    only to put back MariaDB's UUID/INET types, and for the unique key of a table without a
+    primary key.
+    """
+
+    def __init__(self, lookup: Callable[[str, str], TableSchema]) -> None:
+        self._lookup = lookup
+        self._cache: dict[tuple[str, str, int, tuple[str, ...]], TableSchema] = {}
+
+    def for_event(self, event: Any) -> TableSchema:
+        names = tuple(column.name for column in event.columns)
+        key = (event.schema, event.table, event.table_id, names)
+        schema = self._cache.get(key)
+        if schema is None:
+            schema = self._build(event, names)
+            self._cache[key] = schema
+        return schema
+
+    def forget(self, schema: str, table: str | None = None) -> None:
+        """Drop cached entries after a DDL on the table (or the whole schema)."""
+        for key in [k for k in self._cache if k[0] == schema and table in (None, k[1])]:
+            del self._cache[key]
+
+    def _build(self, event: Any, names: tuple[str, ...]) -> TableSchema:
+        if any(name is None for name in names):
+            raise ContractError(
+                f"the binlog has no column names for {event.schema}.{event.table}; set "
+                "binlog_row_metadata=FULL on the server."
+            )
+        types = {column.name: column_type(column) for column in event.columns}
+        keys = tuple(column.name for column in event.columns if column.is_primary)
+        live: TableSchema | None = None
+        if has_extended_candidates(types) or not keys:
+            live = self._lookup(event.schema, event.table)
+            types = refine(types, live.column_types)
+            if not keys and set(live.primary_keys) <= set(types):
+                keys = live.primary_keys
+        return TableSchema(event.schema, event.table, types, keys)

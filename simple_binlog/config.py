@@ -167,6 +167,40 @@ class SparkSettings(_Section):
     shuffle_partitions: int = Field(4, ge=1)
 
 
+class CollectorSettings(_Section):
+    """How the binlog collector reads, filters and publishes."""
+
+    # Regexes matched against "schema.table"; a table is collected if it matches an include
+    # pattern and no exclude pattern.
+    include: list[str] = Field(default_factory=lambda: [r".*"])
+    exclude: list[str] = Field(
+        default_factory=lambda: [r"(mysql|information_schema|performance_schema|sys)\..*"]
+    )
+    # A Kafka transaction holds at most this many rows; a larger MySQL transaction is split.
+    max_rows_per_transaction: int = Field(10_000, ge=1)
+    # Small MySQL transactions are grouped into one Kafka transaction for at most this long.
+    commit_interval_ms: int = Field(100, ge=0)
+    heartbeat_s: float = Field(1.0, gt=0)
+    # A row larger than Kafka's maximum message size: record it in the dead-letter topic and
+    # go on, or stop with an error.
+    on_oversized: Literal["dead-letter", "stop"] = "dead-letter"
+    # Where an instance without a stored position starts: the server's current position, or
+    # a GTID position such as "0-1-1234".
+    start: str = "current"
+    metrics_port: int = Field(39100, ge=0, le=65535)
+    reconnect_backoff_max_s: float = Field(30.0, gt=0)
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns_compile(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+        return value
+
+
 class StackSettings(_Section):
     """Where the local stack keeps its binaries' state, data and logs."""
 
@@ -194,6 +228,7 @@ class Settings(BaseSettings):
     redis: RedisSettings = RedisSettings()
     postgres: PostgresSettings = PostgresSettings()
     spark: SparkSettings = SparkSettings()
+    collector: CollectorSettings = CollectorSettings()
     stack: StackSettings = StackSettings()
     shard_rules: list[ShardRule] = Field(default_factory=lambda: [ShardRule()])
 

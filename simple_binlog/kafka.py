@@ -84,7 +84,13 @@ def admin_config(settings: KafkaSettings) -> dict[str, Any]:
     return _base(settings, {})
 
 
-def ensure_topic(settings: KafkaSettings, topic: str, timeout_s: float = 30.0) -> bool:
+def ensure_topic(
+    settings: KafkaSettings,
+    topic: str,
+    timeout_s: float = 30.0,
+    partitions: int | None = None,
+    compacted: bool = False,
+) -> bool:
     """Create the topic with the configured partitions, replication and min.insync.replicas.
 
     Returns True if it was created, False if it existed. An existing topic with fewer
@@ -100,7 +106,7 @@ def ensure_topic(settings: KafkaSettings, topic: str, timeout_s: float = 30.0) -
         ) from None
     existing = metadata.topics.get(topic)
     if existing is not None and existing.error is None:
-        if len(existing.partitions) < settings.partitions:
+        if len(existing.partitions) < (partitions or settings.partitions):
             log.warning(
                 "topic %s has %d partitions, fewer than the configured %d; left unchanged",
                 topic,
@@ -110,11 +116,11 @@ def ensure_topic(settings: KafkaSettings, topic: str, timeout_s: float = 30.0) -
         return False
     new_topic = NewTopic(
         topic,
-        num_partitions=settings.partitions,
+        num_partitions=partitions or settings.partitions,
         replication_factor=settings.replication_factor,
         config={
             "min.insync.replicas": str(settings.min_insync_replicas),
-            "cleanup.policy": "delete",
+            "cleanup.policy": "compact" if compacted else "delete",
             "unclean.leader.election.enable": "false",
         },
     )

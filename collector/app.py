@@ -1,0 +1,101 @@
+"""``cdc-mirror collector run``: wiring the collector's parts for one MySQL instance."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from collector.ha import LeaderElection
+from collector.metrics import CollectorMetrics
+from collector.publisher import FencedError, KafkaPublisher
+from collector.service import Collector
+from simple_binlog.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+class _Status:
+    def __init__(self) -> None:
+        self.role = "standby"
+        self.epoch = 0
+        self.collector: Collector | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        committed = self.collector.committed if self.collector else None
+        return {
+            "role": self.role,
+            "epoch": self.epoch,
+            "committed": committed.to_json() if committed else None,
+        }
+
+
+def _serve(port: int, metrics: CollectorMetrics, status: _Status) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/metrics":
+                body, kind = generate_latest(metrics.registry), CONTENT_TYPE_LATEST
+            elif self.path == "/health":
+                body, kind = json.dumps(status.to_json()).encode(), "application/json"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def run_collector(settings: Settings, instance_name: str, metrics_port: int, ha: bool) -> None:
+    instance = settings.instance(instance_name)
+    metrics = CollectorMetrics()
+    status = _Status()
+    shutdown = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: shutdown.set())
+    server = _serve(metrics_port, metrics, status) if metrics_port else None
+    metrics.role.labels(instance.name).set(0)
+
+    def lead(stop: threading.Event, epoch: int) -> None:
+        status.role, status.epoch = "active", epoch
+        metrics.role.labels(instance.name).set(1)
+        metrics.epoch.labels(instance.name).set(epoch)
+        publisher = KafkaPublisher(settings.kafka, instance.name)
+        status.collector = Collector(
+            instance, settings.collector, publisher, metrics, stop=stop, epoch=epoch
+        )
+        try:
+            status.collector.run()
+        except FencedError as exc:
+            log.warning("%s", exc)
+            metrics.errors.labels(instance.name, "fenced").inc()
+        finally:
+            status.role = "standby"
+            metrics.role.labels(instance.name).set(0)
+
+    try:
+        if ha:
+            election = LeaderElection(settings.zookeeper, instance.name)
+            election.start()
+            try:
+                election.run(lead, shutdown)
+            finally:
+                election.stop()
+        else:
+            lead(shutdown, 0)
+    finally:
+        if server is not None:
+            server.shutdown()

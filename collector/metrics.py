@@ -1,0 +1,74 @@
+"""The collector's Prometheus metrics, one registry per process (tests make their own)."""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from collector.position import CollectorPosition
+
+
+class CollectorMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        labels = ["instance"]
+        self.rows = Counter(
+            "cdc_collector_rows",
+            "Row changes published, per table.",
+            [*labels, "schema", "table"],
+            registry=self.registry,
+        )
+        self.dead_letters = Counter(
+            "cdc_collector_dead_letters",
+            "Rows sent to the dead-letter topic.",
+            labels,
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "cdc_collector_errors", "Errors by kind.", [*labels, "kind"], registry=self.registry
+        )
+        self.transactions = Counter(
+            "cdc_collector_kafka_transactions",
+            "Kafka transactions committed.",
+            labels,
+            registry=self.registry,
+        )
+        self.delay = Gauge(
+            "cdc_collector_delay_seconds",
+            "Now minus the event time of the last MySQL transaction read.",
+            labels,
+            registry=self.registry,
+        )
+        self.last_event_time = Gauge(
+            "cdc_collector_last_event_timestamp_seconds",
+            "Event time of the last MySQL transaction read.",
+            labels,
+            registry=self.registry,
+        )
+        self.committed_offset = Gauge(
+            "cdc_collector_committed_binlog_offset",
+            "binlogOffset of the last row committed to Kafka.",
+            labels,
+            registry=self.registry,
+        )
+        self.role = Gauge(
+            "cdc_collector_active",
+            "1 while this process is the active collector, 0 on standby.",
+            labels,
+            registry=self.registry,
+        )
+        self.epoch = Gauge(
+            "cdc_collector_epoch",
+            "Leader epoch of this process (0 before it first led).",
+            labels,
+            registry=self.registry,
+        )
+
+    def observe_event_time(self, instance: str, event_second: int) -> None:
+        self.last_event_time.labels(instance).set(event_second)
+        self.delay.labels(instance).set(max(0.0, time.time() - event_second))
+
+    def committed(self, instance: str, position: CollectorPosition) -> None:
+        self.transactions.labels(instance).inc()
+        self.committed_offset.labels(instance).set(position.offset_state.last_offset)

@@ -1,0 +1,291 @@
+"""Where the collector's messages go, committed together with the position they lead to.
+
+Lifecycle of a ``Publisher``: ``start()`` once (it fences any earlier owner of the instance and
+returns the last committed position), then rounds of ``add()`` … ``commit(position)``; after
+an error, ``abort()`` and resume from the position ``start()``/``commit()`` last returned;
+``close()`` at the end. Nothing added is visible to readers until ``commit`` returns.
+
+``KafkaPublisher`` is the real one: a transactional producer whose ``transactional.id`` is
+fixed per MySQL instance, so a new active collector's ``init_transactions`` fences the old
+one: whatever the old one sends afterwards is aborted by the broker, never read by a
+``read_committed`` consumer. The position is written to a compacted topic inside the same
+transaction. ``MemoryPublisher`` is the fake for unit tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import ABC, abstractmethod
+from typing import Any
+
+import orjson
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from collector.position import CollectorPosition
+from simple_binlog.config import KafkaSettings
+from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
+from simple_binlog.kafka import consumer_config, ensure_topic, producer_config, topic_name
+from simple_binlog.message import SimpleBinlog
+from simple_binlog.routing import partition_key
+
+log = logging.getLogger(__name__)
+
+
+class FencedError(CdcMirrorError):
+    """Another collector took over this instance; this one must stop publishing."""
+
+
+class AbortedError(CdcMirrorError):
+    """The open transaction was aborted; resume from the last committed position."""
+
+
+class OversizedMessageError(CdcMirrorError):
+    """One row is larger than the broker accepts."""
+
+
+class Publisher(ABC):
+    @abstractmethod
+    def start(self) -> CollectorPosition | None: ...
+
+    @abstractmethod
+    def add(self, message: SimpleBinlog) -> None: ...
+
+    @abstractmethod
+    def dead_letter(self, message: SimpleBinlog, error: str) -> None:
+        """Record a message that cannot be published, in the same transaction."""
+
+    @abstractmethod
+    def commit(self, position: CollectorPosition) -> None: ...
+
+    @abstractmethod
+    def abort(self) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class MemoryPublisher(Publisher):
+    """Keeps committed messages and positions in lists; ``pending`` until commit."""
+
+    def __init__(self, position: CollectorPosition | None = None) -> None:
+        self.committed: list[SimpleBinlog] = []
+        self.dead: list[tuple[SimpleBinlog, str]] = []
+        self.positions: list[CollectorPosition] = [position] if position else []
+        self.pending: list[SimpleBinlog] = []
+        self._pending_dead: list[tuple[SimpleBinlog, str]] = []
+
+    def start(self) -> CollectorPosition | None:
+        return self.positions[-1] if self.positions else None
+
+    def add(self, message: SimpleBinlog) -> None:
+        self.pending.append(message)
+
+    def dead_letter(self, message: SimpleBinlog, error: str) -> None:
+        self._pending_dead.append((message, error))
+
+    def commit(self, position: CollectorPosition) -> None:
+        self.committed += self.pending
+        self.dead += self._pending_dead
+        self.positions.append(position)
+        self.pending, self._pending_dead = [], []
+
+    def abort(self) -> None:
+        self.pending, self._pending_dead = [], []
+
+    def close(self) -> None:
+        self.abort()
+
+
+def positions_topic(settings: KafkaSettings, instance: str) -> str:
+    """Compacted, one per instance: only that instance's collector writes to it, so after its
+    ``init_transactions`` no open transaction can hold a reader back."""
+    return f"{topic_name(settings, instance)}.positions"
+
+
+def dead_letter_topic(settings: KafkaSettings, instance: str) -> str:
+    return f"{topic_name(settings, instance)}.dead-letter"
+
+
+class KafkaPublisher(Publisher):
+    def __init__(self, settings: KafkaSettings, instance: str, timeout_s: float = 60.0) -> None:
+        self._settings = settings
+        self._instance = instance
+        self._timeout_s = timeout_s
+        self._topic = topic_name(settings, instance)
+        self._positions_topic = positions_topic(settings, instance)
+        self._dead_topic = dead_letter_topic(settings, instance)
+        self._producer: Producer | None = None
+        self._in_transaction = False
+        self._delivery_errors: list[KafkaError] = []
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> CollectorPosition | None:
+        ensure_topic(self._settings, self._topic)
+        ensure_topic(self._settings, self._dead_topic)
+        ensure_topic(self._settings, self._positions_topic, partitions=1, compacted=True)
+        config = producer_config(
+            self._settings,
+            client_id=f"cdc-collector-{self._instance}",
+            transactional_id=f"cdc-collector.{self._instance}",
+        )
+        config["error_cb"] = self._on_client_error
+        self._producer = Producer(config)
+        try:
+            # Fences every earlier producer of this instance and settles its open transaction.
+            self._producer.init_transactions(self._timeout_s)
+        except KafkaException as exc:
+            raise ServiceUnavailableError(
+                f"Kafka at {self._settings.bootstrap_servers} did not start the collector's "
+                f"transactions ({exc.args[0].str()})."
+            ) from None
+        return self._load_position()
+
+    def close(self) -> None:
+        if self._producer is not None:
+            if self._in_transaction:
+                self.abort()
+            self._producer.flush(5)
+            self._producer = None
+
+    # -- one transaction ----------------------------------------------------------------------
+    def add(self, message: SimpleBinlog) -> None:
+        self._produce(
+            self._topic,
+            partition_key(message.schema_name, message.table_name),
+            message.encode(),
+        )
+
+    def dead_letter(self, message: SimpleBinlog, error: str) -> None:
+        record = {
+            "error": error,
+            "binlogOffset": message.binlog_offset,
+            "schemaName": message.schema_name,
+            "tableName": message.table_name,
+            "eventType": message.event_type.value,
+            "primaryKey": dict(
+                zip(message.primary_keys, message.primary_key_values(), strict=True)
+            ),
+            "position": message.position.to_json() if message.position else None,
+            "size": len(message.encode()),
+        }
+        self._produce(
+            self._dead_topic,
+            partition_key(message.schema_name, message.table_name),
+            orjson.dumps(record),
+        )
+
+    def commit(self, position: CollectorPosition) -> None:
+        producer = self._require_producer()
+        if not self._in_transaction:
+            producer.begin_transaction()
+            self._in_transaction = True
+        self._produce(
+            self._positions_topic, self._instance.encode(), orjson.dumps(position.to_json())
+        )
+        try:
+            producer.commit_transaction(self._timeout_s)
+        except KafkaException as exc:
+            self._raise_for(exc.args[0], "committing")
+        finally:
+            self._in_transaction = False
+        if self._delivery_errors:
+            error = self._delivery_errors[0]
+            self._delivery_errors.clear()
+            raise AbortedError(f"a message was not delivered ({error.str()}).")
+
+    def abort(self) -> None:
+        if self._producer is None or not self._in_transaction:
+            return
+        try:
+            self._producer.abort_transaction(self._timeout_s)
+        except KafkaException as exc:
+            if exc.args[0].fatal():
+                raise FencedError(
+                    "another collector took over this instance; stepping down."
+                ) from None
+            raise
+        finally:
+            self._in_transaction = False
+
+    # -- internals ----------------------------------------------------------------------------
+    def _require_producer(self) -> Producer:
+        if self._producer is None:
+            raise CdcMirrorError("the publisher is not started.")
+        return self._producer
+
+    def _produce(self, topic: str, key: bytes, value: bytes) -> None:
+        producer = self._require_producer()
+        if not self._in_transaction:
+            try:
+                producer.begin_transaction()
+            except KafkaException as exc:
+                self._raise_for(exc.args[0], "beginning a transaction")
+            self._in_transaction = True
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, on_delivery=self._on_delivery)
+                return
+            except BufferError:
+                producer.poll(0.05)  # local queue full: let deliveries drain
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                    raise OversizedMessageError(
+                        f"a message of {len(value)} bytes exceeds Kafka's maximum message size."
+                    ) from None
+                self._raise_for(error, "producing")
+
+    def _on_delivery(self, error: KafkaError | None, _message: Any) -> None:
+        if error is not None:
+            self._delivery_errors.append(error)
+
+    def _on_client_error(self, error: KafkaError) -> None:
+        # Broker down and the like: librdkafka retries by itself; say so once per error.
+        log.warning("Kafka: %s", error.str())
+
+    def _raise_for(self, error: KafkaError, doing: str) -> None:
+        if error.fatal():
+            raise FencedError(
+                f"another collector took over this instance ({error.str()}); stepping down."
+            )
+        if error.txn_requires_abort():
+            self.abort()
+            raise AbortedError(f"the Kafka transaction was aborted while {doing}: {error.str()}.")
+        if error.retriable():
+            raise AbortedError(f"Kafka failed while {doing} ({error.str()}); will retry.")
+        raise ServiceUnavailableError(f"Kafka failed while {doing}: {error.str()}.")
+
+    def _load_position(self) -> CollectorPosition | None:
+        """The last committed position of this instance: the compacted topic read to its end."""
+        consumer = Consumer(
+            consumer_config(self._settings, group_id=f"cdc-collector-{self._instance}-position")
+        )
+        try:
+            partition = TopicPartition(self._positions_topic, 0)
+            _, high = consumer.get_watermark_offsets(partition, timeout=self._timeout_s)
+            if high == 0:
+                return None
+            partition.offset = 0
+            consumer.assign([partition])
+            last: bytes | None = None
+            deadline = time.monotonic() + self._timeout_s
+            position = 0
+            while position < high and time.monotonic() < deadline:
+                for record in consumer.consume(num_messages=1000, timeout=0.5):
+                    if record.error() is not None:
+                        continue
+                    position = (record.offset() or 0) + 1
+                    if record.key() == self._instance.encode():
+                        last = record.value()
+                # Transaction markers occupy offsets too; the reader's position tells the truth.
+                current = consumer.position([TopicPartition(self._positions_topic, 0)])[0].offset
+                position = max(position, current)
+            if position < high:
+                raise ServiceUnavailableError(
+                    f"reading the stored position of {self._instance!r} from "
+                    f"{self._positions_topic} timed out."
+                )
+        finally:
+            consumer.close()
+        return CollectorPosition.from_json(orjson.loads(last)) if last else None
