@@ -60,6 +60,8 @@ def _serve(port: int, metrics: CollectorMetrics, status: _Status) -> ThreadingHT
 
 
 def run_collector(settings: Settings, instance_name: str, metrics_port: int, ha: bool) -> None:
+    # python-mysql-replication logs its whole configuration at INFO on every connect.
+    logging.getLogger("pymysqlreplication").setLevel(logging.WARNING)
     instance = settings.instance(instance_name)
     metrics = CollectorMetrics()
     status = _Status()

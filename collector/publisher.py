@@ -130,8 +130,8 @@ class KafkaPublisher(Publisher):
             transactional_id=f"cdc-collector.{self._instance}",
         )
         config["error_cb"] = self._on_client_error
-        self._producer = Producer(config)
         try:
+            self._producer = Producer(config)
             # Fences every earlier producer of this instance and settles its open transaction.
             self._producer.init_transactions(self._timeout_s)
         except KafkaException as exc:

@@ -60,6 +60,8 @@ def producer_config(
     if transactional_id is not None:
         config["transactional.id"] = transactional_id
         config["transaction.timeout.ms"] = 60_000
+        # librdkafka requires a delivery timeout within the transaction timeout.
+        config["delivery.timeout.ms"] = 60_000
     return config
 
 
