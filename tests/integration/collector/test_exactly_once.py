@@ -166,7 +166,7 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(
     def run_workload() -> None:
         try:
             _workload(local_stack, db, random.Random(7), stop_workload)
-        except BaseException as exc:  # reported by the assertion below
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
             failures.append(exc)
 
     workload = threading.Thread(target=run_workload)
