@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import logging
 import signal
@@ -21,10 +22,20 @@ log = logging.getLogger(__name__)
 
 
 class _Status:
+    """What /health reports: 'standby', 'starting' (elected, fencing earlier owners) or
+    'active' (publishing)."""
+
     def __init__(self) -> None:
-        self.role = "standby"
+        self.leading = False
         self.epoch = 0
         self.collector: Collector | None = None
+
+    @property
+    def role(self) -> str:
+        if not self.leading:
+            return "standby"
+        started = self.collector is not None and self.collector.started.is_set()
+        return "active" if started else "starting"
 
     def to_json(self) -> dict[str, Any]:
         committed = self.collector.committed if self.collector else None
@@ -63,6 +74,8 @@ def run_collector(settings: Settings, instance_name: str, metrics_port: int, ha:
     # python-mysql-replication logs its whole configuration at INFO on every connect.
     logging.getLogger("pymysqlreplication").setLevel(logging.WARNING)
     instance = settings.instance(instance_name)
+    # `kill -USR1 <pid>` prints every thread's stack: what a stuck collector is waiting for.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     metrics = CollectorMetrics()
     status = _Status()
     shutdown = threading.Event()
@@ -72,8 +85,7 @@ def run_collector(settings: Settings, instance_name: str, metrics_port: int, ha:
     metrics.role.labels(instance.name).set(0)
 
     def lead(stop: threading.Event, epoch: int) -> None:
-        status.role, status.epoch = "active", epoch
-        metrics.role.labels(instance.name).set(1)
+        status.leading, status.epoch = True, epoch
         metrics.epoch.labels(instance.name).set(epoch)
         publisher = KafkaPublisher(settings.kafka, instance.name)
         status.collector = Collector(
@@ -85,17 +97,12 @@ def run_collector(settings: Settings, instance_name: str, metrics_port: int, ha:
             log.warning("%s", exc)
             metrics.errors.labels(instance.name, "fenced").inc()
         finally:
-            status.role = "standby"
+            status.leading = False
             metrics.role.labels(instance.name).set(0)
 
     try:
         if ha:
-            election = LeaderElection(settings.zookeeper, instance.name)
-            election.start()
-            try:
-                election.run(lead, shutdown)
-            finally:
-                election.stop()
+            LeaderElection(settings.zookeeper, instance.name).run(lead, shutdown)
         else:
             lead(shutdown, 0)
     finally:

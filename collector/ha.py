@@ -31,48 +31,65 @@ LeaderWork = Callable[[threading.Event, int], None]
 
 
 class LeaderElection:
+    """Each round of the election uses a new ZooKeeper session: after a lost session the old
+    client's lock state cannot be trusted (it may still believe it holds the lock)."""
+
     def __init__(self, settings: ZooKeeperSettings, instance: str, identifier: str | None = None):
         self._settings = settings
         self._instance = instance
         self.identifier = identifier or f"{socket.gethostname()}:{threading.get_native_id()}"
         self._base = f"{settings.root}/collectors/{instance}"
-        self._client = KazooClient(hosts=settings.hosts, timeout=settings.session_timeout_s)
-        self._lost = threading.Event()
-        self._client.add_listener(self._on_state)
 
-    def _on_state(self, state: KazooState) -> None:
-        if state in (KazooState.LOST, KazooState.SUSPENDED):
-            # SUSPENDED: the session may still be alive, but this process cannot know whether
-            # a standby has taken over: stop publishing now, Kafka fencing covers the rest.
-            log.warning("ZooKeeper session %s: stepping down", state)
-            self._lost.set()
+    def _connect(self, lost: threading.Event) -> KazooClient:
+        client = KazooClient(hosts=self._settings.hosts, timeout=self._settings.session_timeout_s)
 
-    def start(self) -> None:
+        def on_state(state: KazooState) -> None:
+            if state in (KazooState.LOST, KazooState.SUSPENDED):
+                # SUSPENDED: the session may still be alive, but this process cannot know
+                # whether a standby has taken over: stop publishing now; Kafka fencing covers
+                # what is already in flight.
+                log.warning("ZooKeeper session %s: stepping down", state)
+                lost.set()
+
+        client.add_listener(on_state)
         try:
-            self._client.start(timeout=self._settings.session_timeout_s * 2)
+            client.start(timeout=self._settings.session_timeout_s * 2)
         except KazooTimeoutError:
+            client.close()
             raise ServiceUnavailableError(
                 f"ZooKeeper at {self._settings.hosts} did not answer."
             ) from None
-
-    def stop(self) -> None:
-        self._client.stop()
-        self._client.close()
+        return client
 
     def run(self, work: LeaderWork, shutdown: threading.Event) -> None:
         """Stand by until elected, lead with ``work(stop, epoch)``, repeat until shutdown."""
-        election = self._client.Election(f"{self._base}/election", self.identifier)
         while not shutdown.is_set():
-            self._lost.clear()
+            lost = threading.Event()
             try:
-                election.run(self._lead, work, shutdown)
+                client = self._connect(lost)
+            except ServiceUnavailableError as exc:
+                log.warning("%s Retrying.", exc)
+                shutdown.wait(1.0)
+                continue
+            try:
+                election = client.Election(f"{self._base}/election", self.identifier)
+                election.run(self._lead, client, work, shutdown, lost)
             except KazooException as exc:
                 log.warning("leader election interrupted (%s); rejoining", exc)
-            if not shutdown.is_set():
-                self._wait_for_session(shutdown)
+            finally:
+                client.stop()
+                client.close()
 
-    def _lead(self, work: LeaderWork, shutdown: threading.Event) -> None:
-        counter = self._client.Counter(f"{self._base}/epoch")
+    def _lead(
+        self,
+        client: KazooClient,
+        work: LeaderWork,
+        shutdown: threading.Event,
+        lost: threading.Event,
+    ) -> None:
+        if lost.is_set():
+            return
+        counter = client.Counter(f"{self._base}/epoch")
         counter += 1
         epoch = int(counter.value)
         log.info(
@@ -82,7 +99,7 @@ class LeaderElection:
 
         def relay() -> None:
             while not stop.is_set():
-                if shutdown.wait(0.2) or self._lost.is_set():
+                if shutdown.wait(0.1) or lost.is_set():
                     stop.set()
 
         watcher = threading.Thread(target=relay, daemon=True)
@@ -92,9 +109,3 @@ class LeaderElection:
         finally:
             stop.set()
             watcher.join()
-
-    def _wait_for_session(self, shutdown: threading.Event) -> None:
-        while not shutdown.is_set() and self._client.state != KazooState.CONNECTED:
-            shutdown.wait(0.5)
-        if self._client.state == KazooState.CONNECTED:
-            return

@@ -10,6 +10,7 @@ because the end position usually falls on a commit event.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,8 @@ from simple_binlog.message import SimpleBinlog
 from simple_binlog.offsets import OffsetGenerator
 
 log = logging.getLogger(__name__)
+
+_ONE_OFF_SERVER_IDS = random.Random()  # noqa: S311 - ids for one-off reads, not secrets
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -97,7 +100,11 @@ def read_range(
     only_schemas: list[str] | None = None,
     schemas: SchemaCache | None = None,
 ) -> Iterator[SimpleBinlog]:
-    """Every row change after ``start_gtid`` up to ``stop``, in binlog order."""
+    """Every row change after ``start_gtid`` up to ``stop``, in binlog order.
+
+    Uses a replica server id of its own (the server drops an older connection with the same
+    id), so a bounded read never disturbs a running collector.
+    """
     from pymysqlreplication import BinLogStreamReader  # noqa: PLC0415
     from pymysqlreplication.event import MariadbGtidEvent  # noqa: PLC0415
     from pymysqlreplication.row_event import (  # noqa: PLC0415
@@ -115,7 +122,7 @@ def read_range(
             "user": instance.user,
             "password": instance.password.get_secret_value(),
         },
-        server_id=instance.replica_server_id,
+        server_id=_ONE_OFF_SERVER_IDS.randrange(2_000_000_000, 2_100_000_000),
         auto_position=start_gtid,
         # Blocking: MariaDB resets a non-blocking GTID dump part-way through an active binlog
         # (seen on 10.11). The reader stops at ``stop`` itself, which the server has reached.

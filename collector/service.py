@@ -92,12 +92,20 @@ class Collector:
         self._filter = TableFilter(settings.include, settings.exclude)
         self._schemas = BinlogTableSchemas(SchemaCache(instance).get)
         self.committed: CollectorPosition | None = None
+        # Set once the publisher is started (earlier owners fenced): publishing from here on.
+        self.started = threading.Event()
 
     # -- outer loop: reconnects --------------------------------------------------------------
     def run(self) -> None:
         """Publish until stopped. Raises for what a restart cannot cure (fencing, config)."""
         fix_reader_quirks()
         self.committed = self._publisher.start() or self._initial_position()
+        if self._stop.is_set():
+            # Paused while fencing its predecessor and no longer the leader: publish nothing.
+            self._publisher.close()
+            return
+        self.started.set()
+        self._metrics.role.labels(self._instance.name).set(1)
         log.info(
             "collector %s resumes after GTID %s (rows done %d of %s)",
             self._instance.name,
@@ -187,8 +195,8 @@ class Collector:
                         progress = self._commit(progress)
                 elif isinstance(event, HeartbeatLogEvent) and (progress.position != self.committed):
                     progress = self._commit(progress)
-            if progress.position != self.committed:
-                self._commit(progress)
+            # Stopped: whatever is not committed is aborted by the caller. A collector that
+            # lost its leadership must not commit, and a restart resumes from the last commit.
         finally:
             reader.close()
 

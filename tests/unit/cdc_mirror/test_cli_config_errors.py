@@ -15,7 +15,11 @@ ROOT = Path(__file__).resolve().parents[3]
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "cdc_mirror", *args],
-        capture_output=True, text=True, timeout=60, check=False, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=ROOT,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
     )
 
@@ -25,11 +29,17 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     [
         ("kafka:\n  partitions: many\n", "kafka.partitions", "valid integer"),
         ("instances:\n  - port: 3306\n", "instances[0].name", "required but missing"),
-        ("instances:\n  - {name: a, host: h, password: x, port: 0}\n", "instances[0].port", "greater than"),
+        (
+            "instances:\n  - {name: a, host: h, password: x, port: 0}\n",
+            "instances[0].port",
+            "greater than",
+        ),
         ("redis:\n  urll: redis://x\n", "redis.urll", "not a known setting"),
     ],
 )
-def test_bad_config_file_fails_with_one_sentence(tmp_path: Path, yaml_text: str, field: str, words: str) -> None:
+def test_bad_config_file_fails_with_one_sentence(
+    tmp_path: Path, yaml_text: str, field: str, words: str
+) -> None:
     config = tmp_path / "cdc-mirror.yaml"
     config.write_text(yaml_text)
     result = _cli("--config", str(config), "stack", "status")
