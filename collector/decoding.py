@@ -76,6 +76,13 @@ _ZERO_DATES = {
 }
 
 
+# python-mysql-replication turns YEAR 0000 into 1900 and a zero TIMESTAMP into the epoch;
+# neither is a value those columns can hold (YEAR is 1901..2155, TIMESTAMP starts one second
+# after the epoch), so both are unambiguous.
+_LIBRARY_YEAR_ZERO = 1900
+_LIBRARY_TIMESTAMP_ZERO = dt.datetime(1970, 1, 1)
+
+
 def _restore_none(table: TableSchema, name: str, source: str) -> JsonScalar:
     if source == "null":
         return None
@@ -114,8 +121,14 @@ def encode_row(
         value = values[name]
         if value is None:
             row[name] = _restore_none(table, name, str(none_sources.get(name, "null")))
-        else:
-            row[name] = encode(parse_column_type(type_spec), value, name)
+            continue
+        column = parse_column_type(type_spec)
+        if column.kind is Kind.YEAR and value == _LIBRARY_YEAR_ZERO:
+            value = 0
+        elif column.kind is Kind.TIMESTAMP and value == _LIBRARY_TIMESTAMP_ZERO:
+            row[name] = _ZERO_DATES[Kind.TIMESTAMP] + ("." + "0" * column.fsp if column.fsp else "")
+            continue
+        row[name] = encode(column, value, name)
     return row
 
 

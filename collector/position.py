@@ -93,18 +93,35 @@ class CollectorPosition:
 
     @classmethod
     def from_json(cls, document: Any) -> CollectorPosition:
-        try:
-            if document["format"] != FORMAT:
-                raise ContractError(f"collector position format {document['format']} is unknown.")
-            return cls(
-                instance=str(document["instance"]),
-                gtid=str(document["gtid"]),
-                offset_state=OffsetState(int(document["lastOffset"])),
-                partial=document["partial"],
-                rows_done=int(document["rowsDone"]),
-                file=str(document["file"]),
-                pos=int(document["pos"]),
-                epoch=int(document["epoch"]),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ContractError(f"a stored collector position is malformed ({exc}).") from None
+        """Validate a stored position; ContractError in one sentence if anything is off."""
+
+        def field(name: str, kind: type, optional: bool = False) -> Any:
+            if not isinstance(document, dict) or name not in document:
+                raise ContractError(f"a stored collector position is malformed: no '{name}'.")
+            value = document[name]
+            if (value is None and optional) or (
+                isinstance(value, kind) and not isinstance(value, bool)
+            ):
+                return value
+            raise ContractError(f"a stored collector position has a malformed '{name}'.")
+
+        if not isinstance(document, dict) or "format" not in document:
+            raise ContractError("a stored collector position is malformed: not a position.")
+        if document["format"] != FORMAT:
+            raise ContractError(f"collector position format {document['format']!r} is unknown.")
+        gtid = field("gtid", str)
+        for entry in filter(None, gtid.split(",")):
+            parse_gtid(entry)
+        partial = field("partial", str, optional=True)
+        if partial is not None:
+            parse_gtid(partial)
+        return cls(
+            instance=field("instance", str),
+            gtid=gtid,
+            offset_state=OffsetState(field("lastOffset", int)),
+            partial=partial,
+            rows_done=field("rowsDone", int),
+            file=field("file", str),
+            pos=field("pos", int),
+            epoch=field("epoch", int),
+        )
