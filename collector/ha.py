@@ -17,9 +17,10 @@ import logging
 import socket
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import CancelledError, KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from simple_binlog.config import ZooKeeperSettings
@@ -71,12 +72,28 @@ class LeaderElection:
                 log.warning("%s Retrying.", exc)
                 shutdown.wait(1.0)
                 continue
+            election = client.Election(f"{self._base}/election", self.identifier)
+            # A standby waits inside the election: cancel it on shutdown so it exits at once.
+            round_over = threading.Event()
+
+            def cancel_on_shutdown(
+                election: Any = election, done: threading.Event = round_over
+            ) -> None:
+                while not done.wait(0.2):
+                    if shutdown.is_set():
+                        election.cancel()
+                        return
+
+            canceller = threading.Thread(target=cancel_on_shutdown, daemon=True)
+            canceller.start()
             try:
-                election = client.Election(f"{self._base}/election", self.identifier)
                 election.run(self._lead, client, work, shutdown, lost)
-            except KazooException as exc:
-                log.warning("leader election interrupted (%s); rejoining", exc)
+            except (KazooException, CancelledError) as exc:
+                if not shutdown.is_set():
+                    log.warning("leader election interrupted (%s); rejoining", exc)
             finally:
+                round_over.set()
+                canceller.join()
                 client.stop()
                 client.close()
 
