@@ -20,7 +20,7 @@ import pymysql
 from collector.decoding import EventContext, TableSchema, fix_reader_quirks, messages_from_rows
 from collector.schema import load_table_schema
 from simple_binlog.config import MySQLInstance
-from simple_binlog.errors import ServiceUnavailableError
+from simple_binlog.errors import ConfigError, ServiceUnavailableError
 from simple_binlog.message import SimpleBinlog
 from simple_binlog.offsets import OffsetGenerator
 
@@ -49,6 +49,11 @@ def connect(instance: MySQLInstance, **options: Any) -> pymysql.connections.Conn
             **options,
         )
     except pymysql.MySQLError as exc:
+        if exc.args and exc.args[0] in (1044, 1045):
+            raise ConfigError(
+                f"MySQL instance {instance.name!r} refused user {instance.user!r} "
+                f"({exc.args[-1]}); check the user and password in the config."
+            ) from None
         raise ServiceUnavailableError(
             f"MySQL instance {instance.name!r} at {instance.host}:{instance.port} cannot be "
             f"reached ({exc.args[-1]})."

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from collector.binlog_types import column_type, has_extended_candidates, refine
 from collector.decoding import TableSchema
 from simple_binlog.errors import ContractError
+
+log = logging.getLogger(__name__)
 
 _COLUMNS = """
 SELECT COLUMN_NAME, COLUMN_TYPE
@@ -89,10 +92,19 @@ class BinlogTableSchemas:
             )
         types = {column.name: column_type(column) for column in event.columns}
         keys = tuple(column.name for column in event.columns if column.is_primary)
-        live: TableSchema | None = None
         if has_extended_candidates(types) or not keys:
-            live = self._lookup(event.schema, event.table)
-            types = refine(types, live.column_types)
-            if not keys and set(live.primary_keys) <= set(types):
-                keys = live.primary_keys
+            try:
+                live = self._lookup(event.schema, event.table)
+            except ContractError:
+                # The table was dropped since this event was written: the binlog's own
+                # metadata stands (MariaDB's UUID/INET columns stay binary).
+                log.warning(
+                    "%s.%s no longer exists; decoding it with the binlog's metadata only",
+                    event.schema,
+                    event.table,
+                )
+            else:
+                types = refine(types, live.column_types)
+                if not keys and set(live.primary_keys) <= set(types):
+                    keys = live.primary_keys
         return TableSchema(event.schema, event.table, types, keys)
