@@ -106,6 +106,9 @@ class KafkaSettings(_Section):
     # Production: 3 replicas and min.insync.replicas=2; the single local broker allows 1/1.
     replication_factor: int = Field(1, ge=1, le=32)
     min_insync_replicas: int = Field(1, ge=1, le=32)
+    # The largest message cdc-mirror sends; keep it at or below the broker's and the topics'
+    # max.message.bytes (1048588 by default).
+    max_message_bytes: int = Field(1_000_000, ge=10_000)
     # Extra librdkafka properties, e.g. security settings; never overrides acks/idempotence.
     # Kept out of repr/str: they may hold sasl.password or ssl.key.password.
     client_properties: dict[str, str] = Field(default_factory=dict, repr=False)

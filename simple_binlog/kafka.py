@@ -51,7 +51,9 @@ def producer_config(
             "compression.type": "lz4",
             "linger.ms": 5,
             "batch.size": 1_000_000,
-            "message.max.bytes": 10_000_000,
+            # Checked by the client before sending: a larger row fails at once (and goes to
+            # the dead-letter topic) instead of being rejected by the broker and retried.
+            "message.max.bytes": settings.max_message_bytes,
             # Retry for as long as the delivery timeout allows; then the caller sees an error.
             "delivery.timeout.ms": 120_000,
             **_PINNED_PRODUCER,
