@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 from simple_binlog.config import Settings
@@ -53,15 +54,19 @@ def test_purged_binlog_says_so_and_points_to_a_replay(local_stack: Settings) -> 
         cursor.execute("CREATE DATABASE IF NOT EXISTS cdc_purge")
         cursor.execute("CREATE TABLE IF NOT EXISTS cdc_purge.t (id INT PRIMARY KEY)")
         cursor.execute("REPLACE INTO cdc_purge.t VALUES (1)")  # at least one GTID after `old`
-        # MariaDB keeps a binlog until its checkpoint has moved on: flush and purge until
-        # only the newest file is left.
-        for _ in range(20):
-            cursor.execute("FLUSH BINARY LOGS")
-            cursor.execute("SHOW MASTER STATUS")
-            cursor.execute(f"PURGE BINARY LOGS TO '{cursor.fetchone()[0]}'")
+        # MariaDB keeps a binlog until InnoDB has made its commits durable (the binlog
+        # checkpoint; about a second with innodb_flush_log_at_trx_commit=2): purge until only
+        # the newest file is left.
+        cursor.execute("FLUSH BINARY LOGS")
+        cursor.execute("SHOW MASTER STATUS")
+        newest = cursor.fetchone()[0]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            cursor.execute(f"PURGE BINARY LOGS TO '{newest}'")
             cursor.execute("SHOW BINARY LOGS")
             if len(cursor.fetchall()) == 1:
                 break
+            time.sleep(0.2)
         assert cursor.rowcount == 1, "the old binlogs could not be purged"
     result = _run_collector({"CDC_MIRROR_COLLECTOR__START": old})
     assert result.returncode == 1
