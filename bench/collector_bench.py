@@ -1,0 +1,188 @@
+"""Collector throughput against plain python-mysql-replication, on the same binlog.
+
+    .venv/bin/python -m bench.collector_bench [--single-rows 200000] [--transactions 1000]
+
+Workload A: single-row autocommit INSERT/UPDATE/DELETE on a 12-column table.
+Workload B: transactions of 1,000 rows.
+Baseline: python-mysql-replication reading the same binlog range and decoding every row,
+doing nothing else. Measured: the collector publishing the same range into Kafka with
+exactly-once on (transactions, acks=all, positions committed). Prints rows/s of both, the
+ratio, and the machine. Starts the local stack if needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import threading
+import time
+import uuid
+from decimal import Decimal
+
+from collector.decoding import fix_reader_quirks
+from collector.metrics import CollectorMetrics
+from collector.position import parse_gtid
+from collector.publisher import KafkaPublisher
+from collector.reader import ServerPosition, connect, server_position
+from collector.service import Collector
+from simple_binlog.config import Settings, load_settings
+from stack.manager import LocalStack
+
+DB = "bench_collector"
+DDL = f"""
+CREATE TABLE {DB}.orders (
+  id BIGINT UNSIGNED NOT NULL PRIMARY KEY, user_id INT NOT NULL, shop_id INT NOT NULL,
+  amount DECIMAL(12,2) NOT NULL, fee DECIMAL(10,4) NULL, status ENUM('NEW','PAID','SHIPPED') NOT NULL,
+  note VARCHAR(64) NULL, channel CHAR(8) NOT NULL, created_at DATETIME(3) NOT NULL,
+  updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), flags BIT(8) NOT NULL, ratio DOUBLE NULL
+)"""
+INSERT = (
+    f"INSERT INTO {DB}.orders (id, user_id, shop_id, amount, fee, status, note, channel,"
+    " created_at, flags, ratio) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, NOW(3), b'101', %s)"
+)
+
+
+def _admin(settings: Settings):
+    instance = settings.instances[0].model_copy(
+        update={"user": settings.stack.admin_user, "password": settings.stack.admin_password}
+    )
+    return connect(instance, autocommit=True)
+
+
+def _row(rng: random.Random, key: int) -> tuple:
+    return (key, rng.randrange(10**6), rng.randrange(1000), Decimal(rng.randrange(10**6)) / 100,
+            Decimal(rng.randrange(10**5)) / 10**4, rng.choice(("NEW", "PAID", "SHIPPED")),
+            rng.choice((None, "", "gift")), "app", rng.random())
+
+
+def workload_a(settings: Settings, changes: int) -> tuple[ServerPosition, ServerPosition]:
+    rng = random.Random(1)
+    with _admin(settings) as conn, conn.cursor() as cursor:
+        start = server_position(cursor)
+        live: list[int] = []
+        key = 0
+        for _ in range(changes):
+            action = rng.random()
+            if action < 0.5 or len(live) < 10:
+                key += 1
+                cursor.execute(INSERT, _row(rng, key))
+                live.append(key)
+            elif action < 0.85:
+                cursor.execute(f"UPDATE {DB}.orders SET status = 'PAID', amount = amount + 1 WHERE id = %s", (rng.choice(live),))
+            else:
+                cursor.execute(f"DELETE FROM {DB}.orders WHERE id = %s", (live.pop(rng.randrange(len(live))),))
+        return start, server_position(cursor)
+
+
+def workload_b(settings: Settings, transactions: int) -> tuple[ServerPosition, ServerPosition]:
+    rng = random.Random(2)
+    with _admin(settings) as conn, conn.cursor() as cursor:
+        start = server_position(cursor)
+        key = 10**9
+        for _ in range(transactions):
+            conn.begin()
+            rows = []
+            for _ in range(1000):
+                key += 1
+                rows.append(_row(rng, key))
+            cursor.executemany(INSERT.replace("NOW(3)", "'2026-11-21 00:00:00.000'"), rows)
+            conn.commit()
+        return start, server_position(cursor)
+
+
+def baseline(settings: Settings, start: ServerPosition, stop: ServerPosition) -> tuple[int, float]:
+    """python-mysql-replication alone: decode every row of the range, nothing else."""
+    from pymysqlreplication import BinLogStreamReader
+    from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+    instance = settings.instances[0]
+    reader = BinLogStreamReader(
+        connection_settings={"host": instance.host, "port": instance.port, "user": instance.user,
+                             "password": instance.password.get_secret_value()},
+        server_id=random.randrange(2_000_000_000, 2_100_000_000),
+        auto_position=start.gtid, blocking=True, is_mariadb=True,
+    )
+    rows = 0
+    began = time.perf_counter()
+    for event in reader:
+        if isinstance(event, WriteRowsEvent | UpdateRowsEvent | DeleteRowsEvent):
+            rows += len(event.rows)
+        if (reader.log_file, reader.log_pos) >= (stop.file, stop.pos):
+            break
+    elapsed = time.perf_counter() - began
+    reader.close()
+    return rows, elapsed
+
+
+def collector_run(settings: Settings, start: ServerPosition, stop: ServerPosition) -> tuple[int, float]:
+    """The collector publishing the range into Kafka, exactly once, until it has committed it."""
+    kafka = settings.kafka.model_copy(update={"topic_prefix": f"bench{uuid.uuid4().hex[:6]}."})
+    collector_settings = settings.collector.model_copy(
+        update={"start": start.gtid, "include": [rf"{DB}\..*"]}
+    )
+    metrics = CollectorMetrics()
+    halt = threading.Event()
+    collector = Collector(settings.instances[0], collector_settings, KafkaPublisher(kafka, "local"),
+                          metrics, stop=halt)
+    thread = threading.Thread(target=collector.run)
+    began = time.perf_counter()
+    thread.start()
+    target = parse_gtid(stop.gtid.split(",")[0])[2]
+    while True:
+        committed = collector.committed
+        if committed and committed.partial is None and committed.gtid and parse_gtid(committed.gtid.split(",")[0])[2] >= target:
+            break
+        time.sleep(0.01)
+    elapsed = time.perf_counter() - began
+    halt.set()
+    thread.join()
+    rows = int(sum(s.value for m in metrics.rows.collect() for s in m.samples if s.name.endswith("_total")))
+    return rows, elapsed
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores, {memory:.0f} GiB, {model}, {platform.python_implementation()} {platform.python_version()}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--single-rows", type=int, default=20_000, help="workload A size (issue: 200000)")
+    parser.add_argument("--transactions", type=int, default=100, help="workload B size (issue: 1000)")
+    args = parser.parse_args()
+    settings = load_settings()
+    LocalStack(settings).up()
+    fix_reader_quirks()
+    with _admin(settings) as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {DB}")
+        cursor.execute(f"CREATE DATABASE {DB}")
+        cursor.execute(DDL)
+    results = []
+    for name, make in (
+        (f"A: {args.single_rows:,} single-row autocommits", lambda: workload_a(settings, args.single_rows)),
+        (f"B: {args.transactions:,} transactions x 1,000 rows", lambda: workload_b(settings, args.transactions)),
+    ):
+        start, stop = make()
+        base_rows, base_s = baseline(settings, start, stop)
+        coll_rows, coll_s = collector_run(settings, start, stop)
+        results.append((name, base_rows, base_rows / base_s, coll_rows, coll_rows / coll_s))
+    print(f"machine: {machine()}")
+    print("baseline: python-mysql-replication decoding the same binlog range, nothing else")
+    print(f"{'workload':<44} {'rows':>9} {'baseline rows/s':>16} {'collector rows/s':>17} {'ratio':>6}")
+    for name, base_rows, base_rate, coll_rows, coll_rate in results:
+        assert coll_rows == base_rows, f"{name}: collector published {coll_rows}, baseline read {base_rows}"
+        print(f"{name:<44} {base_rows:>9,} {base_rate:>16,.0f} {coll_rate:>17,.0f} {coll_rate / base_rate:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()
