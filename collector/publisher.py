@@ -118,6 +118,7 @@ class KafkaPublisher(Publisher):
         self._producer: Producer | None = None
         self._in_transaction = False
         self._delivery_errors: list[KafkaError] = []
+        self._last_warned: dict[int, float] = {}
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> CollectorPosition | None:
@@ -241,8 +242,12 @@ class KafkaPublisher(Publisher):
             self._delivery_errors.append(error)
 
     def _on_client_error(self, error: KafkaError) -> None:
-        # Broker down and the like: librdkafka retries by itself; say so once per error.
-        log.warning("Kafka: %s", error.str())
+        # Broker down and the like: librdkafka retries by itself. Say so, but once per kind of
+        # error every 30 s, not several times a second while a broker is away.
+        now = time.monotonic()
+        if now - self._last_warned.get(error.code(), -1e9) >= 30:
+            self._last_warned[error.code()] = now
+            log.warning("Kafka: %s (retrying; repeats are muted for 30 s)", error.str())
 
     def _raise_for(self, error: KafkaError, doing: str) -> None:
         if error.fatal():
