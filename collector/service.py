@@ -37,10 +37,13 @@ log = logging.getLogger(__name__)
 # MySQL/MariaDB errors that no reconnect can cure.
 _ACCESS_DENIED = {1045, 1044, 1227, 1142, 1143}
 _BINLOG_GONE = {1236}
-_DDL = re.compile(r"^\s*(/\*.*?\*/\s*)*(ALTER|CREATE|DROP|RENAME|TRUNCATE)\b", re.I | re.S)
-_TABLE_IN_DDL = re.compile(
-    r"\b(?:TABLE|TABLES)\s+(?:IF\s+(?:NOT\s+)?EXISTS\s+)?`?(?P<name>[\w$]+)`?(?:\.`?(?P<table>[\w$]+)`?)?",
-    re.I,
+# Table and database DDL, whose tables' cached schemas must be dropped. Any other statement
+# (CREATE USER, GRANT, …) just ends its transaction; its text is never logged.
+_TABLE_DDL = re.compile(
+    r"^\s*(?:/\*.*?\*/\s*)*(?P<verb>ALTER|CREATE|DROP|RENAME|TRUNCATE)\s+(?:ONLINE\s+|IGNORE\s+|"
+    r"OR\s+REPLACE\s+|TEMPORARY\s+)*(?P<object>TABLE|TABLES|DATABASE|SCHEMA)\s+"
+    r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?`?(?P<name>[\w$]+)`?(?:\.`?(?P<table>[\w$]+)`?)?",
+    re.I | re.S,
 )
 
 
@@ -249,25 +252,32 @@ class Collector:
         return _Progress(position)
 
     def _ends_transaction(self, event: Any) -> bool:
+        """In a row binlog a query event is BEGIN, the COMMIT/ROLLBACK of non-transactional
+        changes, or a DDL/DCL statement that is a transaction of its own."""
         query = event.query.strip()
-        if query.upper() == "COMMIT":
-            return True
-        if _DDL.match(query):
-            self._on_ddl(
-                event.schema if isinstance(event.schema, str) else event.schema.decode(), query
-            )
-            return True
-        return False
+        if query.upper() in ("BEGIN", "XA START", "XA END"):
+            return False
+        schema = event.schema if isinstance(event.schema, str) else event.schema.decode()
+        match = _TABLE_DDL.match(query)
+        if match:
+            self._on_table_ddl(schema, match)
+        return True
 
-    def _on_ddl(self, schema: str, query: str) -> None:
-        match = _TABLE_IN_DDL.search(query)
-        if match and match.group("table"):
-            self._schemas.forget(match.group("name"), match.group("table"))
-        elif match:
-            self._schemas.forget(schema, match.group("name"))
+    def _on_table_ddl(self, schema: str, match: re.Match[str]) -> None:
+        name, table = match.group("name"), match.group("table")
+        if match.group("object").upper() in ("DATABASE", "SCHEMA"):
+            self._schemas.forget(name)
+            target = name
+        elif table:
+            self._schemas.forget(name, table)
+            target = f"{name}.{table}"
         else:
-            self._schemas.forget(schema)
-        log.info("DDL in %s: %s", schema, query[:200])
+            self._schemas.forget(schema, name)
+            target = f"{schema}.{name}"
+        # The statement's kind and target only: a DDL's text may carry literals worth hiding.
+        log.info(
+            "DDL: %s %s %s", match.group("verb").upper(), match.group("object").upper(), target
+        )
 
     # -- the binlog connection -------------------------------------------------------------------
     def _reader(self, gtid: str) -> Any:
