@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pymysql
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, XidEvent
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from collector.decoding import EventContext, fix_reader_quirks, messages_from_rows
 from collector.metrics import CollectorMetrics
@@ -45,6 +48,9 @@ _TABLE_DDL = re.compile(
     r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?`?(?P<name>[\w$]+)`?(?:\.`?(?P<table>[\w$]+)`?)?",
     re.I | re.S,
 )
+
+
+_ROWS_EVENTS = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
 
 
 class TableFilter:
@@ -144,19 +150,6 @@ class Collector:
 
     # -- inner loop: one binlog connection -----------------------------------------------------
     def _stream(self, start: CollectorPosition) -> None:
-        from pymysqlreplication.event import (  # noqa: PLC0415
-            HeartbeatLogEvent,
-            MariadbGtidEvent,
-            QueryEvent,
-            XidEvent,
-        )
-        from pymysqlreplication.row_event import (  # noqa: PLC0415
-            DeleteRowsEvent,
-            UpdateRowsEvent,
-            WriteRowsEvent,
-        )
-
-        rows_events = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
         offsets = OffsetGenerator(start.offset_state)
         progress = _Progress(start)
         gtid = ""
@@ -170,7 +163,7 @@ class Collector:
                 if isinstance(event, MariadbGtidEvent):
                     gtid, rows_in_transaction = event.gtid, 0
                     skip = start.rows_to_skip(gtid)
-                elif isinstance(event, rows_events):
+                elif isinstance(event, _ROWS_EVENTS):
                     first = max(0, skip - rows_in_transaction)
                     rows_in_transaction += len(event.rows)
                     if first >= len(event.rows) or not self._filter(event.schema, event.table):
@@ -281,19 +274,6 @@ class Collector:
 
     # -- the binlog connection -------------------------------------------------------------------
     def _reader(self, gtid: str) -> Any:
-        from pymysqlreplication import BinLogStreamReader  # noqa: PLC0415
-        from pymysqlreplication.event import (  # noqa: PLC0415
-            HeartbeatLogEvent,
-            MariadbGtidEvent,
-            QueryEvent,
-            XidEvent,
-        )
-        from pymysqlreplication.row_event import (  # noqa: PLC0415
-            DeleteRowsEvent,
-            UpdateRowsEvent,
-            WriteRowsEvent,
-        )
-
         return BinLogStreamReader(
             connection_settings={
                 "host": self._instance.host,
