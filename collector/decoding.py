@@ -142,6 +142,17 @@ class EventContext:
     timestamp: int  # seconds, from the event header
     gtid: str | None
 
+    @classmethod
+    def of(cls, event: Any, reader: Any, gtid: str | None) -> EventContext:
+        """The context of a python-mysql-replication rows event just read by ``reader``."""
+        return cls(
+            server_id=event.packet.server_id,
+            file=reader.log_file,
+            pos=reader.log_pos,
+            timestamp=event.timestamp,
+            gtid=gtid,
+        )
+
 
 _EVENT_TYPES = {
     "WriteRowsEvent": EventType.INSERT,

@@ -145,13 +145,7 @@ def read_range(
             elif isinstance(event, WriteRowsEvent | UpdateRowsEvent | DeleteRowsEvent) and (
                 only_schemas is None or event.schema in only_schemas
             ):
-                context = EventContext(
-                    server_id=event.packet.server_id,
-                    file=reader.log_file,
-                    pos=reader.log_pos,
-                    timestamp=event.timestamp,
-                    gtid=gtid,
-                )
+                context = EventContext.of(event, reader, gtid)
                 table = schemas.get(event.schema, event.table)
                 yield from messages_from_rows(
                     type(event).__name__, event.rows, table, context, offsets

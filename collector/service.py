@@ -207,13 +207,7 @@ class Collector:
         progress: _Progress,
     ) -> _Progress:
         table = self._schemas.for_event(event)
-        context = EventContext(
-            server_id=event.packet.server_id,
-            file=reader.log_file,
-            pos=reader.log_pos,
-            timestamp=event.timestamp,
-            gtid=gtid,
-        )
+        context = EventContext.of(event, reader, gtid)
         messages = messages_from_rows(
             type(event).__name__, event.rows, table, context, offsets, first_row=first
         )
