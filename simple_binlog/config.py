@@ -204,6 +204,72 @@ class CollectorSettings(_Section):
         return value
 
 
+_COLUMN_NAME = re.compile(r"^[A-Za-z0-9_$]{1,64}$")
+MirrorTarget = Literal["hive", "warehouse", "redis"]
+ALL_TARGETS: tuple[MirrorTarget, ...] = ("hive", "warehouse", "redis")
+
+
+class ArchiveDeleteRule(_Section):
+    """When a day's DELETEs are archiving (old rows moved out of MySQL), not real deletes.
+
+    They are archiving when their count exceeds ``min_deletes`` or ``increment_factor`` × the
+    day's inserts, and the deleted rows are older than ``older_than_days`` by ``time_column``.
+    """
+
+    min_deletes: int = Field(5_000_000, ge=1)
+    increment_factor: float = Field(7.0, gt=0)
+    older_than_days: int = Field(30, ge=0)
+    time_column: str | None = None  # default: the table's check_column
+
+
+class TableMirror(_Section):
+    """One logical (shard-merged) table and where it is mirrored.
+
+    ``ordercenter_00..99`` × ``orderinfo_00..99`` of ``instance`` form the logical table
+    ``ordercenter_orderinfo`` (names by the shard rules). Every downstream component reads
+    this: the stream writer and merge (Hive), the mirror (warehouse, Redis), the web admin.
+    """
+
+    instance: str = "local"
+    db_prefix: str
+    table_prefix: str
+    targets: list[MirrorTarget] = Field(default_factory=lambda: list(ALL_TARGETS))
+    # The key of the snapshot and of the mirrors; default: MySQL's primary key. May differ
+    # from MySQL's (e.g. a business key unique across shards).
+    key: list[str] | None = None
+    # Creation-time column for the daily checks against MySQL (counts per day).
+    check_column: str | None = None
+    archive_delete: ArchiveDeleteRule = ArchiveDeleteRule()
+    # Redis: expire values after this many seconds (None: never); store only these columns.
+    redis_ttl_s: int | None = Field(None, ge=1)
+    redis_columns: list[str] | None = None
+    # Warehouse: a DELETE removes the row ('hard', with a tombstone record) or flags it.
+    warehouse_delete: Literal["hard", "soft"] = "hard"
+
+    @field_validator("key", "redis_columns")
+    @classmethod
+    def _column_names(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("must name at least one column, or be left out")
+        for name in value:
+            if not _COLUMN_NAME.match(name):
+                raise ValueError(f"{name!r} is not a column name")
+        return value
+
+    @field_validator("check_column")
+    @classmethod
+    def _column_name(cls, value: str | None) -> str | None:
+        if value is not None and not _COLUMN_NAME.match(value):
+            raise ValueError(f"{value!r} is not a column name")
+        return value
+
+    @property
+    def name(self) -> str:
+        return f"{self.db_prefix}_{self.table_prefix}".lower()
+
+
 class StackSettings(_Section):
     """Where the local stack keeps its binaries' state, data and logs."""
 
@@ -234,6 +300,8 @@ class Settings(BaseSettings):
     collector: CollectorSettings = CollectorSettings()
     stack: StackSettings = StackSettings()
     shard_rules: list[ShardRule] = Field(default_factory=lambda: [ShardRule()])
+    # The logical tables mirrored downstream of Kafka (Hive snapshot, warehouse, Redis).
+    tables: list[TableMirror] = Field(default_factory=list)
 
     @field_validator("instances")
     @classmethod
@@ -260,6 +328,27 @@ class Settings(BaseSettings):
         if yaml_file:
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file))
         return tuple(sources)
+
+    @model_validator(mode="after")
+    def _tables_known(self) -> Self:
+        known = {i.name for i in self.instances}
+        seen: set[str] = set()
+        for table in self.tables:
+            if table.instance not in known:
+                raise ValueError(
+                    f"table {table.name!r} names the unknown instance {table.instance!r}"
+                )
+            if table.name in seen:
+                raise ValueError(f"table {table.name!r} is configured twice")
+            seen.add(table.name)
+        return self
+
+    def table(self, name: str) -> TableMirror:
+        for candidate in self.tables:
+            if candidate.name == name:
+                return candidate
+        known = ", ".join(t.name for t in self.tables) or "none"
+        raise ConfigError(f"no table mirror named {name!r} in the config (configured: {known})")
 
     def instance(self, name: str) -> MySQLInstance:
         for candidate in self.instances:
