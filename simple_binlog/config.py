@@ -270,6 +270,31 @@ class TableMirror(_Section):
         return f"{self.db_prefix}_{self.table_prefix}".lower()
 
 
+class MirrorSettings(_Section):
+    """How ``cdc-mirror mirror run`` consumes the stream and applies it to Redis/the warehouse."""
+
+    # Consumer group: "<group_prefix>.<target>" (one group per target, scaled by partitions).
+    group_prefix: str = "cdc-mirror"
+    # A batch is applied when it holds this many messages or after max_wait_ms, whichever first.
+    batch_size: int = Field(5_000, ge=1, le=1_000_000)
+    max_wait_ms: int = Field(200, ge=1)
+    # Redis: how long a DELETE's tombstone is kept; an event older than the delete replayed
+    # after this could bring the row back, so keep it above the longest replay window.
+    tombstone_ttl_s: int = Field(7 * 86_400, ge=1)
+    # Redis: keys per Lua script call (each call is atomic and blocks Redis while it runs).
+    redis_keys_per_call: int = Field(2_000, ge=1, le=100_000)
+    # PostgreSQL schema of the warehouse tables (one per deployment).
+    warehouse_schema: str = "cdc_mirror"
+    metrics_port: int = Field(39110, ge=0, le=65535)
+
+    @field_validator("warehouse_schema")
+    @classmethod
+    def _schema_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", value):
+            raise ValueError("must be lowercase letters, digits and '_' (at most 63)")
+        return value
+
+
 class StackSettings(_Section):
     """Where the local stack keeps its binaries' state, data and logs."""
 
@@ -298,6 +323,7 @@ class Settings(BaseSettings):
     postgres: PostgresSettings = PostgresSettings()
     spark: SparkSettings = SparkSettings()
     collector: CollectorSettings = CollectorSettings()
+    mirror: MirrorSettings = MirrorSettings()
     stack: StackSettings = StackSettings()
     shard_rules: list[ShardRule] = Field(default_factory=lambda: [ShardRule()])
     # The logical tables mirrored downstream of Kafka (Hive snapshot, warehouse, Redis).
