@@ -204,6 +204,25 @@ class CollectorSettings(_Section):
         return value
 
 
+class ReplaySettings(_Section):
+    """How ``cdc-mirror replay`` reads history from MySQL and publishes it as MOCK rows."""
+
+    # Rows per chunk: one keyset SELECT, one Kafka transaction (rows + progress).
+    batch_size: int = Field(10_000, ge=1, le=1_000_000)
+    # Rows per second read from MySQL, all tables of a run together (0: unlimited).
+    rate_limit: float = Field(0.0, ge=0)
+    # Pause while the server's Threads_running exceeds this (0: never pause for load).
+    max_threads_running: int = Field(32, ge=0)
+    # When reading a replica: pause while Seconds_Behind_Master exceeds this.
+    max_replica_lag_s: int = Field(30, ge=0)
+    # How often a paused replay looks at the server again.
+    pause_poll_s: float = Field(2.0, gt=0)
+    # Condition text (--where) longer than this is refused before parsing.
+    max_condition_chars: int = Field(4_000, ge=1)
+    # Reader processes per run; tables (shards) are dealt out to them round robin.
+    workers: int = Field(1, ge=1, le=64)
+
+
 _COLUMN_NAME = re.compile(r"^[A-Za-z0-9_$]{1,64}$")
 MirrorTarget = Literal["hive", "warehouse", "redis"]
 ALL_TARGETS: tuple[MirrorTarget, ...] = ("hive", "warehouse", "redis")
@@ -323,6 +342,7 @@ class Settings(BaseSettings):
     postgres: PostgresSettings = PostgresSettings()
     spark: SparkSettings = SparkSettings()
     collector: CollectorSettings = CollectorSettings()
+    replay: ReplaySettings = ReplaySettings()
     mirror: MirrorSettings = MirrorSettings()
     stack: StackSettings = StackSettings()
     shard_rules: list[ShardRule] = Field(default_factory=lambda: [ShardRule()])
