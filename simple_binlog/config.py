@@ -314,6 +314,58 @@ class MirrorSettings(_Section):
         return value
 
 
+class StreamWriterSettings(_Section):
+    """The lake writer (Kafka → ``<lake>/<database>.db/<logical table>/dt=…``), PySpark."""
+
+    # Names the writer's checkpoint, batch manifests and readiness records; default: the
+    # instances it reads, joined with '+'.
+    name: str | None = None
+    database: str = "ods_binlog_source"
+    trigger_interval_s: float = Field(30.0, gt=0)
+    # At most this many Kafka messages per micro-batch (0: no limit).
+    max_offsets_per_trigger: int = Field(2_000_000, ge=0)
+    checkpoint_dir: Path | None = None  # default: <lake>/_stream_writer/<name>/checkpoint
+    # A table's rows of one batch are split into files of about this size (hot tables get
+    # several files, quiet tables one).
+    target_file_mb: float = Field(64.0, gt=0)
+    # The calendar day ``dt`` of executeTime, and midnight for readiness, in this zone.
+    time_zone: str = "UTC"
+    # A day is ready when every partition's watermark passed midnight + this budget …
+    lateness_budget_s: float = Field(900.0, ge=0)
+    # … and now > midnight + collector delay + Kafka delay + writer delay (the seed's rule).
+    collector_delay_s: float = Field(60.0, ge=0)
+    kafka_delay_s: float = Field(60.0, ge=0)
+    writer_delay_s: float = Field(120.0, ge=0)
+    metrics_port: int = Field(39102, ge=0, le=65535)
+    # Dead-lettered messages logged per batch (all are written and counted).
+    dead_letter_log_samples: int = Field(3, ge=0)
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # noqa: PLC0415
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{value!r} is not a known time zone") from None
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _path_safe(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[a-z0-9_+-]{1,100}", value):
+            raise ValueError("must be lowercase letters, digits, '_', '+' or '-'")
+        return value
+
+    @field_validator("database")
+    @classmethod
+    def _hive_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,99}", value):
+            raise ValueError("must be a Hive name: lowercase letters, digits and '_'")
+        return value
+
+
 class StackSettings(_Section):
     """Where the local stack keeps its binaries' state, data and logs."""
 
@@ -342,6 +394,7 @@ class Settings(BaseSettings):
     postgres: PostgresSettings = PostgresSettings()
     spark: SparkSettings = SparkSettings()
     collector: CollectorSettings = CollectorSettings()
+    stream_writer: StreamWriterSettings = StreamWriterSettings()
     replay: ReplaySettings = ReplaySettings()
     mirror: MirrorSettings = MirrorSettings()
     stack: StackSettings = StackSettings()
