@@ -1,0 +1,101 @@
+"""MySQL column types → PostgreSQL types, and SimpleBinlog values → PostgreSQL input text.
+
+Pure logic. The mapping keeps every value: unsigned integers get the next wider type
+(BIGINT UNSIGNED → numeric(20)), DECIMAL keeps precision and scale, DATETIME → timestamp,
+TIMESTAMP (UTC on the wire) → timestamptz, TIME (up to ±838 hours) → interval, JSON → jsonb,
+binaries → bytea, ENUM/SET → text. MySQL's zero dates (``0000-00-00``) have no PostgreSQL
+equivalent and are stored as ``-infinity``, a value no real date takes.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import orjson
+
+from simple_binlog.values import ColumnType, JsonScalar, Kind, parse_column_type
+
+_SIGNED_INT = {
+    "tinyint": "smallint",
+    "bool": "smallint",
+    "boolean": "smallint",
+    "smallint": "smallint",
+    "mediumint": "integer",
+    "int": "integer",
+    "integer": "integer",
+    "bigint": "bigint",
+}
+_UNSIGNED_INT = {
+    "tinyint": "smallint",
+    "smallint": "integer",
+    "mediumint": "integer",
+    "int": "bigint",
+    "integer": "bigint",
+}
+_SIMPLE = {
+    Kind.UINT64: "numeric(20)",
+    Kind.FLOAT: "real",
+    Kind.DOUBLE: "double precision",
+    Kind.DATE: "date",
+    Kind.TIME: "interval",
+    Kind.YEAR: "smallint",
+    Kind.ENUM: "text",
+    Kind.SET: "text",
+    Kind.BINARY: "bytea",
+    Kind.GEOMETRY: "bytea",
+    Kind.UUID: "uuid",
+    Kind.INET4: "inet",
+    Kind.INET6: "inet",
+}
+
+
+def _base(column: ColumnType) -> str:
+    return column.spec.strip().split("(")[0].split()[0].lower()
+
+
+def pg_type(spec: str | None) -> str:  # noqa: PLR0911
+    """The PostgreSQL column type for a MySQL column type (``text`` when the type is unknown,
+    i.e. the message carried no ``columnTypes``)."""
+    if spec is None:
+        return "text"
+    column = parse_column_type(spec)
+    kind = column.kind
+    if kind is Kind.INT:
+        table = _UNSIGNED_INT if column.unsigned else _SIGNED_INT
+        return table.get(_base(column), "bigint")
+    if kind is Kind.DECIMAL:
+        return f"numeric({column.precision},{column.scale})"
+    if kind is Kind.DATETIME:
+        return f"timestamp({min(column.fsp, 6)})"
+    if kind is Kind.TIMESTAMP:
+        return f"timestamptz({min(column.fsp, 6)})"
+    if kind is Kind.BIT:
+        return "bigint" if (column.length or 1) <= 63 else "numeric(20)"
+    if kind is Kind.TEXT:
+        return "jsonb" if _base(column) == "json" else "text"
+    return _SIMPLE[kind]
+
+
+def pg_text(spec: str | None, value: JsonScalar) -> str | None:  # noqa: PLR0911
+    """The PostgreSQL input text of a wire value, for COPY (None stays NULL)."""
+    if value is None:
+        return None
+    if spec is None:
+        return value if isinstance(value, str) else orjson.dumps(value).decode()
+    column = parse_column_type(spec)
+    kind = column.kind
+    if isinstance(value, str):
+        if kind in (Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP) and value.startswith("0000-00-00"):
+            return "-infinity"
+        if kind is Kind.TIMESTAMP:
+            return value + "+00"
+        if kind is Kind.BINARY or kind is Kind.GEOMETRY:
+            raw = base64.b64decode(value)
+            if column.is_fixed_binary and column.length is not None:
+                # The binlog drops BINARY(n)'s trailing zero bytes; the column holds n bytes.
+                raw = raw.ljust(column.length, b"\x00")
+            return "\\x" + raw.hex()
+        return value
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
