@@ -247,9 +247,9 @@ class WarehouseApplier(ChangeApplier):
         stage = sql.Identifier(f"_cdc_stage_{table}")
         target = sql.Identifier(self._schema, table)
         conn.execute(
-            sql.SQL("CREATE TEMP TABLE {} (LIKE {}, {} boolean NOT NULL) ON COMMIT DROP").format(
-                stage, target, sql.Identifier(_STAGE_DELETE)
-            )
+            sql.SQL(
+                "CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS, {} boolean NOT NULL) ON COMMIT DROP"
+            ).format(stage, target, sql.Identifier(_STAGE_DELETE))
         )
         copy_columns = [*data_columns, OFFSET_COLUMN, SHARD_COLUMN, _STAGE_DELETE]
         copy_sql = sql.SQL("COPY {} ({}) FROM STDIN").format(
