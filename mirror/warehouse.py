@@ -248,7 +248,8 @@ class WarehouseApplier(ChangeApplier):
         target = sql.Identifier(self._schema, table)
         conn.execute(
             sql.SQL(
-                "CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS, {} boolean NOT NULL) ON COMMIT DROP"
+                "CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS, {} boolean NOT NULL) "
+                "ON COMMIT DROP"
             ).format(stage, target, sql.Identifier(_STAGE_DELETE))
         )
         copy_columns = [*data_columns, OFFSET_COLUMN, SHARD_COLUMN, _STAGE_DELETE]
