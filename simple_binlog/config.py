@@ -289,6 +289,50 @@ class TableMirror(_Section):
         return f"{self.db_prefix}_{self.table_prefix}".lower()
 
 
+class ScrapeTarget(_Section):
+    """A component's Prometheus endpoint that the web admin scrapes for its charts."""
+
+    name: str
+    url: str
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+
+class WebUISettings(_Section):
+    """The web admin: its own database, listen address, secrets and metric scraping."""
+
+    # Any SQLAlchemy URL; default: SQLite at <stack.home>/webui.sqlite. A secret: it may
+    # carry a database password.
+    database_url: SecretStr | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(39200, ge=0, le=65535)
+    # Master secret for signing session cookies and encrypting stored MySQL passwords. When
+    # unset it is read from ``secret_key_file`` (default <stack.home>/webui.key), which is
+    # created with mode 0600 on first start.
+    secret_key: SecretStr | None = None
+    secret_key_file: Path | None = None
+    session_lifetime_s: int = Field(8 * 3600, ge=60)
+    # Send cookies only over HTTPS; turn on whenever the admin is served behind TLS.
+    secure_cookies: bool = False
+    # A fresh install creates this admin at start when no user exists yet.
+    initial_admin_user: str = "admin"
+    initial_admin_password: SecretStr | None = None
+    scrape_targets: list[ScrapeTarget] = Field(
+        default_factory=lambda: [
+            ScrapeTarget(name="collector", url="http://127.0.0.1:39100/metrics")
+        ]
+    )
+    scrape_interval_s: float = Field(15.0, gt=0)
+    sample_retention_days: int = Field(14, ge=1)
+    # (secret_key's minimum length is checked by the web admin at start: a validator here
+    # would echo the rejected value in the config error.)
+
+
 class MirrorSettings(_Section):
     """How ``cdc-mirror mirror run`` consumes the stream and applies it to Redis/the warehouse."""
 
@@ -398,6 +442,7 @@ class Settings(BaseSettings):
     replay: ReplaySettings = ReplaySettings()
     mirror: MirrorSettings = MirrorSettings()
     stack: StackSettings = StackSettings()
+    webui: WebUISettings = WebUISettings()
     shard_rules: list[ShardRule] = Field(default_factory=lambda: [ShardRule()])
     # The logical tables mirrored downstream of Kafka (Hive snapshot, warehouse, Redis).
     tables: list[TableMirror] = Field(default_factory=list)
