@@ -175,10 +175,28 @@ def merge() -> None:
     _not_built("merge", "the merge issue")
 
 
-@app.command("mirror")
-def mirror() -> None:
-    """Apply the stream to Redis and the real-time warehouse."""
-    _not_built("mirror", "the mirror issue")
+mirror_app = typer.Typer(
+    help="Apply the stream to Redis and the real-time warehouse.", no_args_is_help=True
+)
+app.add_typer(mirror_app, name="mirror")
+
+
+@mirror_app.command("run")
+def mirror_run(
+    target: Annotated[str, typer.Option(help="Where to apply the stream: redis or warehouse.")],
+    instance: Annotated[
+        str | None, typer.Option(help="Only this MySQL instance's topic (default: all).")
+    ] = None,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Port of /metrics (0: none; default: mirror.metrics_port).")
+    ] = None,
+) -> None:
+    """Consume the instance topics in a consumer group and apply the configured tables."""
+    from mirror.app import run_mirror  # noqa: PLC0415
+
+    loaded = settings()
+    port = loaded.mirror.metrics_port if metrics_port is None else metrics_port
+    run_mirror(loaded, target, instance, port)  # type: ignore[arg-type]
 
 
 @app.command("webui")

@@ -1,0 +1,79 @@
+"""``cdc-mirror mirror run``: wiring the consumer loop, an applier and the metrics endpoint."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+from prometheus_client import start_http_server
+
+from mirror.applier import ChangeApplier
+from mirror.consumer import MirrorConsumer
+from mirror.metrics import MirrorMetrics
+from mirror.plan import ChangeRouter
+from simple_binlog.config import MirrorTarget, Settings
+from simple_binlog.errors import ConfigError
+from simple_binlog.routing import ShardRouter
+
+log = logging.getLogger(__name__)
+
+TARGETS: tuple[MirrorTarget, ...] = ("redis", "warehouse")
+
+
+def build_applier(settings: Settings, target: MirrorTarget) -> ChangeApplier:
+    tables = [t for t in settings.tables if target in t.targets]
+    if target == "redis":
+        from mirror.redis_applier import RedisApplier  # noqa: PLC0415
+
+        return RedisApplier(settings.redis, settings.mirror, tables)
+    if target == "warehouse":
+        from mirror.warehouse import WarehouseApplier  # noqa: PLC0415
+
+        return WarehouseApplier(settings.postgres, settings.mirror, tables)
+    raise ConfigError(f"the mirror has no target {target!r} (choose redis or warehouse).")
+
+
+def mirrored_instances(settings: Settings, target: MirrorTarget, instance: str | None) -> list[str]:
+    """The instances whose topics this process reads: those with tables for ``target``."""
+    if instance is not None:
+        settings.instance(instance)  # names the known instances if it is not one
+    names = sorted(
+        {
+            t.instance
+            for t in settings.tables
+            if target in t.targets and (instance is None or t.instance == instance)
+        }
+    )
+    if not names:
+        where = f" of instance {instance!r}" if instance else ""
+        raise ConfigError(
+            f"no table mirror{where} targets {target!r}; add one under 'tables:' in the config."
+        )
+    return names
+
+
+def run_mirror(
+    settings: Settings, target: MirrorTarget, instance: str | None, metrics_port: int
+) -> None:
+    if target not in TARGETS:
+        raise ConfigError(f"the mirror has no target {target!r} (choose redis or warehouse).")
+    instances = mirrored_instances(settings, target, instance)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    metrics = MirrorMetrics(target)
+    server = None
+    if metrics_port:
+        server, _ = start_http_server(metrics_port, addr="127.0.0.1", registry=metrics.registry)
+        log.info("mirror metrics on http://127.0.0.1:%d/metrics", metrics_port)
+    router = ChangeRouter(settings.tables, ShardRouter(list(settings.shard_rules)), target)
+    applier = build_applier(settings, target)
+    try:
+        MirrorConsumer(
+            settings.kafka, settings.mirror, target, instances, router, applier, metrics, stop
+        ).run()
+    finally:
+        applier.close()
+        if server is not None:
+            server.shutdown()

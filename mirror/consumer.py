@@ -1,0 +1,319 @@
+"""The consumer loop of ``cdc-mirror mirror run``: Kafka → ``ChangeApplier``, exactly once in
+effect.
+
+One consumer group per target (``<mirror.group_prefix>.<target>``), so several processes
+share the instance topics' partitions. Each round polls a batch (at most ``mirror.batch_size``
+messages or ``mirror.max_wait_ms``), decodes and routes it, applies it, and only then commits
+the consumed offsets synchronously. A crash between apply and commit replays the batch, which
+the appliers' version guard turns into a no-op.
+
+- A malformed message (not SimpleBinlog, or a configured table's row without a usable key)
+  goes to the dead-letter topic ``cdc.mirror.<target>.dead-letter`` with its topic, partition,
+  offset, error and the original bytes; the loop goes on. The dead letters are flushed before
+  the offsets are committed, so none is lost.
+- Messages of tables not configured for the target are skipped by configuration (counted).
+- A target that cannot be reached: the same batch is retried with back-off, nothing is
+  committed meanwhile, nothing is skipped.
+- Rebalance: when partitions are revoked the pending batch is applied and committed first,
+  so the next owner starts where this one stopped.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from mirror.applier import ChangeApplier
+from mirror.metrics import MirrorMetrics
+from mirror.plan import ChangeRouter, RowChange
+from simple_binlog.config import KafkaSettings, MirrorSettings, MirrorTarget
+from simple_binlog.errors import CdcMirrorError, ContractError, ServiceUnavailableError
+from simple_binlog.kafka import consumer_config, ensure_topic, producer_config, topic_name
+from simple_binlog.message import decode_message
+
+log = logging.getLogger(__name__)
+
+_REBALANCE_CODES = {
+    KafkaError.REBALANCE_IN_PROGRESS,
+    KafkaError.ILLEGAL_GENERATION,
+    KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError._NO_OFFSET,
+}
+
+
+def dead_letter_topic(target: MirrorTarget) -> str:
+    return f"cdc.mirror.{target}.dead-letter"
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+class MirrorConsumer:
+    def __init__(
+        self,
+        kafka: KafkaSettings,
+        mirror: MirrorSettings,
+        target: MirrorTarget,
+        instances: Sequence[str],
+        router: ChangeRouter,
+        applier: ChangeApplier,
+        metrics: MirrorMetrics,
+        stop: threading.Event,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._kafka = kafka
+        self._mirror = mirror
+        self._target = target
+        self._instance_by_topic = {topic_name(kafka, name): name for name in instances}
+        self._router = router
+        self._applier = applier
+        self._metrics = metrics
+        self._stop = stop
+        self._clock = clock
+        self._dead_topic = dead_letter_topic(target)
+        self._pending: list[_Record] = []
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._last_warned: dict[int, float] = {}
+        self._dead_letter_errors: list[str] = []
+        self.batches = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def run(self) -> None:
+        """Consume until ``stop`` is set; the pending batch is applied and committed first."""
+        for topic in self._instance_by_topic:
+            ensure_topic(self._kafka, topic)
+        ensure_topic(self._kafka, self._dead_topic)
+        group = f"{self._mirror.group_prefix}.{self._target}"
+        config = consumer_config(self._kafka, group_id=group)
+        config["error_cb"] = self._on_client_error
+        self._consumer = Consumer(config)
+        producer = producer_config(self._kafka, client_id=f"{group}.dead-letter")
+        producer["error_cb"] = self._on_client_error
+        self._producer = Producer(producer)
+        self._consumer.subscribe(
+            list(self._instance_by_topic), on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+        log.info(
+            "mirror → %s: consuming %s in group %s",
+            self._target,
+            ", ".join(self._instance_by_topic),
+            group,
+        )
+        try:
+            while not self._stop.is_set():
+                self._poll_batch()
+                self._flush()
+        finally:
+            try:
+                self._flush()
+            finally:
+                self._consumer.close()
+                self._producer.flush(10)
+
+    def _poll_batch(self) -> None:
+        assert self._consumer is not None
+        deadline = time.monotonic() + self._mirror.max_wait_ms / 1000
+        while len(self._pending) < self._mirror.batch_size and not self._stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            wanted = min(self._mirror.batch_size - len(self._pending), 10_000)
+            for message in self._consumer.consume(num_messages=wanted, timeout=remaining):
+                error = message.error()
+                if error is not None:
+                    self._on_client_error(error)
+                    continue
+                self._pending.append(
+                    _Record(
+                        topic=message.topic() or "",
+                        partition=message.partition() or 0,
+                        offset=message.offset() or 0,
+                        key=message.key(),
+                        value=message.value(),
+                    )
+                )
+
+    # -- one batch: route, dead-letter, apply, commit -----------------------------------------
+    def _flush(self) -> None:
+        if not self._pending or self._consumer is None:
+            return
+        records, self._pending = self._pending, []
+        changes: list[RowChange] = []
+        execute_times: list[int] = []
+        dead: list[tuple[_Record, str]] = []
+        for record in records:
+            try:
+                if record.value is None:
+                    raise ContractError("a Kafka record has no value.")
+                message = decode_message(record.value)
+                routed = self._router.route(self._instance_by_topic[record.topic], message)
+            except CdcMirrorError as exc:
+                dead.append((record, str(exc)))
+                continue
+            if routed.skipped:
+                self._metrics.skipped.inc()
+                continue
+            changes.extend(routed.changes)
+            execute_times.append(message.execute_time)
+            self._metrics.rows.labels(self._target, routed.changes[0].table).inc()
+        if dead and not self._write_dead_letters(dead):
+            return
+        if changes and not self._apply(changes):
+            # Stopping while the target is down: nothing is committed, the batch is read again.
+            return
+        now = self._clock()
+        for execute_time_ms in execute_times:
+            self._metrics.freshness.observe(max(0.0, now - execute_time_ms / 1000))
+        self._commit(records)
+        self.batches += 1
+
+    def _apply(self, changes: list[RowChange]) -> bool:
+        backoff = 0.5
+        while True:
+            started = time.monotonic()
+            try:
+                result = self._applier.apply_batch(changes)
+            except ServiceUnavailableError as exc:
+                self._metrics.apply_errors.inc()
+                log.warning("mirror → %s: %s Retrying in %.1f s.", self._target, exc, backoff)
+                if self._stop.wait(backoff):
+                    return False
+                backoff = min(backoff * 2, 30.0)
+                continue
+            self._metrics.apply_seconds.observe(time.monotonic() - started)
+            self._metrics.applied.inc(result.applied)
+            self._metrics.stale.inc(result.stale)
+            self._metrics.superseded.inc(result.superseded)
+            return True
+
+    def _commit(self, records: list[_Record]) -> None:
+        assert self._consumer is not None
+        next_offsets: dict[tuple[str, int], int] = {}
+        for record in records:
+            key = (record.topic, record.partition)
+            next_offsets[key] = max(next_offsets.get(key, 0), record.offset + 1)
+        partitions = [TopicPartition(t, p, o) for (t, p), o in next_offsets.items()]
+        try:
+            self._consumer.commit(offsets=partitions, asynchronous=False)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() in _REBALANCE_CODES:
+                # The partitions moved on; their new owner re-reads from the last commit and
+                # the version guard makes the repeat harmless.
+                log.info("mirror → %s: commit skipped during a rebalance", self._target)
+                return
+            # Applied already, so nothing is lost: the next commit covers these offsets, and
+            # a restart before it replays them as no-ops.
+            log.warning(
+                "mirror → %s: committing Kafka offsets failed (%s)", self._target, error.str()
+            )
+            return
+        for partition in partitions:
+            self._update_lag(partition)
+
+    def _update_lag(self, partition: TopicPartition) -> None:
+        assert self._consumer is not None
+        try:
+            _, high = self._consumer.get_watermark_offsets(partition, cached=True)
+        except KafkaException:
+            return
+        if high is not None and high >= 0:
+            self._metrics.lag.labels(self._target, partition.topic, str(partition.partition)).set(
+                max(0, high - partition.offset)
+            )
+
+    # -- dead letters -------------------------------------------------------------------------
+    def _write_dead_letters(self, dead: list[tuple[_Record, str]]) -> bool:
+        """Durably in the dead-letter topic before the batch is committed; retried while Kafka
+        refuses (a retry may repeat a dead letter, never lose one). False if stopped."""
+        assert self._producer is not None
+        for record, error in dead:
+            self._metrics.dead_letters.inc()
+            log.warning(
+                "mirror → %s: %s:%d@%d to the dead-letter topic: %s",
+                self._target,
+                record.topic,
+                record.partition,
+                record.offset,
+                error,
+            )
+        backoff = 0.5
+        while True:
+            for record, error in dead:
+                self._produce_dead_letter(record, error)
+            remaining = self._producer.flush(60)
+            errors, self._dead_letter_errors = self._dead_letter_errors, []
+            if not remaining and not errors:
+                return True
+            reason = errors[0] if errors else f"{remaining} undelivered"
+            log.warning(
+                "mirror → %s: writing to %s failed (%s); retrying in %.1f s",
+                self._target,
+                self._dead_topic,
+                reason,
+                backoff,
+            )
+            if self._stop.wait(backoff):
+                return False
+            backoff = min(backoff * 2, 30.0)
+
+    def _produce_dead_letter(self, record: _Record, error: str) -> None:
+        assert self._producer is not None
+        document = {
+            "topic": record.topic,
+            "partition": record.partition,
+            "offset": record.offset,
+            "error": error,
+            "key": record.key.decode("utf-8", "replace") if record.key else None,
+            "value": base64.b64encode(record.value).decode() if record.value else None,
+        }
+        while True:
+            try:
+                self._producer.produce(
+                    self._dead_topic,
+                    key=record.key,
+                    value=orjson.dumps(document),
+                    on_delivery=self._on_dead_letter_delivery,
+                )
+                return
+            except BufferError:
+                self._producer.poll(0.1)
+
+    def _on_dead_letter_delivery(self, error: KafkaError | None, _message: Any) -> None:
+        if error is not None:
+            self._dead_letter_errors.append(error.str())
+
+    # -- rebalance and client errors ----------------------------------------------------------
+    def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info(
+            "mirror → %s: %d partitions revoked; committing first", self._target, len(partitions)
+        )
+        self._flush()
+
+    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        lost = {(p.topic, p.partition) for p in partitions}
+        # They cannot be committed any more; their new owner reads them again from the last
+        # commit, so they are not lost, only not ours.
+        self._pending = [r for r in self._pending if (r.topic, r.partition) not in lost]
+        log.warning("mirror → %s: %d partitions lost", self._target, len(partitions))
+
+    def _on_client_error(self, error: KafkaError) -> None:
+        now = time.monotonic()
+        if now - self._last_warned.get(error.code(), -1e9) >= 30:
+            self._last_warned[error.code()] = now
+            log.warning("Kafka: %s (retrying; repeats are muted for 30 s)", error.str())
