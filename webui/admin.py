@@ -1,0 +1,417 @@
+"""The admin's operations on its database: each change and its audit entry in one
+transaction (the caller's), secrets encrypted or hashed before they reach a row, and never
+written to the audit log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from simple_binlog.config import Settings, TableMirror
+from simple_binlog.errors import CdcMirrorError
+from simple_binlog.routing import ShardRule
+from webui.models import ApiToken, AuditEntry, Instance, TableMirrorRow, User
+from webui.schema_source import InstanceAccess, SchemaSource, mirror_problems
+from webui.schemas import (
+    CollectorConfig,
+    InstanceIn,
+    InstanceOut,
+    TokenCreated,
+    TokenIn,
+    TokenOut,
+    UserIn,
+    UserOut,
+)
+from webui.security import Keys, hash_password, hash_token, new_api_token
+
+log = logging.getLogger(__name__)
+
+
+class Problems(CdcMirrorError):
+    """Bad input: one sentence per problem; nothing was saved."""
+
+    def __init__(self, messages: list[str]) -> None:
+        super().__init__(" ".join(messages))
+        self.messages = messages
+
+
+class NotFound(CdcMirrorError):
+    """The named object does not exist."""
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def validation_messages(error: ValidationError) -> list[str]:
+    """Pydantic errors as sentences naming the field, without echoing rejected secrets."""
+    messages = []
+    for item in error.errors():
+        field = ".".join(str(part) for part in item["loc"]) or "input"
+        message = item["msg"].removeprefix("Value error, ")
+        messages.append(f"{field}: {message}.")
+    return messages
+
+
+def audit(
+    db: Session,
+    actor: str,
+    action: str,
+    object_type: str,
+    object_name: str,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+) -> None:
+    db.add(
+        AuditEntry(
+            at=now(),
+            actor=actor,
+            action=action,
+            object_type=object_type,
+            object_name=object_name,
+            before=before,
+            after=after,
+        )
+    )
+    log.info("%s %s %s %s", actor, action, object_type, object_name)
+
+
+# --- instances ----------------------------------------------------------------------------
+
+
+def instance_out(row: Instance) -> InstanceOut:
+    return InstanceOut(
+        name=row.name,
+        host=row.host,
+        port=row.port,
+        user=row.user,
+        password_set=bool(row.password_encrypted),
+        gtid_start=row.gtid_start,
+        include=list(row.include),
+        exclude=list(row.exclude),
+        shard_rules=[ShardRule.model_validate(rule) for rule in row.shard_rules],
+        collector_group=row.collector_group,
+        topic=row.topic,
+        version=row.version,
+        updated_at=row.updated_at,
+    )
+
+
+def _instance_audit_view(row: Instance) -> dict[str, Any]:
+    view = instance_out(row).model_dump(mode="json", exclude={"updated_at"})
+    view["password"] = "(redacted)" if row.password_encrypted else "(none)"
+    del view["password_set"]
+    return view
+
+
+def get_instance(db: Session, name: str) -> Instance:
+    row = db.scalar(select(Instance).where(Instance.name == name))
+    if row is None:
+        raise NotFound(f"no instance named {name!r}.")
+    return row
+
+
+def list_instances(db: Session) -> list[Instance]:
+    return list(db.scalars(select(Instance).order_by(Instance.name)))
+
+
+def save_instance(
+    db: Session,
+    settings: Settings,
+    keys: Keys,
+    actor: str,
+    data: InstanceIn,
+    existing: str | None = None,
+) -> Instance:
+    """Create (``existing`` None) or update the named instance; renaming is not allowed
+    because collectors, topics and table mirrors are keyed by the name."""
+    topic = data.topic or f"{settings.kafka.topic_prefix}{data.name}"
+    row: Instance | None
+    if existing is None:
+        if db.scalar(select(Instance).where(Instance.name == data.name)) is not None:
+            raise Problems([f"an instance named {data.name!r} exists already."])
+        if data.password is None:
+            raise Problems(["password: a new instance needs the MySQL user's password."])
+        row = None
+        before = None
+    else:
+        row = get_instance(db, existing)
+        if data.name != existing:
+            raise Problems([f"name: an instance cannot be renamed ({existing!r} → {data.name!r})."])
+        before = _instance_audit_view(row)
+    values: dict[str, Any] = {
+        "name": data.name,
+        "host": data.host,
+        "port": data.port,
+        "user": data.user,
+        "gtid_start": data.gtid_start,
+        "include": list(data.include),
+        "exclude": list(data.exclude),
+        "shard_rules": [rule.model_dump() for rule in data.shard_rules],
+        "collector_group": data.collector_group,
+        "topic": topic,
+        "updated_at": now(),
+    }
+    if data.password is not None:
+        values["password_encrypted"] = keys.encrypt(data.password.get_secret_value())
+    if row is None:
+        row = Instance(version=1, **values)
+        db.add(row)
+    else:
+        changed = any(getattr(row, k) != v for k, v in values.items() if k != "updated_at")
+        for key, value in values.items():
+            setattr(row, key, value)
+        if changed:
+            row.version += 1
+    db.flush()
+    audit(
+        db,
+        actor,
+        "create" if before is None else "update",
+        "instance",
+        row.name,
+        before,
+        _instance_audit_view(row),
+    )
+    return row
+
+
+def delete_instance(db: Session, actor: str, name: str) -> None:
+    row = get_instance(db, name)
+    users = db.scalar(
+        select(func.count()).select_from(TableMirrorRow).where(TableMirrorRow.instance_id == row.id)
+    )
+    if users:
+        raise Problems([f"instance {name!r} still has {users} table mirror(s); delete them first."])
+    before = _instance_audit_view(row)
+    db.delete(row)
+    audit(db, actor, "delete", "instance", name, before, None)
+
+
+def instance_access(row: Instance, keys: Keys) -> InstanceAccess:
+    return InstanceAccess(
+        name=row.name,
+        host=row.host,
+        port=row.port,
+        user=row.user,
+        password=keys.decrypt(row.password_encrypted),
+        shard_rules=tuple(ShardRule.model_validate(rule) for rule in row.shard_rules),
+    )
+
+
+# --- table mirrors ------------------------------------------------------------------------
+
+
+def table_mirror(row: TableMirrorRow) -> TableMirror:
+    return TableMirror.model_validate({**row.spec, "instance": row.instance.name})
+
+
+def list_table_mirrors(db: Session) -> list[TableMirrorRow]:
+    return list(db.scalars(select(TableMirrorRow).order_by(TableMirrorRow.name)))
+
+
+def get_table_mirror(db: Session, name: str) -> TableMirrorRow:
+    row = db.scalar(select(TableMirrorRow).where(TableMirrorRow.name == name))
+    if row is None:
+        raise NotFound(f"no table mirror named {name!r}.")
+    return row
+
+
+def save_table_mirror(
+    db: Session,
+    keys: Keys,
+    schemas: SchemaSource,
+    actor: str,
+    mirror: TableMirror,
+    existing: str | None = None,
+) -> TableMirrorRow:
+    """Validate against the live MySQL schema, then create or update. Raises Problems."""
+    instance = db.scalar(select(Instance).where(Instance.name == mirror.instance))
+    if instance is None:
+        raise Problems([f"instance: there is no instance named {mirror.instance!r}."])
+    if existing is None and db.scalar(
+        select(TableMirrorRow).where(TableMirrorRow.name == mirror.name)
+    ):
+        raise Problems([f"a table mirror named {mirror.name!r} exists already."])
+    if existing is not None and existing != mirror.name:
+        raise Problems(
+            [f"the prefixes cannot change on an existing mirror ({existing!r} → {mirror.name!r})."]
+        )
+    try:
+        live = schemas.live_schema(
+            instance_access(instance, keys), mirror.db_prefix, mirror.table_prefix
+        )
+    except CdcMirrorError as exc:  # unreachable MySQL: the form says so, nothing is saved
+        raise Problems([str(exc)]) from exc
+    problems = mirror_problems(mirror, live)
+    if problems:
+        raise Problems(problems)
+    spec = mirror.model_dump(mode="json", exclude={"instance"})
+    if existing is None:
+        row = TableMirrorRow(name=mirror.name, instance_id=instance.id, spec=spec, updated_at=now())
+        db.add(row)
+        before = None
+    else:
+        row = get_table_mirror(db, existing)
+        before = {**row.spec, "instance": row.instance.name}
+        if row.instance_id != instance.id:
+            row.instance.version += 1  # the old instance's collectors lose the table
+        row.instance_id = instance.id
+        row.spec = spec
+        row.updated_at = now()
+    instance.version += 1
+    db.flush()
+    audit(
+        db,
+        actor,
+        "create" if before is None else "update",
+        "table_mirror",
+        mirror.name,
+        before,
+        {**spec, "instance": instance.name},
+    )
+    return row
+
+
+def delete_table_mirror(db: Session, actor: str, name: str) -> None:
+    row = get_table_mirror(db, name)
+    before = {**row.spec, "instance": row.instance.name}
+    row.instance.version += 1
+    db.delete(row)
+    audit(db, actor, "delete", "table_mirror", name, before, None)
+
+
+# --- collector config ---------------------------------------------------------------------
+
+
+def collector_config(db: Session, keys: Keys, name: str) -> CollectorConfig:
+    """The instance's effective config; ``etag`` changes whenever any part of it does."""
+    row = get_instance(db, name)
+    tables = [
+        table_mirror(t)
+        for t in db.scalars(
+            select(TableMirrorRow)
+            .where(TableMirrorRow.instance_id == row.id)
+            .order_by(TableMirrorRow.name)
+        )
+    ]
+    body: dict[str, Any] = {
+        "instance": row.name,
+        "version": row.version,
+        "host": row.host,
+        "port": row.port,
+        "user": row.user,
+        "password": keys.decrypt(row.password_encrypted),
+        "gtid_start": row.gtid_start,
+        "include": list(row.include),
+        "exclude": list(row.exclude),
+        "shard_rules": [ShardRule.model_validate(r).model_dump() for r in row.shard_rules],
+        "collector_group": row.collector_group,
+        "topic": row.topic,
+        "tables": [t.model_dump(mode="json") for t in tables],
+    }
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    etag = hashlib.sha256(canonical).hexdigest()[:32]
+    return CollectorConfig.model_validate({**body, "etag": etag})
+
+
+# --- users and tokens ---------------------------------------------------------------------
+
+
+def user_out(row: User) -> UserOut:
+    return UserOut(
+        username=row.username, role=row.role, created_at=row.created_at, disabled=row.disabled
+    )
+
+
+def create_user(db: Session, actor: str, data: UserIn) -> User:
+    if db.scalar(select(User).where(User.username == data.username)) is not None:
+        raise Problems([f"a user named {data.username!r} exists already."])
+    row = User(
+        username=data.username,
+        password_hash=hash_password(data.password.get_secret_value()),
+        role=data.role,
+        created_at=now(),
+        disabled=False,
+    )
+    db.add(row)
+    db.flush()
+    audit(db, actor, "create", "user", row.username, None, {"role": row.role})
+    return row
+
+
+def set_user_disabled(db: Session, actor: str, username: str, disabled: bool) -> User:
+    row = db.scalar(select(User).where(User.username == username))
+    if row is None:
+        raise NotFound(f"no user named {username!r}.")
+    if disabled and row.username == actor:
+        raise Problems(["you cannot disable your own account."])
+    before = {"disabled": row.disabled}
+    row.disabled = disabled
+    audit(db, actor, "update", "user", username, before, {"disabled": disabled})
+    return row
+
+
+def token_out(row: ApiToken) -> TokenOut:
+    return TokenOut(
+        id=row.id,
+        name=row.name,
+        role=row.role,
+        display_prefix=row.display_prefix,
+        created_by=row.created_by,
+        created_at=row.created_at,
+        last_used_at=row.last_used_at,
+        revoked=row.revoked,
+    )
+
+
+def create_token(db: Session, actor: str, data: TokenIn) -> TokenCreated:
+    secret = new_api_token()
+    row = ApiToken(
+        name=data.name,
+        token_hash=hash_token(secret),
+        display_prefix=secret[:9],
+        role=data.role,
+        created_by=actor,
+        created_at=now(),
+        revoked=False,
+    )
+    db.add(row)
+    db.flush()
+    audit(db, actor, "create", "api_token", data.name, None, {"role": data.role, "id": row.id})
+    return TokenCreated(**token_out(row).model_dump(), token=secret)
+
+
+def revoke_token(db: Session, actor: str, token_id: int) -> ApiToken:
+    row = db.get(ApiToken, token_id)
+    if row is None:
+        raise NotFound(f"no API token with id {token_id}.")
+    row.revoked = True
+    audit(db, actor, "revoke", "api_token", row.name, {"revoked": False}, {"revoked": True})
+    return row
+
+
+def ensure_initial_admin(db: Session, settings: Settings) -> None:
+    """A fresh install gets its first admin from the config/env, if one is given."""
+    if db.scalar(select(func.count()).select_from(User)):
+        return
+    password = settings.webui.initial_admin_password
+    if password is None:
+        log.warning(
+            "the web admin has no users yet; create one with 'cdc-mirror webui create-user' "
+            "or set CDC_MIRROR_WEBUI__INITIAL_ADMIN_PASSWORD"
+        )
+        return
+    create_user(
+        db,
+        "(initial setup)",
+        UserIn(username=settings.webui.initial_admin_user, password=password, role="admin"),
+    )

@@ -1,0 +1,327 @@
+"""The JSON API under ``/api`` (OpenAPI at ``/openapi.json``, browsable at ``/docs``).
+
+Authentication: ``Authorization: Bearer <token>`` (tokens made on the Users page or with
+``POST /api/tokens``), or the browser's session cookie plus the ``X-CSRF-Token`` header for
+anything that changes state. No credentials: 401. A viewer changing something: 403.
+
+Collector configuration contract (``GET /api/collector-config/{instance}``):
+
+- Only tokens of role ``collector`` may call it; it is the one response that carries a
+  secret (the MySQL password the collector needs), so that role may read nothing else.
+- The body is ``CollectorConfig``: the instance's connection, GTID start, include/exclude
+  regexes, shard rules, collector group, topic and the table mirrors of the instance.
+- ``version`` grows with every saved change to the instance or its table mirrors; ``etag``
+  is a hash of the whole body, also sent as the ``ETag`` header. A collector polls with
+  ``If-None-Match: "<etag>"`` and gets ``304 Not Modified`` while nothing changed, so it can
+  poll every few seconds; on a new etag it applies the config without a fleet restart.
+- 404 when the instance does not exist (e.g. it was deleted): the collector should stop.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response, status
+from pydantic import BaseModel, ValidationError
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from simple_binlog.config import TableMirror
+from webui import admin
+from webui.auth import (
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    Principal,
+    csrf_ok,
+    principal_from_bearer,
+    principal_from_cookie,
+)
+from webui.context import WebContext, context, db_session
+from webui.models import ApiToken, AuditEntry, TableMirrorRow, User
+from webui.monitoring import PANELS, load_series
+from webui.replay import ReplayRequest, ReplayStatus
+from webui.schemas import (
+    AuditOut,
+    CollectorConfig,
+    InstanceIn,
+    InstanceOut,
+    Me,
+    Problem,
+    TableMirrorOut,
+    TokenCreated,
+    TokenIn,
+    TokenOut,
+    UserIn,
+    UserOut,
+)
+
+DB = Annotated[Session, Depends(db_session, scope="function")]
+Ctx = Annotated[WebContext, Depends(context)]
+
+_ERRORS: dict[int | str, dict[str, object]] = {
+    401: {"model": Problem, "description": "no or bad credentials"},
+    403: {"model": Problem, "description": "the role may not do this (or CSRF token missing)"},
+    404: {"model": Problem, "description": "no such object"},
+    422: {"model": Problem, "description": "bad input; nothing was saved"},
+}
+
+
+def api_principal(request: Request, db: DB, ctx: Ctx) -> Principal:
+    principal = principal_from_bearer(db, request.headers.get("authorization"))
+    if principal is None:
+        principal = principal_from_cookie(db, ctx.keys, request.cookies.get(SESSION_COOKIE))
+    if principal is None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "log in or send 'Authorization: Bearer <token>'.",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return principal
+
+
+def reader(principal: Annotated[Principal, Depends(api_principal)]) -> Principal:
+    if not principal.can_read:
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN, "this token may only read collector configs."
+        )
+    return principal
+
+
+def editor(request: Request, principal: Annotated[Principal, Depends(api_principal)]) -> Principal:
+    if not principal.can_edit:
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN, f"role {principal.role!r} cannot change the configuration."
+        )
+    if not csrf_ok(principal, request.headers.get(CSRF_HEADER)):
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            "the request lacks the session's CSRF token (header X-CSRF-Token).",
+        )
+    return principal
+
+
+Reader = Annotated[Principal, Depends(reader)]
+Editor = Annotated[Principal, Depends(editor)]
+
+router = APIRouter(prefix="/api", responses=_ERRORS)
+
+
+@router.get("/me", response_model=Me, tags=["session"])
+def me(principal: Annotated[Principal, Depends(api_principal)]) -> Me:
+    return Me(name=principal.name, role=principal.role, kind=principal.kind)
+
+
+# --- instances ----------------------------------------------------------------------------
+
+
+@router.get("/instances", response_model=list[InstanceOut], tags=["instances"])
+def list_instances(db: DB, _: Reader) -> list[InstanceOut]:
+    return [admin.instance_out(row) for row in admin.list_instances(db)]
+
+
+@router.post("/instances", response_model=InstanceOut, status_code=201, tags=["instances"])
+def create_instance(data: InstanceIn, db: DB, ctx: Ctx, who: Editor) -> InstanceOut:
+    return admin.instance_out(admin.save_instance(db, ctx.settings, ctx.keys, who.name, data))
+
+
+@router.get("/instances/{name}", response_model=InstanceOut, tags=["instances"])
+def get_instance(name: str, db: DB, _: Reader) -> InstanceOut:
+    return admin.instance_out(admin.get_instance(db, name))
+
+
+@router.put("/instances/{name}", response_model=InstanceOut, tags=["instances"])
+def update_instance(name: str, data: InstanceIn, db: DB, ctx: Ctx, who: Editor) -> InstanceOut:
+    row = admin.save_instance(db, ctx.settings, ctx.keys, who.name, data, existing=name)
+    return admin.instance_out(row)
+
+
+@router.delete("/instances/{name}", status_code=204, tags=["instances"])
+def delete_instance(name: str, db: DB, who: Editor) -> Response:
+    admin.delete_instance(db, who.name, name)
+    return Response(status_code=204)
+
+
+# --- table mirrors ------------------------------------------------------------------------
+
+
+def _mirror_out(row: TableMirrorRow) -> TableMirrorOut:
+    return TableMirrorOut(name=row.name, mirror=admin.table_mirror(row), updated_at=row.updated_at)
+
+
+@router.get("/table-mirrors", response_model=list[TableMirrorOut], tags=["table mirrors"])
+def list_table_mirrors(db: DB, _: Reader) -> list[TableMirrorOut]:
+    return [_mirror_out(row) for row in admin.list_table_mirrors(db)]
+
+
+@router.post(
+    "/table-mirrors", response_model=TableMirrorOut, status_code=201, tags=["table mirrors"]
+)
+def create_table_mirror(data: TableMirror, db: DB, ctx: Ctx, who: Editor) -> TableMirrorOut:
+    return _mirror_out(admin.save_table_mirror(db, ctx.keys, ctx.schemas, who.name, data))
+
+
+@router.get("/table-mirrors/{name}", response_model=TableMirrorOut, tags=["table mirrors"])
+def get_table_mirror(name: str, db: DB, _: Reader) -> TableMirrorOut:
+    return _mirror_out(admin.get_table_mirror(db, name))
+
+
+@router.put("/table-mirrors/{name}", response_model=TableMirrorOut, tags=["table mirrors"])
+def update_table_mirror(
+    name: str, data: TableMirror, db: DB, ctx: Ctx, who: Editor
+) -> TableMirrorOut:
+    row = admin.save_table_mirror(db, ctx.keys, ctx.schemas, who.name, data, existing=name)
+    return _mirror_out(row)
+
+
+@router.delete("/table-mirrors/{name}", status_code=204, tags=["table mirrors"])
+def delete_table_mirror(name: str, db: DB, who: Editor) -> Response:
+    admin.delete_table_mirror(db, who.name, name)
+    return Response(status_code=204)
+
+
+# --- replays ------------------------------------------------------------------------------
+
+
+@router.get("/replays", response_model=list[ReplayStatus], tags=["replays"])
+def list_replays(ctx: Ctx, _: Reader) -> list[ReplayStatus]:
+    return ctx.replays.runs()
+
+
+@router.post("/replays", response_model=ReplayStatus, status_code=201, tags=["replays"])
+def start_replay(data: ReplayRequest, db: DB, ctx: Ctx, who: Editor) -> ReplayStatus:
+    return start_replay_audited(db, ctx, who, data)
+
+
+def start_replay_audited(
+    db: Session, ctx: WebContext, who: Principal, data: ReplayRequest
+) -> ReplayStatus:
+    admin.get_instance(db, data.instance)  # 404 before anything starts
+    run_id = ctx.replays.start(data)
+    admin.audit(db, who.name, "start", "replay", run_id, None, data.model_dump(mode="json"))
+    return ctx.replays.status(run_id)
+
+
+@router.get("/replays/{run_id}", response_model=ReplayStatus, tags=["replays"])
+def replay_status(run_id: str, ctx: Ctx, _: Reader) -> ReplayStatus:
+    return ctx.replays.status(run_id)
+
+
+@router.post("/replays/{run_id}/cancel", response_model=ReplayStatus, tags=["replays"])
+def cancel_replay(run_id: str, db: DB, ctx: Ctx, who: Editor) -> ReplayStatus:
+    result = ctx.replays.cancel(run_id)
+    admin.audit(db, who.name, "cancel", "replay", run_id, None, {"state": result.state})
+    return result
+
+
+# --- users, tokens, audit -----------------------------------------------------------------
+
+
+@router.get("/users", response_model=list[UserOut], tags=["users"])
+def list_users(db: DB, _: Reader) -> list[UserOut]:
+    return [admin.user_out(u) for u in db.scalars(select(User).order_by(User.username))]
+
+
+@router.post("/users", response_model=UserOut, status_code=201, tags=["users"])
+def create_user(data: UserIn, db: DB, who: Editor) -> UserOut:
+    return admin.user_out(admin.create_user(db, who.name, data))
+
+
+class UserState(BaseModel):
+    disabled: bool
+
+
+@router.put("/users/{username}/state", response_model=UserOut, tags=["users"])
+def set_user_state(username: str, data: UserState, db: DB, who: Editor) -> UserOut:
+    return admin.user_out(admin.set_user_disabled(db, who.name, username, data.disabled))
+
+
+@router.get("/tokens", response_model=list[TokenOut], tags=["tokens"])
+def list_tokens(db: DB, _: Reader) -> list[TokenOut]:
+    return [admin.token_out(t) for t in db.scalars(select(ApiToken).order_by(ApiToken.id))]
+
+
+@router.post("/tokens", response_model=TokenCreated, status_code=201, tags=["tokens"])
+def create_token(data: TokenIn, db: DB, who: Editor) -> TokenCreated:
+    return admin.create_token(db, who.name, data)
+
+
+@router.delete("/tokens/{token_id}", response_model=TokenOut, tags=["tokens"])
+def revoke_token(token_id: int, db: DB, who: Editor) -> TokenOut:
+    return admin.token_out(admin.revoke_token(db, who.name, token_id))
+
+
+@router.get("/audit", response_model=list[AuditOut], tags=["audit"])
+def audit_log(
+    db: DB, _: Reader, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> list[AuditOut]:
+    rows = db.scalars(select(AuditEntry).order_by(AuditEntry.id.desc()).limit(limit))
+    return [AuditOut.model_validate(row, from_attributes=True) for row in rows]
+
+
+# --- monitoring ---------------------------------------------------------------------------
+
+
+class SeriesOut(BaseModel):
+    label: str
+    points: list[tuple[float, float]]
+
+
+class PanelOut(BaseModel):
+    title: str
+    unit: str
+    series: list[SeriesOut]
+
+
+@router.get("/monitoring", response_model=list[PanelOut], tags=["monitoring"])
+def monitoring(
+    db: DB, _: Reader, hours: Annotated[float, Query(gt=0, le=24 * 14)] = 1.0
+) -> list[PanelOut]:
+    import time  # noqa: PLC0415 - only here
+
+    since = time.time() - hours * 3600
+    return [
+        PanelOut(
+            title=panel.title,
+            unit=panel.unit,
+            series=[
+                SeriesOut(label=s.label, points=s.points) for s in load_series(db, panel, since)
+            ],
+        )
+        for panel in PANELS
+    ]
+
+
+# --- collector config ---------------------------------------------------------------------
+
+
+@router.get(
+    "/collector-config/{instance}",
+    response_model=CollectorConfig,
+    tags=["collector config"],
+    responses={304: {"description": "unchanged since the etag in If-None-Match"}},
+)
+def collector_config(
+    instance: str,
+    response: Response,
+    db: DB,
+    ctx: Ctx,
+    principal: Annotated[Principal, Depends(api_principal)],
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> CollectorConfig | Response:
+    if principal.kind != "token" or principal.role != "collector":
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            "only API tokens of role 'collector' may read collector configs.",
+        )
+    config = admin.collector_config(db, ctx.keys, instance)
+    etag = f'"{config.etag}"'
+    if if_none_match is not None and etag in {t.strip() for t in if_none_match.split(",")}:
+        return Response(status_code=304, headers={"ETag": etag})
+    response.headers["ETag"] = etag
+    response.headers["Cache-Control"] = "no-store"
+    return config
+
+
+Outcome = Literal["ok"]
+
+__all__ = ["ValidationError", "router"]

@@ -1,0 +1,174 @@
+"""The web admin application: ``create_app(settings)`` builds everything (nothing happens at
+import time), ``serve(settings)`` runs it with uvicorn.
+
+At start: the admin database is migrated to the newest Alembic revision, an initial admin is
+created when configured and no user exists, and the metrics scraper starts (if it has
+targets). Replays go to ``mock_replay`` when that package provides its API, else to the
+in-process simulation (``webui.replay.SimulatedReplayService``, which publishes nothing).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from sqlalchemy import Engine
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from simple_binlog.config import Settings
+from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
+from webui import admin, pages
+from webui.api import router as api_router
+from webui.context import WebContext
+from webui.db import database_url, make_engine, migrate, session_factory
+from webui.monitoring import Scraper
+from webui.replay import ReplayNotFoundError, ReplayService, SimulatedReplayService
+from webui.schema_source import MariaDBSchemaSource, SchemaSource
+from webui.security import load_keys
+
+log = logging.getLogger(__name__)
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+def default_replay_service(settings: Settings) -> ReplayService:
+    """mock_replay's service when it is built, else the simulation (said in the log)."""
+    log.warning(
+        "mock_replay provides no API in this build: replays requested in the admin are "
+        "simulated and publish nothing (instance %s and others)",
+        settings.instances[0].name,
+    )
+    return SimulatedReplayService()
+
+
+def create_app(
+    settings: Settings,
+    *,
+    engine: Engine | None = None,
+    replays: ReplayService | None = None,
+    schemas: SchemaSource | None = None,
+    scrape: bool = True,
+) -> FastAPI:
+    engine = engine or make_engine(database_url(settings))
+    migrate(engine)
+    sessions = session_factory(engine)
+    with sessions.begin() as db:
+        admin.ensure_initial_admin(db, settings)
+    ctx = WebContext(
+        settings=settings,
+        keys=load_keys(settings),
+        sessions=sessions,
+        replays=replays or default_replay_service(settings),
+        schemas=schemas or MariaDBSchemaSource(),
+    )
+    scraper = Scraper(
+        sessions,
+        settings.webui.scrape_targets if scrape else [],
+        settings.webui.scrape_interval_s,
+        settings.webui.sample_retention_days,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        scraper.start()
+        try:
+            yield
+        finally:
+            scraper.stop()
+
+    app = FastAPI(
+        title="cdc-mirror web admin",
+        version="1",
+        description=(
+            "Configure MySQL instances and table mirrors, request replays, watch the "
+            "pipeline. Authenticate with 'Authorization: Bearer <token>'."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    app.state.scraper = scraper
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.include_router(api_router)
+    app.include_router(pages.router)
+    _install_error_handlers(app)
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    def problem(request: Request, status_code: int, messages: list[str]) -> Response:
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"detail": messages}, status_code=status_code)
+        heading = _HEADINGS.get(status_code, "Something went wrong")
+        return pages.render_error(request, status_code, heading, messages)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        # FastAPI's default echoes the rejected input, which may hold a password.
+        messages = []
+        for item in exc.errors():
+            field = ".".join(str(p) for p in item.get("loc", ()) if p != "body") or "body"
+            message = str(item.get("msg", "invalid")).removeprefix("Value error, ")
+            messages.append(f"{field}: {message}.")
+        return problem(request, 422, messages)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        response = problem(request, exc.status_code, [str(exc.detail)])
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
+
+    @app.exception_handler(pages.LoginRequired)
+    async def _login(_: Request, exc: pages.LoginRequired) -> Response:
+        return RedirectResponse(f"/login?next={quote(exc.next_url)}", status_code=303)
+
+    @app.exception_handler(pages.Forbidden)
+    async def _forbidden(request: Request, exc: pages.Forbidden) -> Response:
+        return problem(request, 403, [exc.message])
+
+    @app.exception_handler(admin.Problems)
+    async def _problems(request: Request, exc: admin.Problems) -> Response:
+        return problem(request, 422, exc.messages)
+
+    @app.exception_handler(admin.NotFound)
+    async def _not_found(request: Request, exc: admin.NotFound) -> Response:
+        return problem(request, 404, [str(exc)])
+
+    @app.exception_handler(ReplayNotFoundError)
+    async def _no_run(request: Request, exc: ReplayNotFoundError) -> Response:
+        return problem(request, 404, [str(exc)])
+
+    @app.exception_handler(ServiceUnavailableError)
+    async def _unavailable(request: Request, exc: ServiceUnavailableError) -> Response:
+        return problem(request, 503, [str(exc)])
+
+    @app.exception_handler(CdcMirrorError)
+    async def _ours(request: Request, exc: CdcMirrorError) -> Response:
+        return problem(request, 400, [str(exc)])
+
+
+_HEADINGS = {
+    400: "That did not work",
+    401: "Please log in",
+    403: "Not allowed",
+    404: "Not found",
+    422: "Nothing was saved",
+    503: "A service is unavailable",
+}
+
+
+def serve(settings: Settings, host: str | None = None, port: int | None = None) -> None:
+    import uvicorn  # noqa: PLC0415
+
+    app = create_app(settings)
+    bind_host = host or settings.webui.host
+    bind_port = settings.webui.port if port is None else port
+    log.info("web admin on http://%s:%d/", bind_host, bind_port)
+    uvicorn.run(app, host=bind_host, port=bind_port, log_config=None, access_log=False)

@@ -1,0 +1,43 @@
+"""What every request handler of the admin needs, built once by ``create_app``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from fastapi import Request
+from sqlalchemy.orm import Session, sessionmaker
+
+from simple_binlog.config import Settings
+from webui.replay import ReplayService
+from webui.schema_source import SchemaSource
+from webui.security import Keys
+
+
+@dataclass(frozen=True)
+class WebContext:
+    settings: Settings
+    keys: Keys
+    sessions: sessionmaker[Session]
+    replays: ReplayService
+    schemas: SchemaSource
+
+
+def context(request: Request) -> WebContext:
+    ctx = request.app.state.ctx
+    assert isinstance(ctx, WebContext)
+    return ctx
+
+
+def db_session(request: Request) -> Iterator[Session]:
+    """One transaction per request: committed when the handler returns, rolled back when it
+    raises, so a rejected form leaves nothing half-saved."""
+    db = context(request).sessions()
+    try:
+        yield db
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+    finally:
+        db.close()

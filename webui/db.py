@@ -1,0 +1,66 @@
+"""The admin database: engine from the config, migrations at start."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from simple_binlog.config import Settings
+from simple_binlog.errors import ServiceUnavailableError
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def database_url(settings: Settings) -> str:
+    configured = settings.webui.database_url
+    if configured is not None:
+        return configured.get_secret_value()
+    path = (settings.stack.home / "webui.sqlite").resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        # The web server's worker threads share the engine; SQLite needs to be told, and
+        # needs foreign keys switched on per connection.
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:
+            cursor = dbapi_connection.cursor()  # type: ignore[attr-defined]
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True)
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest revision (idempotent)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+    except SQLAlchemyError as exc:
+        reason = (str(getattr(exc, "orig", None) or exc).splitlines() or ["unknown error"])[0]
+        where = engine.url.render_as_string(hide_password=True)
+        raise ServiceUnavailableError(
+            f"the web admin's database ({where}) cannot be migrated: {reason}"
+        ) from exc
+    log.info("admin database at the newest schema revision")
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)

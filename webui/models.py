@@ -1,0 +1,116 @@
+"""The admin database: SQLAlchemy 2 models. The schema itself is owned by the Alembic
+migrations in ``webui/migrations`` (run at start); keep both in step."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+ROLES = ("admin", "viewer", "collector")
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}  # noqa: RUF012
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    username: Mapped[str] = mapped_column(String(64), unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    role: Mapped[str] = mapped_column(String(16))  # admin | viewer
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    disabled: Mapped[bool] = mapped_column(default=False)
+
+
+class ApiToken(Base):
+    """A bearer token for automation; its role is fixed at creation. Only the hash is kept."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    # The first characters, so a person can tell tokens apart without the secret part.
+    display_prefix: Mapped[str] = mapped_column(String(16))
+    role: Mapped[str] = mapped_column(String(16))  # admin | viewer | collector
+    created_by: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    revoked: Mapped[bool] = mapped_column(default=False)
+
+
+class LoginSession(Base):
+    """Server-side session: the cookie holds the signed id; the table holds its hash."""
+
+    __tablename__ = "login_sessions"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    user: Mapped[User] = relationship(lazy="joined")
+
+
+class Instance(Base):
+    __tablename__ = "instances"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    host: Mapped[str] = mapped_column(String(255))
+    port: Mapped[int] = mapped_column(Integer)
+    user: Mapped[str] = mapped_column(String(64))
+    password_encrypted: Mapped[str] = mapped_column(Text)  # Fernet, never plain
+    gtid_start: Mapped[str] = mapped_column(String(4096))  # "current" or a GTID position
+    include: Mapped[list[Any]] = mapped_column(JSON)
+    exclude: Mapped[list[Any]] = mapped_column(JSON)
+    shard_rules: Mapped[list[Any]] = mapped_column(JSON)
+    collector_group: Mapped[str] = mapped_column(String(64))
+    topic: Mapped[str] = mapped_column(String(249))
+    # Bumped on every change to the instance or its table mirrors; the collectors' etag.
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class TableMirrorRow(Base):
+    __tablename__ = "table_mirrors"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="RESTRICT"))
+    # The whole simple_binlog.config.TableMirror as JSON (minus ``instance``): one schema for
+    # the file config and the admin, validated by the same model.
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+    instance: Mapped[Instance] = relationship(lazy="joined")
+
+
+class AuditEntry(Base):
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    actor: Mapped[str] = mapped_column(String(80))
+    action: Mapped[str] = mapped_column(String(32))
+    object_type: Mapped[str] = mapped_column(String(32))
+    object_name: Mapped[str] = mapped_column(String(200))
+    before: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    after: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class MetricSample(Base):
+    __tablename__ = "metric_samples"
+    __table_args__ = (Index("ix_metric_samples_name_at", "name", "at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[float] = mapped_column(Float)  # unix seconds
+    target: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(200))
+    labels: Mapped[str] = mapped_column(String(1000))  # sorted "k=v,k=v"
+    value: Mapped[float] = mapped_column(Float)

@@ -1,0 +1,221 @@
+"""Monitoring: scrape the components' Prometheus endpoints into ``metric_samples`` and draw
+charts from there as inline SVG (rendered here, no JavaScript, nothing from a CDN).
+
+The scraper keeps only cdc-mirror's own metrics (names starting ``cdc_``). A target that
+does not answer is logged once per failure streak and charted as a gap, never as zero.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from html import escape
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from simple_binlog.config import ScrapeTarget
+from webui.models import MetricSample
+
+log = logging.getLogger(__name__)
+
+METRIC_PREFIX = "cdc_"
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One chart: every series whose metric name matches one of ``patterns``."""
+
+    title: str
+    patterns: tuple[str, ...]
+    unit: str = ""
+
+
+PANELS: tuple[Panel, ...] = (
+    Panel("Collection delay per instance", ("cdc_collector_delay_seconds",), "s"),
+    Panel("Active collectors (1 active, 0 standby)", ("cdc_collector_active",)),
+    Panel("Kafka consumer lag", ("cdc_*lag*",), "messages"),
+    Panel("Writer watermark", ("cdc_*watermark*",), "unix s"),
+    Panel("Ready days", ("cdc_*ready*",)),
+    Panel("Merge runs and check results", ("cdc_merge_*", "cdc_*check*")),
+    Panel("Dead letters", ("cdc_*dead_letter*",), "total"),
+    Panel("Rows published", ("cdc_collector_rows_total",), "total"),
+)
+
+
+def parse_samples(text: str, target: str, at: float) -> list[MetricSample]:
+    """Prometheus text exposition → sample rows of cdc-mirror's own metrics. Pure."""
+    rows: list[MetricSample] = []
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if not sample.name.startswith(METRIC_PREFIX) or sample.name.endswith("_created"):
+                continue
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+            rows.append(
+                MetricSample(
+                    at=at, target=target, name=sample.name, labels=labels, value=sample.value
+                )
+            )
+    return rows
+
+
+class Scraper:
+    """Scrapes every target each ``interval_s`` in a daemon thread until ``stop()``."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        targets: list[ScrapeTarget],
+        interval_s: float,
+        retention_days: int,
+    ) -> None:
+        self._sessions = sessions
+        self._targets = targets
+        self._interval = interval_s
+        self._retention_s = retention_days * 86400.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing: set[str] = set()
+
+    def start(self) -> None:
+        if not self._targets:
+            return
+        self._thread = threading.Thread(target=self._loop, name="webui-scraper", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        with httpx.Client(timeout=5.0) as client:
+            while not self._stop.is_set():
+                self.scrape_once(client)
+                self._stop.wait(self._interval)
+
+    def scrape_once(self, client: httpx.Client) -> int:
+        """One round over all targets; returns the number of samples stored."""
+        at = time.time()
+        stored = 0
+        for target in self._targets:
+            try:
+                response = client.get(target.url)
+                response.raise_for_status()
+                rows = parse_samples(response.text, target.name, at)
+            except (httpx.HTTPError, ValueError) as exc:
+                if target.name not in self._failing:
+                    log.warning("metrics of %s (%s) unavailable: %s", target.name, target.url, exc)
+                    self._failing.add(target.name)
+                continue
+            if target.name in self._failing:
+                log.info("metrics of %s answer again", target.name)
+                self._failing.discard(target.name)
+            with self._sessions.begin() as db:
+                db.add_all(rows)
+                db.execute(delete(MetricSample).where(MetricSample.at < at - self._retention_s))
+            stored += len(rows)
+        return stored
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    points: list[tuple[float, float]]  # (unix seconds, value), time ascending
+
+
+def load_series(db: Session, panel: Panel, since: float) -> list[Series]:
+    names = list(db.scalars(select(MetricSample.name).where(MetricSample.at >= since).distinct()))
+    wanted = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in panel.patterns)]
+    if not wanted:
+        return []
+    grouped: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    rows = db.execute(
+        select(
+            MetricSample.target,
+            MetricSample.name,
+            MetricSample.labels,
+            MetricSample.at,
+            MetricSample.value,
+        )
+        .where(MetricSample.name.in_(wanted), MetricSample.at >= since)
+        .order_by(MetricSample.at)
+    )
+    for target, name, labels, at, value in rows:
+        short = name.removeprefix(METRIC_PREFIX)
+        grouped[f"{target} {short}{{{labels}}}" if labels else f"{target} {short}"].append(
+            (at, value)
+        )
+    return [Series(label, points) for label, points in sorted(grouped.items())]
+
+
+_COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563")
+
+
+def render_svg(
+    series: Iterable[Series], width: int = 640, height: int = 220, unit: str = ""
+) -> str:
+    """A line chart as an SVG string (values escaped). Pure."""
+    all_series = [s for s in series if s.points]
+    if not all_series:
+        return (
+            f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
+            f'aria-label="no samples yet"><text x="{width // 2}" y="{height // 2}" '
+            f'text-anchor="middle" class="empty">no samples yet</text></svg>'
+        )
+    left, right, top, bottom = 60, 10, 10, 30
+    xs = [t for s in all_series for t, _ in s.points]
+    ys = [v for s in all_series for _, v in s.points]
+    x0, x1 = min(xs), max(xs)
+    y0, y1 = min(0.0, *ys), max(ys)
+    if x1 == x0:
+        x1 = x0 + 1
+    if y1 == y0:
+        y1 = y0 + 1
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def sx(t: float) -> float:
+        return left + (t - x0) / (x1 - x0) * plot_w
+
+    def sy(v: float) -> float:
+        return top + plot_h - (v - y0) / (y1 - y0) * plot_h
+
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="chart of {len(all_series)} series">',
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{width - right}" y2="{top + plot_h}" '
+        'class="axis"/>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" class="axis"/>',
+        f'<text x="{left - 4}" y="{top + 10}" text-anchor="end" class="tick">'
+        f"{escape(_fmt(y1))}</text>",
+        f'<text x="{left - 4}" y="{top + plot_h}" text-anchor="end" class="tick">'
+        f"{escape(_fmt(y0))}</text>",
+        f'<text x="{left}" y="{height - 8}" class="tick">'
+        f"{escape(time.strftime('%H:%M:%S', time.gmtime(x0)))} UTC</text>",
+        f'<text x="{width - right}" y="{height - 8}" text-anchor="end" class="tick">'
+        f"{escape(time.strftime('%H:%M:%S', time.gmtime(x1)))}</text>",
+    ]
+    if unit:
+        parts.append(f'<text x="4" y="{top + 10}" class="tick">{escape(unit)}</text>')
+    for index, s in enumerate(all_series):
+        colour = _COLOURS[index % len(_COLOURS)]
+        points = " ".join(f"{sx(t):.1f},{sy(v):.1f}" for t, v in s.points)
+        parts.append(
+            f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{points}">'
+            f"<title>{escape(s.label)}</title></polyline>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _fmt(value: float) -> str:
+    if abs(value) >= 1e6:
+        return f"{value:.3g}"
+    return f"{value:g}"

@@ -1,0 +1,743 @@
+"""Server-rendered pages (Jinja2, autoescaped). Forms post back to the same URL; bad input
+re-renders the form with the messages and the values typed (never a password), and nothing
+is saved. Every form carries the session's CSRF token.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+from pydantic import ValidationError
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+from starlette.datastructures import FormData
+
+from simple_binlog.config import ALL_TARGETS, TableMirror
+from webui import admin
+from webui.auth import (
+    CSRF_FIELD,
+    LOGIN_CSRF_COOKIE,
+    SESSION_COOKIE,
+    Principal,
+    authenticate_password,
+    close_session,
+    csrf_ok,
+    open_session,
+    principal_from_cookie,
+)
+from webui.context import WebContext, context, db_session
+from webui.models import ApiToken, AuditEntry, Instance, MetricSample, User
+from webui.monitoring import PANELS, load_series, render_svg
+from webui.replay import FINAL_STATES, ReplayRequest
+from webui.schemas import InstanceIn, TokenIn, UserIn
+from webui.security import new_csrf_token
+
+TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+TEMPLATES.env.filters["utc"] = lambda seconds: time.strftime(
+    "%Y-%m-%d %H:%M:%S", time.gmtime(float(seconds))
+)
+
+DB = Annotated[Session, Depends(db_session, scope="function")]
+Ctx = Annotated[WebContext, Depends(context)]
+
+NAVIGATION = (
+    ("/", "Overview"),
+    ("/instances", "Instances"),
+    ("/tables", "Table mirrors"),
+    ("/replays", "Replays"),
+    ("/monitoring", "Monitoring"),
+    ("/users", "Users & tokens"),
+    ("/audit", "Audit log"),
+)
+
+router = APIRouter(include_in_schema=False)
+
+
+class LoginRequired(Exception):
+    """Raised by page dependencies; the app turns it into a redirect to /login."""
+
+    def __init__(self, next_url: str) -> None:
+        self.next_url = next_url
+
+
+class Forbidden(Exception):
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def page_user(request: Request, db: DB, ctx: Ctx) -> Principal:
+    principal = principal_from_cookie(db, ctx.keys, request.cookies.get(SESSION_COOKIE))
+    if principal is None:
+        raise LoginRequired(request.url.path)
+    return principal
+
+
+PageUser = Annotated[Principal, Depends(page_user)]
+
+
+async def edit_form(request: Request, who: PageUser) -> FormData:
+    """The posted form of an admin, CSRF-checked."""
+    form = await request.form()
+    token = form.get(CSRF_FIELD)
+    if not csrf_ok(who, token if isinstance(token, str) else None):
+        raise Forbidden(
+            "The form was refused: its security token is missing or stale. "
+            "Reload the page and try again."
+        )
+    if not who.can_edit:
+        raise Forbidden(f"Your role ({who.role}) can read but not change the configuration.")
+    return form
+
+
+EditForm = Annotated[FormData, Depends(edit_form)]
+
+
+def render(
+    request: Request, name: str, who: Principal | None, status_code: int = 200, **values: Any
+) -> HTMLResponse:
+    return TEMPLATES.TemplateResponse(
+        request,
+        name,
+        {
+            "who": who,
+            "nav": NAVIGATION,
+            "path": request.url.path,
+            "csrf": who.csrf_token if who else None,
+            **values,
+        },
+        status_code=status_code,
+    )
+
+
+def render_error(
+    request: Request, status_code: int, heading: str, messages: list[str]
+) -> HTMLResponse:
+    """An error page; shows the navigation only to a logged-in user."""
+    ctx = context(request)
+    with ctx.sessions() as db:
+        who = principal_from_cookie(db, ctx.keys, request.cookies.get(SESSION_COOKIE))
+        db.commit()
+    return render(request, "error.html", who, status_code, heading=heading, messages=messages)
+
+
+def _see(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303)
+
+
+def _text(form: FormData, name: str, default: str = "") -> str:
+    value = form.get(name)
+    return value.strip() if isinstance(value, str) else default
+
+
+def _lines(form: FormData, name: str) -> list[str]:
+    return [line.strip() for line in _text(form, name).splitlines() if line.strip()]
+
+
+def _csv(form: FormData, name: str) -> list[str] | None:
+    items = [item.strip() for item in _text(form, name).split(",") if item.strip()]
+    return items or None
+
+
+def _optional(form: FormData, name: str) -> str | None:
+    return _text(form, name) or None
+
+
+# --- login --------------------------------------------------------------------------------
+
+
+@router.get("/login")
+def login_page(request: Request, ctx: Ctx, next: str = "/") -> Response:
+    token = new_csrf_token()
+    response = render(request, "login.html", None, next=_safe_next(next), login_csrf=token)
+    response.set_cookie(
+        LOGIN_CSRF_COOKIE,
+        ctx.keys.sign(token),
+        httponly=True,
+        samesite="lax",
+        secure=ctx.settings.webui.secure_cookies,
+        max_age=3600,
+    )
+    return response
+
+
+@router.post("/login")
+async def login(request: Request, db: DB, ctx: Ctx) -> Response:
+    form = await request.form()
+    next_url = _safe_next(_text(form, "next", "/"))
+    cookie = request.cookies.get(LOGIN_CSRF_COOKIE)
+    expected = ctx.keys.unsign(cookie) if cookie else None
+    if expected is None or expected != _text(form, CSRF_FIELD):
+        return _login_again(
+            request, ctx, next_url, "Your login form expired; please try again.", 403
+        )
+    user = authenticate_password(db, _text(form, "username"), _text(form, "password"))
+    if user is None:
+        return _login_again(request, ctx, next_url, "Unknown user or wrong password.", 401)
+    response = _see(next_url)
+    response.set_cookie(
+        SESSION_COOKIE,
+        open_session(db, ctx.keys, user, ctx.settings.webui.session_lifetime_s),
+        httponly=True,
+        samesite="lax",
+        secure=ctx.settings.webui.secure_cookies,
+        max_age=ctx.settings.webui.session_lifetime_s,
+    )
+    response.delete_cookie(LOGIN_CSRF_COOKIE)
+    return response
+
+
+def _login_again(request: Request, ctx: Ctx, next_url: str, message: str, code: int) -> Response:
+    token = new_csrf_token()
+    response = render(
+        request, "login.html", None, code, next=next_url, login_csrf=token, error=message
+    )
+    response.set_cookie(
+        LOGIN_CSRF_COOKIE,
+        ctx.keys.sign(token),
+        httponly=True,
+        samesite="lax",
+        secure=ctx.settings.webui.secure_cookies,
+        max_age=3600,
+    )
+    return response
+
+
+def _safe_next(url: str) -> str:
+    # Only local paths: an absolute URL here would make the login an open redirect.
+    return url if url.startswith("/") and not url.startswith("//") else "/"
+
+
+@router.post("/logout")
+async def logout(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
+    form = await request.form()
+    token = form.get(CSRF_FIELD)
+    if not csrf_ok(who, token if isinstance(token, str) else None):
+        raise Forbidden("The form was refused: its security token is missing or stale.")
+    close_session(db, ctx.keys, request.cookies.get(SESSION_COOKIE))
+    response = _see("/login")
+    response.delete_cookie(SESSION_COOKIE)
+    return response
+
+
+# --- overview -----------------------------------------------------------------------------
+
+
+@router.get("/")
+def overview(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
+    runs = ctx.replays.runs()
+    return render(
+        request,
+        "overview.html",
+        who,
+        instances=admin.list_instances(db),
+        mirrors=admin.list_table_mirrors(db),
+        running=[r for r in runs if r.state not in FINAL_STATES],
+        samples=db.scalar(select(func.count()).select_from(MetricSample)) or 0,
+        audit=list(db.scalars(select(AuditEntry).order_by(AuditEntry.id.desc()).limit(5))),
+    )
+
+
+# --- instances ----------------------------------------------------------------------------
+
+
+@router.get("/instances")
+def instances_page(request: Request, db: DB, who: PageUser) -> Response:
+    return render(request, "instances.html", who, instances=admin.list_instances(db))
+
+
+def _instance_values(form: FormData) -> dict[str, Any]:
+    rules = []
+    for line in _lines(form, "shard_rules"):
+        schema_pattern, _, table_pattern = line.partition(" | ")
+        rules.append(
+            {"schema_pattern": schema_pattern.strip(), "table_pattern": table_pattern.strip()}
+        )
+    values: dict[str, Any] = {
+        "name": _text(form, "name"),
+        "host": _text(form, "host"),
+        "port": _text(form, "port") or "3306",
+        "user": _text(form, "user"),
+        "gtid_start": _text(form, "gtid_start") or "current",
+        "include": _lines(form, "include"),
+        "exclude": _lines(form, "exclude"),
+        "shard_rules": rules,
+        "collector_group": _text(form, "collector_group") or "default",
+        "topic": _optional(form, "topic"),
+    }
+    password = form.get("password")
+    if isinstance(password, str) and password:
+        values["password"] = password
+    return values
+
+
+def _instance_form_values(row: Instance | None) -> dict[str, Any]:
+    if row is None:
+        default = InstanceIn(name="x", host="x")
+        return {
+            "name": "",
+            "host": "",
+            "port": 3306,
+            "user": "cdc",
+            "gtid_start": "current",
+            "include": "\n".join(default.include),
+            "exclude": "\n".join(default.exclude),
+            "shard_rules": "\n".join(
+                f"{r.schema_pattern} | {r.table_pattern}" for r in default.shard_rules
+            ),
+            "collector_group": "default",
+            "topic": "",
+        }
+    out = admin.instance_out(row)
+    return {
+        "name": out.name,
+        "host": out.host,
+        "port": out.port,
+        "user": out.user,
+        "gtid_start": out.gtid_start,
+        "include": "\n".join(out.include),
+        "exclude": "\n".join(out.exclude),
+        "shard_rules": "\n".join(
+            f"{r.schema_pattern} | {r.table_pattern}" for r in out.shard_rules
+        ),
+        "collector_group": out.collector_group,
+        "topic": out.topic,
+    }
+
+
+def _typed_back(values: dict[str, Any]) -> dict[str, Any]:
+    shown = dict(values)
+    shown.pop("password", None)  # never echo a password into a page
+    for key in ("include", "exclude"):
+        shown[key] = "\n".join(values.get(key, []))
+    shown["shard_rules"] = "\n".join(
+        f"{r['schema_pattern']} | {r['table_pattern']}" for r in values.get("shard_rules", [])
+    )
+    shown["topic"] = values.get("topic") or ""
+    return shown
+
+
+@router.get("/instances/new")
+def new_instance_page(request: Request, who: PageUser) -> Response:
+    return render(
+        request, "instance_form.html", who, values=_instance_form_values(None), existing=None
+    )
+
+
+@router.get("/instances/{name}")
+def edit_instance_page(name: str, request: Request, db: DB, who: PageUser) -> Response:
+    row = admin.get_instance(db, name)
+    return render(
+        request,
+        "instance_form.html",
+        who,
+        values=_instance_form_values(row),
+        existing=row.name,
+        version=row.version,
+    )
+
+
+@router.post("/instances/new")
+def create_instance_form(
+    request: Request, db: DB, ctx: Ctx, who: PageUser, form: EditForm
+) -> Response:
+    return _save_instance(request, db, ctx, who, form, None)
+
+
+@router.post("/instances/{name}")
+def update_instance_form(
+    name: str, request: Request, db: DB, ctx: Ctx, who: PageUser, form: EditForm
+) -> Response:
+    return _save_instance(request, db, ctx, who, form, name)
+
+
+def _save_instance(
+    request: Request,
+    db: Session,
+    ctx: WebContext,
+    who: Principal,
+    form: FormData,
+    existing: str | None,
+) -> Response:
+    values = _instance_values(form)
+    try:
+        data = InstanceIn.model_validate(values)
+        admin.save_instance(db, ctx.settings, ctx.keys, who.name, data, existing=existing)
+    except ValidationError as exc:
+        return _form_again(
+            request,
+            db,
+            who,
+            "instance_form.html",
+            admin.validation_messages(exc),
+            values=_typed_back(values),
+            existing=existing,
+        )
+    except admin.Problems as exc:
+        return _form_again(
+            request,
+            db,
+            who,
+            "instance_form.html",
+            exc.messages,
+            values=_typed_back(values),
+            existing=existing,
+        )
+    return _see("/instances")
+
+
+def _form_again(
+    request: Request, db: Session, who: Principal, template: str, errors: list[str], **values: Any
+) -> Response:
+    db.rollback()  # nothing of a refused form stays
+    return render(request, template, who, 422, errors=errors, **values)
+
+
+@router.post("/instances/{name}/delete")
+def delete_instance_form(
+    name: str, request: Request, db: DB, who: PageUser, form: EditForm
+) -> Response:
+    try:
+        admin.delete_instance(db, who.name, name)
+    except admin.Problems as exc:
+        db.rollback()
+        return render(
+            request,
+            "instances.html",
+            who,
+            422,
+            instances=admin.list_instances(db),
+            errors=exc.messages,
+        )
+    return _see("/instances")
+
+
+# --- table mirrors ------------------------------------------------------------------------
+
+
+@router.get("/tables")
+def tables_page(request: Request, db: DB, who: PageUser) -> Response:
+    rows = admin.list_table_mirrors(db)
+    return render(request, "tables.html", who, mirrors=[(r, admin.table_mirror(r)) for r in rows])
+
+
+def _mirror_values(form: FormData) -> dict[str, Any]:
+    archive: dict[str, Any] = {}
+    for field in ("min_deletes", "increment_factor", "older_than_days"):
+        if _text(form, f"archive_{field}"):
+            archive[field] = _text(form, f"archive_{field}")
+    archive["time_column"] = _optional(form, "archive_time_column")
+    return {
+        "instance": _text(form, "instance"),
+        "db_prefix": _text(form, "db_prefix"),
+        "table_prefix": _text(form, "table_prefix"),
+        "targets": [t for t in form.getlist("targets") if isinstance(t, str)],
+        "key": _csv(form, "key"),
+        "check_column": _optional(form, "check_column"),
+        "archive_delete": archive,
+        "redis_ttl_s": _optional(form, "redis_ttl_s"),
+        "redis_columns": _csv(form, "redis_columns"),
+        "warehouse_delete": _text(form, "warehouse_delete") or "hard",
+    }
+
+
+def _mirror_form_values(mirror: TableMirror | None) -> dict[str, Any]:
+    mirror = mirror or TableMirror(db_prefix="", table_prefix="")
+    return {
+        "instance": mirror.instance,
+        "db_prefix": mirror.db_prefix,
+        "table_prefix": mirror.table_prefix,
+        "targets": list(mirror.targets),
+        "key": ", ".join(mirror.key or []),
+        "check_column": mirror.check_column or "",
+        "archive_min_deletes": mirror.archive_delete.min_deletes,
+        "archive_increment_factor": mirror.archive_delete.increment_factor,
+        "archive_older_than_days": mirror.archive_delete.older_than_days,
+        "archive_time_column": mirror.archive_delete.time_column or "",
+        "redis_ttl_s": mirror.redis_ttl_s or "",
+        "redis_columns": ", ".join(mirror.redis_columns or []),
+        "warehouse_delete": mirror.warehouse_delete,
+    }
+
+
+def _mirror_typed_back(values: dict[str, Any]) -> dict[str, Any]:
+    archive = values["archive_delete"]
+    return {
+        **{k: v for k, v in values.items() if k != "archive_delete"},
+        "key": ", ".join(values["key"] or []),
+        "redis_columns": ", ".join(values["redis_columns"] or []),
+        "check_column": values["check_column"] or "",
+        "redis_ttl_s": values["redis_ttl_s"] or "",
+        "archive_min_deletes": archive.get("min_deletes", ""),
+        "archive_increment_factor": archive.get("increment_factor", ""),
+        "archive_older_than_days": archive.get("older_than_days", ""),
+        "archive_time_column": archive.get("time_column") or "",
+    }
+
+
+def _mirror_form(
+    request: Request, db: Session, who: Principal, status_code: int = 200, **values: Any
+) -> Response:
+    return render(
+        request,
+        "table_form.html",
+        who,
+        status_code,
+        instances=[i.name for i in admin.list_instances(db)],
+        all_targets=ALL_TARGETS,
+        **values,
+    )
+
+
+@router.get("/tables/new")
+def new_table_page(request: Request, db: DB, who: PageUser) -> Response:
+    values = _mirror_form_values(None)
+    names = [i.name for i in admin.list_instances(db)]
+    if names and values["instance"] not in names:
+        values["instance"] = names[0]
+    return _mirror_form(request, db, who, values=values, existing=None)
+
+
+@router.get("/tables/{name}")
+def edit_table_page(name: str, request: Request, db: DB, who: PageUser) -> Response:
+    row = admin.get_table_mirror(db, name)
+    return _mirror_form(
+        request, db, who, values=_mirror_form_values(admin.table_mirror(row)), existing=name
+    )
+
+
+@router.post("/tables/new")
+def create_table_form(
+    request: Request, db: DB, ctx: Ctx, who: PageUser, form: EditForm
+) -> Response:
+    return _save_mirror(request, db, ctx, who, form, None)
+
+
+@router.post("/tables/{name}")
+def update_table_form(
+    name: str, request: Request, db: DB, ctx: Ctx, who: PageUser, form: EditForm
+) -> Response:
+    return _save_mirror(request, db, ctx, who, form, name)
+
+
+def _save_mirror(
+    request: Request,
+    db: Session,
+    ctx: WebContext,
+    who: Principal,
+    form: FormData,
+    existing: str | None,
+) -> Response:
+    values = _mirror_values(form)
+    try:
+        mirror = TableMirror.model_validate(values)
+        admin.save_table_mirror(db, ctx.keys, ctx.schemas, who.name, mirror, existing=existing)
+    except ValidationError as exc:
+        errors = admin.validation_messages(exc)
+    except admin.Problems as exc:
+        errors = exc.messages
+    else:
+        return _see("/tables")
+    db.rollback()
+    return _mirror_form(
+        request, db, who, 422, values=_mirror_typed_back(values), existing=existing, errors=errors
+    )
+
+
+@router.post("/tables/{name}/delete")
+def delete_table_form(name: str, db: DB, who: PageUser, form: EditForm) -> Response:
+    admin.delete_table_mirror(db, who.name, name)
+    return _see("/tables")
+
+
+# --- replays ------------------------------------------------------------------------------
+
+
+@router.get("/replays")
+def replays_page(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
+    return _replays(request, db, ctx, who)
+
+
+def _replays(
+    request: Request,
+    db: Session,
+    ctx: WebContext,
+    who: Principal,
+    status_code: int = 200,
+    **values: Any,
+) -> Response:
+    mirrors = [admin.table_mirror(r) for r in admin.list_table_mirrors(db)]
+    return render(
+        request,
+        "replays.html",
+        who,
+        status_code,
+        runs=ctx.replays.runs(),
+        mirrors=mirrors,
+        instances=[i.name for i in admin.list_instances(db)],
+        **values,
+    )
+
+
+@router.post("/replays")
+def start_replay_form(
+    request: Request, db: DB, ctx: Ctx, who: PageUser, form: EditForm
+) -> Response:
+    from webui.api import start_replay_audited  # noqa: PLC0415 - shared with the API
+
+    values = {
+        "instance": _text(form, "instance"),
+        "db_prefix": _text(form, "db_prefix"),
+        "table_prefix": _text(form, "table_prefix"),
+        "condition": _optional(form, "condition"),
+        "execute_time": _optional(form, "execute_time"),
+        "batch_size": _text(form, "batch_size") or "10000",
+    }
+    try:
+        status = start_replay_audited(db, ctx, who, ReplayRequest.model_validate(values))
+    except ValidationError as exc:
+        errors = admin.validation_messages(exc)
+    except (admin.Problems, admin.NotFound) as exc:
+        errors = [str(exc)]
+    else:
+        return _see(f"/replays/{quote(status.run_id)}")
+    db.rollback()
+    return _replays(request, db, ctx, who, 422, errors=errors, values=values)
+
+
+@router.get("/replays/{run_id}")
+def replay_page(run_id: str, request: Request, ctx: Ctx, who: PageUser) -> Response:
+    status = ctx.replays.status(run_id)
+    return render(request, "replay.html", who, run=status, final=status.state in FINAL_STATES)
+
+
+@router.post("/replays/{run_id}/cancel")
+def cancel_replay_form(run_id: str, db: DB, ctx: Ctx, who: PageUser, form: EditForm) -> Response:
+    result = ctx.replays.cancel(run_id)
+    admin.audit(db, who.name, "cancel", "replay", run_id, None, {"state": result.state})
+    return _see(f"/replays/{quote(run_id)}")
+
+
+# --- monitoring ---------------------------------------------------------------------------
+
+
+@router.get("/monitoring")
+def monitoring_page(
+    request: Request, db: DB, ctx: Ctx, who: PageUser, hours: float = 1.0
+) -> Response:
+    hours = min(max(hours, 0.05), 24 * 14)
+    since = time.time() - hours * 3600
+    charts = []
+    for panel in PANELS:
+        series = load_series(db, panel, since)
+        charts.append(
+            {
+                "title": panel.title,
+                "svg": render_svg(series, unit=panel.unit),
+                "labels": [s.label for s in series],
+            }
+        )
+    return render(
+        request,
+        "monitoring.html",
+        who,
+        charts=charts,
+        hours=hours,
+        targets=ctx.settings.webui.scrape_targets,
+        interval=ctx.settings.webui.scrape_interval_s,
+    )
+
+
+# --- users and tokens ---------------------------------------------------------------------
+
+
+@router.get("/users")
+def users_page(request: Request, db: DB, who: PageUser) -> Response:
+    return _users(request, db, who)
+
+
+def _users(
+    request: Request, db: Session, who: Principal, status_code: int = 200, **values: Any
+) -> Response:
+    return render(
+        request,
+        "users.html",
+        who,
+        status_code,
+        users=list(db.scalars(select(User).order_by(User.username))),
+        tokens=list(db.scalars(select(ApiToken).order_by(ApiToken.id))),
+        **values,
+    )
+
+
+@router.post("/users")
+def create_user_form(request: Request, db: DB, who: PageUser, form: EditForm) -> Response:
+    try:
+        admin.create_user(
+            db,
+            who.name,
+            UserIn.model_validate(
+                {
+                    "username": _text(form, "username"),
+                    "password": _text(form, "password"),
+                    "role": _text(form, "role") or "viewer",
+                }
+            ),
+        )
+    except ValidationError as exc:
+        errors = admin.validation_messages(exc)
+    except admin.Problems as exc:
+        errors = exc.messages
+    else:
+        return _see("/users")
+    db.rollback()
+    return _users(request, db, who, 422, errors=errors)
+
+
+@router.post("/users/{username}/disable")
+def disable_user_form(
+    username: str, request: Request, db: DB, who: PageUser, form: EditForm
+) -> Response:
+    try:
+        admin.set_user_disabled(db, who.name, username, _text(form, "disabled") != "false")
+    except admin.Problems as exc:
+        db.rollback()
+        return _users(request, db, who, 422, errors=exc.messages)
+    return _see("/users")
+
+
+@router.post("/tokens")
+def create_token_form(request: Request, db: DB, who: PageUser, form: EditForm) -> Response:
+    try:
+        created = admin.create_token(
+            db,
+            who.name,
+            TokenIn.model_validate(
+                {"name": _text(form, "name"), "role": _text(form, "role") or "viewer"}
+            ),
+        )
+    except ValidationError as exc:
+        db.rollback()
+        return _users(request, db, who, 422, errors=admin.validation_messages(exc))
+    # The secret is shown on this response only; reloading the page does not show it again.
+    return _users(request, db, who, 201, new_token=created)
+
+
+@router.post("/tokens/{token_id}/revoke")
+def revoke_token_form(token_id: int, db: DB, who: PageUser, form: EditForm) -> Response:
+    admin.revoke_token(db, who.name, token_id)
+    return _see("/users")
+
+
+# --- audit --------------------------------------------------------------------------------
+
+
+@router.get("/audit")
+def audit_page(request: Request, db: DB, who: PageUser) -> Response:
+    rows = list(db.scalars(select(AuditEntry).order_by(AuditEntry.id.desc()).limit(500)))
+    return render(request, "audit.html", who, entries=rows)

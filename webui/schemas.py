@@ -1,0 +1,223 @@
+"""Request and response models of the JSON API (and of the forms, which map onto them)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from simple_binlog.config import LOCAL_PASSWORDS, TableMirror
+from simple_binlog.routing import ShardRule
+
+_INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_GTID_POSITION = re.compile(r"^\d+-\d+-\d+(,\d+-\d+-\d+)*$")
+_HOST = re.compile(r"^[A-Za-z0-9.:_-]{1,255}$")
+_MYSQL_USER = re.compile(r"^[^\s'\"\\]{1,64}$")
+_GROUP = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_LOOPBACK = {"localhost", "127.0.0.1", "::1"}
+
+
+class InstanceIn(BaseModel):
+    """A MySQL instance as an admin writes it. ``password`` is write-only: leave it out on an
+    update to keep the stored one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(examples=["orders-eu"])
+    host: str = Field(examples=["10.0.0.12"])
+    port: int = Field(3306, ge=1, le=65535)
+    user: str = "cdc"
+    password: SecretStr | None = Field(None, json_schema_extra={"writeOnly": True})
+    gtid_start: str = Field("current", description="'current' or a GTID position like 0-1-100")
+    include: list[str] = Field(default_factory=lambda: [r".*"])
+    exclude: list[str] = Field(
+        default_factory=lambda: [r"(mysql|information_schema|performance_schema|sys)\..*"]
+    )
+    shard_rules: list[ShardRule] = Field(default_factory=lambda: [ShardRule()])
+    collector_group: str = "default"
+    topic: str | None = Field(None, description="default: <kafka.topic_prefix><name>")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _INSTANCE_NAME.match(value):
+            raise ValueError(
+                "the name must be lowercase letters, digits, '_' or '-' (at most 63), "
+                "starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        if not _HOST.match(value):
+            raise ValueError("the host must be a host name or an IP address")
+        return value
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, value: str) -> str:
+        if not _MYSQL_USER.match(value):
+            raise ValueError("the user must be 1 to 64 characters without spaces or quotes")
+        return value
+
+    @field_validator("gtid_start")
+    @classmethod
+    def _gtid(cls, value: str) -> str:
+        value = value.strip()
+        if value != "current" and not _GTID_POSITION.match(value):
+            raise ValueError(
+                "the GTID start must be 'current' or a GTID position such as 0-1-100 "
+                "(several domains separated by commas)"
+            )
+        return value
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+        return value
+
+    @field_validator("collector_group")
+    @classmethod
+    def _group(cls, value: str) -> str:
+        if not _GROUP.match(value):
+            raise ValueError("the collector group may hold only letters, digits, '.', '_', '-'")
+        return value
+
+    @field_validator("topic")
+    @classmethod
+    def _topic(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if not _TOPIC_NAME.match(value):
+            raise ValueError("the topic may hold only letters, digits, '.', '_' and '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _no_local_password_remote(self) -> Self:
+        if (
+            self.password is not None
+            and self.password.get_secret_value() in LOCAL_PASSWORDS
+            and self.host not in _LOOPBACK
+        ):
+            raise ValueError(
+                f"a local-stack default password is refused for the non-loopback host "
+                f"{self.host!r}; set a real password"
+            )
+        return self
+
+
+class InstanceOut(BaseModel):
+    name: str
+    host: str
+    port: int
+    user: str
+    password_set: bool = Field(description="whether a password is stored (never returned)")
+    gtid_start: str
+    include: list[str]
+    exclude: list[str]
+    shard_rules: list[ShardRule]
+    collector_group: str
+    topic: str
+    version: int
+    updated_at: datetime
+
+
+class TableMirrorOut(BaseModel):
+    name: str
+    mirror: TableMirror
+    updated_at: datetime
+
+
+class CollectorConfig(BaseModel):
+    """What a collector of one instance runs with. See ``webui.api`` for the contract."""
+
+    instance: str
+    version: int
+    etag: str
+    host: str
+    port: int
+    user: str
+    password: str = Field(description="only in responses to tokens of role 'collector'")
+    gtid_start: str
+    include: list[str]
+    exclude: list[str]
+    shard_rules: list[ShardRule]
+    collector_group: str
+    topic: str
+    tables: list[TableMirror]
+
+
+class UserIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    username: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._@-]+$")
+    password: SecretStr = Field(json_schema_extra={"writeOnly": True})
+    role: Literal["admin", "viewer"] = "viewer"
+
+    @field_validator("password")
+    @classmethod
+    def _strong_enough(cls, value: SecretStr) -> SecretStr:
+        if len(value.get_secret_value()) < 10:
+            raise ValueError("the password must be at least 10 characters")
+        return value
+
+
+class UserOut(BaseModel):
+    username: str
+    role: str
+    created_at: datetime
+    disabled: bool
+
+
+class TokenIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9 ._-]+$")
+    role: Literal["admin", "viewer", "collector"] = "viewer"
+
+
+class TokenOut(BaseModel):
+    id: int
+    name: str
+    role: str
+    display_prefix: str
+    created_by: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked: bool
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="the secret; shown this once, only its hash is stored")
+
+
+class AuditOut(BaseModel):
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    object_type: str
+    object_name: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+
+class Problem(BaseModel):
+    """An error: ``detail`` is one sentence per problem, meant for a person."""
+
+    detail: list[str]
+
+
+class Me(BaseModel):
+    name: str
+    role: str
+    kind: Literal["user", "token"]
