@@ -199,10 +199,44 @@ def mirror_run(
     run_mirror(loaded, target, instance, port)  # type: ignore[arg-type]
 
 
-@app.command("webui")
-def webui() -> None:
-    """The web admin."""
-    _not_built("webui", "the webui issue")
+webui_app = typer.Typer(help="The web admin (FastAPI): configuration, replays, monitoring.")
+app.add_typer(webui_app, name="webui")
+
+
+@webui_app.callback(invoke_without_command=True)
+def webui(
+    ctx: typer.Context,
+    host: Annotated[str | None, typer.Option(help="Listen address (default: webui.host).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default: webui.port).")] = None,
+) -> None:
+    """Serve the web admin (migrates its database first)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from webui.app import serve  # noqa: PLC0415
+
+    serve(settings(), host, port)
+
+
+@webui_app.command("create-user")
+def webui_create_user(
+    username: Annotated[str, typer.Argument(help="The new user's login name.")],
+    role: Annotated[str, typer.Option(help="admin (edits) or viewer (reads).")] = "admin",
+    password: Annotated[
+        str,
+        typer.Option(
+            prompt=True,
+            hide_input=True,
+            confirmation_prompt=True,
+            envvar="CDC_MIRROR_WEBUI_NEW_PASSWORD",
+            help="Asked for when not given (or set $CDC_MIRROR_WEBUI_NEW_PASSWORD).",
+        ),
+    ] = "",
+) -> None:
+    """Create a web admin user, e.g. the first admin of a fresh install."""
+    from webui.cli import create_user  # noqa: PLC0415
+
+    create_user(settings(), username, role, password)
+    console.print(f"user {username!r} ({role}) created")
 
 
 def main() -> None:
