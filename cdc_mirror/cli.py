@@ -158,9 +158,56 @@ def collector_run(
 
 
 @app.command("replay")
-def replay() -> None:
-    """History replay: existing rows → SimpleBinlog MOCK events."""
-    _not_built("replay", "the mock_replay issue")
+def replay(
+    instance: Annotated[str, typer.Option(help="MySQL instance name from the config.")] = "local",
+    db_prefix: Annotated[
+        str | None, typer.Option(help="Database name prefix (all shards), e.g. ordercenter.")
+    ] = None,
+    table_prefix: Annotated[
+        str | None, typer.Option(help="Table name prefix (all shards), e.g. orderinfo.")
+    ] = None,
+    where: Annotated[
+        str | None, typer.Option(help="Condition over the table's columns (validated, bound).")
+    ] = None,
+    execute_time: Annotated[
+        str | None,
+        typer.Option(help="Day of the rows' executeTime, YYYY-MM-DD (default: yesterday, UTC)."),
+    ] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="Rows per chunk (default: replay.batch_size).")
+    ] = None,
+    rate_limit: Annotated[
+        float | None, typer.Option(help="Rows per second, 0 for none (default: replay.rate_limit).")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="Reader processes (default: replay.workers).")
+    ] = None,
+    resume: Annotated[str | None, typer.Option(help="Continue the run with this id.")] = None,
+    replica: Annotated[str | None, typer.Option(help="Read from this replica, HOST:PORT.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """History replay: existing rows of every shard → SimpleBinlog MOCK events, exactly once."""
+    from mock_replay.app import run_replay_command  # noqa: PLC0415
+    from mock_replay.runner import ReplayRequest  # noqa: PLC0415
+
+    if resume is None and (db_prefix is None or table_prefix is None):
+        raise CdcMirrorError(
+            "a new replay needs --db-prefix and --table-prefix (or --resume RUN_ID)."
+        )
+    request = ReplayRequest(
+        instance=instance,
+        db_prefix=db_prefix or "",
+        table_prefix=table_prefix or "",
+        condition=where,
+        execute_day=execute_time,
+        batch_size=batch_size,
+        rate_limit=rate_limit,
+        replica=replica,
+        workers=workers,
+    )
+    outcome = run_replay_command(settings(), request, resume, console, show_progress=progress)
+    if outcome.state != "done":
+        raise typer.Exit(3)
 
 
 @app.command("stream-writer")

@@ -1,0 +1,245 @@
+"""The pure parts of a replay: which key pages a table, the chunk SELECT, rows → MOCK messages,
+the execute time, and the rate limit. No I/O.
+
+Keyset pagination: chunk n+1 selects the rows whose key is greater than the last key of chunk
+n, ``ORDER BY`` the key, ``LIMIT`` the batch size. Never OFFSET: its cost grows with the
+position, and rows inserted or deleted under it shift the pages. The "greater than" is written
+in the expanded form ``a > x OR (a = x AND b > y)``, which MariaDB's range optimizer turns into
+a range scan of the key's index (its row-constructor comparison ``(a, b) > (x, y)`` is not
+used for index ranges by every version).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mock_replay.condition import Condition, quote_identifier
+from mock_replay.errors import ReplayError
+from simple_binlog.message import EventType, SimpleBinlog, Source
+from simple_binlog.values import ColumnType, JsonScalar, Kind, decode, encode, parse_column_type
+
+
+@dataclass(frozen=True, slots=True)
+class IndexColumn:
+    """One row of information_schema.STATISTICS for a table."""
+
+    index_name: str
+    column: str
+    non_unique: bool
+    nullable: bool
+
+
+def choose_key(indexes: Sequence[IndexColumn]) -> tuple[str, ...]:
+    """The primary key, else the first (by name) unique key whose columns are all NOT NULL;
+    ``()`` if there is none: such a table cannot be paged exactly and is refused by name."""
+    by_name: dict[str, list[IndexColumn]] = {}
+    for column in indexes:
+        by_name.setdefault(column.index_name, []).append(column)
+    if "PRIMARY" in by_name:
+        return tuple(c.column for c in by_name["PRIMARY"])
+    for name in sorted(by_name):
+        columns = by_name[name]
+        if not any(c.non_unique or c.nullable for c in columns):
+            return tuple(c.column for c in columns)
+    return ()
+
+
+@dataclass(frozen=True, slots=True)
+class TableShape:
+    """A physical table as the replay reads it."""
+
+    schema: str
+    table: str
+    column_types: dict[str, str]  # in column order, information_schema spelling
+    key: tuple[str, ...]
+    estimated_rows: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+
+def _select_expression(name: str, spec: str) -> str:
+    quoted = quote_identifier(name)
+    if parse_column_type(spec).kind is Kind.FLOAT:
+        # The text protocol prints FLOAT with 6 significant digits; the column holds an exact
+        # float32, which the binlog carries. As DOUBLE the full value arrives.
+        return f"CAST({quoted} AS DOUBLE) AS {quoted}"
+    return quoted
+
+
+def keyset_predicate(key: Sequence[str]) -> str:
+    """``key > last key`` in the expanded form, with one ``%s`` per compared value."""
+    terms = []
+    for depth in range(len(key)):
+        equal = [f"{quote_identifier(column)} = %s" for column in key[:depth]]
+        terms.append(" AND ".join([*equal, f"{quote_identifier(key[depth])} > %s"]))
+    return "(" + " OR ".join(f"({term})" for term in terms) + ")"
+
+
+def keyset_params(last_key: Sequence[object]) -> tuple[object, ...]:
+    """The parameters of ``keyset_predicate`` for a last key, in placeholder order."""
+    params: list[object] = []
+    for depth in range(len(last_key)):
+        params.extend(last_key[: depth + 1])
+    return tuple(params)
+
+
+def chunk_query(
+    shape: TableShape,
+    condition: Condition | None,
+    last_key: Sequence[object] | None,
+    limit: int,
+) -> tuple[str, tuple[object, ...]]:
+    """The SELECT of the next chunk and its parameters."""
+    columns = ", ".join(_select_expression(n, s) for n, s in shape.column_types.items())
+    clauses: list[str] = []
+    params: list[object] = []
+    if last_key is not None:
+        clauses.append(keyset_predicate(shape.key))
+        params.extend(keyset_params(last_key))
+    if condition is not None:
+        clauses.append(condition.sql)
+        params.extend(condition.params)
+    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+    order = ", ".join(quote_identifier(column) for column in shape.key)
+    # Only quoted identifiers and the parser's own SQL are formatted in; values are bound.
+    table = f"{quote_identifier(shape.schema)}.{quote_identifier(shape.table)}"
+    sql = f"SELECT {columns} FROM {table}{where} ORDER BY {order} LIMIT {int(limit)}"  # noqa: S608
+    return sql, tuple(params)
+
+
+def _encoder(name: str, column: ColumnType) -> Callable[[Any], JsonScalar]:
+    """The fastest function equal to ``values.encode`` for what pymysql returns."""
+    if column.kind in (Kind.INT, Kind.YEAR):
+
+        def encode_int(value: Any) -> JsonScalar:
+            if value is None or type(value) is int:
+                return value
+            return encode(column, value, name)
+
+        return encode_int
+    if column.kind is Kind.TEXT:
+
+        def encode_text(value: Any) -> JsonScalar:
+            if value is None or type(value) is str:
+                return value
+            return encode(column, value, name)
+
+        return encode_text
+    return lambda value: encode(column, value, name)
+
+
+class RowEncoder:
+    """SELECTed rows (tuples in column order) → SimpleBinlog MOCK INSERTs.
+
+    Values are encoded exactly as the collector encodes the binlog's (``simple_binlog.values``);
+    the connection must use ``time_zone = '+00:00'`` so TIMESTAMPs arrive in UTC.
+    """
+
+    def __init__(self, shape: TableShape, binlog_offset: int, execute_time_ms: int) -> None:
+        self._shape = shape
+        self._names = tuple(shape.column_types)
+        self._encoders = tuple(
+            _encoder(name, parse_column_type(spec)) for name, spec in shape.column_types.items()
+        )
+        self._key_index = tuple(self._names.index(column) for column in shape.key)
+        self._offset = binlog_offset
+        self._execute_time = execute_time_ms
+
+    def content(self, row: Sequence[Any]) -> dict[str, JsonScalar]:
+        return {
+            name: encoder(value)
+            for name, encoder, value in zip(self._names, self._encoders, row, strict=True)
+        }
+
+    def message(self, row: Sequence[Any]) -> SimpleBinlog:
+        return SimpleBinlog(
+            binlog_offset=self._offset,
+            execute_time=self._execute_time,
+            event_type=EventType.INSERT,
+            schema_name=self._shape.schema,
+            table_name=self._shape.table,
+            source=Source.MOCK,
+            content=self.content(row),
+            column_types=self._shape.column_types,
+            primary_keys=self._shape.key,
+        )
+
+    def key_of(self, row: Sequence[Any]) -> tuple[Any, ...]:
+        """The raw key values of a SELECTed row: the next chunk's lower bound."""
+        return tuple(row[index] for index in self._key_index)
+
+
+def encode_key(shape: TableShape, raw_key: Sequence[Any]) -> list[JsonScalar]:
+    """A last key as stored in the progress topic (the contract's wire form)."""
+    return [
+        encode(parse_column_type(shape.column_types[name]), value, name)
+        for name, value in zip(shape.key, raw_key, strict=True)
+    ]
+
+
+def decode_key(shape: TableShape, stored: Sequence[JsonScalar]) -> tuple[Any, ...]:
+    """A stored last key back as values pymysql binds (int, Decimal, datetime, bytes, …)."""
+    if len(stored) != len(shape.key):
+        raise ReplayError(
+            f"the stored progress of {shape.name} has a key of {len(stored)} values but the "
+            f"table's key ({', '.join(shape.key)}) has {len(shape.key)}; the table changed "
+            "since the run started."
+        )
+    return tuple(
+        decode(parse_column_type(shape.column_types[name]), value, name)
+        for name, value in zip(shape.key, stored, strict=True)
+    )
+
+
+def execute_day(text: str | None, now: dt.datetime) -> dt.date:
+    """The day the MOCK rows belong to: ``YYYY-MM-DD``, default yesterday (UTC)."""
+    if text is None:
+        return (now.astimezone(dt.UTC) - dt.timedelta(days=1)).date()
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise ReplayError(
+            f"the execute time {text[:40]!r} is not a day in the form YYYY-MM-DD."
+        ) from None
+
+
+def execute_time_ms(day: dt.date) -> int:
+    """Midnight UTC at the start of ``day``, in milliseconds: MOCK rows land in its partition."""
+    midnight = dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
+    return int(midnight.timestamp()) * 1000
+
+
+class TokenBucket:
+    """Rows-per-second limit. ``take(n)`` returns how long to wait before reading on.
+
+    The bucket holds at most ``burst`` tokens and refills at ``rate`` per second; taking more
+    than it holds runs into debt, repaid by waiting. A rate of 0 means no limit.
+    """
+
+    def __init__(
+        self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._rate = rate
+        self._burst = max(burst, 1.0)
+        self._clock = clock
+        self._tokens = self._burst
+        self._last = clock()
+
+    def take(self, count: int) -> float:
+        if self._rate <= 0:
+            return 0.0
+        now = self._clock()
+        self._tokens = min(self._burst, self._tokens + (now - self._last) * self._rate)
+        self._last = now
+        self._tokens -= count
+        return 0.0 if self._tokens >= 0 else -self._tokens / self._rate
+
+
+def content_key(content: Mapping[str, JsonScalar], key: Sequence[str]) -> tuple[JsonScalar, ...]:
+    return tuple(content[name] for name in key)

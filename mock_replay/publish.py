@@ -1,0 +1,322 @@
+"""Where replayed rows go, committed together with the progress they lead to.
+
+Lifecycle of a ``ChunkPublisher``: ``start()`` once (it fences any earlier incarnation of the
+same run worker: a ``kill -9``-ed one's open transaction is aborted), then one ``publish()``
+per chunk — the chunk's rows and the table's new ``TableProgress`` in one Kafka transaction —
+and ``close()``. A ``read_committed`` reader sees a chunk's rows exactly when it sees the
+progress that says they are done, which is what makes a resumed run publish each row once.
+
+``ProgressStore`` reads the progress topic (folded into ``RunStatus`` values) and writes the
+records that need no transaction (run spec, run state, cancel requests).
+
+``KafkaChunkPublisher``/``KafkaProgressStore`` are the real ones, ``MemoryChunkPublisher``/
+``MemoryProgressStore`` the fakes for unit tests (shipped code, tested like the rest).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from mock_replay.errors import ReplayError
+from mock_replay.progress import RunStatus, TableProgress, fold
+from simple_binlog.config import KafkaSettings
+from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
+from simple_binlog.kafka import consumer_config, ensure_topic, producer_config, topic_name
+
+log = logging.getLogger(__name__)
+
+Record = tuple[bytes, bytes]  # (key, value)
+
+
+def progress_topic(settings: KafkaSettings, instance: str) -> str:
+    """Compacted, one partition: the replay runs of one instance and their progress."""
+    return f"{topic_name(settings, instance)}.replay-progress"
+
+
+def transactional_id(instance: str, run_id: str, worker: int) -> str:
+    """Fixed per run and worker, so a resumed worker fences the one it replaces."""
+    return f"cdc-replay.{instance}.{run_id}.{worker}"
+
+
+class ChunkPublisher(ABC):
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def publish(self, rows: Sequence[Record], progress: TableProgress) -> None:
+        """Publish the rows and the progress atomically; raise if they are not committed."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class ProgressStore(ABC):
+    @abstractmethod
+    def runs(self) -> dict[str, RunStatus]:
+        """Every run of the instance with its committed progress."""
+
+    @abstractmethod
+    def write(self, key: bytes, value: dict[str, Any]) -> None:
+        """Write one record outside any transaction and wait until it is stored."""
+
+    def run(self, run_id: str) -> RunStatus:
+        status = self.runs().get(run_id)
+        if status is None:
+            raise ReplayError(f"no replay run {run_id!r} is recorded for this instance.")
+        return status
+
+
+class MemoryChunkPublisher(ChunkPublisher):
+    """Keeps committed rows and progress in lists. ``fail_after`` chunks it raises, as a
+    broker failure would (nothing of that chunk committed)."""
+
+    def __init__(self, store: MemoryProgressStore | None = None) -> None:
+        self.rows: list[Record] = []
+        self.progress: list[TableProgress] = []
+        self.store = store
+        self.started = False
+        self.fail_after: int | None = None
+
+    def start(self) -> None:
+        self.started = True
+
+    def publish(self, rows: Sequence[Record], progress: TableProgress) -> None:
+        if self.fail_after is not None and len(self.progress) >= self.fail_after:
+            raise ServiceUnavailableError("the memory publisher was told to fail.")
+        self.rows.extend(rows)
+        self.progress.append(progress)
+        if self.store is not None:
+            self.store.write(progress.key, progress.to_json())
+
+    def close(self) -> None:
+        self.started = False
+
+
+class MemoryProgressStore(ProgressStore):
+    def __init__(self) -> None:
+        self.records: list[tuple[bytes, dict[str, Any] | None]] = []
+        self._lock = threading.Lock()
+
+    def runs(self) -> dict[str, RunStatus]:
+        with self._lock:
+            return fold(list(self.records))
+
+    def write(self, key: bytes, value: dict[str, Any]) -> None:
+        with self._lock:
+            self.records.append((key, value))
+
+
+def _kafka_failure(settings: KafkaSettings, doing: str, exc: KafkaException) -> CdcMirrorError:
+    error: KafkaError = exc.args[0]
+    return ServiceUnavailableError(
+        f"Kafka at {settings.bootstrap_servers} failed while {doing} ({error.str()})."
+    )
+
+
+class KafkaChunkPublisher(ChunkPublisher):
+    """A transactional producer per run worker; rows to the instance topic, progress to the
+    progress topic, in one transaction per chunk."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        instance: str,
+        run_id: str,
+        worker: int = 0,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self._settings = settings
+        self._instance = instance
+        self._timeout_s = timeout_s
+        self._topic = topic_name(settings, instance)
+        self._progress_topic = progress_topic(settings, instance)
+        self._transactional_id = transactional_id(instance, run_id, worker)
+        self._producer: Producer | None = None
+        self._delivery_errors: list[KafkaError] = []
+
+    def start(self) -> None:
+        config = producer_config(
+            self._settings,
+            client_id=f"cdc-replay-{self._instance}",
+            transactional_id=self._transactional_id,
+        )
+        # Bigger batches: a chunk is produced in one go and committed at once.
+        config["linger.ms"] = 20
+        try:
+            self._producer = Producer(config)
+            # Fences an earlier incarnation of this worker and aborts its open transaction.
+            self._producer.init_transactions(self._timeout_s)
+        except KafkaException as exc:
+            raise _kafka_failure(
+                self._settings, "starting the replay's transactions", exc
+            ) from None
+
+    def publish(self, rows: Sequence[Record], progress: TableProgress) -> None:
+        producer = self._producer
+        if producer is None:
+            raise CdcMirrorError("the replay publisher is not started.")
+        try:
+            producer.begin_transaction()
+            for key, value in rows:
+                self._produce(producer, self._topic, key, value)
+            self._produce(
+                producer, self._progress_topic, progress.key, orjson.dumps(progress.to_json())
+            )
+            producer.commit_transaction(self._timeout_s)
+        except KafkaException as exc:
+            self._abort_quietly(producer)
+            raise _kafka_failure(
+                self._settings, f"publishing a chunk of {progress.table}", exc
+            ) from None
+        if self._delivery_errors:
+            error = self._delivery_errors[0]
+            self._delivery_errors.clear()
+            raise ServiceUnavailableError(f"a replayed row was not delivered ({error.str()}).")
+
+    def _produce(self, producer: Producer, topic: str, key: bytes, value: bytes) -> None:
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, on_delivery=self._on_delivery)
+                return
+            except BufferError:
+                producer.poll(0.05)  # the local queue is full: let deliveries drain
+
+    def _on_delivery(self, error: KafkaError | None, _message: Any) -> None:
+        if error is not None:
+            self._delivery_errors.append(error)
+
+    def _abort_quietly(self, producer: Producer) -> None:
+        try:
+            producer.abort_transaction(self._timeout_s)
+        except KafkaException as exc:
+            # The commit error is what the caller needs; this one only explains the state.
+            log.warning("aborting the replay transaction failed too: %s", exc.args[0].str())
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(5)
+            self._producer = None
+
+
+class KafkaProgressStore(ProgressStore):
+    """The progress topic of one instance, read to its end with ``read_committed``."""
+
+    def __init__(self, settings: KafkaSettings, instance: str, timeout_s: float = 90.0) -> None:
+        self._settings = settings
+        self._instance = instance
+        self._topic = progress_topic(settings, instance)
+        self._timeout_s = timeout_s
+        self._producer: Producer | None = None
+
+    def ensure_topics(self) -> None:
+        ensure_topic(self._settings, topic_name(self._settings, self._instance))
+        ensure_topic(self._settings, self._topic, partitions=1, compacted=True)
+
+    def runs(self) -> dict[str, RunStatus]:
+        return fold(self._read_all())
+
+    def _read_all(self) -> list[tuple[bytes, dict[str, Any] | None]]:
+        consumer = Consumer(
+            consumer_config(self._settings, group_id=f"cdc-replay-{self._instance}-status")
+        )
+        records: list[tuple[bytes, dict[str, Any] | None]] = []
+        try:
+            partition = TopicPartition(self._topic, 0)
+            try:
+                _, high = consumer.get_watermark_offsets(partition, timeout=self._timeout_s)
+            except KafkaException as exc:
+                raise _kafka_failure(self._settings, "reading replay progress", exc) from None
+            if high <= 0:
+                return records
+            partition.offset = 0
+            consumer.assign([partition])
+            position = 0
+            # An open transaction of another run holds read_committed readers back until it
+            # ends (a killed run's, until the broker's transaction timeout).
+            deadline = time.monotonic() + self._timeout_s
+            while position < high:
+                if time.monotonic() > deadline:
+                    raise ServiceUnavailableError(
+                        f"reading the replay progress topic {self._topic} timed out (an open "
+                        "transaction of a killed run holds it until the broker aborts it)."
+                    )
+                for record in consumer.consume(num_messages=1000, timeout=0.2):
+                    if record.error() is not None:
+                        continue
+                    value = record.value()
+                    records.append(
+                        (record.key() or b"", orjson.loads(value) if value is not None else None)
+                    )
+                # Transaction markers take offsets too: the reader's position tells the truth.
+                current = consumer.position([TopicPartition(self._topic, 0)])[0].offset
+                position = max(position, current)
+        finally:
+            consumer.close()
+        return records
+
+    def write(self, key: bytes, value: dict[str, Any]) -> None:
+        if self._producer is None:
+            self._producer = Producer(
+                producer_config(self._settings, client_id=f"cdc-replay-{self._instance}-control")
+            )
+        errors: list[KafkaError] = []
+
+        def delivered(error: KafkaError | None, _message: Any) -> None:
+            if error is not None:
+                errors.append(error)
+
+        self._producer.produce(
+            self._topic, key=key, value=orjson.dumps(value), on_delivery=delivered
+        )
+        remaining = self._producer.flush(self._timeout_s)
+        if remaining or errors:
+            reason = errors[0].str() if errors else "timed out"
+            raise ServiceUnavailableError(
+                f"writing to the replay progress topic {self._topic} failed ({reason})."
+            )
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(5)
+            self._producer = None
+
+
+class CancelWatch:
+    """Tails the progress topic from now on for a cancel request of one run.
+
+    Cancel requests are written outside transactions, so this reader uses read_uncommitted
+    and is never held back by the runs' open transactions.
+    """
+
+    def __init__(self, settings: KafkaSettings, instance: str, run_id: str) -> None:
+        config = consumer_config(settings, group_id=f"cdc-replay-{instance}-cancel")
+        config["isolation.level"] = "read_uncommitted"
+        self._consumer = Consumer(config)
+        self._wanted = f"cancel/{run_id}".encode()
+        topic = progress_topic(settings, instance)
+        partition = TopicPartition(topic, 0)
+        try:
+            _, high = self._consumer.get_watermark_offsets(partition, timeout=30)
+        except KafkaException as exc:
+            raise _kafka_failure(settings, "watching for cancel requests", exc) from None
+        partition.offset = high
+        self._consumer.assign([partition])
+        self.requested = False
+
+    def poll(self) -> bool:
+        if not self.requested:
+            for record in self._consumer.consume(num_messages=1000, timeout=0):
+                if record.error() is None and record.key() == self._wanted:
+                    self.requested = True
+        return self.requested
+
+    def close(self) -> None:
+        self._consumer.close()

@@ -1,0 +1,501 @@
+"""A replay run: planned and validated up front, then read chunk by chunk and published.
+
+``prepare_run`` does everything that can refuse the run — unknown instance, no matching table,
+a table without a usable key, a condition outside the grammar, a column a shard lacks — before
+a single row is read, so a refused run publishes nothing. ``ReplayWorker`` then reads its
+tables in key order, one chunk per Kafka transaction (rows + progress), honouring the rate
+limit, the load guard and cancellation. ``run_replay`` ties them to Kafka and, with
+``replay.workers`` > 1, deals the tables out to reader processes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import multiprocessing
+import queue
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from mock_replay.condition import Condition, compile_condition
+from mock_replay.errors import ReplayCancelled, ReplayError
+from mock_replay.plan import (
+    RowEncoder,
+    TableShape,
+    TokenBucket,
+    chunk_query,
+    decode_key,
+    encode_key,
+    execute_time_ms,
+)
+from mock_replay.progress import (
+    RunSpec,
+    RunState,
+    RunStateName,
+    TableProgress,
+    cancel_key,
+    now_ms,
+)
+from mock_replay.publish import (
+    CancelWatch,
+    ChunkPublisher,
+    KafkaChunkPublisher,
+    KafkaProgressStore,
+    ProgressStore,
+)
+from mock_replay.source import LoadGuard, MySQLSource
+from simple_binlog.config import Settings
+from simple_binlog.errors import CdcMirrorError
+from simple_binlog.offsets import mock_offset
+from simple_binlog.routing import ShardRouter, partition_key
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[TableProgress], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRequest:
+    """What a user asks for; ``None`` fields take the ``replay:`` settings."""
+
+    instance: str
+    db_prefix: str
+    table_prefix: str
+    condition: str | None = None
+    execute_day: str | None = None  # YYYY-MM-DD; default yesterday (UTC)
+    batch_size: int | None = None
+    rate_limit: float | None = None
+    replica: str | None = None
+    workers: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRun:
+    spec: RunSpec
+    shapes: dict[str, TableShape]  # by "schema.table"
+    conditions: dict[str, Condition | None]
+    rate_limit: float
+
+
+def new_run_id(now: dt.datetime) -> str:
+    return f"{now.astimezone(dt.UTC):%Y%m%dT%H%M%S}-{secrets.token_hex(3)}"
+
+
+def _compile_all(
+    settings: Settings, spec: RunSpec, shapes: Mapping[str, TableShape]
+) -> dict[str, Condition | None]:
+    if spec.condition is None or not spec.condition.strip():
+        return dict.fromkeys(shapes)
+    query_start = dt.datetime.fromtimestamp(spec.query_start, dt.UTC)
+    conditions: dict[str, Condition | None] = {}
+    for name, shape in shapes.items():
+        try:
+            conditions[name] = compile_condition(
+                spec.condition, shape.column_types, query_start, settings.replay.max_condition_chars
+            )
+        except ReplayError as exc:
+            if len(shapes) > 1 and "is not a column" in str(exc):
+                raise type(exc)(f"{str(exc)[:-1]} {name}.") from None
+            raise
+    return conditions
+
+
+def _refuse_keyless(shapes: Mapping[str, TableShape]) -> None:
+    keyless = [name for name, shape in shapes.items() if not shape.key]
+    if keyless:
+        more = f" (and {len(keyless) - 1} more)" if len(keyless) > 1 else ""
+        raise ReplayError(
+            f"table {keyless[0]}{more} has neither a primary key nor a unique key on NOT NULL "
+            "columns, so it cannot be replayed exactly; add one or leave it out."
+        )
+
+
+def prepare_run(
+    settings: Settings,
+    request: ReplayRequest,
+    source: MySQLSource,
+    now: dt.datetime,
+    run_id: str | None = None,
+) -> PreparedRun:
+    """Find and check every table and the condition; refuse the run before reading a row."""
+    from mock_replay.plan import execute_day  # noqa: PLC0415
+
+    settings.instance(request.instance)  # ConfigError naming the known instances
+    if not request.db_prefix or not request.table_prefix:
+        raise ReplayError("a replay needs both a database prefix and a table prefix.")
+    day = execute_day(request.execute_day, now)
+    router = ShardRouter(settings.shard_rules)
+    found = source.discover(router, request.db_prefix, request.table_prefix)
+    if not found:
+        raise ReplayError(
+            f"no table of {source.where} belongs to {request.db_prefix}*.{request.table_prefix}* "
+            "(by the configured shard rules)."
+        )
+    shapes = {shape.name: shape for shape in found}
+    _refuse_keyless(shapes)
+    replay = settings.replay
+    spec = RunSpec(
+        run_id=run_id or new_run_id(now),
+        instance=request.instance,
+        db_prefix=request.db_prefix,
+        table_prefix=request.table_prefix,
+        condition=request.condition if request.condition and request.condition.strip() else None,
+        execute_day=day.isoformat(),
+        query_start=int(now.timestamp()),
+        batch_size=request.batch_size or replay.batch_size,
+        workers=min(request.workers or replay.workers, len(shapes)),
+        tables=tuple(shapes),
+        replica=request.replica,
+        created_ms=now_ms(),
+    )
+    if spec.batch_size < 1:
+        raise ReplayError("the batch size must be at least 1.")
+    rate = replay.rate_limit if request.rate_limit is None else request.rate_limit
+    if rate < 0:
+        raise ReplayError("the rate limit must be 0 (none) or a positive number of rows/s.")
+    return PreparedRun(spec, shapes, _compile_all(settings, spec, shapes), rate)
+
+
+def reload_run(settings: Settings, spec: RunSpec, source: MySQLSource, rate: float) -> PreparedRun:
+    """A recorded run, its tables read again (a table dropped since is an error)."""
+    shapes = {}
+    for name in spec.tables:
+        schema, _, table = name.partition(".")
+        shapes[name] = source.shape(schema, table)
+    _refuse_keyless(shapes)
+    return PreparedRun(spec, shapes, _compile_all(settings, spec, shapes), rate)
+
+
+class Cancellation:
+    """Set by ``cancel()`` in this process, or by a cancel record from another one."""
+
+    def __init__(self, watch: CancelWatch | None = None) -> None:
+        self._event = threading.Event()
+        self._watch = watch
+
+    def cancel(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        if not self._event.is_set() and self._watch is not None and self._watch.poll():
+            self._event.set()
+        return self._event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Wait up to ``seconds``; True as soon as the run is cancelled."""
+        deadline = time.monotonic() + seconds
+        while not self.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._event.wait(min(remaining, 0.5))
+        return True
+
+    def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+
+
+class ReplayWorker:
+    """Reads its share of a run's tables and publishes them chunk by chunk."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        prepared: PreparedRun,
+        worker: int,
+        source: MySQLSource,
+        publisher: ChunkPublisher,
+        cancellation: Cancellation,
+        on_progress: ProgressCallback | None = None,
+    ) -> None:
+        self._settings = settings
+        self._prepared = prepared
+        self._worker = worker
+        self._source = source
+        self._publisher = publisher
+        self._cancel = cancellation
+        self._on_progress = on_progress or (lambda _progress: None)
+        spec = prepared.spec
+        replay = settings.replay
+        share = prepared.rate_limit / spec.workers if prepared.rate_limit else 0.0
+        self._bucket = TokenBucket(share, burst=max(share, spec.batch_size))
+        self._guard = LoadGuard(
+            source,
+            replay.max_threads_running,
+            replay.max_replica_lag_s,
+            replay.pause_poll_s,
+            cancellation.wait,
+            time.monotonic,
+        )
+        self._offset = mock_offset(spec.query_start)
+        self._execute_time = execute_time_ms(dt.date.fromisoformat(spec.execute_day))
+
+    def run(self, existing: Mapping[str, TableProgress]) -> list[TableProgress]:
+        """Replay every table of this worker; returns their final progress. Raises
+        ReplayCancelled if cancelled (what was committed stays committed)."""
+        spec = self._prepared.spec
+        if spec.replica:
+            self._source.replica_lag()  # refuses a server that is not a replica, up front
+        finished = []
+        for name in spec.worker_tables(self._worker):
+            shape = self._prepared.shapes[name]
+            progress = existing.get(name) or TableProgress(
+                run_id=spec.run_id,
+                table=name,
+                key_columns=shape.key,
+                estimated_rows=shape.estimated_rows,
+            )
+            if progress.key_columns != shape.key:
+                raise ReplayError(
+                    f"the key of {name} changed since the run started ("
+                    f"{', '.join(progress.key_columns)} → {', '.join(shape.key)}); start a new run."
+                )
+            if progress.state != "done":
+                progress = self._table(
+                    shape, replace(progress, estimated_rows=shape.estimated_rows)
+                )
+            finished.append(progress)
+        return finished
+
+    def _table(self, shape: TableShape, progress: TableProgress) -> TableProgress:
+        spec = self._prepared.spec
+        condition = self._prepared.conditions[shape.name]
+        encoder = RowEncoder(shape, self._offset, self._execute_time)
+        key = partition_key(shape.schema, shape.table)
+        last_raw = decode_key(shape, progress.last_key) if progress.last_key is not None else None
+        self._on_progress(progress)
+        while True:
+            if self._cancel.is_set() or not self._guard.wait_until_calm():
+                self._publisher.publish([], progress.finished("cancelled"))
+                raise ReplayCancelled(f"replay run {spec.run_id} was cancelled.")
+            sql, params = chunk_query(shape, condition, last_raw, spec.batch_size)
+            rows = self._source.read_chunk(sql, params, shape.name)
+            if not rows:
+                progress = progress.finished("done")
+                self._publisher.publish([], progress)
+                self._on_progress(progress)
+                return progress
+            records = [(key, encoder.message(row).encode()) for row in rows]
+            last_raw = encoder.key_of(rows[-1])
+            progress = progress.advanced(tuple(encode_key(shape, last_raw)), len(rows))
+            if len(rows) < spec.batch_size:
+                # A short chunk is the last one: "done" commits with its rows.
+                progress = progress.finished("done")
+            self._publisher.publish(records, progress)
+            self._on_progress(progress)
+            if progress.state == "done":
+                return progress
+            delay = self._bucket.take(len(rows))
+            if delay > 0 and self._cancel.wait(delay):
+                continue  # the loop's check records the cancellation
+
+
+# -- wiring to Kafka ----------------------------------------------------------------------
+
+
+def _worker_process(
+    settings: Settings,
+    prepared: PreparedRun,
+    worker: int,
+    existing: dict[str, TableProgress],
+    events: Any,
+    cancel_flag: Any,
+) -> None:
+    """Entry point of a reader process: reports progress and its end through ``events``."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    cancellation = _FlagCancellation(cancel_flag)
+    try:
+        _run_worker(settings, prepared, worker, existing, cancellation, events.put)
+        events.put(("end", worker, None))
+    except ReplayCancelled:
+        events.put(("cancelled", worker, None))
+    except CdcMirrorError as exc:
+        events.put(("error", worker, str(exc)))
+
+
+class _FlagCancellation(Cancellation):
+    """A cancellation driven by a multiprocessing event shared with the parent."""
+
+    def __init__(self, flag: Any) -> None:
+        super().__init__()
+        self._flag = flag
+
+    def is_set(self) -> bool:
+        if self._flag.is_set():
+            self.cancel()
+        return super().is_set()
+
+
+def _run_worker(
+    settings: Settings,
+    prepared: PreparedRun,
+    worker: int,
+    existing: Mapping[str, TableProgress],
+    cancellation: Cancellation,
+    on_progress: ProgressCallback,
+) -> list[TableProgress]:
+    spec = prepared.spec
+    source = MySQLSource(settings.instance(spec.instance), spec.replica)
+    publisher = KafkaChunkPublisher(settings.kafka, spec.instance, spec.run_id, worker)
+    try:
+        publisher.start()
+        return ReplayWorker(
+            settings, prepared, worker, source, publisher, cancellation, on_progress
+        ).run(existing)
+    finally:
+        publisher.close()
+        source.close()
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    state: str
+    tables: list[TableProgress]
+    rows: int
+    seconds: float
+
+
+def start_run(
+    settings: Settings,
+    request: ReplayRequest,
+    store: KafkaProgressStore,
+    now: dt.datetime | None = None,
+) -> PreparedRun:
+    """Plan and record a new run (nothing is published if it is refused)."""
+    now = now or dt.datetime.now(dt.UTC)
+    source = MySQLSource(settings.instance(request.instance), request.replica)
+    try:
+        prepared = prepare_run(settings, request, source, now)
+    finally:
+        source.close()
+    store.ensure_topics()
+    store.write(prepared.spec.key, prepared.spec.to_json())
+    return prepared
+
+
+def load_for_resume(
+    settings: Settings, instance: str, run_id: str, store: KafkaProgressStore, rate: float | None
+) -> tuple[PreparedRun, dict[str, TableProgress]]:
+    status = store.run(run_id)
+    spec = status.spec
+    if status.state_name == "done":
+        raise ReplayError(f"replay run {run_id} is already done; start a new run instead.")
+    source = MySQLSource(settings.instance(instance), spec.replica)
+    try:
+        prepared = reload_run(
+            settings, spec, source, settings.replay.rate_limit if rate is None else rate
+        )
+    finally:
+        source.close()
+    return prepared, dict(status.tables)
+
+
+def execute_run(
+    settings: Settings,
+    prepared: PreparedRun,
+    existing: Mapping[str, TableProgress],
+    store: ProgressStore,
+    cancellation: Cancellation,
+    on_progress: ProgressCallback | None = None,
+) -> RunOutcome:
+    """Run every worker of a prepared run to its end and record the run's final state."""
+    spec = prepared.spec
+    report = on_progress or (lambda _progress: None)
+    started = time.monotonic()
+    done_before = sum(p.rows_done for p in existing.values())
+    running = RunState(spec.run_id, "running", now_ms())
+    store.write(running.key, running.to_json())
+    final: dict[str, TableProgress] = dict(existing)
+
+    def track(progress: TableProgress) -> None:
+        final[progress.table] = progress
+        report(progress)
+
+    state: RunStateName = "failed"
+    error: str | None = "the replay stopped unexpectedly; resume it to go on"
+    try:
+        if spec.workers == 1:
+            _run_worker(settings, prepared, 0, existing, cancellation, track)
+        else:
+            _run_processes(settings, prepared, dict(existing), cancellation, track)
+        state, error = "done", None
+    except ReplayCancelled:
+        state, error = "cancelled", None
+    except CdcMirrorError as exc:
+        error = str(exc)
+        raise
+    finally:
+        record = RunState(spec.run_id, state, now_ms(), error)
+        try:
+            store.write(record.key, record.to_json())
+        except CdcMirrorError as exc:
+            log.warning("could not record the end of run %s: %s", spec.run_id, exc)
+    rows = sum(p.rows_done for p in final.values()) - done_before
+    return RunOutcome(spec.run_id, state, list(final.values()), rows, time.monotonic() - started)
+
+
+def _run_processes(  # noqa: PLR0912
+    settings: Settings,
+    prepared: PreparedRun,
+    existing: dict[str, TableProgress],
+    cancellation: Cancellation,
+    track: ProgressCallback,
+) -> None:
+    context = multiprocessing.get_context("spawn")
+    events = context.Queue()
+    flag = context.Event()
+    processes = [
+        context.Process(
+            target=_worker_process,
+            args=(settings, prepared, worker, existing, events, flag),
+            name=f"replay-worker-{worker}",
+            daemon=True,
+        )
+        for worker in range(prepared.spec.workers)
+    ]
+    for process in processes:
+        process.start()
+    running = set(range(len(processes)))
+    errors: list[str] = []
+    cancelled = False
+    try:
+        while running:
+            if cancellation.is_set():
+                flag.set()
+            try:
+                event = events.get(timeout=0.5)
+            except queue.Empty:
+                for worker in list(running):
+                    if not processes[worker].is_alive():
+                        running.discard(worker)
+                        errors.append(f"reader process {worker} ended unexpectedly")
+                continue
+            if isinstance(event, TableProgress):
+                track(event)
+                continue
+            kind, worker, message = event
+            running.discard(worker)
+            if kind == "error":
+                errors.append(message)
+                flag.set()  # the others stop too: the run is resumable as a whole
+            elif kind == "cancelled":
+                cancelled = True
+    finally:
+        for process in processes:
+            process.join(30)
+    if errors:
+        raise ReplayError(errors[0])
+    if cancelled or cancellation.is_set():
+        raise ReplayCancelled(f"replay run {prepared.spec.run_id} was cancelled.")
+
+
+def request_cancel(store: ProgressStore, run_id: str) -> None:
+    store.write(cancel_key(run_id), {"runId": run_id, "requestedMs": now_ms()})

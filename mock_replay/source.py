@@ -1,0 +1,265 @@
+"""The MySQL side of a replay: finding the tables, reading chunks, and watching the load.
+
+Every connection sets ``time_zone = '+00:00'`` so TIMESTAMP values arrive in UTC, as the
+binlog carries them. Each chunk is one SELECT inside its own consistent-snapshot, read-only
+transaction. pymysql errors are translated here into one sentence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+import pymysql.cursors
+
+from mock_replay.errors import ReplayError
+from mock_replay.plan import IndexColumn, TableShape, choose_key
+from simple_binlog.config import MySQLInstance
+from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
+from simple_binlog.routing import ShardRouter
+
+log = logging.getLogger(__name__)
+
+_TABLES = """
+SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0)
+FROM information_schema.TABLES
+WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA LIKE %s AND TABLE_NAME LIKE %s
+  AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')
+ORDER BY TABLE_SCHEMA, TABLE_NAME
+"""
+_COLUMNS = """
+SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION
+"""
+_INDEXES = """
+SELECT INDEX_NAME, COLUMN_NAME, NON_UNIQUE, NULLABLE FROM information_schema.STATISTICS
+WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY INDEX_NAME, SEQ_IN_INDEX
+"""
+
+
+def like_prefix(prefix: str) -> str:
+    """A LIKE pattern matching names that start with ``prefix`` literally."""
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
+
+def parse_host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"the replica {text[:80]!r} is not in the form HOST:PORT.")
+    return host, int(port)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSample:
+    threads_running: int
+    # None when not reading a replica; -1 when the replica's replication is not running.
+    replica_lag_s: int | None = None
+
+
+def overload_reason(sample: LoadSample, max_threads_running: int, max_lag_s: int) -> str | None:
+    """Why the replay should pause now, or None. Pure logic."""
+    if max_threads_running and sample.threads_running > max_threads_running:
+        return (
+            f"the server runs {sample.threads_running} threads, more than the limit of "
+            f"{max_threads_running}"
+        )
+    if sample.replica_lag_s is not None:
+        if sample.replica_lag_s < 0:
+            return "the replica's replication is not running"
+        if sample.replica_lag_s > max_lag_s:
+            return (
+                f"the replica is {sample.replica_lag_s} s behind its primary, more than the "
+                f"limit of {max_lag_s} s"
+            )
+    return None
+
+
+class MySQLSource:
+    """One connection to the instance (or the replica named for the run)."""
+
+    def __init__(self, instance: MySQLInstance, replica: str | None = None) -> None:
+        self._instance = instance
+        self._replica = replica
+        self._host, self._port = (
+            parse_host_port(replica) if replica else (instance.host, instance.port)
+        )
+        self._connection: pymysql.connections.Connection[Any] | None = None
+
+    @property
+    def where(self) -> str:
+        via = f" (replica {self._host}:{self._port})" if self._replica else ""
+        return f"MySQL instance {self._instance.name!r}{via}"
+
+    def _connect(self) -> pymysql.connections.Connection[Any]:
+        if self._connection is None:
+            try:
+                self._connection = pymysql.connect(
+                    host=self._host,
+                    port=self._port,
+                    user=self._instance.user,
+                    password=self._instance.password.get_secret_value(),
+                    connect_timeout=10,
+                    autocommit=True,
+                    init_command="SET time_zone = '+00:00'",
+                    charset="utf8mb4",
+                )
+            except pymysql.MySQLError as exc:
+                raise self._translate(exc, "connecting") from None
+        return self._connection
+
+    def _translate(self, exc: pymysql.MySQLError, doing: str) -> CdcMirrorError:
+        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+        detail = exc.args[-1] if exc.args else exc
+        if code in (1044, 1045):
+            return ConfigError(
+                f"{self.where} refused user {self._instance.user!r} ({detail}); check the user "
+                "and password in the config."
+            )
+        if isinstance(exc, pymysql.OperationalError) and (code is None or code >= 2000):
+            self.close()
+            return ServiceUnavailableError(
+                f"{self.where} cannot be reached while {doing} ({detail})."
+            )
+        return ReplayError(f"{self.where} refused the replay's query while {doing} ({detail}).")
+
+    def _query(self, sql: str, params: Sequence[object] = (), doing: str = "reading") -> list[Any]:
+        connection = self._connect()
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, tuple(params))
+                return list(cursor.fetchall())
+        except pymysql.MySQLError as exc:
+            raise self._translate(exc, doing) from None
+
+    def discover(self, router: ShardRouter, db_prefix: str, table_prefix: str) -> list[TableShape]:
+        """Every physical table of the logical table ``db_prefix``/``table_prefix``, with its
+        columns and key. Tables the shard rules map elsewhere are not part of it."""
+        found = self._query(
+            _TABLES, (like_prefix(db_prefix), like_prefix(table_prefix)), "finding the tables"
+        )
+        shapes = []
+        for schema, table, estimated in found:
+            try:
+                logical = router.route(str(schema), str(table))
+            except ConfigError:
+                continue  # no rule maps it: not a shard of any logical table
+            if (logical.db_prefix.lower(), logical.table_prefix.lower()) != (
+                db_prefix.lower(),
+                table_prefix.lower(),
+            ):
+                continue  # e.g. orderinfo_ext_00 when replaying orderinfo
+            shapes.append(self.shape(str(schema), str(table), int(estimated)))
+        return shapes
+
+    def shape(self, schema: str, table: str, estimated_rows: int = 0) -> TableShape:
+        columns = self._query(_COLUMNS, (schema, table), f"reading the columns of {schema}.{table}")
+        if not columns:
+            raise ReplayError(f"table {schema}.{table} does not exist on {self.where}.")
+        indexes = [
+            IndexColumn(str(name), str(column), bool(int(non_unique)), nullable == "YES")
+            for name, column, non_unique, nullable in self._query(
+                _INDEXES, (schema, table), f"reading the keys of {schema}.{table}"
+            )
+        ]
+        return TableShape(
+            schema=schema,
+            table=table,
+            column_types={str(name): str(spec) for name, spec in columns},
+            key=choose_key(indexes),
+            estimated_rows=estimated_rows,
+        )
+
+    def read_chunk(self, sql: str, params: Sequence[object], table: str) -> list[tuple[Any, ...]]:
+        """One chunk, read in a consistent snapshot of its own (read-only, so the server
+        keeps no undo for it beyond the statement)."""
+        connection = self._connect()
+        doing = f"reading a chunk of {table}"
+        try:
+            with connection.cursor(pymysql.cursors.SSCursor) as cursor:
+                cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+                cursor.execute(sql, tuple(params))
+                rows = list(cursor.fetchall())
+            connection.commit()
+        except pymysql.MySQLError as exc:
+            raise self._translate(exc, doing) from None
+        return rows
+
+    def load(self) -> LoadSample:
+        rows = self._query("SHOW GLOBAL STATUS LIKE 'Threads_running'", (), "checking the load")
+        threads = int(rows[0][1]) if rows else 0
+        lag: int | None = None
+        if self._replica:
+            lag = self.replica_lag()
+        return LoadSample(threads, lag)
+
+    def replica_lag(self) -> int:
+        connection = self._connect()
+        try:
+            with connection.cursor(pymysql.cursors.DictCursor) as cursor:
+                cursor.execute("SHOW SLAVE STATUS")
+                status = cursor.fetchone()
+        except pymysql.MySQLError as exc:
+            raise self._translate(exc, "checking the replica's lag") from None
+        if not status:
+            raise ReplayError(
+                f"{self._host}:{self._port} is not a replica (SHOW SLAVE STATUS is empty); "
+                "leave out --replica to read the instance itself."
+            )
+        lag = status.get("Seconds_Behind_Master")
+        return -1 if lag is None else int(lag)
+
+    def close(self) -> None:
+        if self._connection is not None:
+            with contextlib.suppress(pymysql.MySQLError):  # already gone: nothing to release
+                self._connection.close()
+            self._connection = None
+
+
+class LoadGuard:
+    """Pauses before a chunk while the server is loaded or the replica lags, with a log line
+    when it pauses and when it goes on. Looks at the server at most every ``every_s``."""
+
+    def __init__(
+        self,
+        source: MySQLSource,
+        max_threads_running: int,
+        max_lag_s: int,
+        poll_s: float,
+        wait: Callable[[float], bool],
+        clock: Callable[[], float],
+        every_s: float = 1.0,
+    ) -> None:
+        self._source = source
+        self._max_threads = max_threads_running
+        self._max_lag = max_lag_s
+        self._poll_s = poll_s
+        self._wait = wait  # returns True when the run is cancelled
+        self._clock = clock
+        self._every_s = every_s
+        self._last_check = -1e18
+        self.paused_s = 0.0
+
+    def wait_until_calm(self) -> bool:
+        """False if the run was cancelled while paused."""
+        now = self._clock()
+        if now - self._last_check < self._every_s:
+            return True
+        self._last_check = now
+        reason = overload_reason(self._source.load(), self._max_threads, self._max_lag)
+        if reason is None:
+            return True
+        log.warning("replay paused: %s; looking again every %.0f s", reason, self._poll_s)
+        started = self._clock()
+        while reason is not None:
+            if self._wait(self._poll_s):
+                return False
+            reason = overload_reason(self._source.load(), self._max_threads, self._max_lag)
+        self.paused_s += self._clock() - started
+        self._last_check = self._clock()
+        log.info("replay resumed after a pause of %.0f s", self._clock() - started)
+        return True
