@@ -219,7 +219,8 @@ def test_no_secret_in_any_page_api_response_log_line_or_database_file(
             response = client.get(path)
             assert response.status_code == 200, path
             bodies.append(response.text)
-        for path in API_READS[:-1] + [
+        for path in [
+            *API_READS[:-1],
             f"/api/replays/{run_id}",
             "/api/table-mirrors/ordercenter_orderinfo",
         ]:
