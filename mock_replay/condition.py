@@ -448,9 +448,6 @@ class _Parser:
                 f"argument{'s' if low != 1 else ''}, not {len(args)}",
                 name_token.at,
             )
-        if name in ("date_add", "date_sub") and not args[1].startswith("INTERVAL "):
-            raise _refuse(f"{name.upper()} takes INTERVAL n UNIT as its second argument",
-                          name_token.at)  # fmt: skip
         if name == "now":
             return self._bind(self._now.replace(tzinfo=None))
         if name == "curdate":

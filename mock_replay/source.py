@@ -49,6 +49,7 @@ def like_prefix(prefix: str) -> str:
 
 def parse_host_port(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")  # [::1]:3306
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"the replica {text[:80]!r} is not in the form HOST:PORT.")
     return host, int(port)

@@ -1,0 +1,190 @@
+"""Keyset planning, key choice, MOCK messages and their encoding, execute time, rate limit."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from mock_replay.condition import compile_condition
+from mock_replay.errors import ReplayError
+from mock_replay.plan import (
+    IndexColumn,
+    RowEncoder,
+    TableShape,
+    TokenBucket,
+    choose_key,
+    chunk_query,
+    decode_key,
+    encode_key,
+    execute_day,
+    execute_time_ms,
+    keyset_params,
+    keyset_predicate,
+)
+from simple_binlog.message import EventType, Source, decode_message
+from simple_binlog.offsets import mock_offset
+
+SHAPE = TableShape(
+    schema="ordercenter_07",
+    table="orderinfo_42",
+    column_types={
+        "shop": "int(11)",
+        "order_no": "varchar(32)",
+        "amount": "decimal(12,2)",
+        "weight": "float",
+        "big": "bigint(20) unsigned",
+        "paid_at": "timestamp(3)",
+        "flags": "bit(4)",
+        "tags": "set('a','b','c')",
+        "raw": "varbinary(8)",
+    },
+    key=("shop", "order_no"),
+    estimated_rows=10,
+)
+
+
+def test_primary_key_wins_then_first_unique_not_null_key() -> None:
+    assert choose_key(
+        [
+            IndexColumn("uk_a", "a", False, False),
+            IndexColumn("PRIMARY", "id", False, False),
+            IndexColumn("PRIMARY", "shard", False, False),
+        ]
+    ) == ("id", "shard")
+    assert choose_key(
+        [
+            IndexColumn("uk_b", "b", False, True),  # nullable: not a usable key
+            IndexColumn("uk_c", "c1", False, False),
+            IndexColumn("uk_c", "c2", False, False),
+            IndexColumn("ix_d", "d", True, False),
+        ]
+    ) == ("c1", "c2")
+    assert choose_key([IndexColumn("ix_d", "d", True, False)]) == ()
+    assert choose_key([]) == ()
+
+
+def test_keyset_predicate_is_the_expanded_form_with_params_in_order() -> None:
+    assert keyset_predicate(["a"]) == "((`a` > %s))"
+    assert keyset_predicate(["a", "b", "c"]) == (
+        "((`a` > %s) OR (`a` = %s AND `b` > %s) OR (`a` = %s AND `b` = %s AND `c` > %s))"
+    )
+    assert keyset_params((1, "x", 3)) == (1, 1, "x", 1, "x", 3)
+
+
+def test_first_chunk_has_no_lower_bound_and_float_is_read_as_double() -> None:
+    sql, params = chunk_query(SHAPE, None, None, 500)
+    assert sql == (
+        "SELECT `shop`, `order_no`, `amount`, CAST(`weight` AS DOUBLE) AS `weight`, `big`, "
+        "`paid_at`, `flags`, `tags`, `raw` FROM `ordercenter_07`.`orderinfo_42` "
+        "ORDER BY `shop`, `order_no` LIMIT 500"
+    )
+    assert params == ()
+
+
+def test_next_chunk_binds_the_last_key_then_the_condition() -> None:
+    now = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
+    condition = compile_condition("amount > 5 AND order_no LIKE 'A%'", SHAPE.column_types, now)
+    sql, params = chunk_query(SHAPE, condition, (7, "A-100"), 1000)
+    assert sql.endswith(
+        "WHERE ((`shop` > %s) OR (`shop` = %s AND `order_no` > %s)) AND "
+        "((`amount` > %s) AND (`order_no` LIKE %s)) ORDER BY `shop`, `order_no` LIMIT 1000"
+    )
+    assert params == (7, 7, "A-100", 5, "A%")
+
+
+def _row():
+    return (
+        7,
+        "A-100",
+        Decimal("12.3"),
+        1.100000023841858,  # the float32 nearest 1.1, as CAST(... AS DOUBLE) returns it
+        2**64 - 1,
+        dt.datetime(2026, 11, 21, 23, 59, 59, 123000),
+        b"\x05",
+        "c,a",
+        b"\x00\xff",
+    )
+
+
+def test_a_row_becomes_a_mock_insert_in_the_collectors_wire_form() -> None:
+    offset = mock_offset(1_795_340_000)
+    encoder = RowEncoder(SHAPE, offset, execute_time_ms(dt.date(2026, 11, 21)))
+    message = decode_message(encoder.message(_row()).encode())
+    assert message.source is Source.MOCK
+    assert message.event_type is EventType.INSERT
+    assert message.binlog_offset == (1_795_340_000 - 300) * 10**6
+    assert message.execute_time == 1_795_219_200_000  # 2026-11-21T00:00:00Z
+    assert message.position is None and message.before_content is None
+    assert message.primary_keys == ("shop", "order_no")
+    assert message.content == {
+        "shop": 7,
+        "order_no": "A-100",
+        "amount": "12.30",
+        "weight": 1.100000023841858,
+        "big": "18446744073709551615",
+        "paid_at": "2026-11-21 23:59:59.123",
+        "flags": 5,
+        "tags": "a,c",
+        "raw": "AP8=",
+    }
+    assert encoder.key_of(_row()) == (7, "A-100")
+
+
+def test_fast_paths_fall_back_to_the_contract_encoder_for_other_python_types() -> None:
+    shape = TableShape("d", "t", {"id": "int(11)", "doc": "json"}, ("id",), 0)
+    encoder = RowEncoder(shape, 1, 0)
+    # A JSON column read with a binary collation arrives as bytes; it still travels as text.
+    assert encoder.content((3, b'{"a": 1}')) == {"id": 3, "doc": '{"a": 1}'}
+    assert encoder.content((None, None)) == {"id": None, "doc": None}
+
+
+def test_last_key_round_trips_through_the_progress_wire_form() -> None:
+    shape = TableShape(
+        "d",
+        "t",
+        {"a": "bigint(20) unsigned", "b": "datetime(6)", "c": "varbinary(4)", "d": "decimal(5,2)"},
+        ("a", "b", "c", "d"),
+        0,
+    )
+    raw = (2**64 - 1, dt.datetime(2026, 1, 2, 3, 4, 5, 6), b"\x00\x01", Decimal("1.50"))
+    stored = encode_key(shape, raw)
+    assert stored == ["18446744073709551615", "2026-01-02 03:04:05.000006", "AAE=", "1.50"]
+    assert decode_key(shape, stored) == raw
+    with pytest.raises(ReplayError, match="the table changed since the run started"):
+        decode_key(shape, stored[:2])
+
+
+def test_execute_day_defaults_to_yesterday_utc_and_is_strict() -> None:
+    late_evening_utc = dt.datetime(2026, 11, 22, 23, 30, tzinfo=dt.UTC)
+    assert execute_day(None, late_evening_utc) == dt.date(2026, 11, 21)
+    assert execute_day("2026-03-01", late_evening_utc) == dt.date(2026, 3, 1)
+    with pytest.raises(ReplayError, match="is not a day in the form YYYY-MM-DD"):
+        execute_day("yesterday", late_evening_utc)
+    assert execute_time_ms(dt.date(1970, 1, 2)) == 86_400_000
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_token_bucket_allows_a_burst_then_paces_to_the_rate() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(rate=1000, burst=500, clock=clock)
+    assert bucket.take(500) == 0.0
+    assert bucket.take(500) == pytest.approx(0.5)  # in debt by 500 rows at 1000 rows/s
+    clock.now += 0.5
+    assert bucket.take(250) == pytest.approx(0.25)
+    clock.now += 10  # refills up to the burst, not beyond
+    assert bucket.take(500) == 0.0
+    assert bucket.take(1) == pytest.approx(0.001)
+
+
+def test_rate_zero_means_no_limit() -> None:
+    bucket = TokenBucket(rate=0, burst=1, clock=FakeClock())
+    assert bucket.take(10**9) == 0.0
