@@ -210,10 +210,34 @@ def replay(
         raise typer.Exit(3)
 
 
-@app.command("stream-writer")
-def stream_writer() -> None:
-    """Kafka → raw change layer in the lake (PySpark Structured Streaming)."""
-    _not_built("stream-writer", "the stream_writer issue")
+stream_writer_app = typer.Typer(
+    help="Kafka → raw change layer in the lake (PySpark Structured Streaming).",
+    no_args_is_help=True,
+)
+app.add_typer(stream_writer_app, name="stream-writer")
+
+
+@stream_writer_app.command("run")
+def stream_writer_run(
+    instance: Annotated[
+        list[str] | None,
+        typer.Option(help="MySQL instance whose topic is read (repeatable; default: all)."),
+    ] = None,
+    topic: Annotated[
+        list[str] | None, typer.Option(help="Read these topics instead of the instances'.")
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option(help="Writer name (checkpoint, readiness records).")
+    ] = None,
+    metrics_port: Annotated[int | None, typer.Option(help="Port of /metrics (0: none).")] = None,
+    available_now: Annotated[
+        bool, typer.Option(help="Write what Kafka holds now, then stop.")
+    ] = False,
+) -> None:
+    """Write the instances' topics to <lake>/<database>.db/<table>/dt=…, exactly once."""
+    from stream_writer.job import run_stream_writer  # noqa: PLC0415
+
+    run_stream_writer(settings(), instance or [], topic or [], name, metrics_port, available_now)
 
 
 @app.command("merge")

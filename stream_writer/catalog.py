@@ -1,0 +1,68 @@
+"""The Hive side: one external table per logical table, partitioned by ``dt`` (strings).
+
+Tables are Hive Parquet tables (``STORED AS PARQUET``) at
+``<lake>/<database>.db/<logical table>``, so Spark and Hive read them alike. Partitions are
+added with ``ALTER TABLE … ADD IF NOT EXISTS PARTITION``, which makes every call repeatable.
+Spark and Hive skip files and directories whose names start with ``_`` or ``.`` (``_SUCCESS``
+and the like), and the writer's staging area is outside the table directories anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stream_writer.layout import DEAD_LETTER_TABLE
+from stream_writer.transform import DEAD_LETTER_COLUMNS, ROW_COLUMNS
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def _quote(path: Path) -> str:
+    return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+class HiveCatalog:
+    def __init__(self, spark: SparkSession, database: str, lake_dir: Path) -> None:
+        self.spark = spark
+        self.database = database
+        self.root = lake_dir / f"{database}.db"
+        self._tables: set[str] = set()
+        self._partitions: set[tuple[str, str]] = set()
+
+    def table_dir(self, table: str) -> Path:
+        return self.root / table
+
+    def ensure_database(self) -> None:
+        self.spark.sql(
+            f"CREATE DATABASE IF NOT EXISTS {self.database} LOCATION {_quote(self.root)}"
+        )
+
+    def ensure_table(self, table: str) -> None:
+        if table in self._tables:
+            return
+        columns = DEAD_LETTER_COLUMNS if table == DEAD_LETTER_TABLE else ROW_COLUMNS
+        ddl = ", ".join(f"`{name}` {kind}" for name, kind in columns)
+        self.spark.sql(
+            f"CREATE EXTERNAL TABLE IF NOT EXISTS {self.database}.`{table}` ({ddl}) "
+            f"PARTITIONED BY (dt STRING) STORED AS PARQUET "
+            f"LOCATION {_quote(self.table_dir(table))}"
+        )
+        self._tables.add(table)
+
+    def add_partitions(self, table: str, days: list[str]) -> None:
+        """Register ``dt=`` partitions (one statement per table; repeatable)."""
+        new = [dt for dt in sorted(set(days)) if (table, dt) not in self._partitions]
+        if not new:
+            return
+        self.ensure_table(table)
+        specs = " ".join(
+            f"PARTITION (dt='{dt}') LOCATION {_quote(self.table_dir(table) / f'dt={dt}')}"
+            for dt in new
+        )
+        self.spark.sql(f"ALTER TABLE {self.database}.`{table}` ADD IF NOT EXISTS {specs}")
+        self._partitions.update((table, dt) for dt in new)

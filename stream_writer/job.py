@@ -1,0 +1,227 @@
+"""The stream writer's entry point: ``cdc-mirror stream-writer run`` or
+``spark-submit stream_writer/job.py [--instance I …] [--topic T …] [--available-now]``.
+
+Reads the instances' topics with Spark's Kafka source (``read_committed``, from the earliest
+offsets on a new checkpoint, at most ``max_offsets_per_trigger`` messages per batch) and hands
+every micro-batch to ``stream_writer.writer.BatchWriter``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from prometheus_client import start_http_server
+
+from simple_binlog.config import Settings
+from simple_binlog.errors import CdcMirrorError
+from simple_binlog.kafka import consumer_config, topic_name
+from simple_binlog.routing import ShardRouter
+from simple_binlog.spark import build_session
+from stream_writer.metrics import WriterMetrics
+from stream_writer.writer import BatchWriter, WriterPaths
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class WriterRun:
+    """What one writer reads and where it keeps its checkpoint."""
+
+    name: str
+    topics: list[str]
+    paths: WriterPaths
+
+
+def plan_run(
+    settings: Settings, instances: list[str], topics: list[str], name: str | None
+) -> WriterRun:
+    """Pure: topics, writer name and paths from the settings and the command line."""
+    if not topics:
+        chosen = instances or [i.name for i in settings.instances]
+        for instance in chosen:
+            settings.instance(instance)  # ConfigError for an unknown one
+        topics = [topic_name(settings.kafka, i) for i in chosen]
+        default_name = "+".join(sorted(chosen))
+    else:
+        default_name = "+".join(sorted(topics)).replace(".", "_")
+    writer_name = name or settings.stream_writer.name or default_name
+    lake = settings.lake_dir
+    checkpoint = settings.stream_writer.checkpoint_dir or (
+        lake / "_stream_writer" / writer_name / "checkpoint"
+    )
+    return WriterRun(writer_name, topics, WriterPaths(lake, checkpoint.resolve(), writer_name))
+
+
+def kafka_options(settings: Settings, topics: list[str]) -> dict[str, str]:
+    """Pure: the Kafka source options of the stream."""
+    config = settings.stream_writer
+    options = {
+        "kafka.bootstrap.servers": settings.kafka.bootstrap_servers,
+        "kafka.isolation.level": "read_committed",
+        "subscribe": ",".join(topics),
+        # Only used by a new checkpoint; a restarted one resumes from its offset log.
+        "startingOffsets": "earliest",
+        # Retention deleting unread messages would lose rows: stop instead.
+        "failOnDataLoss": "true",
+    }
+    if config.max_offsets_per_trigger:
+        options["maxOffsetsPerTrigger"] = str(config.max_offsets_per_trigger)
+    # Security settings etc. of the shared Kafka config reach Spark's consumer too.
+    options.update({f"kafka.{k}": v for k, v in settings.kafka.client_properties.items()})
+    return options
+
+
+class KafkaLatestOffsets:
+    """The last stable offset per partition, from a read_committed consumer (for the lag)."""
+
+    def __init__(self, settings: Settings, writer: str) -> None:
+        self._consumer = Consumer(
+            consumer_config(settings.kafka, f"cdc-stream-writer-{writer}-lag")
+        )
+
+    def __call__(self, topic: str, partition: int) -> int | None:
+        try:
+            _low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=10, cached=False
+            )
+        except KafkaException as exc:
+            # The lag only informs readiness and metrics: an unknown lag holds readiness back
+            # (the partition counts as lagging) instead of failing a batch already staged.
+            log.warning(
+                "Kafka did not report the end of %s[%d] (%s); its lag is unknown this batch",
+                topic,
+                partition,
+                exc.args[0].str(),
+            )
+            return None
+        return int(high)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def start_query(
+    spark: SparkSession,
+    settings: Settings,
+    run: WriterRun,
+    writer: BatchWriter,
+    available_now: bool,
+) -> Any:
+    reader = spark.readStream.format("kafka")
+    for key, value in kafka_options(settings, run.topics).items():
+        reader = reader.option(key, value)
+    stream = reader.load().writeStream.foreachBatch(writer)
+    stream = stream.option("checkpointLocation", str(run.paths.checkpoint_dir))
+    stream = stream.queryName(f"cdc_stream_writer_{run.name}".replace("+", "_").replace("-", "_"))
+    if available_now:
+        stream = stream.trigger(availableNow=True)
+    else:
+        stream = stream.trigger(
+            processingTime=f"{settings.stream_writer.trigger_interval_s} seconds"
+        )
+    return stream.start()
+
+
+def run_stream_writer(
+    settings: Settings,
+    instances: list[str],
+    topics: list[str],
+    name: str | None = None,
+    metrics_port: int | None = None,
+    available_now: bool = False,
+) -> None:
+    """Run until SIGTERM/SIGINT (or, with ``available_now``, until Kafka is read to its end)."""
+    from pyspark.errors import StreamingQueryException  # noqa: PLC0415
+
+    run = plan_run(settings, instances, topics, name)
+    port = settings.stream_writer.metrics_port if metrics_port is None else metrics_port
+    metrics = WriterMetrics(run.name)
+    if port:
+        start_http_server(port, addr="127.0.0.1", registry=metrics.registry)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    log.info(
+        "stream writer %s reads %s into %s", run.name, ", ".join(run.topics), settings.lake_dir
+    )
+    spark = build_session(
+        settings, f"cdc-stream-writer-{run.name}", {"spark.ui.showConsoleProgress": "false"}
+    )
+    latest = KafkaLatestOffsets(settings, run.name)
+    try:
+        writer = BatchWriter(
+            spark,
+            settings.stream_writer,
+            run.paths,
+            ShardRouter(settings.shard_rules),
+            latest,
+            metrics,
+        )
+        query = start_query(spark, settings, run, writer, available_now)
+        poll_s = min(settings.stream_writer.trigger_interval_s, 5.0)
+        try:
+            while query.isActive and not stop.is_set():
+                query.awaitTermination(poll_s)
+                writer.check_readiness()
+            if query.isActive:
+                query.stop()
+            query.awaitTermination()
+        except StreamingQueryException as exc:
+            raise CdcMirrorError(f"the stream writer's query failed: {_first_line(exc)}") from None
+        writer.check_readiness()
+    finally:
+        latest.close()
+        spark.stop()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    # Spark wraps our own one-sentence errors; show that sentence, not the JVM stack.
+    for line in text.splitlines():
+        if "CdcMirrorError:" in line or "Error:" in line:
+            return line.split("Error:", 1)[1].strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    from simple_binlog.config import load_settings  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--config", type=Path)
+    parser.add_argument("--instance", action="append", default=[])
+    parser.add_argument("--topic", action="append", default=[])
+    parser.add_argument("--name")
+    parser.add_argument("--metrics-port", type=int)
+    parser.add_argument("--available-now", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        run_stream_writer(
+            load_settings(args.config),
+            args.instance,
+            args.topic,
+            args.name,
+            args.metrics_port,
+            args.available_now,
+        )
+    except CdcMirrorError as exc:
+        logging.getLogger(__name__).error("%s", exc)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""The Spark side of a batch: ``DataFrame -> DataFrame`` functions, no I/O of their own.
+
+``parse`` turns Kafka records into SimpleBinlog rows plus an ``error`` column that follows
+``simple_binlog.message.from_json``'s checks (required fields, types, version, positive
+offset, known eventType/source, row images are objects), computed by Spark from a schema so
+the JVM parses the JSON, not Python. A row with an error is dead-lettered, never dropped.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from simple_binlog.message import FORMAT_VERSION, EventType, Source
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+_CORRUPT = "_corrupt_record"
+# Row images, column types and the position stay JSON text (Spark keeps an object's raw JSON
+# when the schema says string): lossless, and the merge job decodes them with the contract.
+MESSAGE_SCHEMA = StructType(
+    [
+        StructField("version", LongType()),
+        StructField("binlogOffset", LongType()),
+        StructField("executeTime", LongType()),
+        StructField("eventType", StringType()),
+        StructField("schemaName", StringType()),
+        StructField("tableName", StringType()),
+        StructField("source", StringType()),
+        StructField("primaryKeys", ArrayType(StringType())),
+        StructField("columnTypes", StringType()),
+        StructField("content", StringType()),
+        StructField("beforeContent", StringType()),
+        StructField("position", StringType()),
+        StructField(_CORRUPT, StringType()),
+    ]
+)
+REQUIRED = (
+    "version",
+    "binlogOffset",
+    "executeTime",
+    "eventType",
+    "schemaName",
+    "tableName",
+    "source",
+    "content",
+)
+# The columns of every logical table's files and Hive table (``dt`` is the partition).
+ROW_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("binlogOffset", "BIGINT"),
+    ("executeTime", "BIGINT"),
+    ("eventType", "STRING"),
+    ("schemaName", "STRING"),
+    ("tableName", "STRING"),
+    ("source", "STRING"),
+    ("version", "BIGINT"),
+    ("primaryKeys", "ARRAY<STRING>"),
+    ("columnTypes", "STRING"),
+    ("content", "STRING"),
+    ("beforeContent", "STRING"),
+    ("position", "STRING"),
+    ("kafkaTopic", "STRING"),
+    ("kafkaPartition", "INT"),
+    ("kafkaOffset", "BIGINT"),
+    ("kafkaTimestamp", "TIMESTAMP"),
+)
+DEAD_LETTER_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("kafkaTopic", "STRING"),
+    ("kafkaPartition", "INT"),
+    ("kafkaOffset", "BIGINT"),
+    ("kafkaTimestamp", "TIMESTAMP"),
+    ("kafkaKey", "BINARY"),
+    ("error", "STRING"),
+    ("raw", "BINARY"),
+)
+
+
+def day_column(epoch_ms: Column, zone: str) -> Column:
+    """``yyyy-MM-dd`` of epoch milliseconds in ``zone`` (the session time zone is UTC)."""
+    return F.date_format(F.from_utc_timestamp(F.timestamp_millis(epoch_ms), zone), "yyyy-MM-dd")
+
+
+def _is_object(column: Column) -> Column:
+    return F.ltrim(column).startswith("{")
+
+
+def error_column(m: str = "m") -> Column:
+    """The first contract violation of the parsed struct ``m``, or NULL for a valid message."""
+
+    def field(name: str) -> Column:
+        return F.col(f"{m}.{name}")
+
+    checks: list[tuple[Column, Column]] = [
+        (F.col("value").isNull(), F.lit("the Kafka message has no value.")),
+        (
+            field(_CORRUPT).isNotNull(),
+            F.lit(
+                "a SimpleBinlog message must be a JSON object with fields of the contract's "
+                "types (invalid JSON or a field of the wrong type)."
+            ),
+        ),
+    ]
+    checks += [
+        (
+            field(name).isNull(),
+            F.lit(f"SimpleBinlog message lacks the required field '{name}'."),
+        )
+        for name in REQUIRED
+    ]
+    checks += [
+        (
+            field("version") != FORMAT_VERSION,
+            F.format_string(
+                f"SimpleBinlog version %d is not supported (this build reads {FORMAT_VERSION}).",
+                field("version"),
+            ),
+        ),
+        (
+            field("binlogOffset") <= 0,
+            F.format_string(
+                "SimpleBinlog field 'binlogOffset' must be positive (%d).", field("binlogOffset")
+            ),
+        ),
+        (
+            ~field("eventType").isin([e.value for e in EventType]),
+            F.format_string(
+                "SimpleBinlog message has an unknown eventType '%s'.", field("eventType")
+            ),
+        ),
+        (
+            ~field("source").isin([s.value for s in Source]),
+            F.format_string("SimpleBinlog message has an unknown source '%s'.", field("source")),
+        ),
+        (~_is_object(field("content")), F.lit("SimpleBinlog field 'content' must be an object.")),
+        (
+            field("beforeContent").isNotNull() & ~_is_object(field("beforeContent")),
+            F.lit("SimpleBinlog field 'beforeContent' must be an object."),
+        ),
+        (
+            field("columnTypes").isNotNull() & ~_is_object(field("columnTypes")),
+            F.lit("SimpleBinlog field 'columnTypes' must be an object."),
+        ),
+    ]
+    expression = F.when(checks[0][0], checks[0][1])
+    for condition, message in checks[1:]:
+        expression = expression.when(condition, message)
+    return expression
+
+
+def parse(kafka_rows: DataFrame, zone: str) -> DataFrame:
+    """Kafka source rows → one row per message with the SimpleBinlog fields, ``error``,
+    ``dt`` (day of executeTime, for valid rows) and ``kafkaDt`` (day of the Kafka timestamp,
+    the dead-letter table's partition)."""
+    parsed = kafka_rows.select(
+        F.from_json(
+            F.col("value").cast("string"),
+            MESSAGE_SCHEMA,
+            {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT},
+        ).alias("m"),
+        F.col("value"),
+        F.col("key"),
+        F.col("topic").alias("kafkaTopic"),
+        F.col("partition").alias("kafkaPartition"),
+        F.col("offset").alias("kafkaOffset"),
+        F.col("timestamp").alias("kafkaTimestamp"),
+    )
+    return parsed.select(
+        *[F.col(f"m.{f.name}").alias(f.name) for f in MESSAGE_SCHEMA.fields if f.name != _CORRUPT],
+        "value",
+        "key",
+        "kafkaTopic",
+        "kafkaPartition",
+        "kafkaOffset",
+        "kafkaTimestamp",
+        error_column().alias("error"),
+    ).select(
+        "*",
+        day_column(F.col("executeTime"), zone).alias("dt"),
+        F.date_format(F.from_utc_timestamp(F.col("kafkaTimestamp"), zone), "yyyy-MM-dd").alias(
+            "kafkaDt"
+        ),
+    )
+
+
+def group_stats(parsed: DataFrame) -> DataFrame:
+    """Per physical table × dt × Kafka partition (valid rows) and per Kafka day × partition
+    (invalid rows): counts, offset range, newest event and payload bytes."""
+    valid = F.col("error").isNull()
+    return parsed.groupBy(
+        valid.alias("valid"),
+        F.when(valid, F.col("schemaName")).alias("schemaName"),
+        F.when(valid, F.col("tableName")).alias("tableName"),
+        F.when(valid, F.col("dt")).alias("dt"),
+        "kafkaDt",
+        "kafkaTopic",
+        "kafkaPartition",
+    ).agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.min("kafkaOffset").alias("minOffset"),
+        F.max("kafkaOffset").alias("maxOffset"),
+        F.max(F.when(valid, F.col("executeTime"))).alias("maxEventMs"),
+        F.sum(F.coalesce(F.length("value"), F.lit(0))).alias("payloadBytes"),
+    )
+
+
+def with_file_id(rows: DataFrame, assignment: DataFrame, keys: list[str]) -> DataFrame:
+    """Attach ``_f`` (the planned file's id) to each row.
+
+    ``assignment`` has the ``keys`` columns plus ``minOffset``, ``span``, ``files`` and
+    ``baseId``; the row's file is ``baseId + floor((offset - minOffset) * files / span)``,
+    the same split as ``stream_writer.layout.offset_ranges``.
+    """
+    joined = rows.join(F.broadcast(assignment), on=keys, how="inner")
+    index = F.floor((F.col("kafkaOffset") - F.col("minOffset")) * F.col("files") / F.col("span"))
+    return joined.withColumn("_f", (F.col("baseId") + index).cast("int"))

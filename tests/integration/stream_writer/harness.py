@@ -1,0 +1,233 @@
+"""Helpers of the stream writer's integration tests: produce SimpleBinlog messages in Kafka
+transactions (the writer reads read_committed), run the writer as a child process that can
+be killed with SIGKILL (its JVM with it), and query the lake from a Spark session of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from simple_binlog.config import Settings
+from simple_binlog.kafka import admin_config, ensure_topic, producer_config
+from simple_binlog.message import EventType, SimpleBinlog, Source
+
+ROOT = Path(__file__).resolve().parents[3]
+QUERY_JOB = Path(__file__).resolve().parent / "query_lake.py"
+SPARK_START_TIMEOUT_S = 300.0
+
+
+def message(schema: str, table: str, row_id: int, execute_ms: int, offset: int) -> SimpleBinlog:
+    return SimpleBinlog(
+        binlog_offset=offset,
+        execute_time=execute_ms,
+        event_type=EventType.INSERT,
+        schema_name=schema,
+        table_name=table,
+        source=Source.BINLOG,
+        content={"id": row_id, "note": f"row {row_id}", "amount": f"{row_id}.25"},
+        column_types={"id": "bigint(20)", "note": "varchar(64)", "amount": "decimal(12,2)"},
+        primary_keys=("id",),
+    )
+
+
+def create_topic(settings: Settings, partitions: int = 3) -> str:
+    name = f"cdc.test.sw_{uuid.uuid4().hex[:8]}"
+    assert ensure_topic(settings.kafka, name, partitions=partitions)
+    return name
+
+
+def delete_topic(settings: Settings, topic: str) -> None:
+    admin = AdminClient(admin_config(settings.kafka))
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+
+
+def produce(settings: Settings, topic: str, records: Iterable[tuple[bytes, bytes]]) -> None:
+    """Produce (key, value) records in one committed Kafka transaction, like the collector."""
+    producer = Producer(
+        producer_config(settings.kafka, "test-stream-writer", f"test-sw-{uuid.uuid4().hex}")
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    errors: list[str] = []
+    for key, value in records:
+        producer.produce(
+            topic,
+            key=key,
+            value=value,
+            on_delivery=lambda err, _m: errors.append(str(err)) if err else None,
+        )
+        producer.poll(0)
+    producer.commit_transaction(60)
+    assert not errors, errors[:3]
+
+
+def produce_messages(settings: Settings, topic: str, messages: Iterable[SimpleBinlog]) -> None:
+    produce(
+        settings,
+        topic,
+        ((f"{m.schema_name}.{m.table_name}".encode(), m.encode()) for m in messages),
+    )
+
+
+@dataclass
+class WriterEnv:
+    """A writer's private lake, Hive database and settings, passed as environment overrides."""
+
+    lake: Path
+    database: str
+    topic: str
+    name: str
+    overrides: dict[str, str]
+
+    @classmethod
+    def create(cls, tmp_path: Path, topic: str, **settings: object) -> WriterEnv:
+        database = f"sw_test_{uuid.uuid4().hex[:8]}"
+        name = f"test-{uuid.uuid4().hex[:6]}"
+        lake = tmp_path / "lake"
+        defaults: dict[str, object] = {
+            "trigger_interval_s": 2,
+            "max_offsets_per_trigger": 0,
+            "metrics_port": 0,
+            "lateness_budget_s": 3600,
+            "collector_delay_s": 0,
+            "kafka_delay_s": 0,
+            "writer_delay_s": 0,
+        }
+        defaults.update(settings)
+        overrides = {
+            "CDC_MIRROR_SPARK__LAKE_DIR": str(lake),
+            "CDC_MIRROR_STREAM_WRITER__DATABASE": database,
+            **{f"CDC_MIRROR_STREAM_WRITER__{k.upper()}": str(v) for k, v in defaults.items()},
+        }
+        return cls(lake, database, topic, name, overrides)
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.lake / "_stream_writer" / self.name / "checkpoint"
+
+    @property
+    def ready_dir(self) -> Path:
+        return self.lake / "_ready" / self.name
+
+    def state(self) -> dict[str, Any] | None:
+        path = self.checkpoint / "cdc_state.json"
+        if not path.exists():
+            return None
+        return json.loads(path.read_text())
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            **self.overrides,
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "PYTHONUNBUFFERED": "1",
+        }
+
+
+class WriterProcess:
+    """``python -m stream_writer.job`` in its own process group (SIGKILL reaches the JVM)."""
+
+    def __init__(self, env: WriterEnv, log_file: Path, *extra: str) -> None:
+        self.log_file = log_file
+        self._log = log_file.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "stream_writer.job",
+                "--topic", env.topic, "--name", env.name, *extra,
+            ],
+            cwd=ROOT,
+            env=env.env(),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def diagnostics(self) -> str:
+        tail = self.log_file.read_text(errors="replace").splitlines()[-40:]
+        return f"writer exit code {self.proc.poll()}\n" + "\n".join(tail)
+
+    def kill9(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=60)
+        self._log.close()
+
+    def stop(self, timeout_s: float = 120.0) -> int:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+            raise AssertionError("the writer did not stop on SIGTERM\n" + self.diagnostics())
+        self._log.close()
+        return code
+
+
+def wait_until(
+    condition: Callable[[], bool], timeout_s: float, what: str, diagnostics: Callable[[], str]
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}\n"
+                                 + diagnostics())
+        time.sleep(0.2)  # polling interval of a condition with a deadline, not a synchronisation
+
+
+def end_offsets(settings: Settings, topic: str) -> dict[int, int]:
+    """The last stable offset of each partition (what a caught-up writer's nextOffset is)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from simple_binlog.kafka import consumer_config
+
+    consumer = Consumer(consumer_config(settings.kafka, f"test-sw-ends-{uuid.uuid4().hex}"))
+    try:
+        metadata = consumer.list_topics(topic, timeout=10)
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in metadata.topics[topic].partitions
+        }
+    finally:
+        consumer.close()
+
+
+def caught_up(env: WriterEnv, ends: dict[int, int]) -> bool:
+    state = env.state()
+    if state is None:
+        return False
+    next_offsets = {p["partition"]: p["nextOffset"] for p in state["partitions"]
+                    if p["topic"] == env.topic}
+    return all(next_offsets.get(p, 0) >= end for p, end in ends.items() if end > 0)
+
+
+def query_lake(env: WriterEnv, log_file: Path, drop: bool) -> dict[str, Any]:
+    """Run tests/integration/stream_writer/query_lake.py in a Spark process of its own."""
+    args = [sys.executable, str(QUERY_JOB), env.database] + (["--drop"] if drop else [])
+    with log_file.open("wb") as log:
+        done = subprocess.run(
+            args, cwd=ROOT, env=env.env(), stdout=subprocess.PIPE, stderr=log,
+            timeout=SPARK_START_TIMEOUT_S, check=False,
+        )
+    lines = [ln for ln in done.stdout.decode().splitlines() if ln.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, (
+        f"query job failed ({done.returncode})\n"
+        + "\n".join(log_file.read_text(errors="replace").splitlines()[-40:])
+    )
+    return json.loads(lines[0].removeprefix("RESULT "))
