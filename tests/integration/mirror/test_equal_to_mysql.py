@@ -125,7 +125,8 @@ def _mysql_rows(
                 names = [d[0] for d in cur.description]
                 for values in cur.fetchall():
                     row = {
-                        n: encode(parse_column_type(types[n]), v, n) for n, v in zip(names, values)
+                        n: encode(parse_column_type(types[n]), v, n)
+                        for n, v in zip(names, values, strict=True)
                     }
                     rows[str(row["id"])] = row
     return rows, types
