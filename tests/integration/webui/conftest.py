@@ -1,0 +1,21 @@
+"""The web admin needs only MariaDB of the stack (live schemas); it brings up that service
+alone, so a test of another component restarting Kafka is never disturbed by ours."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from simple_binlog.config import Settings
+
+
+@pytest.fixture(scope="session")
+def mariadb(settings: Settings) -> Iterator[Settings]:
+    from stack.manager import LocalStack
+
+    stack = LocalStack(settings)
+    done = stack.up(["mariadb"])
+    yield settings
+    if done.get("mariadb") == "started":
+        stack.down(["mariadb"])

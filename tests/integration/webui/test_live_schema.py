@@ -1,0 +1,112 @@
+"""Table mirrors validated against the live schema of the real MariaDB (information_schema),
+through the API with the shipped ``MariaDBSchemaSource``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from simple_binlog.config import Settings, StackSettings, WebUISettings
+from simple_binlog.routing import ShardRule
+from tests.integration.webui.harness import free_port, sharded_table
+from tests.unit.webui.harness import ADMIN_PASSWORD, login
+from webui.app import create_app
+from webui.replay import SimulatedReplayService
+from webui.schema_source import InstanceAccess, MariaDBSchemaSource
+
+
+def _access(settings: Settings, port: int | None = None) -> InstanceAccess:
+    local = settings.instances[0]
+    return InstanceAccess(
+        name=local.name,
+        host="127.0.0.1",
+        port=port or local.port,
+        user=local.user,
+        password=local.password.get_secret_value(),
+        shard_rules=(ShardRule(),),
+    )
+
+
+def test_live_schema_of_all_shards(mariadb: Settings):
+    with sharded_table(mariadb) as table:
+        live = MariaDBSchemaSource().live_schema(
+            _access(mariadb), table.db_prefix, table.table_prefix
+        )
+        assert live is not None
+        assert live.physical_tables == tuple(
+            f"{schema}.orders_{i:02d}" for schema in table.schemas for i in range(2)
+        )
+        assert live.columns == {
+            "id": "bigint(20) unsigned",
+            "user_id": "bigint(20)",
+            "amount": "decimal(12,2)",
+            "created_at": "datetime(6)",
+        }
+        assert live.primary_key == ("id",)
+        assert (
+            MariaDBSchemaSource().live_schema(_access(mariadb), table.db_prefix, "absent") is None
+        )
+
+
+def test_api_validates_mirrors_against_mariadb(mariadb: Settings, tmp_path: Path):
+    local = mariadb.instances[0]
+    settings = Settings(
+        stack=StackSettings(home=tmp_path),
+        webui=WebUISettings.model_validate(
+            {"initial_admin_password": ADMIN_PASSWORD, "scrape_targets": []}
+        ),
+    )
+    app = create_app(settings, replays=SimulatedReplayService())  # the real schema source
+    with sharded_table(mariadb) as table, TestClient(app) as client:
+        headers = {"X-CSRF-Token": login(client)}
+        instance = {
+            "name": "live",
+            "host": "127.0.0.1",
+            "port": local.port,
+            "user": local.user,
+            "password": local.password.get_secret_value(),
+        }
+        assert client.post("/api/instances", json=instance, headers=headers).status_code == 201
+        mirror = {"instance": "live", "db_prefix": table.db_prefix, "table_prefix": "orders"}
+
+        wrong = client.post(
+            "/api/table-mirrors",
+            headers=headers,
+            json={**mirror, "key": ["order_no"], "check_column": "created"},
+        )
+        assert wrong.status_code == 422
+        first = f"{table.schemas[0]}.orders_00"
+        columns = "(columns: id, user_id, amount, created_at)"
+        assert wrong.json()["detail"] == [
+            f"key column order_no does not exist in {first} {columns}.",
+            f"check column created does not exist in {first} {columns}.",
+        ]
+        nokey = client.post(
+            "/api/table-mirrors", headers=headers, json={**mirror, "table_prefix": "nokey"}
+        )
+        assert nokey.json()["detail"] == [
+            f"{table.schemas[0]}.nokey_00 has no primary key; name the key columns explicitly."
+        ]
+        saved = client.post(
+            "/api/table-mirrors", headers=headers, json={**mirror, "check_column": "created_at"}
+        )
+        assert saved.status_code == 201, saved.text
+        assert saved.json()["name"] == table.logical_name
+
+        closed_port = free_port()
+        unreachable = {**instance, "name": "gone", "port": closed_port}
+        client.post("/api/instances", json=unreachable, headers=headers)
+        refused = client.post(
+            "/api/table-mirrors",
+            headers=headers,
+            json={**mirror, "instance": "gone", "table_prefix": "other"},
+        )
+        assert refused.status_code == 422
+        message = refused.json()["detail"][0]
+        assert message.startswith(
+            f"MySQL instance 'gone' at 127.0.0.1:{closed_port} cannot be reached to read the "
+            "live schema:"
+        )
+        assert local.password.get_secret_value() not in refused.text
+        assert [m["name"] for m in client.get("/api/table-mirrors").json()] == [table.logical_name]
