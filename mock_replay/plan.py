@@ -63,6 +63,23 @@ class TableShape:
         return f"{self.schema}.{self.table}"
 
 
+_WIDTHLESS_KINDS = (Kind.INT, Kind.UINT64, Kind.YEAR)
+
+
+def binlog_spelling(spec: str) -> str:
+    """A COLUMN_TYPE as the collector spells it from the binlog's table map, which holds no
+    integer display widths and no character lengths: ``bigint(20) unsigned`` → ``bigint
+    unsigned``, ``year(4)`` → ``year``, ``varchar(32)`` → ``varchar``. Both paths then send the
+    same ``columnTypes``; every other spelling is the same already."""
+    column = parse_column_type(spec)
+    base = spec.strip().split("(", 1)[0].split()[0].lower()
+    if column.kind in _WIDTHLESS_KINDS:
+        return base + (" unsigned" if column.unsigned else "")
+    if column.kind is Kind.TEXT and base in ("char", "varchar"):
+        return base
+    return spec
+
+
 def _select_expression(name: str, spec: str) -> str:
     quoted = quote_identifier(name)
     if parse_column_type(spec).kind is Kind.FLOAT:
@@ -131,6 +148,17 @@ def _encoder(name: str, column: ColumnType) -> Callable[[Any], JsonScalar]:
             return encode(column, value, name)
 
         return encode_text
+    if column.is_fixed_binary:
+
+        def encode_fixed_binary(value: Any) -> JsonScalar:
+            # The binlog drops BINARY(n)'s trailing zero bytes and the collector publishes what
+            # it holds; drop them here too, so both paths send the same text (decoding pads
+            # them back either way).
+            if isinstance(value, bytes | bytearray):
+                value = bytes(value).rstrip(b"\x00")
+            return encode(column, value, name)
+
+        return encode_fixed_binary
     return lambda value: encode(column, value, name)
 
 
@@ -148,6 +176,7 @@ class RowEncoder:
             _encoder(name, parse_column_type(spec)) for name, spec in shape.column_types.items()
         )
         self._key_index = tuple(self._names.index(column) for column in shape.key)
+        self._column_types = {name: binlog_spelling(s) for name, s in shape.column_types.items()}
         self._offset = binlog_offset
         self._execute_time = execute_time_ms
 
@@ -166,7 +195,7 @@ class RowEncoder:
             table_name=self._shape.table,
             source=Source.MOCK,
             content=self.content(row),
-            column_types=self._shape.column_types,
+            column_types=self._column_types,
             primary_keys=self._shape.key,
         )
 

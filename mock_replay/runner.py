@@ -128,6 +128,8 @@ def prepare_run(
     if not request.db_prefix or not request.table_prefix:
         raise ReplayError("a replay needs both a database prefix and a table prefix.")
     day = execute_day(request.execute_day, now)
+    if request.replica:
+        source.replica_lag()  # refuses a server that is not a replica, before anything else
     router = ShardRouter(settings.shard_rules)
     found = source.discover(router, request.db_prefix, request.table_prefix)
     if not found:
