@@ -1,11 +1,14 @@
 """Test markers come from the folder: tests/unit → unit, tests/integration → integration,
 tests/e2e → e2e. Integration and end-to-end tests share one local stack per session: it is
-brought up (installing what is missing) before the first of them and the services this
-session started are stopped at the end; services that were already running are left alone.
+brought up (installing what is missing) before the first of them. Under ``./run tests``
+(which sets CDC_MIRROR_TESTS_STOP_STACK=1) the services this session started are stopped at
+the end; services that were already running are always left alone. A bare ``pytest`` leaves
+the stack running, so several sessions side by side never stop each other's services.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,5 +42,5 @@ def local_stack(settings: Settings) -> Iterator[Settings]:
     done = stack.up()
     yield settings
     started_here = [name for name, what in done.items() if what == "started"]
-    if started_here:
+    if started_here and os.environ.get("CDC_MIRROR_TESTS_STOP_STACK") == "1":
         stack.down(started_here)
