@@ -30,7 +30,6 @@ import uuid
 from collections.abc import Iterator
 
 import orjson
-import psycopg
 import redis
 from psycopg import sql
 
