@@ -63,7 +63,7 @@ class Shards:
                     if rows:
                         cursor.execute(
                             f"INSERT INTO {schema}.{table} {values.format(shard=d * 100 + t)}"
-                            f" FROM seq_1_to_{rows} AS s"
+                            f" FROM mysql.seq_1_to_{rows} AS s"
                         )
                     names.append(f"{schema}.{table}")
         return names
