@@ -270,6 +270,31 @@ def mirror_run(
     run_mirror(loaded, target, instance, port)  # type: ignore[arg-type]
 
 
+@mirror_app.command("backend")
+def mirror_backend(
+    host: Annotated[str, typer.Option(help="Listen address.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 39111,
+) -> None:
+    """Serve the mirror backend: live MySQL schemas, daily counts, lineage (HTTP)."""
+    from mirror.app import serve_backend  # noqa: PLC0415
+
+    serve_backend(settings(), host, port)
+
+
+@mirror_app.command("refresh-counts")
+def mirror_refresh_counts() -> None:
+    """The nightly job: recompute and cache every table's daily counts (last 7 days)."""
+    from mirror.app import refresh_all_counts  # noqa: PLC0415
+
+    loaded = settings()
+    counted = refresh_all_counts(loaded)
+    for name, rows in counted.items():
+        console.print(f"{name}: {rows} rows over the last 7 days")
+    expected = [t.name for t in loaded.tables if t.check_column is not None]
+    if len(counted) < len(expected):
+        raise typer.Exit(1)
+
+
 webui_app = typer.Typer(help="The web admin (FastAPI): configuration, replays, monitoring.")
 app.add_typer(webui_app, name="webui")
 

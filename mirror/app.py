@@ -13,7 +13,7 @@ from mirror.consumer import MirrorConsumer
 from mirror.metrics import MirrorMetrics
 from mirror.plan import ChangeRouter
 from simple_binlog.config import MirrorTarget, Settings
-from simple_binlog.errors import ConfigError
+from simple_binlog.errors import CdcMirrorError, ConfigError
 from simple_binlog.routing import ShardRouter
 
 log = logging.getLogger(__name__)
@@ -77,3 +77,35 @@ def run_mirror(
         applier.close()
         if server is not None:
             server.shutdown()
+
+
+def serve_backend(settings: Settings, host: str, port: int) -> None:
+    """The mirror backend alone (the web admin can mount ``mirror.backend.mirror_router``)."""
+    import uvicorn  # noqa: PLC0415
+    from fastapi import FastAPI  # noqa: PLC0415
+
+    from mirror.backend import MirrorBackend, mirror_router  # noqa: PLC0415
+
+    app = FastAPI(title="cdc-mirror mirror backend")
+    app.include_router(mirror_router(MirrorBackend(settings)))
+    uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+def refresh_all_counts(settings: Settings) -> dict[str, int]:
+    """The nightly job: refresh the daily counts of every table with a check column.
+
+    Returns rows counted per table. One table's failure is logged and the others still run;
+    the caller learns of it from the missing entry and the exit code.
+    """
+    from mirror.backend import MirrorBackend  # noqa: PLC0415
+
+    backend = MirrorBackend(settings)
+    counted: dict[str, int] = {}
+    for table in settings.tables:
+        if table.check_column is None:
+            continue
+        try:
+            counted[table.name] = sum(backend.refresh_daily_counts(table.name).values())
+        except CdcMirrorError as exc:
+            log.error("daily counts of %s not refreshed: %s", table.name, exc)
+    return counted
