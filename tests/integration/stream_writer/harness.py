@@ -5,6 +5,7 @@ be killed with SIGKILL (its JVM with it), and query the lake from a Spark sessio
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -146,8 +147,14 @@ class WriterProcess:
         self._log = log_file.open("ab")
         self.proc = subprocess.Popen(
             [
-                sys.executable, "-m", "stream_writer.job",
-                "--topic", env.topic, "--name", env.name, *extra,
+                sys.executable,
+                "-m",
+                "stream_writer.job",
+                "--topic",
+                env.topic,
+                "--name",
+                env.name,
+                *extra,
             ],
             cwd=ROOT,
             env=env.env(),
@@ -161,10 +168,8 @@ class WriterProcess:
         return f"writer exit code {self.proc.poll()}\n" + "\n".join(tail)
 
     def kill9(self) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.proc.wait(timeout=60)
         self._log.close()
 
@@ -175,7 +180,9 @@ class WriterProcess:
             code = self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.kill9()
-            raise AssertionError("the writer did not stop on SIGTERM\n" + self.diagnostics())
+            raise AssertionError(
+                "the writer did not stop on SIGTERM\n" + self.diagnostics()
+            ) from None
         self._log.close()
         return code
 
@@ -186,8 +193,9 @@ def wait_until(
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}\n"
-                                 + diagnostics())
+            raise AssertionError(
+                f"timed out after {timeout_s:.0f}s waiting for {what}\n" + diagnostics()
+            )
         time.sleep(0.2)  # polling interval of a condition with a deadline, not a synchronisation
 
 
@@ -212,8 +220,9 @@ def caught_up(env: WriterEnv, ends: dict[int, int]) -> bool:
     state = env.state()
     if state is None:
         return False
-    next_offsets = {p["partition"]: p["nextOffset"] for p in state["partitions"]
-                    if p["topic"] == env.topic}
+    next_offsets = {
+        p["partition"]: p["nextOffset"] for p in state["partitions"] if p["topic"] == env.topic
+    }
     return all(next_offsets.get(p, 0) >= end for p, end in ends.items() if end > 0)
 
 
@@ -222,12 +231,16 @@ def query_lake(env: WriterEnv, log_file: Path, drop: bool) -> dict[str, Any]:
     args = [sys.executable, str(QUERY_JOB), env.database] + (["--drop"] if drop else [])
     with log_file.open("wb") as log:
         done = subprocess.run(
-            args, cwd=ROOT, env=env.env(), stdout=subprocess.PIPE, stderr=log,
-            timeout=SPARK_START_TIMEOUT_S, check=False,
+            args,
+            cwd=ROOT,
+            env=env.env(),
+            stdout=subprocess.PIPE,
+            stderr=log,
+            timeout=SPARK_START_TIMEOUT_S,
+            check=False,
         )
     lines = [ln for ln in done.stdout.decode().splitlines() if ln.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, (
-        f"query job failed ({done.returncode})\n"
-        + "\n".join(log_file.read_text(errors="replace").splitlines()[-40:])
+    assert done.returncode == 0 and lines, f"query job failed ({done.returncode})\n" + "\n".join(
+        log_file.read_text(errors="replace").splitlines()[-40:]
     )
     return json.loads(lines[0].removeprefix("RESULT "))

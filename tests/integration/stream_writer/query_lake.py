@@ -40,8 +40,13 @@ def main(database: str, drop: bool) -> int:
             else:
                 rows = [
                     [
-                        r["kafkaPartition"], r["kafkaOffset"], r["binlogOffset"], r["dt"],
-                        r["file"], r["schemaName"], r["tableName"],
+                        r["kafkaPartition"],
+                        r["kafkaOffset"],
+                        r["binlogOffset"],
+                        r["dt"],
+                        r["file"],
+                        r["schemaName"],
+                        r["tableName"],
                         json.loads(r["content"])["id"],
                     ]
                     for r in frame.collect()

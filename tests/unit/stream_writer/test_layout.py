@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -82,7 +83,7 @@ def test_offset_ranges_cover_the_range_once_and_match_file_index(
     hi = lo + span - 1
     ranges = offset_ranges(lo, hi, files)
     assert ranges[0][0] == lo and ranges[-1][1] == hi
-    assert all(a_end + 1 == b_start for (_, a_end), (b_start, _) in zip(ranges, ranges[1:]))
+    assert all(a_end + 1 == b_start for (_, a_end), (b_start, _) in itertools.pairwise(ranges))
     assert all(start <= end for start, end in ranges)
     for offset in {lo, hi, lo + span // 2, lo + span // 3}:
         start, end = ranges[file_index(offset, lo, hi, files)]

@@ -1,0 +1,210 @@
+"""Lake writer throughput against a plain Spark Kafka → Parquet stream, in the same run.
+
+    .venv/bin/python -m bench.stream_writer_bench [--messages 5000000] [--tables 200]
+        [--hot-factor 50] [--target-file-mb 64] [--max-offsets-per-trigger 1000000]
+
+Produces N SimpleBinlog messages across T tables (one table ``hot-factor`` × hotter than each
+of the others) into a fresh topic, then, in one Spark session:
+
+* baseline: ``readStream.format("kafka")`` → the same JSON parse → ``writeStream.parquet``
+  with no partitioning logic (``trigger(availableNow=True)``);
+* measured: the stream writer (routing, ``dt``, file plan, staging, manifest, renames, Hive
+  partitions, readiness state) over the same topic with ``availableNow``.
+
+Prints rows/s of both, the ratio, the machine, and the file-size check: files of the hot
+table, and every file against the target (above 2× or below 1/20 of it, not counting the last
+file of a table's partition in a batch). The issue's size is 5,000,000 messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+from confluent_kafka import Producer
+
+from simple_binlog.config import Settings, load_settings
+from simple_binlog.kafka import ensure_topic, producer_config
+from simple_binlog.routing import ShardRouter
+from simple_binlog.spark import build_session
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def produce(settings: Settings, topic: str, messages: int, tables: int, hot: int) -> float:
+    """Weighted round robin: table 0 gets ``hot`` messages for each one of the others."""
+    weights = [hot] + [1] * (tables - 1)
+    cycle = [t for t, w in enumerate(weights) for _ in range(w)]
+    start_ms = 1_709_251_200_000
+    producer = Producer({**producer_config(settings.kafka, "bench-sw"), "linger.ms": 50})
+    started = time.monotonic()
+    for i in range(messages):
+        table = cycle[i % len(cycle)]
+        document = {
+            "version": 1, "binlogOffset": 1_709_251_200_000_000 + i,
+            "executeTime": start_ms + i * 10, "eventType": "INSERT",
+            "schemaName": f"bench_{table:03d}", "tableName": "orders", "source": "BINLOG",
+            "primaryKeys": ["id"],
+            "columnTypes": {"id": "bigint(20)", "user_id": "int(11)", "amount": "decimal(12,2)",
+                            "status": "varchar(16)", "note": "varchar(64)"},
+            "content": {"id": i, "user_id": i % 100_000, "amount": f"{i % 10_000}.{i % 100:02d}",
+                        "status": "PAID", "note": f"order {i} of table {table}"},
+            "position": {"serverId": 1, "file": "mariadb-bin.000001", "pos": 4 + i, "rowIndex": 0,
+                         "gtid": f"0-1-{i}"},
+        }
+        while True:
+            try:
+                producer.produce(topic, key=f"bench_{table:03d}.orders".encode(),
+                                 value=orjson.dumps(document))
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(300) == 0
+    return time.monotonic() - started
+
+
+def run_baseline(spark, settings: Settings, topic: str, out: Path, max_offsets: int) -> tuple[float, int]:
+    from pyspark.sql import functions as F
+
+    from stream_writer.transform import MESSAGE_SCHEMA
+
+    reader = (spark.readStream.format("kafka")
+              .option("kafka.bootstrap.servers", settings.kafka.bootstrap_servers)
+              .option("kafka.isolation.level", "read_committed")
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", str(max_offsets)))
+    parsed = reader.load().select(
+        F.from_json(F.col("value").cast("string"), MESSAGE_SCHEMA).alias("m"),
+        "topic", "partition", "offset", "timestamp",
+    ).select("m.*", "topic", "partition", "offset", "timestamp")
+    started = time.monotonic()
+    query = (parsed.writeStream.format("parquet").option("path", str(out / "data"))
+             .option("checkpointLocation", str(out / "checkpoint"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    seconds = time.monotonic() - started
+    rows = spark.read.parquet(str(out / "data")).count()
+    return seconds, rows
+
+
+def run_writer(spark, settings: Settings, topic: str, name: str) -> tuple[float, object]:
+    from stream_writer.job import KafkaLatestOffsets, plan_run, start_query
+    from stream_writer.metrics import WriterMetrics
+    from stream_writer.writer import BatchWriter
+
+    run = plan_run(settings, [], [topic], name)
+    latest = KafkaLatestOffsets(settings, name)
+    writer = BatchWriter(spark, settings.stream_writer, run.paths,
+                         ShardRouter(settings.shard_rules), latest, WriterMetrics(name))
+    started = time.monotonic()
+    query = start_query(spark, settings, run, writer, available_now=True)
+    query.awaitTermination()
+    seconds = time.monotonic() - started
+    latest.close()
+    return seconds, writer
+
+
+def file_report(lake: Path, database: str, target_bytes: int, hot_table: str) -> dict:
+    from stream_writer.layout import FileName
+
+    root = lake / f"{database}.db"
+    files = [p for p in root.glob("*/dt=*/*.parquet")]
+    groups: dict[tuple, list[tuple[int, int]]] = {}
+    for path in files:
+        name = FileName.parse(path.name)
+        key = (path.parent.parent.name, path.parent.name, name.batch_id, name.partition)
+        groups.setdefault(key, []).append((name.index, path.stat().st_size))
+    too_big = too_small = 0
+    for members in groups.values():
+        members.sort()
+        for index, size in members:
+            last = index == members[-1][0]
+            if size > 2 * target_bytes:
+                too_big += 1
+            elif size < target_bytes / 20 and not last:
+                too_small += 1
+    sizes = sorted(p.stat().st_size for p in files)
+    hot = [p.stat().st_size for p in files if p.parent.parent.name == hot_table]
+    return {
+        "files": len(files), "groups (table×dt×partition×batch)": len(groups),
+        "above 2× target": too_big, "below 1/20 target (not last of group)": too_small,
+        "min/median/max MB": (round(sizes[0] / 2**20, 2), round(sizes[len(sizes) // 2] / 2**20, 2),
+                              round(sizes[-1] / 2**20, 2)) if sizes else None,
+        f"hot table {hot_table} files": len(hot),
+        "hot MB (min/max)": (round(min(hot) / 2**20, 2), round(max(hot) / 2**20, 2)) if hot else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="stream writer vs plain Spark Kafka → Parquet")
+    parser.add_argument("--messages", type=int, default=5_000_000)
+    parser.add_argument("--tables", type=int, default=200)
+    parser.add_argument("--hot-factor", type=int, default=50)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--target-file-mb", type=float, default=64.0)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=1_000_000)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bench-sw-"))
+    database = f"bench_sw_{uuid.uuid4().hex[:6]}"
+    os.environ["CDC_MIRROR_SPARK__LAKE_DIR"] = str(work / "lake")
+    os.environ["CDC_MIRROR_STREAM_WRITER__DATABASE"] = database
+    os.environ["CDC_MIRROR_STREAM_WRITER__TARGET_FILE_MB"] = str(args.target_file_mb)
+    os.environ["CDC_MIRROR_STREAM_WRITER__MAX_OFFSETS_PER_TRIGGER"] = str(args.max_offsets_per_trigger)
+    os.environ["CDC_MIRROR_STREAM_WRITER__METRICS_PORT"] = "0"
+    settings = load_settings()
+    topic = f"cdc.bench.sw_{uuid.uuid4().hex[:8]}"
+    ensure_topic(settings.kafka, topic, partitions=args.partitions)
+    print(f"machine: {os.cpu_count()} cores ({_cpu_model()}), {platform.platform()}")
+    print(f"producing {args.messages:,} messages over {args.tables} tables (one {args.hot_factor}× hotter), "
+          f"{args.partitions} partitions …", flush=True)
+    seconds = produce(settings, topic, args.messages, args.tables, args.hot_factor)
+    print(f"produced in {seconds:.1f} s ({args.messages / seconds:,.0f} msg/s)", flush=True)
+
+    spark = build_session(settings, "bench-stream-writer", {"spark.ui.showConsoleProgress": "false",
+                                                            "spark.driver.memory": "3g"})
+    try:
+        base_s, base_rows = run_baseline(spark, settings, topic, work / "baseline",
+                                         args.max_offsets_per_trigger)
+        print(f"baseline (plain writeStream parquet): {base_rows:,} rows in {base_s:.1f} s = "
+              f"{base_rows / base_s:,.0f} rows/s", flush=True)
+        ours_s, _writer = run_writer(spark, settings, topic, f"bench-{uuid.uuid4().hex[:6]}")
+        lake = settings.lake_dir
+        total = 0
+        for table in spark.sql(f"SHOW TABLES IN {database}").collect():
+            total += spark.table(f"{database}.{table['tableName']}").count()
+        print(f"stream writer: {total:,} rows in {ours_s:.1f} s = {total / ours_s:,.0f} rows/s", flush=True)
+        print(f"ratio stream writer / baseline: {(total / ours_s) / (base_rows / base_s):.2f}")
+        report = file_report(lake, database, int(args.target_file_mb * 2**20), "bench_000_orders")
+        for key, value in report.items():
+            print(f"  {key}: {value}")
+        assert total == args.messages, f"{total} rows in the lake for {args.messages} messages"
+        spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+        from confluent_kafka.admin import AdminClient
+
+        from simple_binlog.kafka import admin_config
+        AdminClient(admin_config(settings.kafka)).delete_topics([topic], operation_timeout=30)
+
+
+if __name__ == "__main__":
+    main()

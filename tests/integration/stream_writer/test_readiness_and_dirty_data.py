@@ -1,0 +1,155 @@
+"""Readiness with out-of-order and late events, and dirty data, on one running writer.
+
+Day 1 (2024-03-01) and the first half hour of day 2 arrive with some day-1 events shuffled
+in after day-2 ones; the lateness budget is one hour, so day 1 is not ready until events of
+day 2 05:00 arrive. Then a late day-1 event is written and reported, not dropped. Messages
+that are not SimpleBinlog, or whose table cannot be routed, go to the dead-letter table with
+their Kafka coordinates and a one-sentence error, and the writer keeps going. The tables are
+read from a separate Spark session while the writer runs (``_SUCCESS`` markers and all).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import orjson
+
+from simple_binlog.config import Settings
+from tests.integration.stream_writer.harness import (
+    WriterEnv,
+    WriterProcess,
+    caught_up,
+    end_offsets,
+    message,
+    produce,
+    produce_messages,
+    query_lake,
+    wait_until,
+)
+
+DAY1, DAY2 = "2024-03-01", "2024-03-02"
+DAY1_START_MS = 1_709_251_200_000
+MINUTE = 60_000
+WAIT_S = 240.0
+
+
+def _good(table: tuple[str, str], row_id: int, minute: int):
+    return message(table[0], table[1], row_id, DAY1_START_MS + minute * MINUTE, row_id)
+
+
+ORDERS, USERS = ("shop", "orders"), ("crm", "users")
+
+
+def _dirty() -> list[tuple[bytes, bytes, str]]:
+    """(key, value, expected error fragment)."""
+    valid = _good(ORDERS, 999_999, 10).to_json()
+    wrong_version = {**valid, "version": 2}
+    missing = {k: v for k, v in valid.items() if k != "executeTime"}
+    bad_type = {**valid, "eventType": "UPSERT"}
+    scalar_content = {**valid, "content": "just text"}
+    wrong_json_type = {**valid, "binlogOffset": "twelve"}
+    unroutable = {**valid, "schemaName": "Shop-Mixed", "tableName": "orders"}
+    return [
+        (b"x", b"{not json", "JSON object"),
+        (b"x", orjson.dumps(wrong_version), "version 2 is not supported"),
+        (b"x", orjson.dumps(missing), "lacks the required field 'executeTime'"),
+        (b"x", orjson.dumps(bad_type), "unknown eventType 'UPSERT'"),
+        (b"x", orjson.dumps(scalar_content), "'content' must be an object"),
+        (b"x", orjson.dumps(wrong_json_type), "JSON object"),
+        (b"Shop-Mixed.orders", orjson.dumps(unroutable), "not a usable table name"),
+    ]
+
+
+def test_readiness_late_events_and_dead_letters(
+    local_stack: Settings, topic: str, tmp_path: Path
+) -> None:
+    env = WriterEnv.create(tmp_path, topic, lateness_budget_s=3600, trigger_interval_s=1)
+    rng = random.Random(11)
+    produced = []
+    row_id = 0
+
+    def good(table: tuple[str, str], minute: int):
+        nonlocal row_id
+        row_id += 1
+        produced.append(_good(table, row_id, minute))
+        return produced[-1]
+
+    # Phase 1: day 1 every 10 minutes, then day 2 up to 00:30 with day-1 stragglers after it.
+    phase1 = [good(rng.choice([ORDERS, USERS]), m) for m in range(0, 24 * 60, 10)]
+    phase1 += [good(ORDERS, 24 * 60 + m) for m in range(0, 31, 5)]
+    phase1 += [good(USERS, 24 * 60 - 3), good(ORDERS, 24 * 60 - 1)]
+    produce_messages(local_stack, topic, phase1)
+    dirty = _dirty()
+    produce(local_stack, topic, [(k, v) for k, v, _ in dirty])
+
+    writer = WriterProcess(env, tmp_path / "writer.log")
+    dropped = False
+
+    def settle() -> None:
+        ends = end_offsets(local_stack, topic)
+        wait_until(
+            lambda: caught_up(env, ends), WAIT_S, "the writer to catch up", writer.diagnostics
+        )
+
+    def success(table: str, dt: str) -> Path:
+        return env.lake / f"{env.database}.db" / table / f"dt={dt}" / "_SUCCESS"
+
+    try:
+        settle()
+        state = env.state()
+        assert state is not None
+        # Watermark 00:30 of day 2 < midnight + 1 h: nothing is ready yet.
+        assert state["readyDays"] == [], state
+        assert not success("shop_orders", DAY1).exists()
+
+        # Phase 2: day 2 reaches 05:00 → day 1 is ready, day 2 is not.
+        produce_messages(local_stack, topic, [good(USERS, 24 * 60 + 300)])
+        settle()
+        wait_until(
+            (env.ready_dir / f"{DAY1}.json").exists,
+            60,
+            "day 1 to be ready",
+            writer.diagnostics,
+        )
+        record = json.loads((env.ready_dir / f"{DAY1}.json").read_text())
+        assert record["tablesWithData"] == ["crm_users", "shop_orders"]
+        assert success("shop_orders", DAY1).exists() and success("crm_users", DAY1).exists()
+        assert not success("shop_orders", DAY2).exists()
+        assert not (env.ready_dir / f"{DAY2}.json").exists()
+
+        # Phase 3: two late day-1 events: written, counted, reported.
+        produce_messages(local_stack, topic, [good(ORDERS, 600), good(ORDERS, 601)])
+        settle()
+        late_file = env.ready_dir / f"{DAY1}_late.json"
+        wait_until(late_file.exists, 60, "the late record", writer.diagnostics)
+        late = json.loads(late_file.read_text())
+        assert late["lateRows"] == {"shop_orders": 2} and late["total"] == 2
+        assert env.state()["lateRows"] == {DAY1: {"shop_orders": 2}}
+
+        result = query_lake(env, tmp_path / "query.log", drop=True)
+        dropped = True
+        assert writer.proc.poll() is None, (
+            "the writer stopped on dirty data\n" + writer.diagnostics()
+        )
+        assert writer.stop() == 0, writer.diagnostics()
+    finally:
+        if writer.proc.poll() is None:
+            writer.kill9()
+        if not dropped:
+            query_lake(env, tmp_path / "drop.log", drop=True)
+
+    written = sorted(
+        (r[5], r[6], r[7]) for t, c in result.items() if t != "dead_letter" for r in c["rows"]
+    )
+    assert written == sorted((m.schema_name, m.table_name, m.content["id"]) for m in produced)
+    assert result["shop_orders"]["partitions"] == [f"dt={DAY1}", f"dt={DAY2}"]
+    assert result["crm_users"]["partitions"] == [f"dt={DAY1}", f"dt={DAY2}"]
+
+    dead = result["dead_letter"]["rows"]
+    assert len(dead) == len(dirty), dead
+    errors = sorted(r[2] for r in dead)
+    for _key, _value, fragment in dirty:
+        assert any(fragment in e for e in errors), (fragment, errors)
+    assert len({(r[0], r[1]) for r in dead}) == len(dirty)  # distinct Kafka coordinates
