@@ -26,7 +26,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from mock_replay.errors import ReplayError
-from mock_replay.progress import RunStatus, TableProgress, fold
+from mock_replay.progress import RunSpec, RunStatus, TableProgress, fold
 from simple_binlog.config import KafkaSettings
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
 from simple_binlog.kafka import consumer_config, ensure_topic, producer_config, topic_name
@@ -206,6 +206,26 @@ class KafkaChunkPublisher(ChunkPublisher):
             self._producer = None
 
 
+def fence(settings: KafkaSettings, instance: str, run_id: str, workers: int) -> None:
+    """Fence every earlier producer of the run's workers: their open transactions (a killed
+    run's) are aborted now, not at the broker's transaction timeout, so the progress topic
+    can be read committed without waiting."""
+    for worker in range(workers):
+        producer = Producer(
+            producer_config(
+                settings,
+                client_id=f"cdc-replay-{instance}-fence",
+                transactional_id=transactional_id(instance, run_id, worker),
+            )
+        )
+        try:
+            producer.init_transactions(60)
+        except KafkaException as exc:
+            raise _kafka_failure(settings, "fencing the earlier run", exc) from None
+        finally:
+            producer.flush(5)
+
+
 class KafkaProgressStore(ProgressStore):
     """The progress topic of one instance, read to its end with ``read_committed``."""
 
@@ -223,10 +243,25 @@ class KafkaProgressStore(ProgressStore):
     def runs(self) -> dict[str, RunStatus]:
         return fold(self._read_all())
 
-    def _read_all(self) -> list[tuple[bytes, dict[str, Any] | None]]:
-        consumer = Consumer(
-            consumer_config(self._settings, group_id=f"cdc-replay-{self._instance}-status")
-        )
+    def spec(self, run_id: str) -> RunSpec:
+        """A run's spec without waiting for open transactions: specs are written outside
+        transactions, so a read_uncommitted reader sees them as they are. Progress records
+        are left out here (an uncommitted one may yet be aborted)."""
+        records = [
+            record for record in self._read_all(committed=False) if record[0].startswith(b"run/")
+        ]
+        status = fold(records).get(run_id)
+        if status is None:
+            raise ReplayError(
+                f"no replay run {run_id!r} is recorded for instance {self._instance!r}."
+            )
+        return status.spec
+
+    def _read_all(self, committed: bool = True) -> list[tuple[bytes, dict[str, Any] | None]]:
+        config = consumer_config(self._settings, group_id=f"cdc-replay-{self._instance}-status")
+        if not committed:
+            config["isolation.level"] = "read_uncommitted"
+        consumer = Consumer(config)
         records: list[tuple[bytes, dict[str, Any] | None]] = []
         try:
             partition = TopicPartition(self._topic, 0)

@@ -46,6 +46,7 @@ from mock_replay.publish import (
     KafkaChunkPublisher,
     KafkaProgressStore,
     ProgressStore,
+    fence,
 )
 from mock_replay.source import LoadGuard, MySQLSource
 from simple_binlog.config import Settings
@@ -386,6 +387,10 @@ def start_run(
 def load_for_resume(
     settings: Settings, instance: str, run_id: str, store: KafkaProgressStore, rate: float | None
 ) -> tuple[PreparedRun, dict[str, TableProgress]]:
+    # A killed run left a transaction open; fence it first, or the committed read below
+    # would wait for the broker to time it out.
+    recorded = store.spec(run_id)
+    fence(settings.kafka, instance, run_id, recorded.workers)
     status = store.run(run_id)
     spec = status.spec
     if status.state_name == "done":

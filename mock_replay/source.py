@@ -205,6 +205,12 @@ class MySQLSource:
                 cursor.execute("SHOW SLAVE STATUS")
                 status = cursor.fetchone()
         except pymysql.MySQLError as exc:
+            if exc.args and exc.args[0] in (1227, 1142):  # the privilege is missing
+                raise ConfigError(
+                    f"user {self._instance.user!r} may not read the replication status of "
+                    f"{self._host}:{self._port}, which the replay watches for lag; grant it "
+                    "SLAVE MONITOR (or REPLICATION CLIENT)."
+                ) from None
             raise self._translate(exc, "checking the replica's lag") from None
         if not status:
             raise ReplayError(
