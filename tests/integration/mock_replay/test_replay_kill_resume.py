@@ -14,9 +14,9 @@ import random
 import re
 import signal
 import subprocess
-from collections import Counter
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from simple_binlog.config import Settings
