@@ -329,6 +329,9 @@ class WebUISettings(_Section):
     )
     scrape_interval_s: float = Field(15.0, gt=0)
     sample_retention_days: int = Field(14, ge=1)
+    # Replays requested in the admin: run by mock_replay (published to Kafka), or simulated
+    # in-process (publishes nothing; for trying the admin without Kafka).
+    replays: Literal["mock_replay", "simulated"] = "mock_replay"
     # (secret_key's minimum length is checked by the web admin at start: a validator here
     # would echo the rejected value in the config error.)
 

@@ -27,6 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from simple_binlog.config import TableMirror
+from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
 from webui import admin
 from webui.auth import (
     CSRF_HEADER,
@@ -196,7 +197,12 @@ def start_replay_audited(
     db: Session, ctx: WebContext, who: Principal, data: ReplayRequest
 ) -> ReplayStatus:
     admin.get_instance(db, data.instance)  # 404 before anything starts
-    run_id = ctx.replays.start(data)
+    try:
+        run_id = ctx.replays.start(data)
+    except ServiceUnavailableError:
+        raise
+    except CdcMirrorError as exc:  # e.g. a refused condition: nothing was published
+        raise admin.Problems([str(exc)]) from exc
     admin.audit(db, who.name, "start", "replay", run_id, None, data.model_dump(mode="json"))
     return ctx.replays.status(run_id)
 

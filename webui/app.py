@@ -3,8 +3,9 @@ import time), ``serve(settings)`` runs it with uvicorn.
 
 At start: the admin database is migrated to the newest Alembic revision, an initial admin is
 created when configured and no user exists, and the metrics scraper starts (if it has
-targets). Replays go to ``mock_replay`` when that package provides its API, else to the
-in-process simulation (``webui.replay.SimulatedReplayService``, which publishes nothing).
+targets). Replays go to ``mock_replay`` (``webui.replay_adapter``), or to the in-process
+simulation when ``webui.replays: simulated`` (``webui.replay.SimulatedReplayService``, which
+publishes nothing).
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from pydantic import SecretStr
 from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from simple_binlog.config import Settings
+from simple_binlog.config import MySQLInstance, Settings
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
 from webui import admin, pages
 from webui.api import router as api_router
@@ -31,21 +34,39 @@ from webui.db import database_url, make_engine, migrate, session_factory
 from webui.monitoring import Scraper
 from webui.replay import ReplayNotFoundError, ReplayService, SimulatedReplayService
 from webui.schema_source import MariaDBSchemaSource, SchemaSource
-from webui.security import load_keys
+from webui.security import Keys, load_keys
 
 log = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).parent / "static"
 
 
-def default_replay_service(settings: Settings) -> ReplayService:
-    """mock_replay's service when it is built, else the simulation (said in the log)."""
-    log.warning(
-        "mock_replay provides no API in this build: replays requested in the admin are "
-        "simulated and publish nothing (instance %s and others)",
-        settings.instances[0].name,
-    )
-    return SimulatedReplayService()
+def default_replay_service(
+    settings: Settings, sessions: sessionmaker[Session], keys: Keys
+) -> ReplayService:
+    """mock_replay's service over the admin's instances, or the simulation when configured."""
+    if settings.webui.replays == "simulated":
+        log.warning("replays requested in the admin are simulated and publish nothing")
+        return SimulatedReplayService()
+    from webui.replay_adapter import MockReplayService  # noqa: PLC0415 - Kafka clients
+
+    def instances() -> list[tuple[MySQLInstance, str]]:
+        with sessions() as db:
+            return [
+                (
+                    MySQLInstance(
+                        name=row.name,
+                        host=row.host,
+                        port=row.port,
+                        user=row.user,
+                        password=SecretStr(keys.decrypt(row.password_encrypted)),
+                    ),
+                    row.topic,
+                )
+                for row in admin.list_instances(db)
+            ]
+
+    return MockReplayService(settings, instances)
 
 
 def create_app(
@@ -61,11 +82,12 @@ def create_app(
     sessions = session_factory(engine)
     with sessions.begin() as db:
         admin.ensure_initial_admin(db, settings)
+    keys = load_keys(settings)
     ctx = WebContext(
         settings=settings,
-        keys=load_keys(settings),
+        keys=keys,
         sessions=sessions,
-        replays=replays or default_replay_service(settings),
+        replays=replays or default_replay_service(settings, sessions, keys),
         schemas=schemas or MariaDBSchemaSource(),
     )
     scraper = Scraper(

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
 from simple_binlog.config import ALL_TARGETS, TableMirror
+from simple_binlog.errors import CdcMirrorError
 from webui import admin
 from webui.auth import (
     CSRF_FIELD,
@@ -34,7 +35,7 @@ from webui.auth import (
 from webui.context import WebContext, context, db_session
 from webui.models import ApiToken, AuditEntry, Instance, MetricSample, User
 from webui.monitoring import PANELS, load_series, render_svg
-from webui.replay import FINAL_STATES, ReplayRequest
+from webui.replay import FINAL_STATES, ReplayRequest, ReplayStatus
 from webui.schemas import InstanceIn, TokenIn, UserIn
 from webui.security import new_csrf_token
 
@@ -230,14 +231,21 @@ async def logout(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
 
 @router.get("/")
 def overview(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
-    runs = ctx.replays.runs()
+    try:
+        running: list[ReplayStatus] | None = [
+            r for r in ctx.replays.runs() if r.state not in FINAL_STATES
+        ]
+        replay_problem = None
+    except CdcMirrorError as exc:  # the overview still shows the rest
+        running, replay_problem = None, str(exc)
     return render(
         request,
         "overview.html",
         who,
         instances=admin.list_instances(db),
         mirrors=admin.list_table_mirrors(db),
-        running=[r for r in runs if r.state not in FINAL_STATES],
+        running=running,
+        replay_problem=replay_problem,
         samples=db.scalar(select(func.count()).select_from(MetricSample)) or 0,
         audit=list(db.scalars(select(AuditEntry).order_by(AuditEntry.id.desc()).limit(5))),
     )
@@ -602,7 +610,9 @@ def start_replay_form(
         status = start_replay_audited(db, ctx, who, ReplayRequest.model_validate(values))
     except ValidationError as exc:
         errors = admin.validation_messages(exc)
-    except (admin.Problems, admin.NotFound) as exc:
+    except admin.Problems as exc:
+        errors = exc.messages
+    except CdcMirrorError as exc:  # no such instance, Kafka or MySQL unreachable, …
         errors = [str(exc)]
     else:
         return _see(f"/replays/{quote(status.run_id)}")

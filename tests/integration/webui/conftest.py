@@ -19,3 +19,15 @@ def mariadb(settings: Settings) -> Iterator[Settings]:
     yield settings
     if done.get("mariadb") == "started":
         stack.down(["mariadb"])
+
+
+@pytest.fixture(scope="session")
+def replay_stack(mariadb: Settings) -> Iterator[Settings]:
+    """MariaDB and Kafka: what a real replay (mock_replay) reads and publishes to."""
+    from stack.manager import LocalStack
+
+    stack = LocalStack(mariadb)
+    done = stack.up(["kafka"])
+    yield mariadb
+    if done.get("kafka") == "started":
+        stack.down(["kafka"])

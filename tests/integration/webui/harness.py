@@ -163,3 +163,16 @@ def chromium_executable() -> str:
     if not found:
         pytest.fail("apt-get installed chromium but no 'chromium' executable is on PATH.")
     return found
+
+
+def fill_rows(settings: Settings, table: ShardedTable, rows_per_table: int) -> int:
+    """Rows with ids 1..n in every ``orders_*`` shard table; returns the total."""
+    with mariadb_admin(settings) as conn, conn.cursor() as cursor:
+        for schema in table.schemas:
+            for name in ("orders_00", "orders_01"):
+                cursor.executemany(
+                    f"INSERT INTO {schema}.{name} (id, user_id, amount, created_at) "
+                    "VALUES (%s, %s, %s, NOW(6))",
+                    [(i, i % 97, f"{i}.25") for i in range(1, rows_per_table + 1)],
+                )
+    return rows_per_table * 2 * len(table.schemas)
