@@ -91,6 +91,7 @@ class MirrorConsumer:
         self._last_warned: dict[int, float] = {}
         self._dead_letter_errors: list[str] = []
         self.batches = 0
+        self.assignment: set[tuple[str, int]] = set()  # (topic, partition) owned now
 
     # -- lifecycle ----------------------------------------------------------------------------
     def run(self) -> None:
@@ -106,7 +107,10 @@ class MirrorConsumer:
         producer["error_cb"] = self._on_client_error
         self._producer = Producer(producer)
         self._consumer.subscribe(
-            list(self._instance_by_topic), on_revoke=self._on_revoke, on_lost=self._on_lost
+            list(self._instance_by_topic),
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
         )
         log.info(
             "mirror → %s: consuming %s in group %s",
@@ -299,17 +303,23 @@ class MirrorConsumer:
             self._dead_letter_errors.append(error.str())
 
     # -- rebalance and client errors ----------------------------------------------------------
+    def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.assignment |= {(p.topic, p.partition) for p in partitions}
+        log.info("mirror → %s: %d partitions assigned", self._target, len(partitions))
+
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info(
             "mirror → %s: %d partitions revoked; committing first", self._target, len(partitions)
         )
         self._flush()
+        self.assignment -= {(p.topic, p.partition) for p in partitions}
 
     def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         lost = {(p.topic, p.partition) for p in partitions}
         # They cannot be committed any more; their new owner reads them again from the last
         # commit, so they are not lost, only not ours.
         self._pending = [r for r in self._pending if (r.topic, r.partition) not in lost]
+        self.assignment -= lost
         log.warning("mirror → %s: %d partitions lost", self._target, len(partitions))
 
     def _on_client_error(self, error: KafkaError) -> None:

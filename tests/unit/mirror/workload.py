@@ -25,7 +25,8 @@ EXTRA_TYPES = {**BASE_TYPES, "extra": "int(11)"}
 
 
 def table_mirror(**overrides: object) -> TableMirror:
-    return TableMirror(db_prefix="shop", table_prefix="orders", **overrides)  # type: ignore[arg-type]
+    fields: dict[str, object] = {"db_prefix": "shop", "table_prefix": "orders", **overrides}
+    return TableMirror(**fields)  # type: ignore[arg-type]
 
 
 @dataclass
