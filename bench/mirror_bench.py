@@ -3,8 +3,9 @@
     .venv/bin/python -m bench.mirror_bench [--changes 1000000] [--keys 100000] [--batch 5000]
                                            [--only redis|warehouse]
 
-Changes: ``--changes`` row changes (80 % updates/inserts, 10 % deletes, 10 % replays of an
-older offset, which the guard must reject) over ``--keys`` keys of one logical table with 8
+Changes: ``--changes`` row changes (80 % writes, 10 % deletes, 10 % carrying an offset up to
+50,000 lower than the stream's, as a replay would; those older than the key's stored offset
+are rejected by the guard) over ``--keys`` keys of one logical table with 8
 columns (BIGINT UNSIGNED key, DECIMAL, VARCHAR, ENUM, DATETIME(3), TIMESTAMP(6), INT, DOUBLE),
 applied in batches of ``--batch`` (``mirror.batch_size``).
 
