@@ -174,8 +174,10 @@ class WriterProcess:
         self._log.close()
 
     def stop(self, timeout_s: float = 120.0) -> int:
+        # SIGTERM to the Python driver only, as a supervisor stopping the main process does:
+        # the driver stops the query and then its JVM.
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.send_signal(signal.SIGTERM)
         try:
             code = self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:

@@ -31,7 +31,7 @@ from tests.integration.stream_writer.harness import (
 
 FULL = os.environ.get("CDC_TEST_STREAM_WRITER_FULL") == "1"
 KILLS = 10 if FULL else 2
-PER_PHASE = 1_500 if FULL else 900
+PER_PHASE = 1_500 if FULL else 700
 # 2024-03-01T00:00:00Z; one message a minute spans days.
 START_MS = 1_709_251_200_000
 PHASES = ("staging", "manifest", "committed")
@@ -75,7 +75,7 @@ def _at_phase(env: WriterEnv, phase: str, committed_before: int) -> bool:
 def test_each_message_exactly_once_after_repeated_kill9(
     local_stack: Settings, topic: str, tmp_path: Path
 ) -> None:
-    env = WriterEnv.create(tmp_path, topic, max_offsets_per_trigger=300, trigger_interval_s=1)
+    env = WriterEnv.create(tmp_path, topic, max_offsets_per_trigger=400, trigger_interval_s=1)
     rng = random.Random(5)
     produced = []
     next_id = 1

@@ -1,0 +1,65 @@
+"""Pure parts of the entry point: topics, writer name, checkpoint, Kafka options, settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simple_binlog.config import MySQLInstance, Settings, StreamWriterSettings
+from simple_binlog.errors import ConfigError
+from stream_writer.job import kafka_options, plan_run
+
+
+def _settings(**stream_writer: object) -> Settings:
+    return Settings(
+        instances=[
+            MySQLInstance(name="local", host="127.0.0.1"),
+            MySQLInstance(name="orders", host="127.0.0.1"),
+        ],
+        stream_writer=StreamWriterSettings(**stream_writer),  # type: ignore[arg-type]
+        spark={"lake_dir": Path("/lake")},  # type: ignore[arg-type]
+    )
+
+
+def test_instances_give_topics_name_and_checkpoint() -> None:
+    run = plan_run(_settings(), ["orders", "local"], [], None)
+    assert run.topics == ["cdc.binlog.orders", "cdc.binlog.local"]
+    assert run.name == "local+orders"
+    assert run.paths.checkpoint_dir == Path("/lake/_stream_writer/local+orders/checkpoint")
+    assert run.paths.ready_dir == Path("/lake/_ready/local+orders")
+
+
+def test_all_instances_by_default_and_unknown_instance_is_one_sentence() -> None:
+    assert plan_run(_settings(), [], [], None).topics == ["cdc.binlog.local", "cdc.binlog.orders"]
+    with pytest.raises(ConfigError, match="no MySQL instance named 'nope'"):
+        plan_run(_settings(), ["nope"], [], None)
+
+
+def test_configured_name_and_checkpoint_win() -> None:
+    settings = _settings(name="lake-a", checkpoint_dir=Path("/ckpt"))
+    run = plan_run(settings, [], ["t1"], None)
+    assert (run.name, run.topics, run.paths.checkpoint_dir) == ("lake-a", ["t1"], Path("/ckpt"))
+
+
+def test_kafka_options_read_committed_from_earliest_with_a_batch_cap() -> None:
+    options = kafka_options(_settings(max_offsets_per_trigger=1234), ["a", "b"])
+    assert options["kafka.isolation.level"] == "read_committed"
+    assert options["startingOffsets"] == "earliest"
+    assert options["subscribe"] == "a,b"
+    assert options["maxOffsetsPerTrigger"] == "1234"
+    assert options["failOnDataLoss"] == "true"
+    assert "maxOffsetsPerTrigger" not in kafka_options(_settings(max_offsets_per_trigger=0), ["a"])
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "fragment"),
+    [
+        ("time_zone", "Mars/Olympus", "not a known time zone"),
+        ("database", "Bad-Name", "must be a Hive name"),
+        ("trigger_interval_s", 0, "greater than 0"),
+    ],
+)
+def test_bad_settings_are_refused(field: str, value: object, fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        StreamWriterSettings(**{field: value})  # type: ignore[arg-type]
