@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from simple_binlog.config import MirrorTarget, TableMirror
-from simple_binlog.errors import ContractError
+from simple_binlog.errors import ConfigError, ContractError
 from simple_binlog.message import EventType, SimpleBinlog
 from simple_binlog.routing import ShardRouter
 from simple_binlog.values import JsonScalar
@@ -67,8 +67,13 @@ class ChangeRouter:
     def table_for(self, instance: str, schema: str, table: str) -> TableMirror | None:
         cache_key = (instance, schema, table)
         if cache_key not in self._cache:
-            logical = self._router.route(schema, table).name
-            self._cache[cache_key] = self._tables.get((instance, logical))
+            try:
+                logical = self._router.route(schema, table).name
+            except ConfigError:
+                # No shard rule names it, so no table mirror can be configured for it.
+                self._cache[cache_key] = None
+            else:
+                self._cache[cache_key] = self._tables.get((instance, logical))
         return self._cache[cache_key]
 
     def route(self, instance: str, message: SimpleBinlog) -> Routed:

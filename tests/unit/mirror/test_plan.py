@@ -49,6 +49,11 @@ def test_unconfigured_table_and_other_target_are_skipped_not_errors() -> None:
     assert routed.skipped and routed.changes == ()
     other = ChangeRouter([table_mirror()], ROUTER, "redis")
     assert other.route("local", _message(EventType.INSERT, {"id": 1}, schema="crm_01")).skipped
+    # A table no shard rule names cannot be configured: skipped, not an error.
+    strict = ChangeRouter(
+        [table_mirror()], ShardRouter([ShardRule(schema_pattern=r"^(?P<db>shop)_\d+$")]), "redis"
+    )
+    assert strict.route("local", _message(EventType.INSERT, {"id": 1}, schema="crm")).skipped
     # Same logical name on another instance is another table.
     assert other.route("other", _message(EventType.INSERT, {"id": 1})).skipped
 
