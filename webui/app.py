@@ -189,6 +189,8 @@ _HEADINGS = {
 def serve(settings: Settings, host: str | None = None, port: int | None = None) -> None:
     import uvicorn  # noqa: PLC0415
 
+    # The scraper's every request would otherwise be an INFO line.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     app = create_app(settings)
     bind_host = host or settings.webui.host
     bind_port = settings.webui.port if port is None else port

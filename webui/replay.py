@@ -60,8 +60,10 @@ class ReplayStatus(BaseModel):
 
     @property
     def percent(self) -> float | None:
+        if self.state == "succeeded":
+            return 100.0
         if not self.rows_total:
-            return 100.0 if self.state == "succeeded" else None
+            return None
         return min(100.0, 100.0 * self.rows_done / self.rows_total)
 
 

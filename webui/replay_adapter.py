@@ -18,10 +18,15 @@ import threading
 from collections.abc import Callable
 from datetime import date
 
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
 from mock_replay import api as mock_api
 from mock_replay.errors import ReplayError
+from mock_replay.publish import progress_topic
 from simple_binlog.config import MySQLInstance, Settings
-from simple_binlog.errors import CdcMirrorError
+from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
+from simple_binlog.kafka import admin_config
 from webui.replay import ReplayNotFoundError, ReplayRequest, ReplayState, ReplayStatus
 
 log = logging.getLogger(__name__)
@@ -75,30 +80,55 @@ class MockReplayService:
         return run_id
 
     def status(self, run_id: str) -> ReplayStatus:
-        with self._lock:
-            service = self._started_by.get(run_id)
-        try:
-            return _status((service or self._service()).status(run_id))
-        except ReplayError as exc:
-            if "no replay run" in str(exc):
-                raise ReplayNotFoundError(f"no replay run {run_id!r}.") from exc
-            raise
+        return _status(self._find(run_id)[0])
 
     def cancel(self, run_id: str) -> ReplayStatus:
-        with self._lock:
-            service = self._started_by.get(run_id)
-        try:
-            (service or self._service()).cancel(run_id)
-        except ReplayError as exc:
-            if "no replay run" in str(exc):
-                raise ReplayNotFoundError(f"no replay run {run_id!r}.") from exc
-            raise
+        run, service = self._find(run_id)
+        service.cancel(run_id, run.spec.instance)
         return self.status(run_id)
 
+    def _find(self, run_id: str) -> tuple[mock_api.RunStatus, mock_api.ReplayService]:
+        """The run and the service to act on it: the one that started it, if it was here."""
+        with self._lock:
+            service = self._started_by.get(run_id)
+        if service is not None:
+            return service.status(run_id), service
+        existing = self._progress_topics()
+        names = [i.name for i, _ in self._instances()]
+        replayed = [n for n in names if progress_topic(self._settings.kafka, n) in existing]
+        if replayed:
+            service = self._service()
+            for name in replayed:
+                try:
+                    return service.status(run_id, name), service
+                except ReplayError as exc:
+                    if "no replay run" not in str(exc):
+                        raise
+        raise ReplayNotFoundError(f"no replay run {run_id!r}.")
+
     def runs(self) -> list[ReplayStatus]:
-        if not self._instances():
+        names = [instance.name for instance, _ in self._instances()]
+        existing = self._progress_topics()
+        # An instance never replayed has no progress topic yet; mock_replay cannot read a
+        # topic that does not exist, and there is nothing to read.
+        replayed = [n for n in names if progress_topic(self._settings.kafka, n) in existing]
+        if not replayed:
             return []
-        return [_status(run) for run in self._service().runs()]
+        service = self._service()
+        found = [run for name in replayed for run in service.runs(name)]
+        found.sort(key=lambda run: run.spec.created_ms, reverse=True)
+        return [_status(run) for run in found]
+
+    def _progress_topics(self) -> set[str]:
+        client = AdminClient(admin_config(self._settings.kafka))
+        try:
+            metadata = client.list_topics(timeout=10)
+        except KafkaException as exc:
+            raise ServiceUnavailableError(
+                f"Kafka at {self._settings.kafka.bootstrap_servers} cannot list topics to find "
+                f"replay progress ({exc.args[0].str() if exc.args else exc})."
+            ) from exc
+        return set(metadata.topics)
 
 
 def _status(run: mock_api.RunStatus) -> ReplayStatus:
@@ -117,7 +147,8 @@ def _status(run: mock_api.RunStatus) -> ReplayStatus:
         ),
         state=state,
         rows_done=run.rows_done,
-        rows_total=run.estimated_rows or None,
+        # The estimate comes from table statistics; once done, the real count is known.
+        rows_total=run.rows_done if state == "succeeded" else (run.estimated_rows or None),
         started_at=spec.created_ms / 1000,
         finished_at=(run.state.updated_ms / 1000) if final and run.state else None,
         error=run.state.error if run.state else None,

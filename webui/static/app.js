@@ -19,10 +19,12 @@
       setTimeout(poll, 3000);
       return;
     }
-    const percent = status.rows_total ? Math.min(100, 100 * status.rows_done / status.rows_total)
-                                      : (status.state === "succeeded" ? 100 : 0);
+    // rows_total is an estimate from table statistics while running; a finished run is 100 %.
+    const percent = status.state === "succeeded" ? 100
+      : (status.rows_total ? Math.min(100, 100 * status.rows_done / status.rows_total) : 0);
     document.getElementById("replay-bar").value = percent;
     text("replay-rows", String(status.rows_done));
+    if (status.rows_total) text("replay-total", String(status.rows_total));
     text("replay-percent", percent.toFixed(0));
     const state = document.getElementById("replay-state");
     state.textContent = status.state;

@@ -3,14 +3,15 @@
 metrics scraped from a real Prometheus endpoint. Screenshots go to
 ``var/test-artifacts/webui/``.
 
-Replays in the served admin are the shipped simulation (mock_replay has no API in this
-build); the page's live progress is what is tested.
+The replay is the real one (mock_replay reading MariaDB and publishing to Kafka), slowed by
+its rate limit so the page's live progress can be seen moving.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from tests.integration.webui.harness import (
     ARTIFACTS,
     Server,
     chromium_executable,
+    fill_rows,
     sharded_table,
     start_server,
     wait_for,
@@ -50,6 +52,8 @@ def served(tmp_path: Path, metrics_endpoint) -> Iterator[Server]:
             "CDC_MIRROR_WEBUI__INITIAL_ADMIN_PASSWORD": ADMIN_PASSWORD,
             "CDC_MIRROR_WEBUI__SCRAPE_TARGETS": json.dumps([{"name": "collector", "url": url}]),
             "CDC_MIRROR_WEBUI__SCRAPE_INTERVAL_S": "0.5",
+            # ~6,000 rows at 1,500 rows/s: a few seconds of visible progress.
+            "CDC_MIRROR_REPLAY__RATE_LIMIT": "1500",
         },
     )
     yield server
@@ -79,13 +83,15 @@ def shot(page: Page, name: str) -> None:
 
 
 def test_configure_replay_and_watch_in_chromium(
-    mariadb: Settings, served: Server, page: Page, metrics_endpoint
+    replay_stack: Settings, served: Server, page: Page, metrics_endpoint
 ):
     _, metrics = metrics_endpoint
     metrics.delay.labels("local").set(0.8)
     metrics.role.labels("local").set(1)
-    local = mariadb.instances[0]
-    with sharded_table(mariadb) as table:
+    local = replay_stack.instances[0]
+    instance = f"br{uuid.uuid4().hex[:8]}"  # its own Kafka topic
+    with sharded_table(replay_stack) as table:
+        fill_rows(replay_stack, table, 1500)
         # Log in (the first page redirects there).
         page.goto(served.url + "/instances")
         expect(page).to_have_url(re.compile(r"/login\?next="))
@@ -115,7 +121,7 @@ def test_configure_replay_and_watch_in_chromium(
         # An instance.
         page.click("header nav >> text=Instances")
         page.click("text=New instance")
-        page.fill("input[name=name]", "browser")
+        page.fill("input[name=name]", instance)
         page.fill("input[name=host]", "127.0.0.1")
         page.fill("input[name=port]", str(local.port))
         page.fill("input[name=user]", local.user)
@@ -124,13 +130,13 @@ def test_configure_replay_and_watch_in_chromium(
         shot(page, "02-new-instance")
         page.click("#instance-form button[type=submit]")
         expect(page).to_have_url(served.url + "/instances")
-        expect(page.locator("table")).to_contain_text("cdc.binlog.browser")
+        expect(page.locator("table")).to_contain_text(f"cdc.binlog.{instance}")
         assert local.password.get_secret_value() not in page.content()
 
         # A table mirror: a wrong key column is refused with a clear message, then fixed.
         page.click("header nav >> text=Table mirrors")
         page.click("text=New table mirror")
-        page.select_option("select[name=instance]", "browser")
+        page.select_option("select[name=instance]", instance)
         page.fill("input[name=db_prefix]", table.db_prefix)
         page.fill("input[name=table_prefix]", table.table_prefix)
         page.uncheck("input[name=targets][value=warehouse]")
@@ -154,12 +160,13 @@ def test_configure_replay_and_watch_in_chromium(
 
         # A replay, watched live until it finishes.
         page.click("header nav >> text=Replays")
-        page.select_option("select[name=instance]", "browser")
+        page.select_option("select[name=instance]", instance)
         page.fill("input[name=db_prefix]", table.db_prefix)
         page.fill("input[name=table_prefix]", table.table_prefix)
         page.fill("input[name=condition]", "id > 100")
+        page.fill("input[name=batch_size]", "250")
         page.click("#replay-form button[type=submit]")
-        expect(page).to_have_url(re.compile(r"/replays/[0-9a-f]+$"))
+        expect(page).to_have_url(re.compile(r"/replays/[0-9A-Za-z-]+$"))
         bar = page.locator("#replay-bar")
         seen = {float(bar.get_attribute("value") or 0)}
 
@@ -169,8 +176,9 @@ def test_configure_replay_and_watch_in_chromium(
 
         wait_for(progressed_midway, 20, "the progress bar to move without a reload")
         shot(page, "05-replay-running")
-        expect(page.locator("#replay-state")).to_have_text("succeeded", timeout=30_000)
+        expect(page.locator("#replay-state")).to_have_text("succeeded", timeout=90_000)
         assert float(bar.get_attribute("value") or 0) == 100
+        expect(page.locator("#replay-rows")).to_have_text(str((1500 - 100) * 4))
         expect(page.locator("#cancel-form")).to_have_count(0)
         shot(page, "06-replay-done")
         page.click("text=All replays")
@@ -200,7 +208,7 @@ def test_configure_replay_and_watch_in_chromium(
         page.click("header nav >> text=Audit log")
         audit = page.locator("table.audit")
         for expected in (
-            "instance browser",
+            f"instance {instance}",
             f"table_mirror {table.logical_name}",
             "replay",
             "api_token collector-eu",
