@@ -103,6 +103,9 @@ def baseline(settings: Settings, start: ServerPosition, stop: ServerPosition) ->
                              "password": instance.password.get_secret_value()},
         server_id=random.randrange(2_000_000_000, 2_100_000_000),
         auto_position=start.gtid, blocking=True, is_mariadb=True,
+        # Only the benchmark's rows count (other clients may write to the same server), and
+        # the library skips decoding other schemas' rows, as the collector's filter does.
+        only_schemas=[DB],
     )
     rows = 0
     began = time.perf_counter()
@@ -124,7 +127,12 @@ def collector_run(settings: Settings, start: ServerPosition, stop: ServerPositio
     )
     metrics = CollectorMetrics()
     halt = threading.Event()
-    collector = Collector(settings.instances[0], collector_settings, KafkaPublisher(kafka, "local"),
+    # An instance name and replica server id of the benchmark's own: a collector running on the
+    # same stack (a test, the demo) is neither fenced nor disconnected by this one.
+    instance = settings.instances[0].model_copy(
+        update={"name": f"bench-{uuid.uuid4().hex[:6]}", "replica_server_id": random.randrange(10**6, 2 * 10**6)}
+    )
+    collector = Collector(instance, collector_settings, KafkaPublisher(kafka, instance.name),
                           metrics, stop=halt)
     thread = threading.Thread(target=collector.run)
     began = time.perf_counter()

@@ -169,38 +169,52 @@ def messages_from_rows(
     offsets: OffsetGenerator,
     first_row: int = 0,
 ) -> list[SimpleBinlog]:
-    """The SimpleBinlog messages of one rows event from row ``first_row`` on (rows before it
-    were published before a restart), offsets assigned in row order."""
+    """The SimpleBinlog messages of one python-mysql-replication rows event from row
+    ``first_row`` on (rows before it were published before a restart)."""
     event_type = _EVENT_TYPES.get(event_class)
     if event_type is None:
         raise ContractError(f"{event_class} is not a rows event.")
-    messages = []
-    for index, row in enumerate(rows[first_row:], start=first_row):
-        before: dict[str, JsonScalar] | None = None
+    images: list[tuple[dict[str, JsonScalar] | None, dict[str, JsonScalar]]] = []
+    for row in rows[first_row:]:
         if event_type is EventType.UPDATE:
             before = encode_row(table, row["before_values"], row.get("before_none_sources", {}))
-            content = encode_row(table, row["after_values"], row.get("after_none_sources", {}))
+            after = encode_row(table, row["after_values"], row.get("after_none_sources", {}))
+            images.append((before, after))
         else:
-            content = encode_row(table, row["values"], row.get("none_sources", {}))
-        messages.append(
-            SimpleBinlog(
-                binlog_offset=offsets.next(context.timestamp),
-                execute_time=context.timestamp * 1000,
-                event_type=event_type,
-                schema_name=table.schema,
-                table_name=table.table,
-                source=Source.BINLOG,
-                content=content,
-                column_types=table.column_types,
-                primary_keys=table.primary_keys,
-                before_content=before,
-                position=BinlogPosition(
-                    server_id=context.server_id,
-                    file=context.file,
-                    pos=context.pos,
-                    row_index=index,
-                    gtid=context.gtid,
-                ),
-            )
+            images.append((None, encode_row(table, row["values"], row.get("none_sources", {}))))
+    return build_messages(event_type, images, table, context, offsets, first_row)
+
+
+def build_messages(
+    event_type: EventType,
+    images: list[tuple[dict[str, JsonScalar] | None, dict[str, JsonScalar]]],
+    table: TableSchema,
+    context: EventContext,
+    offsets: OffsetGenerator,
+    first_row: int = 0,
+) -> list[SimpleBinlog]:
+    """Messages for decoded row images ``(before image of an UPDATE, content)`` of one rows
+    event, the first of them being row ``first_row``; offsets assigned in row order."""
+    execute_time = context.timestamp * 1000
+    return [
+        SimpleBinlog(
+            binlog_offset=offsets.next(context.timestamp),
+            execute_time=execute_time,
+            event_type=event_type,
+            schema_name=table.schema,
+            table_name=table.table,
+            source=Source.BINLOG,
+            content=content,
+            column_types=table.column_types,
+            primary_keys=table.primary_keys,
+            before_content=before,
+            position=BinlogPosition(
+                server_id=context.server_id,
+                file=context.file,
+                pos=context.pos,
+                row_index=index,
+                gtid=context.gtid,
+            ),
         )
-    return messages
+        for index, (before, content) in enumerate(images, start=first_row)
+    ]

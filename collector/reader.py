@@ -17,11 +17,14 @@ from typing import Any
 
 import pymysql
 
-from collector.decoding import EventContext, TableSchema, fix_reader_quirks, messages_from_rows
-from collector.schema import load_table_schema
+from collector import binlog_events as ev
+from collector.binlog_stream import BinlogStream
+from collector.decoding import EventContext, TableSchema, build_messages
+from collector.row_decoder import TableDecoders
+from collector.schema import BinlogTableSchemas, load_table_schema
 from simple_binlog.config import MySQLInstance
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
-from simple_binlog.message import SimpleBinlog
+from simple_binlog.message import EventType, SimpleBinlog
 from simple_binlog.offsets import OffsetGenerator
 
 log = logging.getLogger(__name__)
@@ -69,9 +72,11 @@ def server_position(cursor: Any) -> ServerPosition:
     return ServerPosition(str(row[0]), int(row[1]), str(cursor.fetchone()[0]))
 
 
-def _events(reader: Any, instance: MySQLInstance) -> Iterator[Any]:
+def _events(
+    stream: BinlogStream, instance: MySQLInstance
+) -> Iterator[tuple[ev.EventHeader, bytes]]:
     try:
-        yield from reader
+        yield from stream
     except pymysql.MySQLError as exc:
         raise ServiceUnavailableError(
             f"the binlog stream of MySQL instance {instance.name!r} broke ({exc.args[-1]})."
@@ -105,52 +110,40 @@ def read_range(
     only_schemas: list[str] | None = None,
     schemas: SchemaCache | None = None,
 ) -> Iterator[SimpleBinlog]:
-    """Every row change after ``start_gtid`` up to ``stop``, in binlog order.
+    """Every row change after ``start_gtid`` up to ``stop``, in binlog order, decoded like
+    the collector decodes (``collector.row_decoder``).
 
     Uses a replica server id of its own (the server drops an older connection with the same
     id), so a bounded read never disturbs a running collector.
     """
-    from pymysqlreplication import BinLogStreamReader  # noqa: PLC0415
-    from pymysqlreplication.event import MariadbGtidEvent  # noqa: PLC0415
-    from pymysqlreplication.row_event import (  # noqa: PLC0415
-        DeleteRowsEvent,
-        UpdateRowsEvent,
-        WriteRowsEvent,
+    lookup = schemas or SchemaCache(instance)
+    decoders = TableDecoders(
+        BinlogTableSchemas(lookup.get),
+        lambda schema, _table: only_schemas is None or schema in only_schemas,
     )
-
-    fix_reader_quirks()
-    schemas = schemas or SchemaCache(instance)
-    reader = BinLogStreamReader(
-        connection_settings={
-            "host": instance.host,
-            "port": instance.port,
-            "user": instance.user,
-            "password": instance.password.get_secret_value(),
-        },
-        server_id=_ONE_OFF_SERVER_IDS.randrange(2_000_000_000, 2_100_000_000),
-        auto_position=start_gtid,
-        # Blocking: MariaDB resets a non-blocking GTID dump part-way through an active binlog
-        # (seen on 10.11). The reader stops at ``stop`` itself, which the server has reached.
-        blocking=True,
-        is_mariadb=True,
+    stream = BinlogStream(
+        instance, _ONE_OFF_SERVER_IDS.randrange(2_000_000_000, 2_100_000_000), start_gtid
     )
     gtid: str | None = None
     try:
-        for event in _events(reader, instance):
-            here = (reader.log_file, reader.log_pos)
+        for header, body in _events(stream, instance):
+            here = (stream.log_file, stream.log_pos)
             if here > (stop.file, stop.pos):
                 break
-            if isinstance(event, MariadbGtidEvent):
-                gtid = event.gtid
-            elif isinstance(event, WriteRowsEvent | UpdateRowsEvent | DeleteRowsEvent) and (
-                only_schemas is None or event.schema in only_schemas
-            ):
-                context = EventContext.of(event, reader, gtid)
-                table = schemas.get(event.schema, event.table)
-                yield from messages_from_rows(
-                    type(event).__name__, event.rows, table, context, offsets
-                )
+            if header.type == ev.MARIADB_GTID:
+                gtid = ev.mariadb_gtid(body, header.server_id)
+            elif header.type == ev.TABLE_MAP:
+                decoders.on_table_map(body)
+            elif header.type in ev.ROWS_EVENTS:
+                decoder = decoders.for_rows(body)
+                if decoder is not None:
+                    context = EventContext(
+                        header.server_id, stream.log_file, stream.log_pos, header.timestamp, gtid
+                    )
+                    event_type = EventType(ev.ROWS_EVENTS[header.type])
+                    images = decoder.rows(body, header.type)
+                    yield from build_messages(event_type, images, decoder.schema, context, offsets)
             if here >= (stop.file, stop.pos):
                 break
     finally:
-        reader.close()
+        stream.close()

@@ -21,18 +21,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pymysql
-from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import HeartbeatLogEvent, MariadbGtidEvent, QueryEvent, XidEvent
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from collector.decoding import EventContext, fix_reader_quirks, messages_from_rows
+from collector import binlog_events as ev
+from collector.binlog_stream import BinlogStream
+from collector.decoding import EventContext, TableSchema, build_messages
 from collector.metrics import CollectorMetrics
 from collector.position import CollectorPosition
 from collector.publisher import AbortedError, OversizedMessageError, Publisher
 from collector.reader import SchemaCache, connect, server_position
+from collector.row_decoder import Row, TableDecoders
 from collector.schema import BinlogTableSchemas
 from simple_binlog.config import CollectorSettings, MySQLInstance
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
+from simple_binlog.message import EventType
 from simple_binlog.offsets import OffsetGenerator, OffsetState
 
 log = logging.getLogger(__name__)
@@ -48,9 +49,6 @@ _TABLE_DDL = re.compile(
     r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?`?(?P<name>[\w$]+)`?(?:\.`?(?P<table>[\w$]+)`?)?",
     re.I | re.S,
 )
-
-
-_ROWS_EVENTS = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
 
 
 class TableFilter:
@@ -100,6 +98,8 @@ class Collector:
         self._epoch = epoch
         self._filter = TableFilter(settings.include, settings.exclude)
         self._schemas = BinlogTableSchemas(SchemaCache(instance).get)
+        self._decoders = TableDecoders(self._schemas, self._filter)
+        self._rows_children: dict[tuple[str, str], Any] = {}
         self.committed: CollectorPosition | None = None
         # Set once the publisher is started (earlier owners fenced): publishing from here on.
         self.started = threading.Event()
@@ -107,7 +107,6 @@ class Collector:
     # -- outer loop: reconnects --------------------------------------------------------------
     def run(self) -> None:
         """Publish until stopped. Raises for what a restart cannot cure (fencing, config)."""
-        fix_reader_quirks()
         self.committed = self._publisher.start() or self._initial_position()
         if self._stop.is_set():
             # Paused while fencing its predecessor and no longer the leader: publish nothing.
@@ -153,64 +152,80 @@ class Collector:
         offsets = OffsetGenerator(start.offset_state)
         progress = _Progress(start)
         gtid = ""
-        rows_in_transaction = 0
+        rows_in_transaction = 0  # rows of collected tables seen in this MySQL transaction
         skip = 0
-        reader = self._reader(start.gtid)
+        stream = BinlogStream(
+            self._instance, self._instance.replica_server_id, start.gtid, self._settings.heartbeat_s
+        )
         try:
-            for event in self._events(reader):
+            for header, body in self._events(stream):
                 if self._stop.is_set():
                     break
-                if isinstance(event, MariadbGtidEvent):
-                    gtid, rows_in_transaction = event.gtid, 0
-                    skip = start.rows_to_skip(gtid)
-                elif isinstance(event, _ROWS_EVENTS):
-                    first = max(0, skip - rows_in_transaction)
-                    rows_in_transaction += len(event.rows)
-                    if first >= len(event.rows) or not self._filter(event.schema, event.table):
+                kind = header.type
+                if kind in ev.ROWS_EVENTS:
+                    decoder = self._decoders.for_rows(body)
+                    if decoder is None:
                         continue
+                    images = decoder.rows(body, kind)
+                    first = max(0, skip - rows_in_transaction)
+                    rows_in_transaction += len(images)
+                    if first >= len(images):
+                        continue
+                    context = EventContext(
+                        header.server_id, stream.log_file, stream.log_pos, header.timestamp, gtid
+                    )
                     progress = self._publish_rows(
-                        event,
-                        reader,
-                        gtid,
-                        rows_in_transaction - len(event.rows),
+                        decoder.schema,
+                        EventType(ev.ROWS_EVENTS[kind]),
+                        images,
+                        context,
+                        rows_in_transaction - len(images),
                         first,
                         offsets,
                         progress,
                     )
-                elif isinstance(event, XidEvent) or (
-                    isinstance(event, QueryEvent) and self._ends_transaction(event)
+                elif kind == ev.TABLE_MAP:
+                    self._decoders.on_table_map(body)
+                elif kind == ev.MARIADB_GTID:
+                    gtid, rows_in_transaction = ev.mariadb_gtid(body, header.server_id), 0
+                    skip = start.rows_to_skip(gtid)
+                elif kind == ev.XID or (
+                    kind == ev.QUERY and self._ends_transaction(ev.query_event(body))
                 ):
                     progress.position = progress.position.after_transaction(
-                        gtid, reader.log_file, reader.log_pos
+                        gtid, stream.log_file, stream.log_pos
                     )
-                    self._metrics.observe_event_time(self._instance.name, event.timestamp)
+                    self._metrics.observe_event_time(self._instance.name, header.timestamp)
                     if (
                         time.monotonic() - progress.began
                         >= self._settings.commit_interval_ms / 1000
                     ):
                         progress = self._commit(progress)
-                elif isinstance(event, HeartbeatLogEvent) and (progress.position != self.committed):
+                elif kind == ev.HEARTBEAT and progress.position != self.committed:
                     progress = self._commit(progress)
+                elif kind in ev.MARIADB_COMPRESSED:
+                    raise ConfigError(
+                        f"MySQL instance {self._instance.name!r} writes compressed binlog events "
+                        "(log_bin_compress=ON), which the collector does not read; turn it off."
+                    )
             # Stopped: whatever is not committed is aborted by the caller. A collector that
             # lost its leadership must not commit, and a restart resumes from the last commit.
         finally:
-            reader.close()
+            stream.close()
 
     def _publish_rows(
         self,
-        event: Any,
-        reader: Any,
-        gtid: str,
+        table: TableSchema,
+        event_type: EventType,
+        images: list[tuple[Row | None, Row]],
+        context: EventContext,
         rows_before: int,
         first: int,
         offsets: OffsetGenerator,
         progress: _Progress,
     ) -> _Progress:
-        table = self._schemas.for_event(event)
-        context = EventContext.of(event, reader, gtid)
-        messages = messages_from_rows(
-            type(event).__name__, event.rows, table, context, offsets, first_row=first
-        )
+        messages = build_messages(event_type, images[first:], table, context, offsets, first)
+        gtid = context.gtid or ""
         for index, message in enumerate(messages, start=first):
             try:
                 self._publisher.add(message)
@@ -223,13 +238,30 @@ class Collector:
                 self._publisher.dead_letter(message, str(exc))
                 self._metrics.dead_letters.labels(self._instance.name).inc()
             progress.rows += 1
-            progress.position = progress.position.after_row(
-                gtid, rows_before + index + 1, context.file, context.pos, message.binlog_offset
-            )
-            self._metrics.rows.labels(self._instance.name, table.schema, table.table).inc()
             if progress.rows >= self._settings.max_rows_per_transaction:
+                progress.position = progress.position.after_row(
+                    gtid, rows_before + index + 1, context.file, context.pos, message.binlog_offset
+                )
                 progress = self._commit(progress)
+        if messages:
+            # The position after the event's last row, built once per event, not per row.
+            progress.position = progress.position.after_row(
+                gtid,
+                rows_before + first + len(messages),
+                context.file,
+                context.pos,
+                messages[-1].binlog_offset,
+            )
+        self._rows_metric(table).inc(len(messages))
         return progress
+
+    def _rows_metric(self, table: TableSchema) -> Any:
+        key = (table.schema, table.table)
+        child = self._rows_children.get(key)
+        if child is None:
+            child = self._metrics.rows.labels(self._instance.name, table.schema, table.table)
+            self._rows_children[key] = child
+        return child
 
     def _commit(self, progress: _Progress) -> _Progress:
         position = progress.position
@@ -238,13 +270,13 @@ class Collector:
         self._metrics.committed(self._instance.name, position)
         return _Progress(position)
 
-    def _ends_transaction(self, event: Any) -> bool:
+    def _ends_transaction(self, event: ev.QueryEvent) -> bool:
         """In a row binlog a query event is BEGIN, the COMMIT/ROLLBACK of non-transactional
         changes, or a DDL/DCL statement that is a transaction of its own."""
         query = event.query.strip()
         if query.upper() in ("BEGIN", "XA START", "XA END"):
             return False
-        schema = event.schema if isinstance(event.schema, str) else event.schema.decode()
+        schema = event.schema
         match = _TABLE_DDL.match(query)
         if match:
             self._on_table_ddl(schema, match)
@@ -254,12 +286,15 @@ class Collector:
         name, table = match.group("name"), match.group("table")
         if match.group("object").upper() in ("DATABASE", "SCHEMA"):
             self._schemas.forget(name)
+            self._decoders.forget()
             target = name
         elif table:
             self._schemas.forget(name, table)
+            self._decoders.forget()
             target = f"{name}.{table}"
         else:
             self._schemas.forget(schema, name)
+            self._decoders.forget()
             target = f"{schema}.{name}"
         # The statement's kind and target only: a DDL's text may carry literals worth hiding.
         log.info(
@@ -267,34 +302,9 @@ class Collector:
         )
 
     # -- the binlog connection -------------------------------------------------------------------
-    def _reader(self, gtid: str) -> Any:
-        return BinLogStreamReader(
-            connection_settings={
-                "host": self._instance.host,
-                "port": self._instance.port,
-                "user": self._instance.user,
-                "password": self._instance.password.get_secret_value(),
-                "connect_timeout": 10,
-            },
-            server_id=self._instance.replica_server_id,
-            auto_position=gtid,
-            blocking=True,
-            slave_heartbeat=self._settings.heartbeat_s,
-            is_mariadb=True,
-            only_events=[
-                MariadbGtidEvent,
-                XidEvent,
-                QueryEvent,
-                HeartbeatLogEvent,
-                WriteRowsEvent,
-                UpdateRowsEvent,
-                DeleteRowsEvent,
-            ],
-        )
-
-    def _events(self, reader: Any) -> Iterator[Any]:
+    def _events(self, stream: BinlogStream) -> Iterator[tuple[ev.EventHeader, bytes]]:
         try:
-            yield from reader
+            yield from stream
         except pymysql.MySQLError as exc:
             code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
             message = exc.args[-1] if exc.args else str(exc)
