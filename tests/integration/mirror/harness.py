@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -123,6 +125,7 @@ class MirrorProcess:
     env: dict[str, str]
     target: str
     log: Path
+    metrics_port: int = 0
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> MirrorProcess:
@@ -135,7 +138,7 @@ class MirrorProcess:
             "--target",
             self.target,
             "--metrics-port",
-            "0",
+            str(self.metrics_port),
         ]
         self.process = subprocess.Popen(
             command, cwd=ROOT, env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT
@@ -158,3 +161,14 @@ class MirrorProcess:
                 self.process.wait()
                 return -9
         return self.process.returncode
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode()

@@ -17,7 +17,7 @@ from mirror.consumer import dead_letter_topic
 from mirror.plan import ChangeRouter
 from simple_binlog.config import Settings
 from simple_binlog.routing import ShardRouter
-from tests.integration.mirror.harness import MirrorProcess, MirrorScene, wait_for
+from tests.integration.mirror.harness import MirrorProcess, MirrorScene, free_port, scrape, wait_for
 from tests.integration.mirror.targets import pg_connect
 from tests.unit.mirror.workload import LOGICAL, Workload
 
@@ -91,8 +91,10 @@ def test_kill9_mid_stream_then_restart_ends_equal_and_nothing_went_backwards(
         process = MirrorProcess(env, target, log).start()
         wait_for(lambda: len(sampler.seen) > progress + 300, 90, "progress after the restart")
         process.kill()
-        process = MirrorProcess(env, target, log).start()
+        port = free_port()
+        process = MirrorProcess(env, target, log, metrics_port=port).start()
         wait_for(lambda: scene.committed_lag(target) == 0, 120, "the group to commit everything")
+        metrics = scrape(port)
         assert process.stop() == 0
     finally:
         sampler.halt.set()
@@ -116,5 +118,11 @@ def test_kill9_mid_stream_then_restart_ends_equal_and_nothing_went_backwards(
     assert len(mine) >= 2
     assert {d["error"].split(" (")[0] for d in mine} >= {"a SimpleBinlog message is not valid JSON"}
     assert all(isinstance(d["offset"], int) and d["value"] for d in mine)
+    # The last process saw the rest of the stream (the replays of what the killed ones had
+    # applied but not committed are rejected as stale), and reports no lag.
+    assert f'cdc_mirror_rows_total{{table="{LOGICAL}",target="{target}"}}' in metrics
+    assert "cdc_mirror_freshness_seconds_count" in metrics
+    lags = [line for line in metrics.splitlines() if line.startswith("cdc_mirror_consumer_lag{")]
+    assert lags and all(line.endswith(" 0.0") for line in lags), lags
     text = log.read_text()
     assert "Traceback" not in text, text[-3000:]
