@@ -16,6 +16,8 @@ Value: one JSON document whose first member is the offset, always 20 digits::
 ``row`` holds the row (lossless SimpleBinlog values, projected to ``TableMirror.redis_columns``
 when set); a DELETE leaves a tombstone ``{"_offset":…,"_shard":…,"row":null}`` that expires
 after ``mirror.tombstone_ttl_s``. A row expires after ``TableMirror.redis_ttl_s`` if set.
+Schema evolution needs nothing here: ``row`` carries whatever columns the change had, so a new
+MySQL column appears with the row's next change (until then it is absent, read as NULL).
 
 Why a fixed-width string offset at a fixed place: binlogOffsets exceed 2^53 and Lua numbers
 are doubles, so the script compares the stored offset (``GETRANGE key 12 31``, no JSON

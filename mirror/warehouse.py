@@ -21,7 +21,9 @@ temporary staging table, then
 
 Schema evolution: a column a message carries that the table lacks is added
 (``ALTER TABLE … ADD COLUMN``) inside the batch's transaction, under an advisory lock so
-concurrent mirror processes do not race; no restart needed. Columns are never dropped or
+concurrent mirror processes do not race; no restart needed. Rows not changed since hold NULL
+there (an ADD COLUMN writes no row events, so a DEFAULT of MySQL's is not seen until the row
+changes). Columns are never dropped or
 retyped by the mirror (a MySQL type change that the old type cannot hold stops the batch with
 an error naming the table, and it is retried until an operator alters the column).
 
