@@ -186,11 +186,17 @@ _HEADINGS = {
 }
 
 
+def quiet_library_loggers() -> None:
+    """For entry points: the scraper's every request and Alembic's plugin set-up would
+    otherwise each be an INFO line."""
+    for name in ("httpx", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def serve(settings: Settings, host: str | None = None, port: int | None = None) -> None:
     import uvicorn  # noqa: PLC0415
 
-    # The scraper's every request would otherwise be an INFO line.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    quiet_library_loggers()
     app = create_app(settings)
     bind_host = host or settings.webui.host
     bind_port = settings.webui.port if port is None else port

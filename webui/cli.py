@@ -7,6 +7,7 @@ from pydantic import SecretStr, ValidationError
 from simple_binlog.config import Settings
 from simple_binlog.errors import ConfigError
 from webui import admin
+from webui.app import quiet_library_loggers
 from webui.db import database_url, make_engine, migrate, session_factory
 from webui.schemas import UserIn
 
@@ -19,6 +20,7 @@ def create_user(settings: Settings, username: str, role: str, password: str) -> 
         )
     except ValidationError as exc:
         raise ConfigError(" ".join(admin.validation_messages(exc))) from None
+    quiet_library_loggers()
     engine = make_engine(database_url(settings))
     try:
         migrate(engine)

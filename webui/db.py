@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -47,6 +45,10 @@ def make_engine(url: str) -> Engine:
 
 def migrate(engine: Engine) -> None:
     """Bring the schema to the newest revision (idempotent)."""
+    # Imported here: importing Alembic logs its plugin set-up, which entry points quiet first.
+    from alembic import command  # noqa: PLC0415
+    from alembic.config import Config  # noqa: PLC0415
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     try:
@@ -59,7 +61,7 @@ def migrate(engine: Engine) -> None:
         raise ServiceUnavailableError(
             f"the web admin's database ({where}) cannot be migrated: {reason}"
         ) from exc
-    log.info("admin database at the newest schema revision")
+    log.debug("admin database at the newest schema revision")
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
