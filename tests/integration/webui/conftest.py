@@ -31,3 +31,14 @@ def replay_stack(mariadb: Settings) -> Iterator[Settings]:
     yield mariadb
     if done.get("kafka") == "started":
         stack.down(["kafka"])
+
+
+@pytest.fixture(scope="session")
+def postgres(settings: Settings) -> Iterator[Settings]:
+    from stack.manager import LocalStack
+
+    stack = LocalStack(settings)
+    done = stack.up(["postgresql"])
+    yield settings
+    if done.get("postgresql") == "started":
+        stack.down(["postgresql"])
