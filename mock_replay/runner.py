@@ -29,7 +29,6 @@ from mock_replay.plan import (
     TokenBucket,
     chunk_query,
     decode_key,
-    encode_key,
     execute_time_ms,
 )
 from mock_replay.progress import (
@@ -270,22 +269,26 @@ class ReplayWorker:
         condition = self._prepared.conditions[shape.name]
         encoder = RowEncoder(shape, self._offset, self._execute_time)
         key = partition_key(shape.schema, shape.table)
-        last_raw = decode_key(shape, progress.last_key) if progress.last_key is not None else None
+        # The lower bound of the next chunk: the last published key, bound as the Python
+        # values its columns hold.
+        after = decode_key(shape, progress.last_key) if progress.last_key is not None else None
         self._on_progress(progress)
         while True:
             if self._cancel.is_set() or not self._guard.wait_until_calm():
                 self._publisher.publish([], progress.finished("cancelled"))
                 raise ReplayCancelled(f"replay run {spec.run_id} was cancelled.")
-            sql, params = chunk_query(shape, condition, last_raw, spec.batch_size)
+            sql, params = chunk_query(shape, condition, after, spec.batch_size)
             rows = self._source.read_chunk(sql, params, shape.name)
             if not rows:
                 progress = progress.finished("done")
                 self._publisher.publish([], progress)
                 self._on_progress(progress)
                 return progress
-            records = [(key, encoder.message(row).encode()) for row in rows]
-            last_raw = encoder.key_of(rows[-1])
-            progress = progress.advanced(tuple(encode_key(shape, last_raw)), len(rows))
+            contents = [encoder.content(row) for row in rows]
+            records = [(key, encoder.encode(content)) for content in contents]
+            last_key = encoder.key_of(contents[-1])
+            after = decode_key(shape, last_key)
+            progress = progress.advanced(last_key, len(rows))
             if len(rows) < spec.batch_size:
                 # A short chunk is the last one: "done" commits with its rows.
                 progress = progress.finished("done")

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pymysql
+import pymysql.converters
 import pymysql.cursors
+from pymysql.constants import FIELD_TYPE
 
 from mock_replay.errors import ReplayError
 from mock_replay.plan import IndexColumn, TableShape, choose_key
@@ -39,6 +41,24 @@ _INDEXES = """
 SELECT INDEX_NAME, COLUMN_NAME, NON_UNIQUE, NULLABLE FROM information_schema.STATISTICS
 WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY INDEX_NAME, SEQ_IN_INDEX
 """
+
+
+def _text_conversions() -> dict[int | type[Any], Callable[[Any], str] | Callable[[str], Any]]:
+    """pymysql's conversions, but DECIMAL and DATE/DATETIME/TIMESTAMP stay the server's text,
+    which is the contract's wire form already (``plan.TEXT_IS_WIRE``)."""
+    conversions: dict[int | type[Any], Callable[[Any], str] | Callable[[str], Any]] = dict(
+        pymysql.converters.conversions
+    )
+    for field_type in (
+        FIELD_TYPE.DECIMAL,
+        FIELD_TYPE.NEWDECIMAL,
+        FIELD_TYPE.DATE,
+        FIELD_TYPE.NEWDATE,
+        FIELD_TYPE.DATETIME,
+        FIELD_TYPE.TIMESTAMP,
+    ):
+        conversions[field_type] = str
+    return conversions
 
 
 def like_prefix(prefix: str) -> str:
@@ -108,6 +128,7 @@ class MySQLSource:
                     autocommit=True,
                     init_command="SET time_zone = '+00:00'",
                     charset="utf8mb4",
+                    conv=_text_conversions(),
                 )
             except pymysql.MySQLError as exc:
                 raise self._translate(exc, "connecting") from None

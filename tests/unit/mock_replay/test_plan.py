@@ -129,7 +129,17 @@ def test_a_row_becomes_a_mock_insert_in_the_collectors_wire_form() -> None:
         "tags": "a,c",
         "raw": "AP8=",
     }
-    assert encoder.key_of(_row()) == (7, "A-100")
+    assert encoder.key_of(message.content) == (7, "A-100")
+    assert encoder.encode(encoder.content(_row())) == encoder.message(_row()).encode()
+
+
+def test_server_text_of_decimal_and_datetimes_passes_as_the_wire_form() -> None:
+    encoder = RowEncoder(SHAPE, 1, 0)
+    as_text = ("7", "A-1", "12.30", 1.5, 5, "2026-11-21 23:59:59.123", b"\x05", "a", b"")
+    content = encoder.content((7, *as_text[1:]))
+    assert content["amount"] == "12.30" and content["paid_at"] == "2026-11-21 23:59:59.123"
+    assert content == {**encoder.content(_row()), "order_no": "A-1", "weight": 1.5, "tags": "a",
+                       "raw": "", "big": "5"}  # fmt: skip
 
 
 def test_fast_paths_fall_back_to_the_contract_encoder_for_other_python_types() -> None:
