@@ -28,6 +28,7 @@ from collector.publisher import KafkaPublisher
 from collector.reader import ServerPosition, connect, server_position
 from collector.service import Collector
 from simple_binlog.config import Settings, load_settings
+from simple_binlog.kafka import topic_name
 from stack.manager import LocalStack
 
 DB = "bench_collector"
@@ -119,24 +120,30 @@ def baseline(settings: Settings, start: ServerPosition, stop: ServerPosition) ->
     return rows, elapsed
 
 
-def collector_run(settings: Settings, start: ServerPosition, stop: ServerPosition) -> tuple[int, float]:
-    """The collector publishing the range into Kafka, exactly once, until it has committed it."""
+def start_collector(settings: Settings, start: ServerPosition):
+    """A collector publishing from ``start`` in a thread, into topics of its own."""
     kafka = settings.kafka.model_copy(update={"topic_prefix": f"bench{uuid.uuid4().hex[:6]}."})
     collector_settings = settings.collector.model_copy(
         update={"start": start.gtid, "include": [rf"{DB}\..*"]}
     )
-    metrics = CollectorMetrics()
-    halt = threading.Event()
     # An instance name and replica server id of the benchmark's own: a collector running on the
     # same stack (a test, the demo) is neither fenced nor disconnected by this one.
     instance = settings.instances[0].model_copy(
         update={"name": f"bench-{uuid.uuid4().hex[:6]}", "replica_server_id": random.randrange(10**6, 2 * 10**6)}
     )
+    metrics = CollectorMetrics()
+    halt = threading.Event()
     collector = Collector(instance, collector_settings, KafkaPublisher(kafka, instance.name),
                           metrics, stop=halt)
     thread = threading.Thread(target=collector.run)
-    began = time.perf_counter()
     thread.start()
+    return collector, metrics, halt, thread, topic_name(kafka, instance.name), kafka
+
+
+def collector_run(settings: Settings, start: ServerPosition, stop: ServerPosition) -> tuple[int, float]:
+    """The collector publishing the range into Kafka, exactly once, until it has committed it."""
+    began = time.perf_counter()
+    collector, metrics, halt, thread, _topic, _kafka = start_collector(settings, start)
     target = parse_gtid(stop.gtid.split(",")[0])[2]
     while True:
         committed = collector.committed
@@ -148,6 +155,60 @@ def collector_run(settings: Settings, start: ServerPosition, stop: ServerPositio
     thread.join()
     rows = int(sum(s.value for m in metrics.rows.collect() for s in m.samples if s.name.endswith("_total")))
     return rows, elapsed
+
+
+def latency(settings: Settings, seconds: float, rate: int) -> tuple[float, float, float, int]:
+    """MySQL commit → readable by a read_committed consumer, for single-row autocommits paced
+    at ``rate`` rows/s. Returns (p50 ms, p99 ms, achieved rows/s, rows)."""
+    import orjson
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    from simple_binlog.kafka import consumer_config
+
+    with _admin(settings) as conn, conn.cursor() as cursor:
+        start = server_position(cursor)
+    collector, _metrics, halt, thread, topic, kafka = start_collector(settings, start)
+    if not collector.started.wait(60):
+        raise SystemExit("the collector did not start within 60 s")
+    consumer = Consumer(consumer_config(kafka, group_id=f"bench-{uuid.uuid4().hex[:6]}"))
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    committed_at: dict[int, float] = {}
+    received_at: dict[int, float] = {}
+    total = int(seconds * rate)
+    done = threading.Event()
+
+    def receive() -> None:
+        while not done.is_set() and len(received_at) < total:
+            for record in consumer.consume(1000, 0.05):
+                if record.error() is None:
+                    received_at[int(orjson.loads(record.value())["content"]["id"])] = time.time()
+
+    receiver = threading.Thread(target=receive)
+    receiver.start()
+    rng = random.Random(3)
+    with _admin(settings) as conn, conn.cursor() as cursor:
+        began = time.perf_counter()
+        for key in range(1, total + 1):
+            # Pace: never ahead of the target rate.
+            ahead = key / rate - (time.perf_counter() - began)
+            if ahead > 0:
+                time.sleep(ahead)
+            cursor.execute(INSERT, _row(rng, 10**12 + key))
+            committed_at[10**12 + key] = time.time()
+        achieved = total / (time.perf_counter() - began)
+    deadline = time.monotonic() + 60
+    while len(received_at) < total and time.monotonic() < deadline:
+        time.sleep(0.05)
+    done.set()
+    receiver.join()
+    consumer.close()
+    halt.set()
+    thread.join()
+    delays = sorted((received_at[k] - committed_at[k]) * 1000 for k in committed_at if k in received_at)
+    if len(delays) < total:
+        raise SystemExit(f"only {len(delays)} of {total} rows arrived within 60 s")
+    return delays[len(delays) // 2], delays[int(len(delays) * 0.99)], achieved, total
 
 
 def machine() -> str:
@@ -167,6 +228,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--single-rows", type=int, default=20_000, help="workload A size (issue: 200000)")
     parser.add_argument("--transactions", type=int, default=100, help="workload B size (issue: 1000)")
+    parser.add_argument("--latency-seconds", type=float, default=10, help="length of the latency run (0: skip)")
+    parser.add_argument("--latency-rate", type=int, default=5000, help="rows/s written during the latency run")
     args = parser.parse_args()
     settings = load_settings()
     LocalStack(settings).up()
@@ -190,6 +253,10 @@ def main() -> None:
     for name, base_rows, base_rate, coll_rows, coll_rate in results:
         assert coll_rows == base_rows, f"{name}: collector published {coll_rows}, baseline read {base_rows}"
         print(f"{name:<44} {base_rows:>9,} {base_rate:>16,.0f} {coll_rate:>17,.0f} {coll_rate / base_rate:>6.2f}")
+    if args.latency_seconds > 0:
+        p50, p99, achieved, rows = latency(settings, args.latency_seconds, args.latency_rate)
+        print(f"latency MySQL commit -> readable (read_committed), {rows:,} single-row autocommits "
+              f"at {achieved:,.0f} rows/s (target {args.latency_rate:,}): p50 {p50:.0f} ms, p99 {p99:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,12 @@ class CollectorMetrics:
             labels,
             registry=self.registry,
         )
+        self.schema_changes = Counter(
+            "cdc_collector_schema_changes",
+            "Table and database DDL published to the schema-change topic.",
+            labels,
+            registry=self.registry,
+        )
         self.errors = Counter(
             "cdc_collector_errors", "Errors by kind.", [*labels, "kind"], registry=self.registry
         )

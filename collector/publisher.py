@@ -56,6 +56,10 @@ class Publisher(ABC):
         """Record a message that cannot be published, in the same transaction."""
 
     @abstractmethod
+    def schema_change(self, key: str, record: dict[str, Any]) -> None:
+        """Publish a DDL record (``collector.ddl``) in the open transaction."""
+
+    @abstractmethod
     def commit(self, position: CollectorPosition) -> None: ...
 
     @abstractmethod
@@ -74,6 +78,8 @@ class MemoryPublisher(Publisher):
         self.positions: list[CollectorPosition] = [position] if position else []
         self.pending: list[SimpleBinlog] = []
         self._pending_dead: list[tuple[SimpleBinlog, str]] = []
+        self.schema_changes: list[dict[str, Any]] = []
+        self._pending_changes: list[dict[str, Any]] = []
 
     def start(self) -> CollectorPosition | None:
         return self.positions[-1] if self.positions else None
@@ -84,14 +90,18 @@ class MemoryPublisher(Publisher):
     def dead_letter(self, message: SimpleBinlog, error: str) -> None:
         self._pending_dead.append((message, error))
 
+    def schema_change(self, key: str, record: dict[str, Any]) -> None:
+        self._pending_changes.append(record)
+
     def commit(self, position: CollectorPosition) -> None:
         self.committed += self.pending
         self.dead += self._pending_dead
+        self.schema_changes += self._pending_changes
         self.positions.append(position)
-        self.pending, self._pending_dead = [], []
+        self.abort()
 
     def abort(self) -> None:
-        self.pending, self._pending_dead = [], []
+        self.pending, self._pending_dead, self._pending_changes = [], [], []
 
     def close(self) -> None:
         self.abort()
@@ -107,6 +117,11 @@ def dead_letter_topic(settings: KafkaSettings, instance: str) -> str:
     return f"{topic_name(settings, instance)}.dead-letter"
 
 
+def schema_changes_topic(settings: KafkaSettings, instance: str) -> str:
+    """DDL of the instance in binlog order (one partition: one order for all tables)."""
+    return f"{topic_name(settings, instance)}.schema-changes"
+
+
 class KafkaPublisher(Publisher):
     def __init__(self, settings: KafkaSettings, instance: str, timeout_s: float = 60.0) -> None:
         self._settings = settings
@@ -115,6 +130,7 @@ class KafkaPublisher(Publisher):
         self._topic = topic_name(settings, instance)
         self._positions_topic = positions_topic(settings, instance)
         self._dead_topic = dead_letter_topic(settings, instance)
+        self._ddl_topic = schema_changes_topic(settings, instance)
         self._producer: Producer | None = None
         self._in_transaction = False
         self._delivery_errors: list[KafkaError] = []
@@ -124,6 +140,7 @@ class KafkaPublisher(Publisher):
     def start(self) -> CollectorPosition | None:
         ensure_topic(self._settings, self._topic)
         ensure_topic(self._settings, self._dead_topic)
+        ensure_topic(self._settings, self._ddl_topic, partitions=1)
         ensure_topic(self._settings, self._positions_topic, partitions=1, compacted=True)
         config = producer_config(
             self._settings,
@@ -175,6 +192,9 @@ class KafkaPublisher(Publisher):
             partition_key(message.schema_name, message.table_name),
             orjson.dumps(record),
         )
+
+    def schema_change(self, key: str, record: dict[str, Any]) -> None:
+        self._produce(self._ddl_topic, key.encode(), orjson.dumps(record))
 
     def commit(self, position: CollectorPosition) -> None:
         producer = self._require_producer()

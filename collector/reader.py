@@ -94,6 +94,9 @@ class SchemaCache:
         self._instance = instance
         self._schemas: dict[tuple[str, str], TableSchema] = {}
 
+    def clear(self) -> None:
+        self._schemas.clear()
+
     def get(self, schema: str, table: str) -> TableSchema:
         key = (schema, table)
         if key not in self._schemas:

@@ -79,6 +79,9 @@ class BinlogTableSchemas:
             self._cache[key] = schema
         return schema
 
+    def forget_all(self) -> None:
+        self._cache.clear()
+
     def forget(self, schema: str, table: str | None = None) -> None:
         """Drop cached entries after a DDL on the table (or the whole schema)."""
         for key in [k for k in self._cache if k[0] == schema and table in (None, k[1])]:

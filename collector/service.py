@@ -24,6 +24,7 @@ import pymysql
 
 from collector import binlog_events as ev
 from collector.binlog_stream import BinlogStream
+from collector.ddl import TRANSACTION_STARTS, TableDdl, parse_table_ddl
 from collector.decoding import EventContext, TableSchema, build_messages
 from collector.metrics import CollectorMetrics
 from collector.position import CollectorPosition
@@ -41,14 +42,6 @@ log = logging.getLogger(__name__)
 # MySQL/MariaDB errors that no reconnect can cure.
 _ACCESS_DENIED = {1045, 1044, 1227, 1142, 1143}
 _BINLOG_GONE = {1236}
-# Table and database DDL, whose tables' cached schemas must be dropped. Any other statement
-# (CREATE USER, GRANT, …) just ends its transaction; its text is never logged.
-_TABLE_DDL = re.compile(
-    r"^\s*(?:/\*.*?\*/\s*)*(?P<verb>ALTER|CREATE|DROP|RENAME|TRUNCATE)\s+(?:ONLINE\s+|IGNORE\s+|"
-    r"OR\s+REPLACE\s+|TEMPORARY\s+)*(?P<object>TABLE|TABLES|DATABASE|SCHEMA)\s+"
-    r"(?:IF\s+(?:NOT\s+)?EXISTS\s+)?`?(?P<name>[\w$]+)`?(?:\.`?(?P<table>[\w$]+)`?)?",
-    re.I | re.S,
-)
 
 
 class TableFilter:
@@ -97,7 +90,8 @@ class Collector:
         self._stop = stop or threading.Event()
         self._epoch = epoch
         self._filter = TableFilter(settings.include, settings.exclude)
-        self._schemas = BinlogTableSchemas(SchemaCache(instance).get)
+        self._lookup = SchemaCache(instance)
+        self._schemas = BinlogTableSchemas(self._lookup.get)
         self._decoders = TableDecoders(self._schemas, self._filter)
         self._rows_children: dict[tuple[str, str], Any] = {}
         self.committed: CollectorPosition | None = None
@@ -189,18 +183,10 @@ class Collector:
                 elif kind == ev.MARIADB_GTID:
                     gtid, rows_in_transaction = ev.mariadb_gtid(body, header.server_id), 0
                     skip = start.rows_to_skip(gtid)
-                elif kind == ev.XID or (
-                    kind == ev.QUERY and self._ends_transaction(ev.query_event(body))
-                ):
-                    progress.position = progress.position.after_transaction(
-                        gtid, stream.log_file, stream.log_pos
-                    )
-                    self._metrics.observe_event_time(self._instance.name, header.timestamp)
-                    if (
-                        time.monotonic() - progress.began
-                        >= self._settings.commit_interval_ms / 1000
-                    ):
-                        progress = self._commit(progress)
+                elif kind == ev.XID:
+                    progress = self._end_transaction(progress, gtid, stream, header)
+                elif kind == ev.QUERY:
+                    progress = self._on_query(body, header, stream, gtid, offsets, progress)
                 elif kind == ev.HEARTBEAT and progress.position != self.committed:
                     progress = self._commit(progress)
                 elif kind in ev.MARIADB_COMPRESSED:
@@ -270,36 +256,71 @@ class Collector:
         self._metrics.committed(self._instance.name, position)
         return _Progress(position)
 
-    def _ends_transaction(self, event: ev.QueryEvent) -> bool:
-        """In a row binlog a query event is BEGIN, the COMMIT/ROLLBACK of non-transactional
-        changes, or a DDL/DCL statement that is a transaction of its own."""
-        query = event.query.strip()
-        if query.upper() in ("BEGIN", "XA START", "XA END"):
-            return False
-        schema = event.schema
-        match = _TABLE_DDL.match(query)
-        if match:
-            self._on_table_ddl(schema, match)
-        return True
+    def _on_query(
+        self,
+        body: bytes,
+        header: ev.EventHeader,
+        stream: BinlogStream,
+        gtid: str,
+        offsets: OffsetGenerator,
+        progress: _Progress,
+    ) -> _Progress:
+        """BEGIN, or a statement that ends a transaction (COMMIT of non-transactional
+        changes, DDL, DCL); table and database DDL is published."""
+        query = ev.query_event(body)
+        if query.query.strip().upper() in TRANSACTION_STARTS:
+            return progress
+        ddl = parse_table_ddl(query.query, query.schema)
+        if ddl is not None:
+            self._on_table_ddl(ddl, header, stream, gtid, offsets)
+        return self._end_transaction(progress, gtid, stream, header)
 
-    def _on_table_ddl(self, schema: str, match: re.Match[str]) -> None:
-        name, table = match.group("name"), match.group("table")
-        if match.group("object").upper() in ("DATABASE", "SCHEMA"):
-            self._schemas.forget(name)
-            self._decoders.forget()
-            target = name
-        elif table:
-            self._schemas.forget(name, table)
-            self._decoders.forget()
-            target = f"{name}.{table}"
-        else:
-            self._schemas.forget(schema, name)
-            self._decoders.forget()
-            target = f"{schema}.{name}"
-        # The statement's kind and target only: a DDL's text may carry literals worth hiding.
-        log.info(
-            "DDL: %s %s %s", match.group("verb").upper(), match.group("object").upper(), target
+    def _end_transaction(
+        self, progress: _Progress, gtid: str, stream: BinlogStream, header: ev.EventHeader
+    ) -> _Progress:
+        """A MySQL transaction ended (XID, or a query event: COMMIT of non-transactional
+        changes, DDL, DCL): commit if the open Kafka transaction is old enough."""
+        progress.position = progress.position.after_transaction(
+            gtid, stream.log_file, stream.log_pos
         )
+        self._metrics.observe_event_time(self._instance.name, header.timestamp)
+        if time.monotonic() - progress.began >= self._settings.commit_interval_ms / 1000:
+            return self._commit(progress)
+        return progress
+
+    def _on_table_ddl(
+        self,
+        ddl: TableDdl,
+        header: ev.EventHeader,
+        stream: BinlogStream,
+        gtid: str,
+        offsets: OffsetGenerator,
+    ) -> None:
+        # Schemas looked up in information_schema may have changed with any DDL (RENAME
+        # moves tables across databases): forget them all; DDL is rare.
+        self._lookup.clear()
+        self._schemas.forget_all()
+        self._decoders.forget()
+        # The statement's kind and target only: the text may carry literals worth hiding.
+        log.info("DDL: %s %s %s", ddl.verb, ddl.object, ddl.target)
+        if not self._filter(ddl.schema, ddl.table or ""):
+            return
+        record = {
+            "version": 1,
+            # Where the DDL falls among the rows: after the row with this offset. It takes no
+            # offset of its own, so row offsets do not depend on which DDL is published.
+            "afterBinlogOffset": offsets.state.last_offset,
+            "executeTime": header.timestamp * 1000,
+            **ddl.to_json(),
+            "position": {
+                "serverId": header.server_id,
+                "file": stream.log_file,
+                "pos": stream.log_pos,
+                "gtid": gtid,
+            },
+        }
+        self._publisher.schema_change(ddl.target, record)
+        self._metrics.schema_changes.labels(self._instance.name).inc()
 
     # -- the binlog connection -------------------------------------------------------------------
     def _events(self, stream: BinlogStream) -> Iterator[tuple[ev.EventHeader, bytes]]:

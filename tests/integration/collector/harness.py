@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -169,8 +170,6 @@ class CollectorScene:
 
 
 def assert_exactly_once(received: list[SimpleBinlog], expected: list[SimpleBinlog]) -> None:
-    assert len(received) == len(expected), f"{len(received)} received, {len(expected)} expected"
-
     def identity(message: SimpleBinlog) -> tuple:
         return (
             message.binlog_offset,
@@ -179,7 +178,16 @@ def assert_exactly_once(received: list[SimpleBinlog], expected: list[SimpleBinlo
             tuple(sorted(message.content.items())),
         )
 
-    assert sorted(map(identity, received)) == sorted(map(identity, expected))
+    got, wanted = Counter(map(identity, received)), Counter(map(identity, expected))
+    duplicated = [(i, n) for i, n in got.items() if n > 1]
+    missing = sorted(wanted - got)
+    unexpected = sorted(got - wanted)
+    assert not (duplicated or missing or unexpected), (
+        f"{len(received)} received, {len(expected)} expected; duplicated {duplicated[:3]}, "
+        f"missing {missing[:3]} ({len(missing)}), unexpected {unexpected[:3]} ({len(unexpected)}); "
+        f"positions of the first unexpected: "
+        f"{[m.position for m in received if unexpected and identity(m) == unexpected[0]]}"
+    )
     per_table: dict[str, list[int]] = {}
     for message in received:
         per_table.setdefault(message.table_name, []).append(message.binlog_offset)

@@ -55,3 +55,56 @@ def test_rows_keep_the_schema_they_were_written_under(scene: CollectorScene) -> 
     assert delete_2[1] == {"id": 2, "label": "two", "extra": "2"}  # bigint unsigned now
     assert "t" not in delete_2[2]
     assert all(m.primary_keys == ("id",) for m in received)
+
+
+def test_ddl_is_published_in_order_with_secrets_redacted(scene: CollectorScene) -> None:
+    import uuid
+
+    import orjson
+    from confluent_kafka import Consumer
+
+    from collector.publisher import schema_changes_topic
+    from simple_binlog.kafka import consumer_config
+
+    with admin(scene.settings) as conn, conn.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {scene.db}.a (id, v) VALUES (10, 'x')")
+        cursor.execute(f"ALTER TABLE {scene.db}.a ADD COLUMN note VARCHAR(10) NULL")
+        cursor.execute(f"CREATE TABLE {scene.db}.n (id INT PRIMARY KEY)")
+        cursor.execute(f"RENAME TABLE {scene.db}.n TO {scene.db}.m")
+        cursor.execute(f"INSERT INTO {scene.db}.m VALUES (1)")
+        cursor.execute(
+            "CREATE USER IF NOT EXISTS 'ddl_probe'@'localhost' IDENTIFIED BY 'Secret-42'"
+        )
+        cursor.execute("DROP USER IF EXISTS 'ddl_probe'@'localhost'")
+        cursor.execute(f"DROP TABLE {scene.db}.m")
+    end = scene.position_now()
+    collector = scene.collector(39143).start()
+    collector.wait_for(lambda: reached(collector.committed_gtid(), end.gtid), "the collector")
+    collector.stop()
+
+    rows = sorted(scene.received(2), key=lambda m: m.binlog_offset)
+    kafka = scene.settings.kafka.model_copy(update={"topic_prefix": scene.prefix})
+    consumer = Consumer(consumer_config(kafka, group_id=f"test-{uuid.uuid4().hex[:8]}"))
+    consumer.subscribe([schema_changes_topic(kafka, scene.settings.instances[0].name)])
+    try:
+        records = [
+            orjson.loads(r.value()) for r in consumer.consume(100, 10.0) if r.error() is None
+        ]
+    finally:
+        consumer.close()
+
+    ours = [r for r in records if r["schemaName"] == scene.db]
+    assert [(r["verb"], r["object"], r["tableName"]) for r in ours] == [
+        ("ALTER", "TABLE", "a"),
+        ("CREATE", "TABLE", "n"),
+        ("RENAME", "TABLE", "n"),
+        ("DROP", "TABLE", "m"),
+    ]
+    alter = ours[0]
+    assert "ADD COLUMN note" in alter["statement"]
+    assert alter["afterBinlogOffset"] == rows[0].binlog_offset  # after the first insert
+    assert ours[2]["afterBinlogOffset"] == rows[0].binlog_offset
+    assert ours[3]["afterBinlogOffset"] == rows[1].binlog_offset  # after the insert into m
+    assert all(r["position"]["gtid"] for r in ours)
+    everything = b"".join(orjson.dumps(r) for r in records)
+    assert b"Secret-42" not in everything and b"ddl_probe" not in everything

@@ -55,11 +55,16 @@ def reference(settings: Settings, start: ServerPosition, stop: ServerPosition) -
     schemas = BinlogTableSchemas(SchemaCache(instance).get)
     offsets = OffsetGenerator()
     reader = BinLogStreamReader(
-        connection_settings={"host": instance.host, "port": instance.port,
-                             "user": instance.user,
-                             "password": instance.password.get_secret_value()},
+        connection_settings={
+            "host": instance.host,
+            "port": instance.port,
+            "user": instance.user,
+            "password": instance.password.get_secret_value(),
+        },
         server_id=random.randrange(2_000_000_000, 2_100_000_000),
-        auto_position=start.gtid, blocking=True, is_mariadb=True,
+        auto_position=start.gtid,
+        blocking=True,
+        is_mariadb=True,
     )
     messages, gtid = [], None
     try:
@@ -69,10 +74,15 @@ def reference(settings: Settings, start: ServerPosition, stop: ServerPosition) -
                 break
             if isinstance(event, MariadbGtidEvent):
                 gtid = event.gtid
-            elif isinstance(event, WriteRowsEvent | UpdateRowsEvent | DeleteRowsEvent) and event.schema == DB:
+            elif (
+                isinstance(event, WriteRowsEvent | UpdateRowsEvent | DeleteRowsEvent)
+                and event.schema == DB
+            ):
                 table = schemas.for_event(event)
                 context = EventContext.of(event, reader, gtid)
-                messages += messages_from_rows(type(event).__name__, event.rows, table, context, offsets)
+                messages += messages_from_rows(
+                    type(event).__name__, event.rows, table, context, offsets
+                )
             if here >= (stop.file, stop.pos):
                 break
     finally:
@@ -83,7 +93,9 @@ def reference(settings: Settings, start: ServerPosition, stop: ServerPosition) -
 def _normalised(document: dict) -> dict:
     # python-mysql-replication lists an empty label first among an ENUM's values (its index
     # 0, the invalid value), which the reference path spelled into the type: enum('','a',…).
-    types = {name: spec.replace("enum('',", "enum(") for name, spec in document["columnTypes"].items()}
+    types = {
+        name: spec.replace("enum('',", "enum(") for name, spec in document["columnTypes"].items()
+    }
     return {**document, "columnTypes": types}
 
 
@@ -93,14 +105,20 @@ def test_fast_decoder_equals_the_library(local_stack: Settings, admin) -> None:
         start = server_position(cursor)
         for values in every.ROWS:
             cursor.execute(f"INSERT INTO {DB}.every_type VALUES {values}")
-        cursor.execute(f"UPDATE {DB}.every_type SET id = id + 100, vc = 'moved', e = 'b' WHERE id < 100")
+        cursor.execute(
+            f"UPDATE {DB}.every_type SET id = id + 100, vc = 'moved', e = 'b' WHERE id < 100"
+        )
         cursor.execute(f"DELETE FROM {DB}.every_type WHERE id = 104")
-        cursor.execute(f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, a VARCHAR(300), n DECIMAL(30,10))")
+        cursor.execute(
+            f"CREATE TABLE {DB}.t (id INT PRIMARY KEY, a VARCHAR(300), n DECIMAL(30,10))"
+        )
         rng = random.Random(7)
         admin.begin()
         for key in range(500):
-            cursor.execute(f"INSERT INTO {DB}.t VALUES (%s, %s, %s)",
-                           (key, "x" * rng.randrange(300), f"{rng.uniform(-1e9, 1e9):.10f}"))
+            cursor.execute(
+                f"INSERT INTO {DB}.t VALUES (%s, %s, %s)",
+                (key, "x" * rng.randrange(300), f"{rng.uniform(-1e9, 1e9):.10f}"),
+            )
         admin.commit()
         cursor.execute(f"ALTER TABLE {DB}.t ADD COLUMN b INT UNSIGNED NULL AFTER id, DROP COLUMN a")
         cursor.execute(f"UPDATE {DB}.t SET b = id * 7, n = -n WHERE id % 3 = 0")
@@ -108,8 +126,10 @@ def test_fast_decoder_equals_the_library(local_stack: Settings, admin) -> None:
         stop = server_position(cursor)
 
     expected = reference(local_stack, start, stop)
-    fast = [m.to_json() for m in read_range(local_stack.instances[0], start.gtid, stop,
-                                            OffsetGenerator(), [DB])]
+    fast = [
+        m.to_json()
+        for m in read_range(local_stack.instances[0], start.gtid, stop, OffsetGenerator(), [DB])
+    ]
 
     assert len(expected) == 4 + 3 + 1 + 500 + 167 + 100
     assert len(fast) == len(expected)
