@@ -10,6 +10,8 @@ equivalent and are stored as ``-infinity``, a value no real date takes.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
+from functools import lru_cache, partial
 
 import orjson
 
@@ -76,26 +78,59 @@ def pg_type(spec: str | None) -> str:  # noqa: PLR0911
     return _SIMPLE[kind]
 
 
-def pg_text(spec: str | None, value: JsonScalar) -> str | None:  # noqa: PLR0911
-    """The PostgreSQL input text of a wire value, for COPY (None stays NULL)."""
-    if value is None:
-        return None
+TextConverter = Callable[[JsonScalar], "str | None"]
+
+
+def _plain(value: JsonScalar) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return repr(value)  # int: its digits; float: the shortest round-trip form
+
+
+def _unknown(value: JsonScalar) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return orjson.dumps(value).decode()
+
+
+def _date_like(value: JsonScalar) -> str | None:
+    if isinstance(value, str) and value.startswith("0000-00-00"):
+        return "-infinity"
+    return _plain(value)
+
+
+def _timestamp(value: JsonScalar) -> str | None:
+    if isinstance(value, str):
+        return "-infinity" if value.startswith("0000-00-00") else value + "+00"
+    return _plain(value)
+
+
+def _binary(length: int | None, value: JsonScalar) -> str | None:
+    if not isinstance(value, str):
+        return _plain(value)
+    raw = base64.b64decode(value)
+    if length is not None:
+        # The binlog drops BINARY(n)'s trailing zero bytes; the column holds n bytes.
+        raw = raw.ljust(length, b"\x00")
+    return "\\x" + raw.hex()
+
+
+@lru_cache(maxsize=4096)
+def text_converter(spec: str | None) -> TextConverter:
+    """The function turning wire values of one column type into PostgreSQL input text."""
     if spec is None:
-        return value if isinstance(value, str) else orjson.dumps(value).decode()
+        return _unknown
     column = parse_column_type(spec)
     kind = column.kind
-    if isinstance(value, str):
-        if kind in (Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP) and value.startswith("0000-00-00"):
-            return "-infinity"
-        if kind is Kind.TIMESTAMP:
-            return value + "+00"
-        if kind is Kind.BINARY or kind is Kind.GEOMETRY:
-            raw = base64.b64decode(value)
-            if column.is_fixed_binary and column.length is not None:
-                # The binlog drops BINARY(n)'s trailing zero bytes; the column holds n bytes.
-                raw = raw.ljust(column.length, b"\x00")
-            return "\\x" + raw.hex()
-        return value
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
+    if kind in (Kind.DATE, Kind.DATETIME):
+        return _date_like
+    if kind is Kind.TIMESTAMP:
+        return _timestamp
+    if kind in (Kind.BINARY, Kind.GEOMETRY):
+        return partial(_binary, column.length if column.is_fixed_binary else None)
+    return _plain
+
+
+def pg_text(spec: str | None, value: JsonScalar) -> str | None:
+    """The PostgreSQL input text of a wire value, for COPY (None stays NULL)."""
+    return text_converter(spec)(value)
