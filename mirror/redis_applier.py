@@ -45,8 +45,7 @@ from simple_binlog.values import JsonScalar
 
 log = logging.getLogger(__name__)
 
-OFFSET_WIDTH = 20
-_OFFSET_START = len('{"_offset":"')  # 12: the offset is bytes 12..31 of every value
+OFFSET_WIDTH = 20  # bytes 12..31 of every value: after {"_offset":"
 
 # KEYS: the keys. ARGV[1]: a JSON array [length1, ttl_ms1, length2, ttl_ms2, …] (ttl 0: no
 # expiry); ARGV[2]: the values concatenated. Why not one argument per value: packing and

@@ -34,6 +34,7 @@ the same way; see ``docs/warehouse-adapters.md``.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
@@ -136,7 +137,7 @@ class WarehouseApplier(ChangeApplier):
             # DDL of a failed transaction is rolled back too: forget what we thought we added.
             self._columns.clear()
             raise ServiceUnavailableError(
-                f"the warehouse refused a batch ({_one_line(exc)})."
+                f"the warehouse refused a batch ({_reason_without_values(exc)})."
             ) from None
 
     def _ensure_schema(self, conn: Connection) -> None:
@@ -385,6 +386,14 @@ class _Statement:
             offset=sql.Identifier(OFFSET_COLUMN),
             shard=sql.Identifier(SHARD_COLUMN),
         )
+
+
+def _reason_without_values(exc: psycopg.Error) -> str:
+    """PostgreSQL's reason, with the offending value cut off and the COPY column named: the
+    full message and its detail quote a row's values, which do not belong in logs."""
+    reason = re.sub(r': ".*"$', "", exc.diag.message_primary or type(exc).__name__)
+    column = re.search(r"COPY \S+, line \d+, column (\S+?):", exc.diag.context or "")
+    return f"{reason}, column {column.group(1)}" if column else reason
 
 
 def _one_line(exc: BaseException) -> str:

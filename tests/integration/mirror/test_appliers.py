@@ -190,3 +190,50 @@ def test_redis_reloads_the_script_after_noscript(mirror_settings: Settings) -> N
         assert applier._sha != "0" * 40
     finally:
         applier.close()
+
+
+def test_unreachable_targets_fail_with_one_sentence(mirror_settings: Settings) -> None:
+    from pydantic import SecretStr
+
+    from simple_binlog.errors import ConfigError, ServiceUnavailableError
+
+    redis_settings = mirror_settings.redis.model_copy(
+        update={"url": SecretStr("redis://127.0.0.1:1/0")}
+    )
+    with pytest.raises(ServiceUnavailableError, match=r"^Redis cannot be reached \(Error 111"):
+        RedisApplier(redis_settings, mirror_settings.mirror, mirror_settings.tables)
+    wrong = mirror_settings.postgres.model_copy(update={"password": SecretStr("not-the-password")})
+    with pytest.raises(
+        ConfigError, match=r"PostgreSQL refused user 'cdc'; check postgres\.user"
+    ) as info:
+        WarehouseApplier(wrong, mirror_settings.mirror, mirror_settings.tables)
+    assert "not-the-password" not in str(info.value)
+
+
+def test_a_refused_batch_names_no_values_and_the_next_batch_applies(
+    mirror_settings: Settings,
+) -> None:
+    from simple_binlog.errors import ServiceUnavailableError
+
+    workload = Workload(random.Random(6))
+    good = workload.messages(5)
+    bad = workload._message(
+        ("shop_00", "orders_00"),
+        EventType.INSERT,
+        {**good[0].content, "id": "18446744073709999999", "amount": "secret-ish"},
+    )
+    router = _router(mirror_settings, "warehouse")
+    applier = _applier(mirror_settings, "warehouse")
+    try:
+        applier.apply_batch(_changes(router, good))
+        with pytest.raises(
+            ServiceUnavailableError, match=r"^the warehouse refused a batch \("
+        ) as info:
+            applier.apply_batch(_changes(router, [bad]))
+        assert "secret-ish" not in str(info.value)
+        assert "numeric, column amount" in str(info.value)
+        later = workload.messages(5)
+        assert applier.apply_batch(_changes(router, later)).applied > 0
+    finally:
+        applier.close()
+    assert "18446744073709999999" not in pg_rows(mirror_settings, LOGICAL)
