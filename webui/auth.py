@@ -111,7 +111,14 @@ def principal_from_bearer(db: Session, authorization: str | None) -> Principal |
     row = db.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(token.strip())))
     if row is None or row.revoked:
         return None
-    row.last_used_at = datetime.now(UTC)
+    now = datetime.now(UTC)
+    last = row.last_used_at
+    if last is not None and last.tzinfo is None:
+        last = last.replace(tzinfo=UTC)
+    # At most one write a minute per token: collectors poll every few seconds, and a write
+    # per poll would serialise them on the admin database.
+    if last is None or now - last > timedelta(seconds=60):
+        row.last_used_at = now
     role: Literal["admin", "viewer", "collector"] = (
         "admin" if row.role == "admin" else "collector" if row.role == "collector" else "viewer"
     )
