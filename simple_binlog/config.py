@@ -324,7 +324,9 @@ class WebUISettings(_Section):
     initial_admin_password: SecretStr | None = None
     scrape_targets: list[ScrapeTarget] = Field(
         default_factory=lambda: [
-            ScrapeTarget(name="collector", url="http://127.0.0.1:39100/metrics")
+            ScrapeTarget(name="collector", url="http://127.0.0.1:39100/metrics"),
+            ScrapeTarget(name="stream_writer", url="http://127.0.0.1:39102/metrics"),
+            ScrapeTarget(name="mirror", url="http://127.0.0.1:39110/metrics"),
         ]
     )
     scrape_interval_s: float = Field(15.0, gt=0)

@@ -46,7 +46,11 @@ PANELS: tuple[Panel, ...] = (
     Panel("Ready days", ("cdc_*ready*",)),
     Panel("Merge runs and check results", ("cdc_merge_*", "cdc_*check*")),
     Panel("Dead letters", ("cdc_*dead_letter*",), "total"),
-    Panel("Rows published", ("cdc_collector_rows_total",), "total"),
+    Panel(
+        "Rows published, written, applied",
+        ("cdc_collector_rows_total", "cdc_stream_writer_rows_total", "cdc_mirror_rows_total"),
+        "total",
+    ),
 )
 
 
@@ -55,7 +59,10 @@ def parse_samples(text: str, target: str, at: float) -> list[MetricSample]:
     rows: list[MetricSample] = []
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if not sample.name.startswith(METRIC_PREFIX) or sample.name.endswith("_created"):
+            # Histogram buckets would multiply the samples stored; _sum and _count remain.
+            if not sample.name.startswith(METRIC_PREFIX) or sample.name.endswith(
+                ("_created", "_bucket")
+            ):
                 continue
             labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
             rows.append(

@@ -101,17 +101,25 @@ cdc_collector_delay_seconds{instance="local"} 1.5
 # TYPE cdc_collector_rows counter
 cdc_collector_rows_total{instance="local",schema="s",table="t"} 42.0
 cdc_collector_rows_created{instance="local",schema="s",table="t"} 1.7e9
+# HELP cdc_mirror_freshness_seconds Commit in MySQL to visible in the target.
+# TYPE cdc_mirror_freshness_seconds histogram
+cdc_mirror_freshness_seconds_bucket{le="0.1"} 3.0
+cdc_mirror_freshness_seconds_bucket{le="+Inf"} 4.0
+cdc_mirror_freshness_seconds_count 4.0
+cdc_mirror_freshness_seconds_sum 0.9
 # HELP python_gc_objects_collected_total Objects collected.
 # TYPE python_gc_objects_collected_total counter
 python_gc_objects_collected_total{generation="0"} 7.0
 """
 
 
-def test_parse_keeps_only_our_metrics_with_sorted_labels():
+def test_parse_keeps_only_our_metrics_with_sorted_labels_and_no_buckets():
     rows = parse_samples(EXPOSITION, "collector", 100.0)
     assert [(r.name, r.labels, r.value) for r in rows] == [
         ("cdc_collector_delay_seconds", "instance=local", 1.5),
         ("cdc_collector_rows_total", "instance=local,schema=s,table=t", 42.0),
+        ("cdc_mirror_freshness_seconds_count", "", 4.0),
+        ("cdc_mirror_freshness_seconds_sum", "", 0.9),
     ]
     assert {r.target for r in rows} == {"collector"} and {r.at for r in rows} == {100.0}
 
