@@ -221,6 +221,9 @@ class ReplaySettings(_Section):
     max_condition_chars: int = Field(4_000, ge=1)
     # Reader processes per run; tables (shards) are dealt out to them round robin.
     workers: int = Field(1, ge=1, le=64)
+    # Let the server build each row's content as JSON (JSON_OBJECT) in the wire form, instead
+    # of decoding and re-encoding every value in Python; tables with GEOMETRY use Python.
+    server_json: bool = True
 
 
 _COLUMN_NAME = re.compile(r"^[A-Za-z0-9_$]{1,64}$")
