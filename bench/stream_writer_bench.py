@@ -152,6 +152,96 @@ def file_report(lake: Path, database: str, target_bytes: int, hot_table: str) ->
     }
 
 
+def measure_latency(spark, settings: Settings, rate: int, seconds: int) -> None:
+    """Kafka → queryable delay at ``rate`` msg/s with the configured (default) trigger.
+
+    A message is queryable when its file is renamed into place, right after the batch's
+    manifest is written; delay = manifest time − the message's Kafka timestamp.
+    """
+    import json
+    import threading
+
+    from pyspark.sql import functions as F
+
+    from stream_writer.job import KafkaLatestOffsets, plan_run, start_query
+    from stream_writer.metrics import WriterMetrics
+    from stream_writer.writer import BatchWriter
+
+    topic = f"cdc.bench.swlat_{uuid.uuid4().hex[:8]}"
+    ensure_topic(settings.kafka, topic, partitions=6)
+    name = f"bench-lat-{uuid.uuid4().hex[:6]}"
+    run = plan_run(settings, [], [topic], name)
+    latest = KafkaLatestOffsets(settings, name)
+    writer = BatchWriter(spark, settings.stream_writer, run.paths,
+                         ShardRouter(settings.shard_rules), latest, WriterMetrics(name))
+    query = start_query(spark, settings, run, writer, available_now=False)
+    producer = Producer({**producer_config(settings.kafka, "bench-sw-lat"), "linger.ms": 5})
+    total = rate * seconds
+    started = time.monotonic()
+    for i in range(total):
+        document = {"version": 1, "binlogOffset": 1_800_000_000_000_000 + i,
+                    "executeTime": int(time.time() * 1000), "eventType": "INSERT",
+                    "schemaName": f"lat_{i % 20:02d}", "tableName": "orders", "source": "BINLOG",
+                    "primaryKeys": ["id"], "columnTypes": {"id": "bigint(20)"}, "content": {"id": i}}
+        producer.produce(topic, key=f"lat_{i % 20:02d}.orders".encode(), value=orjson.dumps(document))
+        if i % 500 == 0:
+            producer.poll(0)
+            ahead = i / rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)  # rate limiting the producer, not synchronisation
+    producer.flush(60)
+    print(f"latency run: produced {total:,} messages at {total / (time.monotonic() - started):,.0f} msg/s",
+          flush=True)
+    done = threading.Event()
+    deadline = time.monotonic() + 600
+    while not done.is_set() and time.monotonic() < deadline:
+        with writer._lock:  # the writer's own state, read between batches
+            state = writer.state
+        written = sum(p.next_offset for p in state.partitions.values())
+        if written >= total:  # non-transactional: offsets == messages
+            done.set()
+        else:
+            query.awaitTermination(1)
+    query.stop()
+    latest.close()
+    committed = {}
+    for path in (run.paths.checkpoint_dir / "cdc_batches").glob("*.json"):
+        manifest = json.loads(path.read_text())
+        for item in manifest["files"]:
+            committed[item["final"].rsplit("/", 1)[-1]] = manifest["createdMs"]
+    times = spark.createDataFrame(list(committed.items()), "file string, committedMs long")
+    rows = (spark.read.parquet(*[str(p) for p in (settings.lake_dir / f"{settings.stream_writer.database}.db").glob("lat_orders")])
+            .withColumn("file", F.element_at(F.split(F.input_file_name(), "/"), -1)))
+    delays = rows.join(F.broadcast(times), "file").select(
+        ((F.col("committedMs") - F.unix_millis(F.col("kafkaTimestamp"))) / 1000).alias("delay"))
+    p50, p99 = delays.select(F.percentile_approx("delay", [0.5, 0.99])).first()[0]
+    from confluent_kafka.admin import AdminClient
+
+    from simple_binlog.kafka import admin_config
+    AdminClient(admin_config(settings.kafka)).delete_topics([topic], operation_timeout=30)
+    print(f"Kafka → queryable delay at {rate:,} msg/s, trigger {settings.stream_writer.trigger_interval_s:.0f} s: "
+          f"p50 {p50:.1f} s, p99 {p99:.1f} s over {delays.count():,} rows", flush=True)
+
+
+def throughput(spark, settings: Settings, args, topic: str, work: Path, database: str) -> None:
+    base_s, base_rows = run_baseline(spark, settings, topic, work / "baseline",
+                                     args.max_offsets_per_trigger)
+    print(f"baseline (plain writeStream parquet): {base_rows:,} rows in {base_s:.1f} s = "
+          f"{base_rows / base_s:,.0f} rows/s", flush=True)
+    ours_s, _writer = run_writer(spark, settings, topic, f"bench-{uuid.uuid4().hex[:6]}")
+    total = 0
+    for table in spark.sql(f"SHOW TABLES IN {database}").collect():
+        total += spark.table(f"{database}.{table['tableName']}").count()
+    print(f"stream writer: {total:,} rows in {ours_s:.1f} s = {total / ours_s:,.0f} rows/s",
+          flush=True)
+    print(f"ratio stream writer / baseline: {(total / ours_s) / (base_rows / base_s):.2f}")
+    report = file_report(settings.lake_dir, database, int(args.target_file_mb * 2**20),
+                         "bench_000_orders")
+    for key, value in report.items():
+        print(f"  {key}: {value}")
+    assert total == args.messages, f"{total} rows in the lake for {args.messages} messages"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="stream writer vs plain Spark Kafka → Parquet")
     parser.add_argument("--messages", type=int, default=5_000_000)
@@ -160,6 +250,10 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--target-file-mb", type=float, default=64.0)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=1_000_000)
+    parser.add_argument("--latency-seconds", type=int, default=0,
+                        help="also measure Kafka → queryable delay for this long (0: skip)")
+    parser.add_argument("--latency-rate", type=int, default=5_000)
+    parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-sw-"))
@@ -170,40 +264,33 @@ def main() -> None:
     os.environ["CDC_MIRROR_STREAM_WRITER__MAX_OFFSETS_PER_TRIGGER"] = str(args.max_offsets_per_trigger)
     os.environ["CDC_MIRROR_STREAM_WRITER__METRICS_PORT"] = "0"
     settings = load_settings()
-    topic = f"cdc.bench.sw_{uuid.uuid4().hex[:8]}"
-    ensure_topic(settings.kafka, topic, partitions=args.partitions)
     print(f"machine: {os.cpu_count()} cores ({_cpu_model()}), {platform.platform()}")
-    print(f"producing {args.messages:,} messages over {args.tables} tables (one {args.hot_factor}× hotter), "
-          f"{args.partitions} partitions …", flush=True)
-    seconds = produce(settings, topic, args.messages, args.tables, args.hot_factor)
-    print(f"produced in {seconds:.1f} s ({args.messages / seconds:,.0f} msg/s)", flush=True)
-
-    spark = build_session(settings, "bench-stream-writer", {"spark.ui.showConsoleProgress": "false",
-                                                            "spark.driver.memory": "3g"})
+    topic = None
+    spark = None
     try:
-        base_s, base_rows = run_baseline(spark, settings, topic, work / "baseline",
-                                         args.max_offsets_per_trigger)
-        print(f"baseline (plain writeStream parquet): {base_rows:,} rows in {base_s:.1f} s = "
-              f"{base_rows / base_s:,.0f} rows/s", flush=True)
-        ours_s, _writer = run_writer(spark, settings, topic, f"bench-{uuid.uuid4().hex[:6]}")
-        lake = settings.lake_dir
-        total = 0
-        for table in spark.sql(f"SHOW TABLES IN {database}").collect():
-            total += spark.table(f"{database}.{table['tableName']}").count()
-        print(f"stream writer: {total:,} rows in {ours_s:.1f} s = {total / ours_s:,.0f} rows/s", flush=True)
-        print(f"ratio stream writer / baseline: {(total / ours_s) / (base_rows / base_s):.2f}")
-        report = file_report(lake, database, int(args.target_file_mb * 2**20), "bench_000_orders")
-        for key, value in report.items():
-            print(f"  {key}: {value}")
-        assert total == args.messages, f"{total} rows in the lake for {args.messages} messages"
+        if not args.skip_throughput:
+            topic = f"cdc.bench.sw_{uuid.uuid4().hex[:8]}"
+            ensure_topic(settings.kafka, topic, partitions=args.partitions)
+            print(f"producing {args.messages:,} messages over {args.tables} tables "
+                  f"(one {args.hot_factor}× hotter), {args.partitions} partitions …", flush=True)
+            seconds = produce(settings, topic, args.messages, args.tables, args.hot_factor)
+            print(f"produced in {seconds:.1f} s ({args.messages / seconds:,.0f} msg/s)", flush=True)
+        spark = build_session(settings, "bench-stream-writer",
+                              {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": "3g"})
+        if topic is not None:
+            throughput(spark, settings, args, topic, work, database)
+        if args.latency_seconds:
+            measure_latency(spark, settings, args.latency_rate, args.latency_seconds)
         spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
     finally:
-        spark.stop()
+        if spark is not None:
+            spark.stop()
         shutil.rmtree(work, ignore_errors=True)
-        from confluent_kafka.admin import AdminClient
+        if topic is not None:
+            from confluent_kafka.admin import AdminClient
 
-        from simple_binlog.kafka import admin_config
-        AdminClient(admin_config(settings.kafka)).delete_topics([topic], operation_timeout=30)
+            from simple_binlog.kafka import admin_config
+            AdminClient(admin_config(settings.kafka)).delete_topics([topic], operation_timeout=30)
 
 
 if __name__ == "__main__":
