@@ -114,8 +114,73 @@ def chunk_query(
     last_key: Sequence[object] | None,
     limit: int,
 ) -> tuple[str, tuple[object, ...]]:
-    """The SELECT of the next chunk and its parameters."""
+    """The SELECT of the next chunk (one column per table column) and its parameters."""
     columns = ", ".join(_select_expression(n, s) for n, s in shape.column_types.items())
+    return _chunk_sql(shape, columns, condition, last_key, limit)
+
+
+def _time_text(quoted: str) -> str:
+    # values.py's TIME form: [-]H:MM:SS.ffffff (hours unpadded, always 6 fraction digits).
+    return (
+        f"CONCAT(IF({quoted} < 0, '-', ''), HOUR({quoted}), ':', LPAD(MINUTE({quoted}), 2, '0'),"
+        f" ':', LPAD(SECOND({quoted}), 2, '0'), '.', LPAD(MICROSECOND({quoted}), 6, '0'))"
+    )
+
+
+def _json_value(name: str, spec: str) -> str | None:  # noqa: PLR0911
+    """The SQL giving a column's wire value inside JSON_OBJECT, or None if the server cannot
+    produce it (the table is then encoded in Python)."""
+    column = parse_column_type(spec)
+    quoted = quote_identifier(name)
+    kind = column.kind
+    if kind in (Kind.INT, Kind.DOUBLE, Kind.ENUM, Kind.SET):
+        return quoted
+    if kind is Kind.YEAR:
+        return f"({quoted} + 0)"
+    if kind is Kind.FLOAT:
+        return f"CAST({quoted} AS DOUBLE)"
+    if kind is Kind.BIT:
+        return f"CAST({quoted} AS UNSIGNED)"
+    if kind in (*TEXT_IS_WIRE, Kind.UINT64, Kind.UUID, Kind.INET4, Kind.INET6):
+        return f"CAST({quoted} AS CHAR)"
+    if kind is Kind.TEXT:
+        # MariaDB's JSON is a LONGTEXT, which JSON_OBJECT would embed as JSON, not as text.
+        return f"CAST({quoted} AS CHAR)" if spec.lower().startswith("longtext") else quoted
+    if kind is Kind.TIME:
+        return _time_text(quoted)
+    if kind in (Kind.BINARY, Kind.GEOMETRY):
+        raw = f"TRIM(TRAILING x'00' FROM {quoted})" if column.is_fixed_binary else quoted
+        # TO_BASE64 wraps lines at 76 characters; CHAR(10) alone would be a binary string.
+        return f"REPLACE(TO_BASE64({raw}), CHAR(10 USING utf8mb4), '')"
+    return None
+
+
+def json_chunk_query(
+    shape: TableShape,
+    condition: Condition | None,
+    last_key: Sequence[object] | None,
+    limit: int,
+) -> tuple[str, tuple[object, ...]] | None:
+    """The SELECT of the next chunk as one column per row: the row's ``content`` as JSON
+    text, built by the server (``JSON_OBJECT``) in the contract's wire form. None if a column
+    type or name (a backslash) keeps the server from building it."""
+    pairs = []
+    for name, spec in shape.column_types.items():
+        value = _json_value(name, spec)
+        if value is None or "\\" in name:
+            return None
+        label = name.replace("'", "''").replace("%", "%%")
+        pairs.append(f"'{label}', {value}")
+    return _chunk_sql(shape, f"JSON_OBJECT({', '.join(pairs)})", condition, last_key, limit)
+
+
+def _chunk_sql(
+    shape: TableShape,
+    columns: str,
+    condition: Condition | None,
+    last_key: Sequence[object] | None,
+    limit: int,
+) -> tuple[str, tuple[object, ...]]:
     clauses: list[str] = []
     params: list[object] = []
     if last_key is not None:
@@ -223,6 +288,10 @@ class RowEncoder:
     def encode(self, content: dict[str, JsonScalar]) -> bytes:
         """``message_for(content).encode()``, byte for byte, without building the message."""
         return self._prefix + orjson.dumps(content) + b"}"
+
+    def encode_json_text(self, content_json: str) -> bytes:
+        """The message of a row whose content the server built as JSON text."""
+        return self._prefix + content_json.encode() + b"}"
 
     def key_of(self, content: dict[str, JsonScalar]) -> tuple[JsonScalar, ...]:
         """A row's key in the wire form: what the progress topic stores as the last key."""

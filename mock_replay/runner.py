@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+import orjson
+
 from mock_replay.condition import Condition, compile_condition
 from mock_replay.errors import ReplayCancelled, ReplayError
 from mock_replay.plan import (
@@ -30,6 +32,7 @@ from mock_replay.plan import (
     chunk_query,
     decode_key,
     execute_time_ms,
+    json_chunk_query,
 )
 from mock_replay.progress import (
     RunSpec,
@@ -277,16 +280,25 @@ class ReplayWorker:
             if self._cancel.is_set() or not self._guard.wait_until_calm():
                 self._publisher.publish([], progress.finished("cancelled"))
                 raise ReplayCancelled(f"replay run {spec.run_id} was cancelled.")
-            sql, params = chunk_query(shape, condition, after, spec.batch_size)
+            json_query = (
+                json_chunk_query(shape, condition, after, spec.batch_size)
+                if self._settings.replay.server_json
+                else None
+            )
+            sql, params = json_query or chunk_query(shape, condition, after, spec.batch_size)
             rows = self._source.read_chunk(sql, params, shape.name)
             if not rows:
                 progress = progress.finished("done")
                 self._publisher.publish([], progress)
                 self._on_progress(progress)
                 return progress
-            contents = [encoder.content(row) for row in rows]
-            records = [(key, encoder.encode(content)) for content in contents]
-            last_key = encoder.key_of(contents[-1])
+            if json_query is not None:
+                records = [(key, encoder.encode_json_text(row[0])) for row in rows]
+                last_key = encoder.key_of(orjson.loads(rows[-1][0]))
+            else:
+                contents = [encoder.content(row) for row in rows]
+                records = [(key, encoder.encode(content)) for content in contents]
+                last_key = encoder.key_of(contents[-1])
             after = decode_key(shape, last_key)
             progress = progress.advanced(last_key, len(rows))
             if len(rows) < spec.batch_size:

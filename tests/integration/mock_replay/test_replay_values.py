@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from collector.reader import read_range, server_position
 from mock_replay.runner import ReplayRequest
 from simple_binlog.config import Settings
@@ -54,9 +56,12 @@ ROWS = [
 ]
 
 
+@pytest.mark.parametrize("server_json", [True, False], ids=["server-json", "python-encoding"])
 def test_replayed_values_equal_the_collectors_and_mysqls(
-    local_stack: Settings, shards: Shards
+    local_stack: Settings, shards: Shards, server_json: bool
 ) -> None:
+    replay = local_stack.replay.model_copy(update={"server_json": server_json})
+    settings = local_stack.model_copy(update={"replay": replay})
     shards.create(1, 1, COLUMNS, 0, "")
     table = f"{shards.db}_00.{shards.table}_00"
     with admin(local_stack) as conn, conn.cursor() as cursor:
@@ -72,13 +77,15 @@ def test_replayed_values_equal_the_collectors_and_mysqls(
     }
     query_start = dt.datetime.now(dt.UTC)
 
-    replayed, _, prepared = replay_to_memory(
-        local_stack,
+    replayed, publisher, prepared = replay_to_memory(
+        settings,
         ReplayRequest("local", shards.db, shards.table, batch_size=2, execute_day="2026-11-21"),
         now=query_start,
     )
 
     assert len(replayed) == len(ROWS) == len(binlog)
+    # MariaDB's JSON_OBJECT writes '": ', orjson '":': the path under test was taken.
+    assert all((b'"content":{"id": ' in value) == server_json for _, value in publisher.rows)
     for message in replayed:
         collected = binlog[message.content["id"]]
         assert collected.event_type is EventType.INSERT
