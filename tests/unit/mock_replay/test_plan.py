@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
+import orjson
 import pytest
 
 from mock_replay.condition import compile_condition
@@ -20,6 +21,7 @@ from mock_replay.plan import (
     encode_key,
     execute_day,
     execute_time_ms,
+    json_chunk_query,
     keyset_params,
     keyset_predicate,
 )
@@ -198,3 +200,49 @@ def test_token_bucket_allows_a_burst_then_paces_to_the_rate() -> None:
 def test_rate_zero_means_no_limit() -> None:
     bucket = TokenBucket(rate=0, burst=1, clock=FakeClock())
     assert bucket.take(10**9) == 0.0
+
+
+def test_server_json_query_builds_the_wire_form_for_every_supported_type() -> None:
+    shape = TableShape(
+        "d",
+        "t",
+        {
+            "id": "bigint(20) unsigned",
+            "it's": "int(11)",
+            "f": "float",
+            "tm": "time(2)",
+            "bn": "binary(4)",
+            "js": "longtext",
+            "v": "varchar(10)",
+            "g": "point",
+        },
+        ("id",),
+        0,
+    )
+    sql, params = json_chunk_query(shape, None, ("5",), 10)
+    assert sql.startswith(
+        "SELECT JSON_OBJECT('id', CAST(`id` AS CHAR), 'it''s', `it's`, "
+        "'f', CAST(`f` AS DOUBLE), 'tm', CONCAT(IF(`tm` < 0, '-', ''), HOUR(`tm`), "
+    )
+    assert (
+        "'bn', REPLACE(TO_BASE64(TRIM(TRAILING x'00' FROM `bn`)), CHAR(10 USING utf8mb4), '')"
+        in sql
+    )
+    assert "'js', CAST(`js` AS CHAR)" in sql and "'v', `v`" in sql
+    assert sql.endswith("FROM `d`.`t` WHERE ((`id` > %s)) ORDER BY `id` LIMIT 10")
+    assert params == ("5",)
+
+
+def test_server_json_is_not_used_for_a_column_name_with_a_backslash() -> None:
+    shape = TableShape("d", "t", {"id": "int(11)", "a\\b": "int(11)"}, ("id",), 0)
+    assert json_chunk_query(shape, None, None, 10) is None
+    assert chunk_query(shape, None, None, 10)[0].startswith("SELECT `id`, `a\\b` FROM")
+
+
+def test_a_row_built_by_the_server_gets_the_same_envelope() -> None:
+    encoder = RowEncoder(SHAPE, 7, 0)
+    content = encoder.content(_row())
+    server_text = orjson.dumps(content).decode().replace('":', '": ')
+    assert orjson.loads(encoder.encode_json_text(server_text)) == orjson.loads(
+        encoder.encode(content)
+    )
