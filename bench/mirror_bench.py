@@ -16,8 +16,13 @@ applied in batches of ``--batch`` (``mirror.batch_size``).
   tombstones, one transaction per batch) vs plain ``COPY`` of the same rows into a staging
   table. Target ≥ 50,000 rows/s.
 
-Only the apply calls are timed (the changes are generated outside the timers). Freshness
-with the collector running (MySQL commit → Redis) is measured by the end-to-end benchmark.
+Only the apply calls are timed (the changes are generated outside the timers).
+
+``--freshness-seconds N`` (default 20, 0: skip) adds the mirror's share of freshness: changes
+stamped with the current time are produced to a Kafka topic at ``--rate`` rows/s and
+``cdc-mirror``'s consumer loop applies them to Redis; printed are p50/p99 of "executeTime →
+applied in Redis". MySQL commit → Redis with the collector in front is left to the
+end-to-end benchmark (it adds the collector's delay).
 """
 
 from __future__ import annotations
@@ -232,20 +237,120 @@ def bench_warehouse(settings: Settings, args: argparse.Namespace) -> None:
         conn.close()
 
 
+def _produce_stamped(kafka, topic: str, total: int, rate: int, keys: int) -> None:
+    """``total`` updates at ``rate`` per second, each stamped with the time it is sent."""
+    from confluent_kafka import Producer
+
+    from simple_binlog.kafka import producer_config
+    from simple_binlog.message import EventType, SimpleBinlog, Source
+    from simple_binlog.routing import partition_key
+
+    producer = Producer(producer_config(kafka, client_id="bench-freshness"))
+    rng = random.Random(3)
+    started = time.monotonic()
+    offset = 1_795_333_510_000_000
+    for n in range(total):
+        pause = started + n / rate - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)  # pacing the producer to the rate
+        offset += 1
+        shard = ("bench_00", f"orders_{n % 4:02d}")
+        message = SimpleBinlog(
+            binlog_offset=offset,
+            execute_time=int(time.time() * 1000),
+            event_type=EventType.UPDATE,
+            schema_name=shard[0],
+            table_name=shard[1],
+            source=Source.BINLOG,
+            content={"id": str(rng.randrange(keys)), "v": rng.randrange(10**6)},
+            column_types={"id": "bigint(20) unsigned", "v": "int(11)"},
+            primary_keys=("id",),
+        )
+        producer.produce(topic, key=partition_key(*shard), value=message.encode())
+        producer.poll(0)
+    producer.flush(30)
+
+
+def bench_freshness(settings: Settings, args: argparse.Namespace) -> None:
+    import threading
+
+    from mirror.applier import ApplyResult
+    from mirror.consumer import MirrorConsumer
+    from mirror.metrics import MirrorMetrics
+    from mirror.plan import ChangeRouter
+    from simple_binlog.kafka import ensure_topic, topic_name
+    from simple_binlog.routing import ShardRouter
+
+    tag = uuid.uuid4().hex[:6]
+    kafka = settings.kafka.model_copy(update={"topic_prefix": f"benchf{tag}."})
+    topic = topic_name(kafka, "local")
+    ensure_topic(kafka, topic)
+    tables = [TableMirror(db_prefix="bench", table_prefix="orders", targets=["redis"])]
+    redis_settings = settings.redis.model_copy(update={"key_prefix": f"benchf{tag}"})
+    mirror = settings.mirror.model_copy(update={"group_prefix": f"benchf{tag}"})
+    lags: list[float] = []
+
+    class Timed(RedisApplier):
+        def apply_batch(self, changes):  # type: ignore[no-untyped-def]
+            changes = list(changes)
+            result: ApplyResult = super().apply_batch(changes)
+            now_ms = time.time() * 1000
+            lags.extend(now_ms - c.execute_time_ms for c in changes)
+            return result
+
+    applier = Timed(redis_settings, mirror, tables)
+    stop = threading.Event()
+    router = ChangeRouter(tables, ShardRouter(list(settings.shard_rules)), "redis")
+    consumer = MirrorConsumer(
+        kafka, mirror, "redis", ["local"], router, applier, MirrorMetrics("redis"), stop
+    )
+    thread = threading.Thread(target=consumer.run)
+    thread.start()
+    total = int(args.rate * args.freshness_seconds)
+    print(f"Freshness (Kafka → Redis, no collector): {total:,} changes at {args.rate:,} rows/s")
+    join_deadline = time.monotonic() + 60
+    while not consumer.assignment and time.monotonic() < join_deadline:
+        time.sleep(0.1)  # the clock starts once the consumer owns its partitions
+    _produce_stamped(kafka, topic, total, args.rate, args.keys)
+    deadline = time.monotonic() + 60
+    while len(lags) < total and time.monotonic() < deadline:
+        time.sleep(0.2)
+    stop.set()
+    thread.join(30)
+    applier.close()
+    client = redis.Redis.from_url(settings.redis.url.get_secret_value())
+    for key in client.scan_iter(f"benchf{tag}:*", count=10_000):
+        client.delete(key)
+    client.close()
+    ordered = sorted(lags)
+    if not ordered:
+        print("  nothing was applied")
+        return
+    p50, p99 = ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)]
+    print(
+        f"  applied {len(ordered):,} of {total:,}; executeTime → in Redis: p50 {p50:.0f} ms, p99 {p99:.0f} ms"
+        f" (mirror.max_wait_ms = {mirror.max_wait_ms})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--changes", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=5_000)
-    parser.add_argument("--only", choices=("redis", "warehouse"))
+    parser.add_argument("--only", choices=("redis", "warehouse", "freshness"))
+    parser.add_argument("--freshness-seconds", type=float, default=20)
+    parser.add_argument("--rate", type=int, default=5000)
     args = parser.parse_args()
     settings = load_settings()
-    LocalStack(settings).up(["redis", "postgresql"])
+    LocalStack(settings).up(["redis", "postgresql", "kafka"])
     print(f"machine: {_machine()}")
     if args.only in (None, "redis"):
         bench_redis(settings, args)
     if args.only in (None, "warehouse"):
         bench_warehouse(settings, args)
+    if args.only in (None, "freshness") and args.freshness_seconds > 0:
+        bench_freshness(settings, args)
 
 
 if __name__ == "__main__":
