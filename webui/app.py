@@ -11,7 +11,7 @@ publishes nothing).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -113,7 +113,12 @@ def create_app(
             "pipeline. Authenticate with 'Authorization: Bearer <token>'."
         ),
         lifespan=lifespan,
+        # FastAPI's /docs and /redoc load Swagger UI and ReDoc from a CDN; the admin ships
+        # every asset itself, so its API reference is a page of its own (/api-reference).
+        docs_url=None,
+        redoc_url=None,
     )
+    app.middleware("http")(_security_headers)
     app.state.ctx = ctx
     app.state.scraper = scraper
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
@@ -121,6 +126,27 @@ def create_app(
     app.include_router(pages.router)
     _install_error_handlers(app)
     return app
+
+
+# Only the admin's own script and stylesheet; no framing (clickjacking), no sniffing.
+_SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+async def _security_headers(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    response = await call_next(request)
+    for name, value in _SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
 
 
 def _install_error_handlers(app: FastAPI) -> None:

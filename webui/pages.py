@@ -744,6 +744,45 @@ def revoke_token_form(token_id: int, db: DB, who: PageUser, form: EditForm) -> R
     return _see("/users")
 
 
+# --- API reference ------------------------------------------------------------------------
+
+
+@router.get("/api-reference")
+def api_reference(request: Request, who: PageUser) -> Response:
+    spec = request.app.openapi()
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
+            responses = [
+                (code, _schema_name(answer.get("content", {}).get("application/json", {})))
+                for code, answer in operation.get("responses", {}).items()
+            ]
+            groups.setdefault((operation.get("tags") or ["other"])[0], []).append(
+                {
+                    "method": method.upper(),
+                    "path": path,
+                    "summary": operation.get("summary", ""),
+                    "parameters": [p["name"] for p in operation.get("parameters", [])],
+                    "body": _schema_name(body),
+                    "responses": responses,
+                }
+            )
+    schemas = sorted(spec.get("components", {}).get("schemas", {}).items())
+    return render(
+        request, "api_reference.html", who, spec=spec, groups=list(groups.items()), schemas=schemas
+    )
+
+
+def _schema_name(media: dict[str, Any]) -> str | None:
+    schema = media.get("schema", {})
+    if "$ref" in schema:
+        return str(schema["$ref"]).rsplit("/", 1)[-1]
+    if schema.get("type") == "array" and "$ref" in schema.get("items", {}):
+        return "list of " + str(schema["items"]["$ref"]).rsplit("/", 1)[-1]
+    return None
+
+
 # --- audit --------------------------------------------------------------------------------
 
 

@@ -1,6 +1,11 @@
-// cdc-mirror admin: the only script. Polls a running replay's progress (GET, session cookie)
+// cdc-mirror admin: the only script. Confirms deletions; polls a running replay's progress (GET, session cookie)
 // and updates the page until the run reaches a final state.
 "use strict";
+// Forms that delete something ask first (no inline handlers: the pages' CSP forbids them).
+document.addEventListener("submit", (event) => {
+  const question = event.target.dataset && event.target.dataset.confirm;
+  if (question && !window.confirm(question)) event.preventDefault();
+});
 (function () {
   const box = document.getElementById("replay-progress");
   if (!box || box.dataset.final === "yes") return;

@@ -73,7 +73,17 @@ def page() -> Iterator[Page]:
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         page = context.new_page()
         page.set_default_timeout(15_000)
+        # Script errors and refused resources (e.g. a CSP violation) fail the test.
+        problems: list[str] = []
+        page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+        page.on(
+            "console",
+            lambda message: problems.append(message.text) if message.type == "error" else None,
+        )
         yield page
+        # The wrong password answers 401 and the refused table form 422, by design.
+        allowed = ("status of 401", "status of 422")
+        assert [p for p in problems if not any(a in p for a in allowed)] == []
         context.close()
         browser.close()
 
@@ -114,6 +124,7 @@ def test_configure_replay_and_watch_in_chromium(
             ("Monitoring", "Monitoring"),
             ("Users & tokens", "Users"),
             ("Audit log", "Audit log"),
+            ("API", "JSON API"),
         ]:
             page.click(f"header nav >> text={label}")
             expect(page.locator("h1").first).to_have_text(heading)

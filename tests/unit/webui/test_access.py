@@ -4,6 +4,7 @@ log line and the database file."""
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -213,7 +214,7 @@ def test_no_secret_in_any_page_api_response_log_line_or_database_file(
             "/tables/new",
             "/tables/ordercenter_orderinfo",
             f"/replays/{run_id}",
-            "/docs",
+            "/api-reference",
             "/openapi.json",
         ]:
             response = client.get(path)
@@ -250,3 +251,30 @@ def test_no_secret_in_any_page_api_response_log_line_or_database_file(
     assert b"Eve-Password-99" not in database, "user passwords are hashed"
     key_file = tmp_path / "webui.key"
     assert key_file.stat().st_mode & 0o777 == 0o600
+
+
+def test_pages_load_nothing_from_elsewhere_and_send_security_headers(
+    client: TestClient, admin_csrf: str
+):
+    assert client.get("/docs").status_code == 404, "Swagger UI would load from a CDN"
+    for path in [url for url, _ in NAVIGATION] + ["/api-reference", "/login"]:
+        response = client.get(path)
+        assert response.status_code == 200, path
+        assets = re.findall(r'(?:src|href)="([^"]+)"', response.text)
+        assert assets and all(a.startswith("/") for a in assets), (path, assets)
+        assert "onsubmit=" not in response.text and "<script>" not in response.text
+        assert response.headers["content-security-policy"].startswith("default-src 'self'")
+        assert response.headers["x-frame-options"] == "DENY"
+    for asset in ("/static/style.css", "/static/app.js"):
+        assert client.get(asset).status_code == 200
+    reference = client.get("/api-reference").text
+    assert "/api/collector-config/{instance}" in reference and "CollectorConfig" in reference
+
+
+def test_unknown_objects_are_a_404_page_or_problem(client: TestClient, admin_csrf: str):
+    page = client.get("/instances/nope")
+    assert page.status_code == 404
+    assert "<h1>Not found</h1>" in page.text and "no instance named &#39;nope&#39;." in page.text
+    api = client.get("/api/table-mirrors/nope")
+    assert api.status_code == 404
+    assert api.json() == {"detail": ["no table mirror named 'nope'."]}
