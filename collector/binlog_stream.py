@@ -10,6 +10,8 @@ connection and its checksum flag.
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -64,6 +66,12 @@ class BinlogStream:
             yield header, body
 
     def close(self) -> None:
+        """Safe from another thread: a shutdown wakes a reader blocked on the socket."""
+        connection = getattr(self._library, "_stream_connection", None)
+        sock = getattr(connection, "_sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
         self._library.close()
 
 

@@ -18,26 +18,36 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from queue import Empty, Full, Queue
 from typing import Any
 
 import pymysql
 
 from collector import binlog_events as ev
 from collector.binlog_stream import BinlogStream
-from collector.ddl import TRANSACTION_STARTS, TableDdl, parse_table_ddl
-from collector.decoding import EventContext, TableSchema, build_messages
+from collector.decoding import TableSchema
 from collector.metrics import CollectorMetrics
 from collector.position import CollectorPosition
 from collector.publisher import AbortedError, OversizedMessageError, Publisher
 from collector.reader import SchemaCache, connect, server_position
-from collector.row_decoder import Row, TableDecoders
+from collector.row_decoder import TableDecoders
 from collector.schema import BinlogTableSchemas
-from simple_binlog.config import CollectorSettings, MySQLInstance
+from collector.work import (
+    EventDecoder,
+    RowChanges,
+    SchemaChange,
+    TransactionEnd,
+    WorkItem,
+)
+from simple_binlog.config import FILE_POSITION, CollectorSettings, MySQLInstance
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
-from simple_binlog.message import EventType
-from simple_binlog.offsets import OffsetGenerator, OffsetState
+from simple_binlog.offsets import OffsetState
 
 log = logging.getLogger(__name__)
+
+# Work items decoded ahead of the publishing loop: at most this many rows events (each holds
+# at most ~8 KiB of row images, binlog_row_event_max_size) wait in memory.
+_PREFETCH_ITEMS = 256
 
 # MySQL/MariaDB errors that no reconnect can cure.
 _ACCESS_DENIED = {1045, 1044, 1227, 1142, 1143}
@@ -134,85 +144,110 @@ class Collector:
 
     def _initial_position(self) -> CollectorPosition:
         start = self._settings.start
+        file_position = FILE_POSITION.match(start)
         if start == "current":
             with connect(self._instance) as connection, connection.cursor() as cursor:
                 gtid = server_position(cursor).gtid
+        elif file_position:
+            gtid = self._gtid_at(file_position.group("file"), int(file_position.group("pos")))
         else:
             gtid = start
         return CollectorPosition(self._instance.name, gtid, OffsetState(), epoch=self._epoch)
 
+    def _gtid_at(self, file: str, pos: int) -> str:
+        """The GTID position of a binlog file and position: MariaDB's dump resumes from GTIDs
+        only, and BINLOG_GTID_POS translates (NULL if the position is not a transaction
+        boundary of a binlog the server still has)."""
+        with connect(self._instance) as connection, connection.cursor() as cursor:
+            cursor.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
+            row = cursor.fetchone()
+        if row is None or row[0] is None:
+            raise ConfigError(
+                f"collector.start {file}:{pos} is not a transaction boundary in a binlog that "
+                f"MySQL instance {self._instance.name!r} still has; give a position from "
+                "SHOW BINARY LOGS / SHOW BINLOG EVENTS, or a GTID position."
+            )
+        return str(row[0])
+
     # -- inner loop: one binlog connection -----------------------------------------------------
     def _stream(self, start: CollectorPosition) -> None:
-        offsets = OffsetGenerator(start.offset_state)
         progress = _Progress(start)
-        gtid = ""
-        rows_in_transaction = 0  # rows of collected tables seen in this MySQL transaction
-        skip = 0
         stream = BinlogStream(
             self._instance, self._instance.replica_server_id, start.gtid, self._settings.heartbeat_s
         )
-        try:
-            for header, body in self._events(stream):
-                if self._stop.is_set():
-                    break
-                kind = header.type
-                if kind in ev.ROWS_EVENTS:
-                    decoder = self._decoders.for_rows(body)
-                    if decoder is None:
-                        continue
-                    images = decoder.rows(body, kind)
-                    first = max(0, skip - rows_in_transaction)
-                    rows_in_transaction += len(images)
-                    if first >= len(images):
-                        continue
-                    context = EventContext(
-                        header.server_id, stream.log_file, stream.log_pos, header.timestamp, gtid
-                    )
-                    progress = self._publish_rows(
-                        decoder.schema,
-                        EventType(ev.ROWS_EVENTS[kind]),
-                        images,
-                        context,
-                        rows_in_transaction - len(images),
-                        first,
-                        offsets,
-                        progress,
-                    )
-                elif kind == ev.TABLE_MAP:
-                    self._decoders.on_table_map(body)
-                elif kind == ev.MARIADB_GTID:
-                    gtid, rows_in_transaction = ev.mariadb_gtid(body, header.server_id), 0
-                    skip = start.rows_to_skip(gtid)
-                elif kind == ev.XID:
-                    progress = self._end_transaction(progress, gtid, stream, header)
-                elif kind == ev.QUERY:
-                    progress = self._on_query(body, header, stream, gtid, offsets, progress)
-                elif kind == ev.HEARTBEAT and progress.position != self.committed:
-                    progress = self._commit(progress)
-                elif kind in ev.MARIADB_COMPRESSED:
-                    raise ConfigError(
-                        f"MySQL instance {self._instance.name!r} writes compressed binlog events "
-                        "(log_bin_compress=ON), which the collector does not read; turn it off."
-                    )
-            # Stopped: whatever is not committed is aborted by the caller. A collector that
-            # lost its leadership must not commit, and a restart resumes from the last commit.
-        finally:
-            stream.close()
+        decoder = EventDecoder(
+            start, self._decoders, self._filter, self._forget_schemas, self._instance.name
+        )
+        for item in self._prefetched(decoder.items(self._events(stream), stream), stream):
+            if isinstance(item, RowChanges):
+                progress = self._publish_rows(item, progress)
+            elif isinstance(item, TransactionEnd):
+                progress = self._end_transaction(progress, item)
+            elif isinstance(item, SchemaChange):
+                self._publisher.schema_change(item.key, item.record)
+                self._metrics.schema_changes.labels(self._instance.name).inc()
+            elif progress.position != self.committed:  # a heartbeat: the server is idle
+                progress = self._commit(progress)
+        # Stopped: whatever is not committed is aborted by the caller. A collector that lost
+        # its leadership must not commit, and a restart resumes from the last commit.
 
-    def _publish_rows(
-        self,
-        table: TableSchema,
-        event_type: EventType,
-        images: list[tuple[Row | None, Row]],
-        context: EventContext,
-        rows_before: int,
-        first: int,
-        offsets: OffsetGenerator,
-        progress: _Progress,
-    ) -> _Progress:
-        messages = build_messages(event_type, images[first:], table, context, offsets, first)
+    def _prefetched(self, items: Iterator[WorkItem], stream: BinlogStream) -> Iterator[WorkItem]:
+        """``items`` produced by a reader thread, a bounded queue ahead of the caller.
+
+        Reading and decoding the binlog goes on while the caller waits for Kafka (a
+        transaction commit takes tens of milliseconds). The reader's errors are raised here,
+        in order; leaving the loop (stop, error, abort) closes the stream and ends the reader.
+        """
+        queue: Queue[WorkItem | BaseException | None] = Queue(maxsize=_PREFETCH_ITEMS)
+        done = threading.Event()
+
+        def hand_over(entry: WorkItem | BaseException | None) -> bool:
+            while not done.is_set():
+                try:
+                    queue.put(entry, timeout=0.1)
+                    return True
+                except Full:
+                    continue
+            return False
+
+        def read() -> None:
+            try:
+                for item in items:
+                    if not hand_over(item):
+                        return
+                hand_over(None)  # the server ended the stream
+            except BaseException as exc:  # noqa: BLE001 - re-raised by the consuming thread
+                hand_over(exc)
+
+        reader = threading.Thread(target=read, name="binlog-reader", daemon=True)
+        reader.start()
+        try:
+            while not self._stop.is_set():
+                try:
+                    entry = queue.get(timeout=0.1)
+                except Empty:
+                    continue
+                if entry is None:
+                    return
+                if isinstance(entry, BaseException):
+                    raise entry
+                yield entry
+        finally:
+            done.set()
+            stream.close()  # unblocks a reader waiting on the socket
+            reader.join(10)
+
+    def _forget_schemas(self) -> None:
+        """After any DDL: schemas looked up in information_schema may have changed (RENAME
+        moves tables across databases), so all are forgotten; DDL is rare."""
+        self._lookup.clear()
+        self._schemas.forget_all()
+        self._decoders.forget()
+
+    def _publish_rows(self, changes: RowChanges, progress: _Progress) -> _Progress:
+        table, context, messages = changes.table, changes.context, changes.messages
         gtid = context.gtid or ""
-        for index, message in enumerate(messages, start=first):
+        for index, message in enumerate(messages, start=changes.first):
             try:
                 self._publisher.add(message)
             except OversizedMessageError as exc:
@@ -226,14 +261,18 @@ class Collector:
             progress.rows += 1
             if progress.rows >= self._settings.max_rows_per_transaction:
                 progress.position = progress.position.after_row(
-                    gtid, rows_before + index + 1, context.file, context.pos, message.binlog_offset
+                    gtid,
+                    changes.rows_before + index + 1,
+                    context.file,
+                    context.pos,
+                    message.binlog_offset,
                 )
                 progress = self._commit(progress)
         if messages:
             # The position after the event's last row, built once per event, not per row.
             progress.position = progress.position.after_row(
                 gtid,
-                rows_before + first + len(messages),
+                changes.rows_before + changes.first + len(messages),
                 context.file,
                 context.pos,
                 messages[-1].binlog_offset,
@@ -256,71 +295,13 @@ class Collector:
         self._metrics.committed(self._instance.name, position)
         return _Progress(position)
 
-    def _on_query(
-        self,
-        body: bytes,
-        header: ev.EventHeader,
-        stream: BinlogStream,
-        gtid: str,
-        offsets: OffsetGenerator,
-        progress: _Progress,
-    ) -> _Progress:
-        """BEGIN, or a statement that ends a transaction (COMMIT of non-transactional
-        changes, DDL, DCL); table and database DDL is published."""
-        query = ev.query_event(body)
-        if query.query.strip().upper() in TRANSACTION_STARTS:
-            return progress
-        ddl = parse_table_ddl(query.query, query.schema)
-        if ddl is not None:
-            self._on_table_ddl(ddl, header, stream, gtid, offsets)
-        return self._end_transaction(progress, gtid, stream, header)
-
-    def _end_transaction(
-        self, progress: _Progress, gtid: str, stream: BinlogStream, header: ev.EventHeader
-    ) -> _Progress:
-        """A MySQL transaction ended (XID, or a query event: COMMIT of non-transactional
-        changes, DDL, DCL): commit if the open Kafka transaction is old enough."""
-        progress.position = progress.position.after_transaction(
-            gtid, stream.log_file, stream.log_pos
-        )
-        self._metrics.observe_event_time(self._instance.name, header.timestamp)
+    def _end_transaction(self, progress: _Progress, end: TransactionEnd) -> _Progress:
+        """A MySQL transaction ended: commit if the open Kafka transaction is old enough."""
+        progress.position = progress.position.after_transaction(end.gtid, end.file, end.pos)
+        self._metrics.observe_event_time(self._instance.name, end.timestamp)
         if time.monotonic() - progress.began >= self._settings.commit_interval_ms / 1000:
             return self._commit(progress)
         return progress
-
-    def _on_table_ddl(
-        self,
-        ddl: TableDdl,
-        header: ev.EventHeader,
-        stream: BinlogStream,
-        gtid: str,
-        offsets: OffsetGenerator,
-    ) -> None:
-        # Schemas looked up in information_schema may have changed with any DDL (RENAME
-        # moves tables across databases): forget them all; DDL is rare.
-        self._lookup.clear()
-        self._schemas.forget_all()
-        self._decoders.forget()
-        # The statement's kind and target only: the text may carry literals worth hiding.
-        log.info("DDL: %s %s %s", ddl.verb, ddl.object, ddl.target)
-        if not self._filter(ddl.schema, ddl.table or ""):
-            return
-        record = {
-            "version": 1,
-            # Where the DDL falls among the rows: after the row with this offset. It takes no
-            # offset of its own, so row offsets do not depend on which DDL is published.
-            "afterBinlogOffset": offsets.state.last_offset,
-            "executeTime": header.timestamp * 1000,
-            **ddl.to_json(),
-            "position": {
-                "serverId": header.server_id,
-                "file": stream.log_file,
-                "pos": stream.log_pos,
-                "gtid": gtid,
-            },
-        }
-        self._publisher.schema_change(ddl.target, record)
-        self._metrics.schema_changes.labels(self._instance.name).inc()
 
     # -- the binlog connection -------------------------------------------------------------------
     def _events(self, stream: BinlogStream) -> Iterator[tuple[ev.EventHeader, bytes]]:

@@ -50,6 +50,8 @@ LOCAL_PORTS = {
 # Passwords of the local stack only. Refused for any host that is not loopback.
 LOCAL_PASSWORDS = frozenset({"cdc-local", "cdc-admin-local", "cdc-pg-local"})
 
+_GTID_POSITION = re.compile(r"^\d+-\d+-\d+(,\d+-\d+-\d+)*$")
+FILE_POSITION = re.compile(r"^(?P<file>[\w.-]+):(?P<pos>\d+)$")
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
@@ -187,11 +189,22 @@ class CollectorSettings(_Section):
     # A row larger than Kafka's maximum message size: record it in the dead-letter topic and
     # go on, or stop with an error.
     on_oversized: Literal["dead-letter", "stop"] = "dead-letter"
-    # Where an instance without a stored position starts: the server's current position, or
-    # a GTID position such as "0-1-1234".
+    # Where an instance without a stored position starts: "current" (the server's current
+    # position), a GTID position such as "0-1-1234" (several domains: "0-1-5,1-2-9"), or a
+    # binlog file and position such as "mariadb-bin.000042:4".
     start: str = "current"
     metrics_port: int = Field(39100, ge=0, le=65535)
     reconnect_backoff_max_s: float = Field(30.0, gt=0)
+
+    @field_validator("start")
+    @classmethod
+    def _start_is_a_position(cls, value: str) -> str:
+        if value == "current" or _GTID_POSITION.match(value) or FILE_POSITION.match(value):
+            return value
+        raise ValueError(
+            "must be 'current', a GTID position like '0-1-1234' or a binlog file and "
+            "position like 'mariadb-bin.000042:4'"
+        )
 
     @field_validator("include", "exclude")
     @classmethod

@@ -65,7 +65,7 @@ def test_million_row_transaction_in_bounded_memory(scene: CollectorScene) -> Non
         scene.env["CDC_MIRROR_COLLECTOR__START"] = scene.start.gtid
         conn.begin()
         cursor.execute(
-            f"INSERT INTO {scene.db}.big SELECT seq, CONCAT('row ', seq) FROM seq_1_to_{ROWS}"
+            f"INSERT INTO {scene.db}.big SELECT seq, CONCAT('row ', seq) FROM {scene.db}.seq_1_to_{ROWS}"
         )
         conn.commit()
     end = scene.position_now()

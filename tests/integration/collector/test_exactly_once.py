@@ -2,9 +2,10 @@
 
 A workload of single-row autocommits, multi-row transactions and transactions larger than 40
 Kafka transactions runs while the collector is killed with SIGKILL, at random moments and
-right after it committed part of a split transaction, and restarted. At the end a
-read_committed consumer must see exactly the changes a clean read of the same binlog range
-yields, in binlog order per table, with identical binlogOffsets.
+right after it committed part of a split transaction, and restarted: 20 kills during a load
+of at least 200,000 row changes (CDC_TEST_COLLECTOR_KILLS and CDC_TEST_COLLECTOR_ROWS change
+both). At the end a read_committed consumer must see exactly the changes a clean read of the
+same binlog range yields, in binlog order per table, with identical binlogOffsets.
 """
 
 from __future__ import annotations
@@ -15,15 +16,22 @@ import threading
 
 from tests.integration.collector.harness import CollectorScene, admin, assert_exactly_once, reached
 
-KILLS = int(os.environ.get("CDC_TEST_COLLECTOR_KILLS", "8"))
+KILLS = int(os.environ.get("CDC_TEST_COLLECTOR_KILLS", "20"))
+ROWS = int(os.environ.get("CDC_TEST_COLLECTOR_ROWS", "200000"))
 PORT = 39121
 
 
 def run_workload(
-    scene: CollectorScene, stop: threading.Event, big_every: int = 8, pace_s: float = 0.0
+    scene: CollectorScene,
+    stop: threading.Event,
+    big_every: int = 8,
+    pace_s: float = 0.0,
+    written: list[int] | None = None,
 ) -> None:
     """Until ``stop``: autocommits, small transactions over two tables, and every
-    ``big_every``-th round a transaction of 20,000 rows; ``pace_s`` between rounds."""
+    ``big_every``-th round a transaction of 20,000 rows; ``pace_s`` between rounds. The rows
+    changed so far are kept in ``written[0]``."""
+    written = written if written is not None else [0]
     rng = random.Random(7)
     db = scene.db
     with admin(scene.settings) as conn, conn.cursor() as cursor:
@@ -35,41 +43,47 @@ def run_workload(
             for _ in range(50):
                 action = rng.random()
                 if action < 0.6 or not ids:
-                    cursor.execute(
+                    written[0] += cursor.execute(
                         f"INSERT INTO {db}.a VALUES (%s, %s, NOW(6))", (next_id, f"r{next_id}")
                     )
                     ids.append(next_id)
                     next_id += 1
                 elif action < 0.85:
-                    cursor.execute(
+                    written[0] += cursor.execute(
                         f"UPDATE {db}.a SET v = %s WHERE id = %s", (f"u{round_}", rng.choice(ids))
                     )
                 else:
-                    cursor.execute(
+                    written[0] += cursor.execute(
                         f"DELETE FROM {db}.a WHERE id = %s", (ids.pop(rng.randrange(len(ids))),)
                     )
             conn.begin()
-            cursor.executemany(
+            changed = cursor.executemany(
                 f"INSERT INTO {db}.b (v) VALUES (%s)", [(f"b{round_}-{i}",) for i in range(40)]
             )
-            cursor.execute(f"UPDATE {db}.a SET v = 'tx' WHERE id %% 7 = %s", (round_ % 7,))
+            changed += cursor.execute(
+                f"UPDATE {db}.a SET v = 'tx' WHERE id %% 7 = %s", (round_ % 7,)
+            )
             conn.commit()
+            written[0] += changed
             stop.wait(pace_s)
             if big_every and round_ % big_every == 1:
                 conn.begin()
-                cursor.executemany(
+                changed = cursor.executemany(
                     f"INSERT INTO {db}.b (v) VALUES (%s)", [(f"big-{i}",) for i in range(20_000)]
                 )
                 conn.commit()
+                written[0] += changed
 
 
-def background(scene: CollectorScene, **options) -> tuple[threading.Thread, threading.Event, list]:
+def background(
+    scene: CollectorScene, written: list[int] | None = None, **options
+) -> tuple[threading.Thread, threading.Event, list]:
     stop = threading.Event()
     failures: list[BaseException] = []
 
     def target() -> None:
         try:
-            run_workload(scene, stop, **options)
+            run_workload(scene, stop, written=written, **options)
         except BaseException as exc:  # noqa: BLE001 - reported by the caller's assertion
             failures.append(exc)
 
@@ -106,7 +120,8 @@ def _committed_part_of_a_split_transaction(process, timeout_s: float) -> bool:
 
 def test_kill_9_at_random_points_loses_and_duplicates_nothing(scene: CollectorScene) -> None:
     rng = random.Random(4242)
-    thread, stop, failures = background(scene)
+    written = [0]
+    thread, stop, failures = background(scene, written)
     split_kills = 0
     for kill in range(KILLS):
         collector = scene.collector(PORT).start()
@@ -115,6 +130,9 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(scene: CollectorSc
         else:
             threading.Event().wait(rng.uniform(0.5, 3.0))  # fault injection: a random moment
         collector.kill()
+    # The load goes on until it has changed ROWS rows (a thread of its own: polled, not slept).
+    while written[0] < ROWS and thread.is_alive():
+        thread.join(0.5)
     stop.set()
     thread.join()
     assert failures == []
@@ -127,7 +145,7 @@ def test_kill_9_at_random_points_loses_and_duplicates_nothing(scene: CollectorSc
     final.stop()
 
     expected = scene.expected(end)
-    assert len(expected) > 20_000
+    assert len(expected) == written[0] >= ROWS
     assert_exactly_once(scene.received(len(expected)), expected)
     resumed = [
         line
