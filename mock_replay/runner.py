@@ -15,6 +15,7 @@ import logging
 import multiprocessing
 import queue
 import secrets
+import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -325,6 +326,8 @@ def _worker_process(
     cancel_flag: Any,
 ) -> None:
     """Entry point of a reader process: reports progress and its end through ``events``."""
+    # Ctrl-C reaches the whole process group; the parent turns it into a clean cancellation.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
