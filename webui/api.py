@@ -38,6 +38,7 @@ from webui.auth import (
     principal_from_cookie,
 )
 from webui.context import WebContext, context, db_session
+from webui.lineage import MirrorDetails, mirror_details
 from webui.models import ApiToken, AuditEntry, TableMirrorRow, User
 from webui.monitoring import PANELS, load_series
 from webui.replay import ReplayRequest, ReplayStatus
@@ -164,6 +165,13 @@ def create_table_mirror(data: TableMirror, db: DB, ctx: Ctx, who: Editor) -> Tab
 @router.get("/table-mirrors/{name}", response_model=TableMirrorOut, tags=["table mirrors"])
 def get_table_mirror(name: str, db: DB, _: Reader) -> TableMirrorOut:
     return _mirror_out(admin.get_table_mirror(db, name))
+
+
+@router.get("/table-mirrors/{name}/details", response_model=MirrorDetails, tags=["table mirrors"])
+def table_mirror_details(name: str, db: DB, ctx: Ctx, _: Reader) -> MirrorDetails:
+    """Live MySQL schema (all shards), cached daily counts and lineage, from the mirror
+    backend; a part that cannot be read is named in ``problems``."""
+    return mirror_details(db, ctx.settings, ctx.keys, name)
 
 
 @router.put("/table-mirrors/{name}", response_model=TableMirrorOut, tags=["table mirrors"])

@@ -519,6 +519,14 @@ def edit_table_page(name: str, request: Request, db: DB, who: PageUser) -> Respo
     )
 
 
+@router.get("/tables/{name}/details")
+def table_details_page(name: str, request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
+    from webui.lineage import mirror_details  # noqa: PLC0415 - asks MySQL and PostgreSQL
+
+    details = mirror_details(db, ctx.settings, ctx.keys, name)
+    return render(request, "table_details.html", who, details=details)
+
+
 @router.post("/tables/new")
 def create_table_form(
     request: Request, db: DB, ctx: Ctx, who: PageUser, form: EditForm

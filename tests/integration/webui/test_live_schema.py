@@ -110,3 +110,50 @@ def test_api_validates_mirrors_against_mariadb(mariadb: Settings, tmp_path: Path
         )
         assert local.password.get_secret_value() not in refused.text
         assert [m["name"] for m in client.get("/api/table-mirrors").json()] == [table.logical_name]
+
+
+def test_mirror_details_from_the_mirror_backend(
+    mariadb: Settings, postgres: Settings, tmp_path: Path
+):
+    local = mariadb.instances[0]
+    settings = Settings(
+        stack=StackSettings(home=tmp_path),
+        webui=WebUISettings.model_validate(
+            {"initial_admin_password": ADMIN_PASSWORD, "scrape_targets": []}
+        ),
+    )
+    app = create_app(settings, replays=SimulatedReplayService())
+    with sharded_table(mariadb) as table, TestClient(app) as client:
+        headers = {"X-CSRF-Token": login(client)}
+        instance = {
+            "name": "live",
+            "host": "127.0.0.1",
+            "port": local.port,
+            "user": local.user,
+            "password": local.password.get_secret_value(),
+        }
+        client.post("/api/instances", json=instance, headers=headers)
+        client.post(
+            "/api/table-mirrors",
+            headers=headers,
+            json={
+                "instance": "live",
+                "db_prefix": table.db_prefix,
+                "table_prefix": "orders",
+                "check_column": "created_at",
+            },
+        )
+        details = client.get(f"/api/table-mirrors/{table.logical_name}/details").json()
+        assert details["problems"] == []
+        assert details["live_schema"]["columns"] == {
+            "id": "bigint(20) unsigned",
+            "user_id": "bigint(20)",
+            "amount": "decimal(12,2)",
+            "created_at": "datetime(6)",
+        }
+        assert details["live_schema"]["shards_agree"] is True
+        assert len(details["lineage"]["mysql"]["shards"]) == 4
+        assert details["lineage"]["kafka_topic"] == "cdc.binlog.live"
+        assert isinstance(details["daily_counts"], list)
+        page = client.get(f"/tables/{table.logical_name}/details")
+        assert page.status_code == 200 and 'id="live-schema"' in page.text

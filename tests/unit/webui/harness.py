@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from simple_binlog.config import Settings, StackSettings, WebUISettings
+from simple_binlog.config import PostgresSettings, Settings, StackSettings, WebUISettings
 from webui.app import create_app
 from webui.replay import ReplayService, SimulatedReplayService
 from webui.schema_source import LiveTableSchema, SchemaSource, StaticSchemaSource
@@ -35,13 +35,22 @@ ORDERS_SCHEMA = LiveTableSchema(
 )
 
 
+# Port 1 on loopback: nothing listens there, so a test that reaches for MySQL or PostgreSQL
+# by accident is refused at once instead of touching the local stack.
+NOWHERE_PORT = 1
+
+
 def webui_settings(home: Path, **webui: object) -> Settings:
     options: dict[str, object] = {
         "initial_admin_password": SecretStr(ADMIN_PASSWORD),
         "scrape_targets": [],
         **webui,
     }
-    return Settings(stack=StackSettings(home=home), webui=WebUISettings.model_validate(options))
+    return Settings(
+        stack=StackSettings(home=home),
+        postgres=PostgresSettings(port=NOWHERE_PORT),
+        webui=WebUISettings.model_validate(options),
+    )
 
 
 def make_app(
@@ -101,7 +110,7 @@ def instance_body(name: str = "orders", **overrides: object) -> dict[str, object
     body: dict[str, object] = {
         "name": name,
         "host": "127.0.0.1",
-        "port": 33306,
+        "port": NOWHERE_PORT,
         "user": "cdc",
         "password": MYSQL_PASSWORD,
         "gtid_start": "current",

@@ -288,3 +288,24 @@ def test_revoked_token_and_disabled_user_lose_access_at_once(client: TestClient,
     client.put("/api/users/viewer/state", json={"disabled": True}, headers=headers)
     assert viewer.get("/api/me").status_code == 401
     assert viewer.get("/instances", follow_redirects=False).status_code == 303
+
+
+def test_mirror_details_name_what_cannot_be_read_and_still_give_lineage(
+    client: TestClient, admin_csrf: str
+):
+    headers = {"X-CSRF-Token": admin_csrf}
+    client.post("/api/instances", json=instance_body(topic="orders.custom"), headers=headers)
+    client.post("/api/table-mirrors", json=mirror_body(targets=["hive", "redis"]), headers=headers)
+    details = client.get("/api/table-mirrors/ordercenter_orderinfo/details")
+    assert details.status_code == 200, details.text
+    body = details.json()
+    assert body["live_schema"] is None and body["daily_counts"] is None
+    assert [p.split(":")[0] for p in body["problems"]] == ["live schema", "daily counts"]
+    assert "MySQL instance 'orders' at 127.0.0.1:1 cannot be reached" in body["problems"][0]
+    assert body["lineage"]["kafka_topic"] == "orders.custom"
+    assert body["lineage"]["warehouse_table"] is None
+    assert body["lineage"]["redis_prefix"] == "cdc:ordercenter_orderinfo:"
+    assert MYSQL_PASSWORD not in details.text
+    page = client.get("/tables/ordercenter_orderinfo/details")
+    assert page.status_code == 200 and "orders.custom" in page.text
+    assert client.get("/api/table-mirrors/nope/details").status_code == 404
