@@ -4,7 +4,8 @@ every few seconds.
 Measures, over real HTTP (uvicorn on loopback, keep-alive httpx clients, N threads):
 
 - ``config 200``: ``GET /api/collector-config/{instance}`` with a collector token (token lookup,
-  instance and table mirrors from SQLite, password decrypted, etag computed, JSON);
+  the instance row from SQLite, the built config from the admin's cache keyed by the
+  instance's version, JSON);
 - ``config 304``: the same with ``If-None-Match`` (what a poll costs while nothing changed);
 - baseline: a bare FastAPI endpoint on the same uvicorn returning the same JSON body from
   memory, with no authentication or database, measured in the same run.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -292,9 +293,39 @@ def delete_table_mirror(db: Session, actor: str, name: str) -> None:
 # --- collector config ---------------------------------------------------------------------
 
 
-def collector_config(db: Session, keys: Keys, name: str) -> CollectorConfig:
+class CollectorConfigCache:
+    """Built configs by (instance id, version, updated_at).
+
+    Every saved change to an instance sets its ``updated_at`` and every change to its table
+    mirrors bumps its ``version``, so a key names one content exactly: a poll that finds its
+    key here costs one small query instead of rebuilding and hashing the body.
+    """
+
+    def __init__(self, max_entries: int = 1024) -> None:
+        self._entries: dict[tuple[int, int, str], CollectorConfig] = {}
+        self._max = max_entries
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[int, int, str]) -> CollectorConfig | None:
+        with self._lock:
+            return self._entries.get(key)
+
+    def put(self, key: tuple[int, int, str], config: CollectorConfig) -> None:
+        with self._lock:
+            if len(self._entries) >= self._max:
+                self._entries.clear()  # stale versions pile up only; start afresh
+            self._entries[key] = config
+
+
+def collector_config(
+    db: Session, keys: Keys, name: str, cache: CollectorConfigCache | None = None
+) -> CollectorConfig:
     """The instance's effective config; ``etag`` changes whenever any part of it does."""
     row = get_instance(db, name)
+    key = (row.id, row.version, row.updated_at.isoformat())
+    cached = cache.get(key) if cache is not None else None
+    if cached is not None:
+        return cached
     tables = [
         table_mirror(t)
         for t in db.scalars(
@@ -320,7 +351,10 @@ def collector_config(db: Session, keys: Keys, name: str) -> CollectorConfig:
     }
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
     etag = hashlib.sha256(canonical).hexdigest()[:32]
-    return CollectorConfig.model_validate({**body, "etag": etag})
+    config = CollectorConfig.model_validate({**body, "etag": etag})
+    if cache is not None:
+        cache.put(key, config)
+    return config
 
 
 # --- users and tokens ---------------------------------------------------------------------

@@ -327,7 +327,7 @@ def collector_config(
             status.HTTP_403_FORBIDDEN,
             "only API tokens of role 'collector' may read collector configs.",
         )
-    config = admin.collector_config(db, ctx.keys, instance)
+    config = admin.collector_config(db, ctx.keys, instance, ctx.collector_configs)
     etag = f'"{config.etag}"'
     if if_none_match is not None and etag in {t.strip() for t in if_none_match.split(",")}:
         return Response(status_code=304, headers={"ETag": etag})

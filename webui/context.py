@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from simple_binlog.config import Settings
+from webui.admin import CollectorConfigCache
 from webui.replay import ReplayService
 from webui.schema_source import SchemaSource
 from webui.security import Keys
@@ -21,6 +22,7 @@ class WebContext:
     sessions: sessionmaker[Session]
     replays: ReplayService
     schemas: SchemaSource
+    collector_configs: CollectorConfigCache = field(default_factory=CollectorConfigCache)
 
 
 def context(request: Request) -> WebContext:

@@ -190,6 +190,14 @@ def test_collector_config_contract(client: TestClient, admin_csrf: str):
     assert changed.json()["version"] > body["version"]
     assert changed.json()["etag"] != body["etag"]
     assert [t["table_prefix"] for t in changed.json()["tables"]] == ["orderinfo"]
+    moved = instance_body(host="10.9.9.9", password=None)
+    assert client.put("/api/instances/orders", json=moved, headers=headers).status_code == 200
+    after_move = bot.get(
+        "/api/collector-config/orders",
+        headers={**_bearer(collector), "If-None-Match": changed.headers["etag"]},
+    )
+    assert after_move.status_code == 200, "a cached config never outlives a change"
+    assert after_move.json()["host"] == "10.9.9.9"
     assert bot.get("/api/collector-config/gone", headers=_bearer(collector)).status_code == 404
 
 
