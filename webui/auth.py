@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
@@ -123,6 +126,48 @@ def principal_from_bearer(db: Session, authorization: str | None) -> Principal |
         "admin" if row.role == "admin" else "collector" if row.role == "collector" else "viewer"
     )
     return Principal(f"token:{row.name}", role, "token")
+
+
+class LoginThrottle:
+    """Failed logins per user name: after ``max_failures`` within ``window_s`` the name is
+    refused for the rest of the window, whatever the password (slows password guessing).
+    In memory, per process; a successful login clears the name's failures."""
+
+    def __init__(
+        self,
+        max_failures: int = 5,
+        window_s: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._max = max_failures
+        self._window = window_s
+        self._clock = clock
+        self._failures: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    def retry_after(self, username: str) -> float:
+        """Seconds until ``username`` may try again (0: now)."""
+        with self._lock:
+            recent = self._recent(username)
+            if len(recent) < self._max:
+                return 0.0
+            return max(0.0, recent[0] + self._window - self._clock())
+
+    def failed(self, username: str) -> None:
+        with self._lock:
+            self._recent(username).append(self._clock())
+            if len(self._failures) > 10_000:  # bounded memory under a spray of names
+                self._failures = {k: v for k, v in self._failures.items() if v}
+
+    def succeeded(self, username: str) -> None:
+        with self._lock:
+            self._failures.pop(username, None)
+
+    def _recent(self, username: str) -> list[float]:
+        cutoff = self._clock() - self._window
+        recent = [t for t in self._failures.get(username, []) if t > cutoff]
+        self._failures[username] = recent
+        return recent
 
 
 def csrf_ok(principal: Principal, submitted: str | None) -> bool:

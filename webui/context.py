@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from simple_binlog.config import Settings
 from webui.admin import CollectorConfigCache
+from webui.auth import LoginThrottle
 from webui.replay import ReplayService
 from webui.schema_source import SchemaSource
 from webui.security import Keys
@@ -23,6 +24,7 @@ class WebContext:
     replays: ReplayService
     schemas: SchemaSource
     collector_configs: CollectorConfigCache = field(default_factory=CollectorConfigCache)
+    login_throttle: LoginThrottle = field(default_factory=LoginThrottle)
 
 
 def context(request: Request) -> WebContext:

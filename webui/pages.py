@@ -177,9 +177,16 @@ async def login(request: Request, db: DB, ctx: Ctx) -> Response:
         return _login_again(
             request, ctx, next_url, "Your login form expired; please try again.", 403
         )
-    user = authenticate_password(db, _text(form, "username"), _text(form, "password"))
+    username = _text(form, "username")
+    wait = ctx.login_throttle.retry_after(username)
+    if wait > 0:
+        message = f"Too many failed logins for this user; try again in {wait:.0f} s."
+        return _login_again(request, ctx, next_url, message, 429)
+    user = authenticate_password(db, username, _text(form, "password"))
     if user is None:
+        ctx.login_throttle.failed(username)
         return _login_again(request, ctx, next_url, "Unknown user or wrong password.", 401)
+    ctx.login_throttle.succeeded(username)
     response = _see(next_url)
     response.set_cookie(
         SESSION_COOKIE,

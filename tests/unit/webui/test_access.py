@@ -278,3 +278,24 @@ def test_unknown_objects_are_a_404_page_or_problem(client: TestClient, admin_csr
     api = client.get("/api/table-mirrors/nope")
     assert api.status_code == 404
     assert api.json() == {"detail": ["no table mirror named 'nope'."]}
+
+
+def test_password_guessing_is_throttled_per_user(client: TestClient):
+    page = client.get("/login")
+    for _ in range(5):
+        page = client.post(
+            "/login",
+            data={"username": "admin", "password": "guess-guess", "csrf_token": csrf_of(page.text)},
+        )
+        assert page.status_code == 401
+    right = client.post(
+        "/login",
+        data={
+            "username": "admin",
+            "password": "admin-password-1",
+            "csrf_token": csrf_of(page.text),
+        },
+    )
+    assert right.status_code == 429
+    assert "Too many failed logins for this user; try again in" in right.text
+    assert client.get("/api/me").status_code == 401

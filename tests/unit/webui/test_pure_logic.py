@@ -148,3 +148,21 @@ def test_simulated_replay_advances_with_its_clock_and_cancels():
     assert done.state == "succeeded" and done.rows_done == 1000 and done.percent == 100.0
     assert service.cancel(second).state == "succeeded", "a finished run stays finished"
     assert {s.run_id for s in service.runs()} == {first, second}
+
+
+def test_login_throttle_refuses_a_name_after_repeated_failures_until_the_window_passes():
+    from webui.auth import LoginThrottle
+
+    now = [0.0]
+    throttle = LoginThrottle(max_failures=3, window_s=60, clock=lambda: now[0])
+    for _ in range(3):
+        assert throttle.retry_after("alice") == 0
+        throttle.failed("alice")
+        now[0] += 1
+    assert throttle.retry_after("alice") == 57.0
+    assert throttle.retry_after("bob") == 0, "other names are not affected"
+    now[0] += 57
+    assert throttle.retry_after("alice") == 0
+    throttle.failed("alice")
+    throttle.succeeded("alice")
+    assert throttle.retry_after("alice") == 0
