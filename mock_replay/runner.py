@@ -27,12 +27,15 @@ import orjson
 from mock_replay.condition import Condition, compile_condition
 from mock_replay.errors import ReplayCancelled, ReplayError
 from mock_replay.plan import (
+    BATCH_SEPARATOR,
     RowEncoder,
     TableShape,
     TokenBucket,
+    batch_is_whole,
     chunk_query,
     decode_key,
     execute_time_ms,
+    json_batch_query,
     json_chunk_query,
 )
 from mock_replay.progress import (
@@ -56,6 +59,7 @@ from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.offsets import mock_offset
 from simple_binlog.routing import ShardRouter, partition_key
+from simple_binlog.values import JsonScalar
 
 log = logging.getLogger(__name__)
 
@@ -268,11 +272,51 @@ class ReplayWorker:
             finished.append(progress)
         return finished
 
+    def _read(  # noqa: PLR0911
+        self,
+        shape: TableShape,
+        condition: Condition | None,
+        after: tuple[Any, ...] | None,
+        encoder: RowEncoder,
+        reading: str,
+    ) -> tuple[list[bytes], tuple[JsonScalar, ...] | None]:
+        """The next chunk's messages and its last key (None: empty, or a cut batch)."""
+        limit = self._prepared.spec.batch_size
+        if reading == "batch":
+            query = json_batch_query(shape, condition, after, limit)
+            assert query is not None
+            ((count, characters, joined),) = self._source.read_chunk(*query, shape.name)
+            if not batch_is_whole(count, characters, joined):
+                return [], None
+            pieces = joined.split(BATCH_SEPARATOR) if count else []
+            if not pieces:
+                return [], ()
+            values = [encoder.encode_json_text(piece) for piece in pieces]
+            return values, encoder.key_of(orjson.loads(pieces[-1]))
+        if reading == "rows":
+            query = json_chunk_query(shape, condition, after, limit)
+            assert query is not None
+            rows = self._source.read_chunk(*query, shape.name)
+            if not rows:
+                return [], ()
+            values = [encoder.encode_json_text(row[0]) for row in rows]
+            return values, encoder.key_of(orjson.loads(rows[-1][0]))
+        rows = self._source.read_chunk(*chunk_query(shape, condition, after, limit), shape.name)
+        if not rows:
+            return [], ()
+        contents = [encoder.content(row) for row in rows]
+        return [encoder.encode(content) for content in contents], encoder.key_of(contents[-1])
+
     def _table(self, shape: TableShape, progress: TableProgress) -> TableProgress:
         spec = self._prepared.spec
         condition = self._prepared.conditions[shape.name]
         encoder = RowEncoder(shape, self._offset, self._execute_time)
         key = partition_key(shape.schema, shape.table)
+        # How chunks are read: server-built JSON in one batch row, server-built JSON per row,
+        # or columns encoded here.
+        reading = "python"
+        if self._settings.replay.server_json and json_chunk_query(shape, None, None, 1):
+            reading = "batch"
         # The lower bound of the next chunk: the last published key, bound as the Python
         # values its columns hold.
         after = decode_key(shape, progress.last_key) if progress.last_key is not None else None
@@ -281,35 +325,30 @@ class ReplayWorker:
             if self._cancel.is_set() or not self._guard.wait_until_calm():
                 self._publisher.publish([], progress.finished("cancelled"))
                 raise ReplayCancelled(f"replay run {spec.run_id} was cancelled.")
-            json_query = (
-                json_chunk_query(shape, condition, after, spec.batch_size)
-                if self._settings.replay.server_json
-                else None
-            )
-            sql, params = json_query or chunk_query(shape, condition, after, spec.batch_size)
-            rows = self._source.read_chunk(sql, params, shape.name)
-            if not rows:
+            values, last_key = self._read(shape, condition, after, encoder, reading)
+            if last_key is None and reading == "batch":
+                # The batch did not fit the server's limits: this chunk and the rest of the
+                # table row by row.
+                log.info("%s: a batch was cut by the server; reading it row by row", shape.name)
+                reading = "rows"
+                continue
+            if not values:
                 progress = progress.finished("done")
                 self._publisher.publish([], progress)
                 self._on_progress(progress)
                 return progress
-            if json_query is not None:
-                records = [(key, encoder.encode_json_text(row[0])) for row in rows]
-                last_key = encoder.key_of(orjson.loads(rows[-1][0]))
-            else:
-                contents = [encoder.content(row) for row in rows]
-                records = [(key, encoder.encode(content)) for content in contents]
-                last_key = encoder.key_of(contents[-1])
+            assert last_key is not None
+            records = [(key, value) for value in values]
             after = decode_key(shape, last_key)
-            progress = progress.advanced(last_key, len(rows))
-            if len(rows) < spec.batch_size:
+            progress = progress.advanced(last_key, len(values))
+            if len(values) < spec.batch_size:
                 # A short chunk is the last one: "done" commits with its rows.
                 progress = progress.finished("done")
             self._publisher.publish(records, progress)
             self._on_progress(progress)
             if progress.state == "done":
                 return progress
-            delay = self._bucket.take(len(rows))
+            delay = self._bucket.take(len(values))
             if delay > 0 and self._cancel.wait(delay):
                 continue  # the loop's check records the cancellation
 

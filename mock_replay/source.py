@@ -126,7 +126,10 @@ class MySQLSource:
                     password=self._instance.password.get_secret_value(),
                     connect_timeout=10,
                     autocommit=True,
-                    init_command="SET time_zone = '+00:00'",
+                    # UTC: TIMESTAMPs as the binlog carries them. A batch of server-built rows
+                    # may be as long as a packet may be.
+                    init_command="SET time_zone = '+00:00', "
+                    "group_concat_max_len = @@max_allowed_packet",
                     charset="utf8mb4",
                     conv=_text_conversions(),
                 )

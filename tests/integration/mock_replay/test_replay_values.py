@@ -9,6 +9,7 @@ MariaDB's UUID/INET — and equal to MySQL's values in the contract's canonical 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 import pytest
 
@@ -112,3 +113,34 @@ def test_replayed_values_equal_the_collectors_and_mysqls(
     assert second["fl"] == 1.2345677614212036  # the float32 value, not the text protocol's 1.23457
     nulls = next(m.content for m in replayed if m.content["id"] == "3")
     assert all(value is None for name, value in nulls.items() if name != "id")
+
+
+def test_a_batch_too_long_for_the_server_is_read_row_by_row(
+    local_stack: Settings, shards: Shards, caplog
+) -> None:
+    """GROUP_CONCAT cuts a batch longer than group_concat_max_len (= max_allowed_packet) with a
+    warning only; the replay notices by the count and reads the chunk again row by row."""
+    with admin(local_stack) as conn, conn.cursor() as cursor:
+        cursor.execute("SELECT @@max_allowed_packet")
+        packet = int(cursor.fetchone()[0])
+    size = 1_000_000
+    rows = packet // size + 4
+    shards.create(
+        1,
+        1,
+        "id INT PRIMARY KEY, body LONGTEXT",
+        rows,
+        f"SELECT s.seq, REPEAT(CHAR(96 + s.seq % 26), {size})",
+    )
+
+    with caplog.at_level(logging.INFO, logger="mock_replay"):
+        replayed, _, _ = replay_to_memory(
+            local_stack, ReplayRequest("local", shards.db, shards.table, batch_size=1000)
+        )
+
+    assert [m.content["id"] for m in replayed] == list(range(1, rows + 1))
+    assert all(m.content["body"] == chr(96 + m.content["id"] % 26) * size for m in replayed)
+    assert any(
+        "a batch was cut by the server; reading it row by row" in r.getMessage()
+        for r in caplog.records
+    )

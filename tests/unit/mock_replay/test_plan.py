@@ -15,6 +15,7 @@ from mock_replay.plan import (
     RowEncoder,
     TableShape,
     TokenBucket,
+    batch_is_whole,
     choose_key,
     chunk_query,
     decode_key,
@@ -246,3 +247,13 @@ def test_a_row_built_by_the_server_gets_the_same_envelope() -> None:
     assert orjson.loads(encoder.encode_json_text(server_text)) == orjson.loads(
         encoder.encode(content)
     )
+
+
+def test_a_cut_batch_is_recognised_even_when_the_cut_falls_inside_the_last_row() -> None:
+    rows = ['{"id": 1}', '{"id": 2, "v": "abc"}', '{"id": 3, "v": "héllo"}']
+    joined = "\n".join(rows)
+    characters = sum(len(r) for r in rows)
+    assert batch_is_whole(3, characters, joined)
+    assert not batch_is_whole(3, characters, joined[:-3])  # still 3 pieces, the last one cut
+    assert not batch_is_whole(3, characters, None)
+    assert batch_is_whole(0, None, None)
