@@ -345,13 +345,16 @@ class CancelWatch:
         partition.offset = high
         self._consumer.assign([partition])
         self.requested = False
+        # Asked from the publishing thread and the read-ahead thread.
+        self._lock = threading.Lock()
 
     def poll(self) -> bool:
-        if not self.requested:
-            for record in self._consumer.consume(num_messages=1000, timeout=0):
-                if record.error() is None and record.key() == self._wanted:
-                    self.requested = True
-        return self.requested
+        with self._lock:
+            if not self.requested:
+                for record in self._consumer.consume(num_messages=1000, timeout=0):
+                    if record.error() is None and record.key() == self._wanted:
+                        self.requested = True
+            return self.requested
 
     def close(self) -> None:
         self._consumer.close()

@@ -18,7 +18,7 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -307,50 +307,128 @@ class ReplayWorker:
         contents = [encoder.content(row) for row in rows]
         return [encoder.encode(content) for content in contents], encoder.key_of(contents[-1])
 
-    def _table(self, shape: TableShape, progress: TableProgress) -> TableProgress:
-        spec = self._prepared.spec
+    def _chunks(
+        self, shape: TableShape, after: tuple[Any, ...] | None, encoder: RowEncoder
+    ) -> Iterator[Chunk | None]:
+        """The table's chunks in key order from ``after`` on, the last one short or empty;
+        None (and the end) when the run is cancelled. Runs ahead of publishing, in the
+        read-ahead thread: it alone uses the MySQL connection."""
         condition = self._prepared.conditions[shape.name]
-        encoder = RowEncoder(shape, self._offset, self._execute_time)
-        key = partition_key(shape.schema, shape.table)
-        # How chunks are read: server-built JSON in one batch row, server-built JSON per row,
-        # or columns encoded here.
+        limit = self._prepared.spec.batch_size
+        # Server-built JSON in one batch row, server-built JSON per row, or columns encoded
+        # here.
         reading = "python"
         if self._settings.replay.server_json and json_chunk_query(shape, None, None, 1):
             reading = "batch"
-        # The lower bound of the next chunk: the last published key, bound as the Python
-        # values its columns hold.
-        after = decode_key(shape, progress.last_key) if progress.last_key is not None else None
-        self._on_progress(progress)
         while True:
             if self._cancel.is_set() or not self._guard.wait_until_calm():
-                self._publisher.publish([], progress.finished("cancelled"))
-                raise ReplayCancelled(f"replay run {spec.run_id} was cancelled.")
+                yield None
+                return
             values, last_key = self._read(shape, condition, after, encoder, reading)
-            if last_key is None and reading == "batch":
+            if last_key is None:
                 # The batch did not fit the server's limits: this chunk and the rest of the
                 # table row by row.
                 log.info("%s: a batch was cut by the server; reading it row by row", shape.name)
                 reading = "rows"
                 continue
-            if not values:
-                progress = progress.finished("done")
-                self._publisher.publish([], progress)
-                self._on_progress(progress)
-                return progress
-            assert last_key is not None
-            records = [(key, value) for value in values]
+            yield Chunk(values, last_key)
+            if len(values) < limit:
+                return
+            # The next chunk's lower bound, bound as the Python values its columns hold.
             after = decode_key(shape, last_key)
-            progress = progress.advanced(last_key, len(values))
-            if len(values) < spec.batch_size:
-                # A short chunk is the last one: "done" commits with its rows.
-                progress = progress.finished("done")
-            self._publisher.publish(records, progress)
+
+    def _table(self, shape: TableShape, progress: TableProgress) -> TableProgress:
+        spec = self._prepared.spec
+        encoder = RowEncoder(shape, self._offset, self._execute_time)
+        key = partition_key(shape.schema, shape.table)
+        after = decode_key(shape, progress.last_key) if progress.last_key is not None else None
+        self._on_progress(progress)
+        # Reading the next chunk overlaps publishing this one: the server builds rows while
+        # this thread produces and commits.
+        with ReadAhead(self._chunks(shape, after, encoder)) as chunks:
+            for chunk in chunks:
+                if chunk is None or self._cancel.is_set():
+                    self._publisher.publish([], progress.finished("cancelled"))
+                    raise ReplayCancelled(f"replay run {spec.run_id} was cancelled.")
+                if not chunk.values:
+                    break
+                progress = progress.advanced(chunk.last_key, len(chunk.values))
+                if len(chunk.values) < spec.batch_size:
+                    # A short chunk is the last one: "done" commits with its rows.
+                    progress = progress.finished("done")
+                self._publisher.publish([(key, value) for value in chunk.values], progress)
+                self._on_progress(progress)
+                delay = self._bucket.take(len(chunk.values))
+                if delay > 0:
+                    self._cancel.wait(delay)  # the next round's check sees a cancellation
+        if progress.state != "done":
+            progress = progress.finished("done")
+            self._publisher.publish([], progress)
             self._on_progress(progress)
-            if progress.state == "done":
-                return progress
-            delay = self._bucket.take(len(values))
-            if delay > 0 and self._cancel.wait(delay):
-                continue  # the loop's check records the cancellation
+        return progress
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    values: list[bytes]  # the encoded messages, in key order
+    last_key: tuple[JsonScalar, ...]  # wire form; () for an empty chunk
+
+
+class ReadAhead:
+    """Runs an iterator in a thread, one item ahead of its consumer; its exceptions are
+    raised to the consumer. Leaving the ``with`` block stops it."""
+
+    _END = object()
+
+    def __init__(self, items: Iterator[Any]) -> None:
+        self._items = items
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="replay-read-ahead", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            for item in self._items:
+                if not self._put(item):
+                    return
+            self._put(self._END)
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+            self._put(_Failure(exc))
+        finally:
+            close = getattr(self._items, "close", None)
+            if close is not None:
+                close()
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def __enter__(self) -> Iterator[Any]:
+        self._thread.start()
+        return self._iterate()
+
+    def _iterate(self) -> Iterator[Any]:
+        while True:
+            item = self._queue.get()
+            if item is self._END:
+                return
+            if isinstance(item, _Failure):
+                raise item.error
+            yield item
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    error: BaseException
 
 
 # -- wiring to Kafka ----------------------------------------------------------------------
