@@ -10,7 +10,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from simple_binlog.config import Settings
-from simple_binlog.errors import ServiceUnavailableError
+from simple_binlog.errors import ConfigError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,16 @@ def database_url(settings: Settings) -> str:
 
 
 def make_engine(url: str) -> Engine:
+    try:
+        return _make_engine(url)
+    except (SQLAlchemyError, ValueError) as exc:  # unknown dialect, driver missing, bad URL
+        raise ConfigError(
+            f"config field 'webui.database_url' is invalid: {type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else 'cannot be used'}."
+        ) from None
+
+
+def _make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         # The web server's worker threads share the engine; SQLite needs to be told, and
         # needs foreign keys switched on per connection.

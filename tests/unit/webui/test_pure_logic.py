@@ -166,3 +166,17 @@ def test_login_throttle_refuses_a_name_after_repeated_failures_until_the_window_
     throttle.failed("alice")
     throttle.succeeded("alice")
     assert throttle.retry_after("alice") == 0
+
+
+def test_bad_or_unreachable_admin_database_is_one_sentence_without_the_password():
+    from simple_binlog.errors import ServiceUnavailableError
+    from webui.db import make_engine, migrate
+
+    with pytest.raises(ConfigError, match=r"^config field 'webui.database_url' is invalid"):
+        make_engine("nodialect://user:Pw-secret-1@host/db")
+    engine = make_engine("postgresql+psycopg://user:Pw-secret-1@127.0.0.1:1/admin")
+    with pytest.raises(ServiceUnavailableError) as error:
+        migrate(engine)
+    message = str(error.value)
+    assert message.startswith("the web admin's database (postgresql+psycopg://user:***@127.0.0.1:1")
+    assert "Pw-secret-1" not in message and "\n" not in message
