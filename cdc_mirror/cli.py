@@ -295,7 +295,9 @@ def mirror_refresh_counts() -> None:
         raise typer.Exit(1)
 
 
-webui_app = typer.Typer(help="The web admin (FastAPI): configuration, replays, monitoring.")
+webui_app = typer.Typer(
+    help="The web admin (FastAPI): without a command it serves the admin; create-user adds a user."
+)
 app.add_typer(webui_app, name="webui")
 
 
