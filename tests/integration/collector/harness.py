@@ -152,14 +152,18 @@ class CollectorScene:
         consumer = Consumer(consumer_config(kafka, group_id=f"test-{uuid.uuid4().hex[:8]}"))
         consumer.subscribe([topic_name(kafka, self.settings.instances[0].name)])
         messages: list[SimpleBinlog] = []
+        # Read while messages keep coming: give up after 60 s without a new one.
         deadline = time.monotonic() + 60
         try:
             while len(messages) < at_least and time.monotonic() < deadline:
-                messages += [
+                batch = [
                     decode_message(r.value())
                     for r in consumer.consume(5000, 1.0)
                     if r.error() is None
                 ]
+                if batch:
+                    messages += batch
+                    deadline = time.monotonic() + 60
             # One more poll: nothing beyond what is expected may arrive.
             messages += [
                 decode_message(r.value()) for r in consumer.consume(100, 3.0) if r.error() is None
