@@ -5,6 +5,7 @@ is saved. Every form carries the session's CSRF token.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -42,6 +43,11 @@ from webui.security import new_csrf_token
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 TEMPLATES.env.filters["utc"] = lambda seconds: time.strftime(
     "%Y-%m-%d %H:%M:%S", time.gmtime(float(seconds))
+)
+# Readable JSON for <pre> blocks (autoescaping still applies); Jinja's tojson escapes <, >
+# and & as \u003c… because it is meant for <script>.
+TEMPLATES.env.filters["pretty_json"] = lambda value: json.dumps(
+    value, indent=1, sort_keys=True, ensure_ascii=False
 )
 
 DB = Annotated[Session, Depends(db_session, scope="function")]

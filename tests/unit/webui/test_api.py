@@ -317,3 +317,15 @@ def test_mirror_details_name_what_cannot_be_read_and_still_give_lineage(
     page = client.get("/tables/ordercenter_orderinfo/details")
     assert page.status_code == 200 and "orders.custom" in page.text
     assert client.get("/api/table-mirrors/nope/details").status_code == 404
+
+
+def test_audit_page_shows_readable_escaped_json(client: TestClient, admin_csrf: str):
+    body = instance_body(include=[r"<script>alert(1)</script>\..*"])
+    assert (
+        client.post("/api/instances", json=body, headers={"X-CSRF-Token": admin_csrf}).status_code
+        == 201
+    )
+    page = client.get("/audit").text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page, "escaped by the template"
+    assert "<script>alert" not in page
+    assert "\\u003c" not in page, "readable, not JSON-escaped for <script>"
