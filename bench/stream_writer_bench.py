@@ -58,7 +58,7 @@ def produce(settings: Settings, topic: str, messages: int, tables: int, hot: int
         document = {
             "version": 1, "binlogOffset": 1_709_251_200_000_000 + i,
             "executeTime": start_ms + i * 10, "eventType": "INSERT",
-            "schemaName": f"bench_{table:03d}", "tableName": "orders", "source": "BINLOG",
+            "schemaName": f"shop{table:03d}", "tableName": "orders", "source": "BINLOG",
             "primaryKeys": ["id"],
             "columnTypes": {"id": "bigint(20)", "user_id": "int(11)", "amount": "decimal(12,2)",
                             "status": "varchar(16)", "note": "varchar(64)"},
@@ -69,7 +69,7 @@ def produce(settings: Settings, topic: str, messages: int, tables: int, hot: int
         }
         while True:
             try:
-                producer.produce(topic, key=f"bench_{table:03d}.orders".encode(),
+                producer.produce(topic, key=f"shop{table:03d}.orders".encode(),
                                  value=orjson.dumps(document))
                 break
             except BufferError:
@@ -131,15 +131,18 @@ def file_report(lake: Path, database: str, target_bytes: int, hot_table: str) ->
         name = FileName.parse(path.name)
         key = (path.parent.parent.name, path.parent.name, name.batch_id, name.partition)
         groups.setdefault(key, []).append((name.index, path.stat().st_size))
-    too_big = too_small = 0
+    too_big = too_small = small_last = 0
     for members in groups.values():
         members.sort()
         for index, size in members:
             last = index == members[-1][0]
             if size > 2 * target_bytes:
                 too_big += 1
-            elif size < target_bytes / 20 and not last:
-                too_small += 1
+            elif size < target_bytes / 20:
+                if last:
+                    small_last += 1
+                else:
+                    too_small += 1
     sizes = sorted(p.stat().st_size for p in files)
     hot = [p.stat().st_size for p in files if p.parent.parent.name == hot_table]
     return {
@@ -236,7 +239,7 @@ def throughput(spark, settings: Settings, args, topic: str, work: Path, database
           flush=True)
     print(f"ratio stream writer / baseline: {(total / ours_s) / (base_rows / base_s):.2f}")
     report = file_report(settings.lake_dir, database, int(args.target_file_mb * 2**20),
-                         "bench_000_orders")
+                         "shop000_orders")
     for key, value in report.items():
         print(f"  {key}: {value}")
     assert total == args.messages, f"{total} rows in the lake for {args.messages} messages"
@@ -255,6 +258,10 @@ def main() -> None:
     parser.add_argument("--latency-rate", type=int, default=5_000)
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("stream_writer").setLevel(logging.INFO)
 
     work = Path(tempfile.mkdtemp(prefix="bench-sw-"))
     database = f"bench_sw_{uuid.uuid4().hex[:6]}"

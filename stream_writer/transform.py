@@ -159,8 +159,9 @@ def error_column(m: str = "m") -> Column:
 
 def parse(kafka_rows: DataFrame, zone: str) -> DataFrame:
     """Kafka source rows → one row per message with the SimpleBinlog fields, ``error``,
-    ``dt`` (day of executeTime, for valid rows) and ``kafkaDt`` (day of the Kafka timestamp,
-    the dead-letter table's partition)."""
+    ``payloadBytes``, ``dt`` (day of executeTime, for valid rows) and ``kafkaDt`` (day of the
+    Kafka timestamp, the dead-letter table's partition). ``value`` and ``key`` stay as they
+    came, for the dead-letter table."""
     parsed = kafka_rows.select(
         F.from_json(
             F.col("value").cast("string"),
@@ -183,6 +184,7 @@ def parse(kafka_rows: DataFrame, zone: str) -> DataFrame:
         "kafkaOffset",
         "kafkaTimestamp",
         error_column().alias("error"),
+        F.coalesce(F.length("value"), F.lit(0)).alias("payloadBytes"),
     ).select(
         "*",
         day_column(F.col("executeTime"), zone).alias("dt"),
@@ -209,7 +211,7 @@ def group_stats(parsed: DataFrame) -> DataFrame:
         F.min("kafkaOffset").alias("minOffset"),
         F.max("kafkaOffset").alias("maxOffset"),
         F.max(F.when(valid, F.col("executeTime"))).alias("maxEventMs"),
-        F.sum(F.coalesce(F.length("value"), F.lit(0))).alias("payloadBytes"),
+        F.sum("payloadBytes").alias("payloadBytes"),
     )
 
 

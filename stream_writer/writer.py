@@ -30,6 +30,7 @@ part of the newest batch, never a row twice.
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 import uuid
@@ -191,7 +192,10 @@ class BatchWriter:
 
     def _stage(self, batch: DataFrame, batch_id: int) -> commit.BatchManifest:
         batch_ts = layout.batch_timestamp(datetime.fromtimestamp(self.clock(), UTC))
-        parsed = transform.parse(batch, self.config.time_zone).persist()
+        full = transform.parse(batch, self.config.time_zone)
+        # Cached without the raw bytes: only dead letters need them, and those are parsed
+        # again from the batch (Kafka re-reads the same offsets) when a batch has any.
+        parsed = full.drop("value", "key").persist()
         try:
             plan = self._plan(transform.group_stats(parsed).collect())
             attempt = f"{batch_id}-{uuid.uuid4().hex[:8]}"
@@ -223,9 +227,7 @@ class BatchWriter:
             if valid_groups:
                 files += self._write_rows(parsed, plan, file_plan, staging / "rows", batch_id)
             if dead_groups:
-                files += self._write_dead_letters(
-                    parsed, plan, file_plan, staging / "dead", batch_id
-                )
+                files += self._write_dead_letters(full, plan, file_plan, staging / "dead", batch_id)
             for item in files:
                 rows_by_table_day[(item.table, item.dt)] += item.rows
             return commit.BatchManifest(
@@ -411,12 +413,16 @@ class BatchWriter:
         batch_id: int,
     ) -> list[commit.CommittedFile]:
         planned = {f.file_id: f for f in file_plan.files}
-        used = {f.file_id for f in file_plan.files}
-        tasks = max(1, min(len(used), self.spark.sparkContext.defaultParallelism * 2))
-        # Repartitioning by file id puts each planned file in exactly one task, so the writer
-        # produces one Parquet file per planned file (and no task writes a table alone when
-        # a hot table has several files).
-        rows.repartition(tasks, "fileId").write.partitionBy("fileId").parquet(str(target))
+        # A file's rows come from one Kafka partition, and Spark's Kafka source reads each
+        # topic partition in one task: written as they are, each planned file is produced by
+        # exactly one task, without a shuffle. Should a file end up in several parts (e.g. a
+        # source that splits partitions), the batch is staged again with a shuffle by file id.
+        rows.write.partitionBy("fileId").parquet(str(target))
+        if self._split_files(target):
+            log.info("batch %d: files split across tasks; staging again with a shuffle", batch_id)
+            shutil.rmtree(target)
+            tasks = max(1, min(len(planned), self.spark.sparkContext.defaultParallelism * 2))
+            rows.repartition(tasks, "fileId").write.partitionBy("fileId").parquet(str(target))
         counted = {
             int(r["fileId"]): int(r["count"])
             for r in self.spark.read.parquet(str(target)).groupBy("fileId").count().collect()
@@ -448,6 +454,12 @@ class BatchWriter:
                 )
             )
         return written
+
+    @staticmethod
+    def _split_files(target: Path) -> bool:
+        return any(
+            len(list(directory.glob("part-*.parquet"))) > 1 for directory in target.glob("fileId=*")
+        )
 
     def _progress(self, batch_id: int, plan: _BatchPlan) -> list[BatchProgress]:
         end_offsets = read_batch_end_offsets(self.paths.checkpoint_dir, batch_id)
