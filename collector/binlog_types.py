@@ -16,29 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from collector import binlog_events as ev
 from simple_binlog.errors import UnsupportedTypeError
 
-# MySQL protocol field types (include/mysql_com.h).
-_TINY, _SHORT, _LONG, _FLOAT, _DOUBLE = 1, 2, 3, 4, 5
-_TIMESTAMP, _LONGLONG, _INT24, _DATE, _TIME, _DATETIME, _YEAR = 7, 8, 9, 10, 11, 12, 13
-_NEWDATE, _VARCHAR, _BIT, _TIMESTAMP2, _DATETIME2, _TIME2 = 14, 15, 16, 17, 18, 19
-_JSON, _NEWDECIMAL, _ENUM, _SET = 245, 246, 247, 248
-_TINY_BLOB, _MEDIUM_BLOB, _LONG_BLOB, _BLOB, _VAR_STRING, _STRING, _GEOMETRY = (
-    249,
-    250,
-    251,
-    252,
-    253,
-    254,
-    255,
-)
-
 _INTEGERS = {
-    _TINY: "tinyint",
-    _SHORT: "smallint",
-    _INT24: "mediumint",
-    _LONG: "int",
-    _LONGLONG: "bigint",
+    ev.TINY: "tinyint",
+    ev.SHORT: "smallint",
+    ev.INT24: "mediumint",
+    ev.LONG: "int",
+    ev.LONGLONG: "bigint",
 }
 _BLOB_BY_LENGTH_BYTES = {1: "tiny", 2: "", 3: "medium", 4: "long"}
 _EXTENDED = {"uuid", "inet4", "inet6"}
@@ -57,47 +43,47 @@ def column_type(column: Any) -> str:  # noqa: PLR0911, PLR0912
     kind = column.type
     if kind in _INTEGERS:
         return _INTEGERS[kind] + (" unsigned" if column.unsigned else "")
-    if kind == _NEWDECIMAL:
+    if kind == ev.NEWDECIMAL:
         return f"decimal({column.precision},{column.decimals})" + (
             " unsigned" if column.unsigned else ""
         )
-    if kind == _FLOAT:
+    if kind == ev.FLOAT:
         return "float"
-    if kind == _DOUBLE:
+    if kind == ev.DOUBLE:
         return "double"
-    if kind in (_DATE, _NEWDATE):
+    if kind in (ev.DATE, ev.NEWDATE):
         return "date"
-    if kind == _DATETIME2:
+    if kind == ev.DATETIME2:
         return f"datetime({column.fsp})" if column.fsp else "datetime"
-    if kind == _DATETIME:
+    if kind == ev.DATETIME:
         return "datetime"
-    if kind == _TIMESTAMP2:
+    if kind == ev.TIMESTAMP2:
         return f"timestamp({column.fsp})" if column.fsp else "timestamp"
-    if kind == _TIMESTAMP:
+    if kind == ev.TIMESTAMP:
         return "timestamp"
-    if kind == _TIME2:
+    if kind == ev.TIME2:
         return f"time({column.fsp})" if column.fsp else "time"
-    if kind == _TIME:
+    if kind == ev.TIME:
         return "time"
-    if kind == _YEAR:
+    if kind == ev.YEAR:
         return "year"
-    if kind == _BIT:
+    if kind == ev.BIT:
         return f"bit({column.bits})"
-    if kind == _ENUM:
+    if kind == ev.ENUM:
         return f"enum({_quoted(column.enum_values or [])})"
-    if kind == _SET:
+    if kind == ev.SET:
         return f"set({_quoted(column.set_values or [])})"
-    if kind in (_STRING, _VAR_STRING, _VARCHAR):
-        fixed = kind == _STRING
+    if kind in (ev.STRING, ev.VAR_STRING, ev.VARCHAR):
+        fixed = kind == ev.STRING
         if _is_binary(column):
             return f"{'binary' if fixed else 'varbinary'}({column.max_length})"
         return "char" if fixed else "varchar"
-    if kind in (_BLOB, _TINY_BLOB, _MEDIUM_BLOB, _LONG_BLOB):
+    if kind in (ev.BLOB, ev.TINY_BLOB, ev.MEDIUM_BLOB, ev.LONG_BLOB):
         prefix = _BLOB_BY_LENGTH_BYTES.get(getattr(column, "length_size", 2), "")
         return f"{prefix}{'blob' if _is_binary(column) else 'text'}"
-    if kind == _JSON:
+    if kind == ev.JSON:
         return "json"
-    if kind == _GEOMETRY:
+    if kind == ev.GEOMETRY:
         return "geometry"
     raise UnsupportedTypeError(
         f"column {column.name} has binlog type {kind}, which SimpleBinlog does not carry."

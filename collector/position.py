@@ -13,13 +13,15 @@ following binlogOffsets exactly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from simple_binlog.errors import ContractError
 from simple_binlog.offsets import OffsetState
 
 FORMAT = 1
+_ONE_GTID = re.compile(r"\d+-\d+-\d+")
 
 
 def parse_gtid(gtid: str) -> tuple[int, int, int]:
@@ -33,6 +35,12 @@ def parse_gtid(gtid: str) -> tuple[int, int, int]:
 
 def advance_gtid_position(position: str, gtid: str) -> str:
     """The GTID position after ``gtid`` completed: its domain's entry is replaced."""
+    if (
+        _ONE_GTID.fullmatch(gtid)
+        and _ONE_GTID.fullmatch(position)
+        and position.partition("-")[0] == gtid.partition("-")[0]
+    ):
+        return gtid  # one domain, the usual case: once per transaction, so kept cheap
     domain = parse_gtid(gtid)[0]
     entries = {parse_gtid(entry)[0]: entry for entry in position.split(",") if entry}
     entries[domain] = gtid
@@ -54,24 +62,21 @@ class CollectorPosition:
         self, gtid: str, rows_done: int, file: str, pos: int, offset: int
     ) -> CollectorPosition:
         """Inside a transaction: ``rows_done`` rows of ``gtid`` are published."""
-        return replace(
-            self,
-            partial=gtid,
-            rows_done=rows_done,
-            file=file,
-            pos=pos,
-            offset_state=OffsetState(offset),
+        return CollectorPosition(
+            self.instance, self.gtid, OffsetState(offset), gtid, rows_done, file, pos, self.epoch
         )
 
     def after_transaction(self, gtid: str, file: str, pos: int) -> CollectorPosition:
         """``gtid`` is published completely."""
-        return replace(
-            self,
-            gtid=advance_gtid_position(self.gtid, gtid),
-            partial=None,
-            rows_done=0,
-            file=file,
-            pos=pos,
+        return CollectorPosition(
+            self.instance,
+            advance_gtid_position(self.gtid, gtid),
+            self.offset_state,
+            None,
+            0,
+            file,
+            pos,
+            self.epoch,
         )
 
     def rows_to_skip(self, gtid: str) -> int:

@@ -133,7 +133,6 @@ class KafkaPublisher(Publisher):
         self._ddl_topic = schema_changes_topic(settings, instance)
         self._producer: Producer | None = None
         self._in_transaction = False
-        self._delivery_errors: list[KafkaError] = []
         self._last_warned: dict[int, float] = {}
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -204,16 +203,27 @@ class KafkaPublisher(Publisher):
         self._produce(
             self._positions_topic, self._instance.encode(), orjson.dumps(position.to_json())
         )
-        try:
-            producer.commit_transaction(self._timeout_s)
-        except KafkaException as exc:
-            self._raise_for(exc.args[0], "committing")
-        finally:
-            self._in_transaction = False
-        if self._delivery_errors:
-            error = self._delivery_errors[0]
-            self._delivery_errors.clear()
-            raise AbortedError(f"a message was not delivered ({error.str()}).")
+        while True:
+            try:
+                producer.commit_transaction(self._timeout_s)
+                break
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.retriable() and not (error.fatal() or error.txn_requires_abort()):
+                    # The outcome is unknown (a timeout, a coordinator moving): committing
+                    # again is the only safe move. Aborting and resuming from the previous
+                    # position would publish this transaction twice if it did commit.
+                    log.warning("Kafka: committing again (%s)", error.str())
+                    continue
+                try:
+                    self._raise_for(error, "committing")
+                finally:
+                    self._in_transaction = False
+        # A successful commit means every message of the transaction was delivered: one that
+        # was not makes the commit fail (abortable). No delivery reports are kept: those of an
+        # aborted transaction ("purged in queue") arrive during the next one, and once made it
+        # look failed after it had committed, so the caller republished committed rows.
+        self._in_transaction = False
 
     def abort(self) -> None:
         if self._producer is None or not self._in_transaction:
@@ -245,7 +255,7 @@ class KafkaPublisher(Publisher):
             self._in_transaction = True
         while True:
             try:
-                producer.produce(topic, key=key, value=value, on_delivery=self._on_delivery)
+                producer.produce(topic, key=key, value=value)
                 return
             except BufferError:
                 producer.poll(0.05)  # local queue full: let deliveries drain
@@ -256,10 +266,6 @@ class KafkaPublisher(Publisher):
                         f"a message of {len(value)} bytes exceeds Kafka's maximum message size."
                     ) from None
                 self._raise_for(error, "producing")
-
-    def _on_delivery(self, error: KafkaError | None, _message: Any) -> None:
-        if error is not None:
-            self._delivery_errors.append(error)
 
     def _on_client_error(self, error: KafkaError) -> None:
         # Broker down and the like: librdkafka retries by itself. Say so, but once per kind of

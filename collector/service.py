@@ -81,6 +81,7 @@ class _Progress:
     position: CollectorPosition
     rows: int = 0
     began: float = field(default_factory=time.monotonic)
+    event_second: int = 0  # event time of the last MySQL transaction ended in it
 
 
 class Collector:
@@ -293,12 +294,15 @@ class Collector:
         self._publisher.commit(position)
         self.committed = position
         self._metrics.committed(self._instance.name, position)
+        if progress.event_second:
+            # Delay as of the last committed transaction: what readers can see.
+            self._metrics.observe_event_time(self._instance.name, progress.event_second)
         return _Progress(position)
 
     def _end_transaction(self, progress: _Progress, end: TransactionEnd) -> _Progress:
         """A MySQL transaction ended: commit if the open Kafka transaction is old enough."""
         progress.position = progress.position.after_transaction(end.gtid, end.file, end.pos)
-        self._metrics.observe_event_time(self._instance.name, end.timestamp)
+        progress.event_second = end.timestamp
         if time.monotonic() - progress.began >= self._settings.commit_interval_ms / 1000:
             return self._commit(progress)
         return progress

@@ -10,11 +10,6 @@ must be the same, field for field.
 from __future__ import annotations
 
 import random
-import uuid
-from collections.abc import Iterator
-
-import pymysql
-import pytest
 
 from collector.decoding import EventContext, fix_reader_quirks, messages_from_rows
 from collector.reader import SchemaCache, ServerPosition, read_range, server_position
@@ -22,26 +17,9 @@ from collector.schema import BinlogTableSchemas
 from simple_binlog.config import Settings
 from simple_binlog.offsets import OffsetGenerator
 from tests.integration import test_binlog_values as every
+from tests.integration.test_binlog_values import admin  # noqa: F401 - a fixture
 
-DB = f"cdc_fast_{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def admin(local_stack: Settings) -> Iterator[pymysql.connections.Connection]:
-    connection = pymysql.connect(
-        host="127.0.0.1",
-        port=local_stack.instances[0].port,
-        user=local_stack.stack.admin_user,
-        password=local_stack.stack.admin_password.get_secret_value(),
-        autocommit=True,
-        init_command="SET time_zone = '+00:00'",
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(f"CREATE DATABASE {DB}")
-    yield connection
-    with connection.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS {DB}")
-    connection.close()
+DB = every.DB  # the database of the `admin` fixture, shared with that module
 
 
 def reference(settings: Settings, start: ServerPosition, stop: ServerPosition) -> list[dict]:
@@ -99,9 +77,9 @@ def _normalised(document: dict) -> dict:
     return {**document, "columnTypes": types}
 
 
-def test_fast_decoder_equals_the_library(local_stack: Settings, admin) -> None:
+def test_fast_decoder_equals_the_library(local_stack: Settings, admin) -> None:  # noqa: F811
     with admin.cursor() as cursor:
-        cursor.execute(every.DDL.replace(every.DB, DB))
+        cursor.execute(every.DDL)
         start = server_position(cursor)
         for values in every.ROWS:
             cursor.execute(f"INSERT INTO {DB}.every_type VALUES {values}")

@@ -1,0 +1,72 @@
+"""The transactional publisher against the real broker: what a reader sees after aborts and
+commits, and that a committed transaction is never reported as failed."""
+
+from __future__ import annotations
+
+import uuid
+
+from confluent_kafka import Consumer, TopicPartition
+
+from collector.position import CollectorPosition
+from collector.publisher import KafkaPublisher
+from simple_binlog.config import Settings
+from simple_binlog.kafka import consumer_config, topic_name
+from simple_binlog.message import EventType, SimpleBinlog, Source, decode_message
+from simple_binlog.offsets import OffsetState
+
+
+def _message(key: int, note: str) -> SimpleBinlog:
+    return SimpleBinlog(
+        binlog_offset=1_800_000_000_000_000 + key,
+        execute_time=1_800_000_000_000,
+        event_type=EventType.INSERT,
+        schema_name="shop",
+        table_name="orders",
+        source=Source.BINLOG,
+        content={"id": key, "note": note},
+        column_types={"id": "int", "note": "varchar"},
+        primary_keys=("id",),
+    )
+
+
+def _committed(settings, topic: str) -> list[SimpleBinlog]:
+    consumer = Consumer(consumer_config(settings, group_id=f"test-{uuid.uuid4().hex[:8]}"))
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    messages, idle = [], 0
+    try:
+        while idle < 3:
+            batch = [r for r in consumer.consume(10_000, 1.0) if r.error() is None]
+            idle = 0 if batch else idle + 1
+            messages += [decode_message(r.value()) for r in batch]
+    finally:
+        consumer.close()
+    return messages
+
+
+def test_a_commit_after_an_abort_with_queued_messages_succeeds(local_stack: Settings) -> None:
+    kafka = local_stack.kafka.model_copy(update={"topic_prefix": f"p{uuid.uuid4().hex[:6]}."})
+    instance = f"pub-{uuid.uuid4().hex[:6]}"
+    publisher = KafkaPublisher(kafka, instance)
+    assert publisher.start() is None
+    try:
+        # Aborted while many messages still wait in the client's queue: they are purged, and
+        # their failure reports arrive while the next transaction runs.
+        for key in range(50_000):
+            publisher.add(_message(key, "aborted " + "x" * 200))
+        publisher.abort()
+        for key in range(100):
+            publisher.add(_message(key, "kept"))
+        position = CollectorPosition(instance, "0-1-7", OffsetState(1_800_000_000_000_099))
+        publisher.commit(position)  # must not raise: this transaction did commit
+    finally:
+        publisher.close()
+
+    received = _committed(kafka, topic_name(kafka, instance))
+    assert sorted(m.content["id"] for m in received) == list(range(100))
+    assert {m.content["note"] for m in received} == {"kept"}
+    restarted = KafkaPublisher(kafka, instance)
+    try:
+        assert restarted.start() == position
+    finally:
+        restarted.close()
