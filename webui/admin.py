@@ -12,14 +12,14 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import ValidationError
-from sqlalchemy import func, select
+from pydantic import SecretStr, ValidationError
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from simple_binlog.config import Settings, TableMirror
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.routing import ShardRule
-from webui.models import ApiToken, AuditEntry, Instance, TableMirrorRow, User
+from webui.models import ApiToken, AuditEntry, Instance, LoginSession, TableMirrorRow, User
 from webui.schema_source import InstanceAccess, SchemaSource, mirror_problems
 from webui.schemas import (
     CollectorConfig,
@@ -31,7 +31,7 @@ from webui.schemas import (
     UserIn,
     UserOut,
 )
-from webui.security import Keys, hash_password, hash_token, new_api_token
+from webui.security import Keys, hash_password, hash_token, new_api_token, verify_password
 
 log = logging.getLogger(__name__)
 
@@ -391,6 +391,30 @@ def set_user_disabled(db: Session, actor: str, username: str, disabled: bool) ->
     before = {"disabled": row.disabled}
     row.disabled = disabled
     audit(db, actor, "update", "user", username, before, {"disabled": disabled})
+    return row
+
+
+def set_user_password(
+    db: Session, actor: str, username: str, password: SecretStr, current: str | None = None
+) -> User:
+    """Set a password (``current`` given: the user changes their own, which it must match).
+
+    Every session of the user ends, so a leaked session dies with the old password.
+    """
+    row = db.scalar(select(User).where(User.username == username))
+    if row is None:
+        raise NotFound(f"no user named {username!r}.")
+    if current is not None and not verify_password(current, row.password_hash):
+        raise Problems(["current password: it does not match."])
+    try:
+        checked = UserIn.model_validate(
+            {"username": row.username, "password": password, "role": "viewer"}
+        )
+    except ValidationError as exc:
+        raise Problems(validation_messages(exc)) from None
+    row.password_hash = hash_password(checked.password.get_secret_value())
+    db.execute(delete(LoginSession).where(LoginSession.user_id == row.id))
+    audit(db, actor, "update", "user", username, None, {"password": "(changed)"})
     return row
 
 

@@ -48,6 +48,7 @@ from webui.schemas import (
     InstanceIn,
     InstanceOut,
     Me,
+    PasswordIn,
     Problem,
     TableMirrorOut,
     TokenCreated,
@@ -247,6 +248,12 @@ class UserState(BaseModel):
 @router.put("/users/{username}/state", response_model=UserOut, tags=["users"])
 def set_user_state(username: str, data: UserState, db: DB, who: Editor) -> UserOut:
     return admin.user_out(admin.set_user_disabled(db, who.name, username, data.disabled))
+
+
+@router.put("/users/{username}/password", response_model=UserOut, tags=["users"])
+def set_user_password(username: str, data: PasswordIn, db: DB, who: Editor) -> UserOut:
+    """Set a user's password (admins); the user's sessions end."""
+    return admin.user_out(admin.set_user_password(db, who.name, username, data.password))
 
 
 @router.get("/tokens", response_model=list[TokenOut], tags=["tokens"])

@@ -14,7 +14,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
@@ -740,6 +740,41 @@ def disable_user_form(
         db.rollback()
         return _users(request, db, who, 422, errors=exc.messages)
     return _see("/users")
+
+
+@router.post("/users/{username}/password")
+def set_password_form(
+    username: str, request: Request, db: DB, who: PageUser, form: EditForm
+) -> Response:
+    try:
+        admin.set_user_password(db, who.name, username, SecretStr(_text(form, "password")))
+    except admin.Problems as exc:
+        db.rollback()
+        return _users(request, db, who, 422, errors=exc.messages)
+    return _see("/users" if username != who.name else "/login")
+
+
+@router.post("/account/password")
+async def change_own_password(request: Request, db: DB, who: PageUser) -> Response:
+    """Any user, viewer too, changes their own password (the current one is asked)."""
+    form = await request.form()
+    token = form.get(CSRF_FIELD)
+    if not csrf_ok(who, token if isinstance(token, str) else None):
+        raise Forbidden("The form was refused: its security token is missing or stale.")
+    if who.kind != "user":
+        raise Forbidden("API tokens have no password.")
+    try:
+        admin.set_user_password(
+            db,
+            who.name,
+            who.name,
+            SecretStr(_text(form, "new_password")),
+            current=_text(form, "current_password"),
+        )
+    except admin.Problems as exc:
+        db.rollback()
+        return _users(request, db, who, 422, errors=exc.messages)
+    return _see("/login")
 
 
 @router.post("/tokens")

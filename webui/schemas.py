@@ -171,6 +171,12 @@ class UserIn(BaseModel):
         return value
 
 
+class PasswordIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    password: SecretStr = Field(json_schema_extra={"writeOnly": True})
+
+
 class UserOut(BaseModel):
     username: str
     role: str

@@ -299,3 +299,59 @@ def test_password_guessing_is_throttled_per_user(client: TestClient):
     assert right.status_code == 429
     assert "Too many failed logins for this user; try again in" in right.text
     assert client.get("/api/me").status_code == 401
+
+
+def test_passwords_are_set_by_admins_or_changed_by_their_owner(client: TestClient, admin_csrf: str):
+    create_viewer(client, admin_csrf)
+    viewer = TestClient(client.app)
+    viewer_csrf = login(viewer, "viewer", VIEWER_PASSWORD)
+    refused = viewer.put(
+        "/api/users/admin/password",
+        json={"password": "Taken-over-123"},
+        headers={"X-CSRF-Token": viewer_csrf},
+    )
+    assert refused.status_code == 403
+
+    wrong = viewer.post(
+        "/account/password",
+        data={
+            "csrf_token": viewer_csrf,
+            "current_password": "not-it-at-all",
+            "new_password": "New-viewer-pw-1",
+        },
+    )
+    assert wrong.status_code == 422 and "current password: it does not match." in wrong.text
+    short = viewer.post(
+        "/account/password",
+        data={
+            "csrf_token": viewer_csrf,
+            "current_password": VIEWER_PASSWORD,
+            "new_password": "short",
+        },
+    )
+    assert short.status_code == 422 and "at least 10 characters" in short.text
+    changed = viewer.post(
+        "/account/password",
+        follow_redirects=False,
+        data={
+            "csrf_token": viewer_csrf,
+            "current_password": VIEWER_PASSWORD,
+            "new_password": "New-viewer-pw-1",
+        },
+    )
+    assert changed.status_code == 303
+    assert viewer.get("/api/me").status_code == 401, "sessions end with the old password"
+    login(viewer, "viewer", "New-viewer-pw-1")
+
+    reset = client.put(
+        "/api/users/viewer/password",
+        json={"password": "Reset-by-admin-9"},
+        headers={"X-CSRF-Token": admin_csrf},
+    )
+    assert reset.status_code == 200
+    assert viewer.get("/api/me").status_code == 401
+    login(viewer, "viewer", "Reset-by-admin-9")
+    audit = client.get("/api/audit").text
+    for secret in ("New-viewer-pw-1", "Reset-by-admin-9", "short"):
+        assert secret not in audit
+    assert audit.count('"password":"(changed)"') == 2
