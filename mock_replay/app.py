@@ -65,6 +65,28 @@ class _Totals:
         return sum(self.done.values()), sum(self.estimated.values())
 
 
+def _prepare(
+    settings: Settings,
+    request: ReplayRequest,
+    resume: str | None,
+    store: KafkaProgressStore,
+    console: Console,
+) -> tuple[PreparedRun, dict[str, TableProgress]]:
+    if resume:
+        prepared, existing = load_for_resume(
+            settings, request.instance, resume, store, request.rate_limit
+        )
+        console.print(f"resuming replay run [bold]{resume}[/] ({len(prepared.spec.tables)} tables)")
+        return prepared, existing
+    prepared = start_run(settings, request, store)
+    console.print(
+        f"replay run [bold]{prepared.spec.run_id}[/]: {len(prepared.spec.tables)} tables of "
+        f"{request.db_prefix}*.{request.table_prefix}*, executeTime {prepared.spec.execute_day}"
+        f" (UTC); resume with --resume {prepared.spec.run_id}"
+    )
+    return prepared, {}
+
+
 def run_replay_command(
     settings: Settings,
     request: ReplayRequest,
@@ -74,19 +96,7 @@ def run_replay_command(
 ) -> RunOutcome:
     store = KafkaProgressStore(settings.kafka, request.instance)
     store.ensure_topics()
-    prepared: PreparedRun
-    if resume:
-        prepared, existing = load_for_resume(
-            settings, request.instance, resume, store, request.rate_limit
-        )
-        console.print(f"resuming replay run [bold]{resume}[/] ({len(prepared.spec.tables)} tables)")
-    else:
-        prepared, existing = start_run(settings, request, store), {}
-        console.print(
-            f"replay run [bold]{prepared.spec.run_id}[/]: {len(prepared.spec.tables)} tables of "
-            f"{request.db_prefix}*.{request.table_prefix}*, executeTime {prepared.spec.execute_day}"
-            f" (UTC); resume with --resume {prepared.spec.run_id}"
-        )
+    prepared, existing = _prepare(settings, request, resume, store, console)
     spec = prepared.spec
     cancellation = Cancellation(CancelWatch(settings.kafka, spec.instance, spec.run_id))
     totals = _Totals(
@@ -135,6 +145,9 @@ def run_replay_command(
                 console.print("cancelling after the current chunk …")
                 cancellation.cancel()
                 thread.join()
+            if outcome and outcome[0].state == "done":
+                done = sum(totals.done.values())
+                progress_bar.update(task, completed=done, total=done)
     finally:
         cancellation.close()
         store.close()

@@ -34,6 +34,7 @@ from mock_replay.plan import (
     batch_is_whole,
     chunk_query,
     decode_key,
+    execute_day,
     execute_time_ms,
     json_batch_query,
     json_chunk_query,
@@ -107,7 +108,8 @@ def _compile_all(
             )
         except ReplayError as exc:
             if len(shapes) > 1 and "is not a column" in str(exc):
-                raise type(exc)(f"{str(exc)[:-1]} {name}.") from None
+                # Shards may differ; say which one lacks the column.
+                raise type(exc)(f"{str(exc).removesuffix('.')}; the table is {name}.") from None
             raise
     return conditions
 
@@ -130,8 +132,6 @@ def prepare_run(
     run_id: str | None = None,
 ) -> PreparedRun:
     """Find and check every table and the condition; refuse the run before reading a row."""
-    from mock_replay.plan import execute_day  # noqa: PLC0415
-
     settings.instance(request.instance)  # ConfigError naming the known instances
     if not request.db_prefix or not request.table_prefix:
         raise ReplayError("a replay needs both a database prefix and a table prefix.")
