@@ -32,7 +32,6 @@ from confluent_kafka import Producer
 
 from simple_binlog.config import Settings, load_settings
 from simple_binlog.kafka import ensure_topic, producer_config
-from simple_binlog.routing import ShardRouter
 from simple_binlog.spark import build_session
 
 
@@ -112,7 +111,7 @@ def run_writer(spark, settings: Settings, topic: str, name: str) -> tuple[float,
     run = plan_run(settings, [], [topic], name)
     latest = KafkaLatestOffsets(settings, name)
     writer = BatchWriter(spark, settings.stream_writer, run.paths,
-                         ShardRouter(settings.shard_rules), latest, WriterMetrics(name))
+                         settings.shard_rules, latest, WriterMetrics(name))
     started = time.monotonic()
     query = start_query(spark, settings, run, writer, available_now=True)
     query.awaitTermination()
@@ -176,7 +175,7 @@ def measure_latency(spark, settings: Settings, rate: int, seconds: int) -> None:
     run = plan_run(settings, [], [topic], name)
     latest = KafkaLatestOffsets(settings, name)
     writer = BatchWriter(spark, settings.stream_writer, run.paths,
-                         ShardRouter(settings.shard_rules), latest, WriterMetrics(name))
+                         settings.shard_rules, latest, WriterMetrics(name))
     query = start_query(spark, settings, run, writer, available_now=False)
     producer = Producer({**producer_config(settings.kafka, "bench-sw-lat"), "linger.ms": 5})
     total = rate * seconds

@@ -10,6 +10,7 @@ and the like), and the writer's staging area is outside the table directories an
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,3 +67,19 @@ class HiveCatalog:
         )
         self.spark.sql(f"ALTER TABLE {self.database}.`{table}` ADD IF NOT EXISTS {specs}")
         self._partitions.update((table, dt) for dt in new)
+
+    def add_all(self, days_by_table: dict[str, list[str]], threads: int = 4) -> None:
+        """``add_partitions`` for many tables; the metastore calls of different tables run in
+        a few threads (a first batch over hundreds of tables creates them all)."""
+        pending = {
+            table: days
+            for table, days in days_by_table.items()
+            if any((table, dt) not in self._partitions for dt in days)
+        }
+        if len(pending) <= 1:
+            for table, days in pending.items():
+                self.add_partitions(table, days)
+            return
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="metastore") as pool:
+            for future in [pool.submit(self.add_partitions, t, d) for t, d in pending.items()]:
+                future.result()

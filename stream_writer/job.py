@@ -23,7 +23,6 @@ from prometheus_client import start_http_server
 from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.kafka import consumer_config, topic_name
-from simple_binlog.routing import ShardRouter
 from simple_binlog.spark import build_session
 from stream_writer.metrics import WriterMetrics
 from stream_writer.writer import BatchWriter, WriterPaths
@@ -164,7 +163,7 @@ def run_stream_writer(
             spark,
             settings.stream_writer,
             run.paths,
-            ShardRouter(settings.shard_rules),
+            settings.shard_rules,
             latest,
             metrics,
         )

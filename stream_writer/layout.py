@@ -17,9 +17,10 @@ copies of the same rows apart by their overlapping ranges. Offsets are inclusive
 of a logical table that live in K partitions therefore give K files per batch (at least); the
 batch manifest lists them all.
 
-Skew: a group's rows are split into ``round(rows / rows_per_file)`` files (at least one), by
-Kafka offset, so a table 50× hotter than the rest is written by several tasks at once, and a
-quiet table gets a single file per batch instead of one per Spark task.
+Skew: a group's rows are written in offset order and rolled over to a new file every
+``rows_per_file`` rows (from the target file size and the Parquet bytes per row measured on
+earlier batches), so a table 50× hotter than the rest is spread over several files, and a
+quiet table gets a single file per batch and Kafka partition, not one per Spark task.
 """
 
 from __future__ import annotations
@@ -107,94 +108,55 @@ class FileName:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class GroupStats:
-    """One logical table × dt × Kafka partition in a batch, as aggregated by Spark."""
+# Parquet bytes per row assumed before the writer measured its own files.
+DEFAULT_BYTES_PER_ROW = 150.0
 
+
+def rows_per_file(target_file_bytes: int, bytes_per_row: float) -> int:
+    """Rows a file may hold to stay near the target size (Spark's ``maxRecordsPerFile``)."""
+    return max(1, math.floor(target_file_bytes / max(bytes_per_row, 1.0)))
+
+
+@dataclass(frozen=True, slots=True)
+class StagedFile:
+    """A file Spark wrote for the batch, with what its columns say."""
+
+    path: str
     table: str
     dt: str
     topic: str
     partition: int
-    rows: int
     min_offset: int
     max_offset: int
-    payload_bytes: int
+    rows: int
+    size: int
 
 
-@dataclass(frozen=True, slots=True)
-class PlannedFile:
-    """A file of the batch: rows of ``group`` whose Kafka offset is in [start, end]."""
-
-    file_id: int
-    table: str
-    dt: str
-    name: FileName
-
-    @property
-    def relative_path(self) -> str:
-        return f"{self.table}/dt={self.dt}/{self.name}"
-
-
-def files_for(rows: int, rows_per_file: int) -> int:
-    """How many files a group of ``rows`` gets: each near ``rows_per_file``, at least one.
-
-    Rounding (not ceiling) keeps every file within [0.67, 1.5] × the target once a group
-    holds at least two files' worth, and never produces a tiny remainder file.
-    """
-    if rows_per_file < 1:
-        raise ValueError("rows_per_file must be at least 1")
-    return max(1, round(rows / rows_per_file))
-
-
-def offset_ranges(min_offset: int, max_offset: int, files: int) -> list[tuple[int, int]]:
-    """Split the inclusive range [min, max] into ``files`` contiguous inclusive sub-ranges."""
-    span = max_offset - min_offset + 1
-    files = min(files, span)
-    # File i holds the offsets with floor((offset - min) * files / span) == i (what
-    # ``file_index`` and the Spark side compute); the first such offset is ceil(i * span / files).
-    bounds = [min_offset + -((-span * i) // files) for i in range(files + 1)]
-    return [(bounds[i], bounds[i + 1] - 1) for i in range(files)]
-
-
-def file_index(offset: int, min_offset: int, max_offset: int, files: int) -> int:
-    """The file (0-based) of a row of the group, matching ``offset_ranges``: the Spark side
-    computes the same expression, ``floor((offset - min) * files / span)``."""
-    span = max_offset - min_offset + 1
-    files = min(files, span)
-    return ((offset - min_offset) * files) // span
-
-
-@dataclass(frozen=True, slots=True)
-class FilePlan:
-    files: list[PlannedFile]
-    # (table, dt, topic, partition) → (min offset, max offset, number of files)
-    splits: dict[tuple[str, str, str, int], tuple[int, int, int]]
-
-
-def plan_files(
-    groups: list[GroupStats],
-    batch_id: int,
-    batch_ts: str,
-    target_file_bytes: int,
-    bytes_per_row: dict[str, float],
-    default_bytes_per_row: float,
-) -> FilePlan:
-    """Cut every group into files near the target size, numbered from 0 in a stable order.
-
-    ``bytes_per_row`` is each table's Parquet bytes per row measured on earlier batches; a
-    table seen for the first time uses ``default_bytes_per_row``.
-    """
-    files: list[PlannedFile] = []
-    splits: dict[tuple[str, str, str, int], tuple[int, int, int]] = {}
-    ordered = sorted(groups, key=lambda g: (g.table, g.dt, g.topic, g.partition))
-    for group in ordered:
-        per_row = bytes_per_row.get(group.table) or default_bytes_per_row
-        rows_per_file = max(1, math.floor(target_file_bytes / max(per_row, 1.0)))
-        count = files_for(group.rows, rows_per_file)
-        ranges = offset_ranges(group.min_offset, group.max_offset, count)
-        key = (group.table, group.dt, group.topic, group.partition)
-        splits[key] = (group.min_offset, group.max_offset, len(ranges))
-        for index, (start, end) in enumerate(ranges):
-            name = FileName(batch_ts, batch_id, index, group.topic, group.partition, start, end)
-            files.append(PlannedFile(len(files), group.table, group.dt, name))
-    return FilePlan(files, splits)
+def name_files(
+    staged: list[StagedFile], batch_ts: str, batch_id: int
+) -> list[tuple[StagedFile, FileName]]:
+    """Final names: within each table × dt × Kafka partition, files are numbered from 0 in
+    offset order, and each name carries the file's own first and last offset."""
+    ordered = sorted(staged, key=lambda f: (f.table, f.dt, f.topic, f.partition, f.min_offset))
+    named: list[tuple[StagedFile, FileName]] = []
+    previous: tuple[str, str, str, int] | None = None
+    index = 0
+    for item in ordered:
+        group = (item.table, item.dt, item.topic, item.partition)
+        index = index + 1 if group == previous else 0
+        previous = group
+        named.append(
+            (
+                item,
+                FileName(
+                    batch_ts,
+                    batch_id,
+                    index,
+                    item.topic,
+                    item.partition,
+                    item.min_offset,
+                    item.max_offset,
+                ),
+            )
+        )
+    return named

@@ -110,8 +110,8 @@ class WriterState:
     partitions: dict[str, PartitionProgress] = field(default_factory=dict)
     # table → the days it has files in
     table_days: dict[str, set[str]] = field(default_factory=dict)
-    # table → Parquet bytes per row measured on written files
-    bytes_per_row: dict[str, float] = field(default_factory=dict)
+    # Parquet bytes per row measured on written files (None until measured)
+    bytes_per_row: float | None = None
     ready_days: set[str] = field(default_factory=set)
     # dt → table → rows written after the day was ready
     late_rows: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -155,7 +155,7 @@ class WriterState:
             "lastBatch": self.last_batch,
             "partitions": [p.to_json() for p in self.partitions.values()],
             "tableDays": {t: sorted(d) for t, d in sorted(self.table_days.items())},
-            "bytesPerRow": dict(sorted(self.bytes_per_row.items())),
+            "bytesPerRow": self.bytes_per_row,
             "readyDays": sorted(self.ready_days),
             "lateRows": self.late_rows,
             "globalWatermarkMs": self.global_watermark(),
@@ -168,7 +168,7 @@ class WriterState:
             last_batch=int(data.get("lastBatch", -1)),
             partitions={p.key: p for p in partitions},
             table_days={t: set(d) for t, d in data.get("tableDays", {}).items()},
-            bytes_per_row={t: float(b) for t, b in data.get("bytesPerRow", {}).items()},
+            bytes_per_row=data.get("bytesPerRow"),
             ready_days=set(data.get("readyDays", [])),
             late_rows={dt: dict(t) for dt, t in data.get("lateRows", {}).items()},
         )

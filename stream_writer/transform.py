@@ -8,6 +8,7 @@ the JVM parses the JSON, not Python. A row with an error is dead-lettered, never
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
@@ -21,6 +22,8 @@ from pyspark.sql.types import (
 )
 
 from simple_binlog.message import FORMAT_VERSION, EventType, Source
+from simple_binlog.routing import ShardRule
+from stream_writer.layout import DEAD_LETTER_TABLE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -194,34 +197,79 @@ def parse(kafka_rows: DataFrame, zone: str) -> DataFrame:
     )
 
 
-def group_stats(parsed: DataFrame) -> DataFrame:
-    """Per physical table × dt × Kafka partition (valid rows) and per Kafka day × partition
-    (invalid rows): counts, offset range, newest event and payload bytes."""
-    valid = F.col("error").isNull()
-    return parsed.groupBy(
-        valid.alias("valid"),
-        F.when(valid, F.col("schemaName")).alias("schemaName"),
-        F.when(valid, F.col("tableName")).alias("tableName"),
-        F.when(valid, F.col("dt")).alias("dt"),
-        "kafkaDt",
-        "kafkaTopic",
-        "kafkaPartition",
-    ).agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.min("kafkaOffset").alias("minOffset"),
-        F.max("kafkaOffset").alias("maxOffset"),
-        F.max(F.when(valid, F.col("executeTime"))).alias("maxEventMs"),
-        F.sum("payloadBytes").alias("payloadBytes"),
-    )
+def _java_pattern(pattern: str) -> str:
+    """A ShardRule regex for Java (``rlike``/``regexp_extract``), anchored like fullmatch.
 
-
-def with_file_id(rows: DataFrame, assignment: DataFrame, keys: list[str]) -> DataFrame:
-    """Attach ``_f`` (the planned file's id) to each row.
-
-    ``assignment`` has the ``keys`` columns plus ``minOffset``, ``span``, ``files`` and
-    ``baseId``; the row's file is ``baseId + floor((offset - minOffset) * files / span)``,
-    the same split as ``stream_writer.layout.offset_ranges``.
+    The non-capturing wrapper keeps group numbers; ``(?P<name>`` is Python-only syntax.
+    Whether Spark routes like the Python router is checked on every batch's files.
     """
-    joined = rows.join(F.broadcast(assignment), on=keys, how="inner")
-    index = F.floor((F.col("kafkaOffset") - F.col("minOffset")) * F.col("files") / F.col("span"))
-    return joined.withColumn("_f", (F.col("baseId") + index).cast("int"))
+    return "^(?:" + pattern.replace("(?P<", "(?<") + ")$"
+
+
+def logical_table_column(rules: list[ShardRule]) -> tuple[Column, Column]:
+    """(logical table, routing error) of each row, first matching rule wins, as
+    ``simple_binlog.routing.ShardRouter`` does; exactly one of the two is NULL."""
+    schema, table = F.col("schemaName"), F.col("tableName")
+    logical: Column | None = None
+    for rule in rules:
+        schema_re, table_re = _java_pattern(rule.schema_pattern), _java_pattern(rule.table_pattern)
+        db_group = re.compile(rule.schema_pattern).groupindex["db"]
+        table_group = re.compile(rule.table_pattern).groupindex["table"]
+        matches = schema.rlike(schema_re) & table.rlike(table_re)
+        name = F.lower(
+            F.concat(
+                F.regexp_extract(schema, schema_re, db_group),
+                F.lit("_"),
+                F.regexp_extract(table, table_re, table_group),
+            )
+        )
+        logical = F.when(matches, name) if logical is None else logical.when(matches, name)
+    assert logical is not None  # ShardRouter refuses an empty rule list at start
+    usable = logical.rlike("^[a-z0-9_]{1,128}$") & (logical != DEAD_LETTER_TABLE)
+    error = (
+        F.when(
+            logical.isNull(),
+            F.format_string("no shard routing rule matches %s.%s.", schema, table),
+        )
+        .when(
+            logical == DEAD_LETTER_TABLE,
+            F.format_string(
+                "shard routing maps %s.%s to the dead-letter table's name; change the rules.",
+                schema,
+                table,
+            ),
+        )
+        .when(
+            ~usable,
+            F.format_string(
+                "shard routing maps %s.%s to '%s', which is not a usable table name "
+                "(lowercase letters, digits and '_').",
+                schema,
+                table,
+                logical,
+            ),
+        )
+    )
+    return F.when(usable, logical), error
+
+
+def lake_rows(kafka_rows: DataFrame, zone: str, rules: list[ShardRule]) -> DataFrame:
+    """Every message of the batch as a row of the lake, in one pass.
+
+    Valid, routable messages get ``_table`` = their logical table and ``_dt`` = the day of
+    executeTime; all others ``_table`` = ``dead_letter``, ``_dt`` = the day of the Kafka
+    timestamp, ``error`` = one sentence, and keep their ``raw`` bytes and ``kafkaKey``. Files
+    hold the union of both column sets; each Hive table declares (and readers read) its own.
+    """
+    parsed = parse(kafka_rows, zone)
+    logical, route_error = logical_table_column(rules)
+    error = F.coalesce(F.col("error"), route_error)
+    dead = error.isNotNull()
+    return parsed.select(
+        *[name for name, _ in ROW_COLUMNS],
+        error.alias("error"),
+        F.when(dead, F.col("key")).alias("kafkaKey"),
+        F.when(dead, F.col("value")).alias("raw"),
+        F.when(dead, F.lit(DEAD_LETTER_TABLE)).otherwise(logical).alias("_table"),
+        F.when(dead, F.col("kafkaDt")).otherwise(F.col("dt")).alias("_dt"),
+    )

@@ -30,24 +30,23 @@ part of the newest batch, never a row twice.
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+from urllib.parse import urlparse
 from zoneinfo import ZoneInfo
 
 from pyspark.sql import functions as F
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from simple_binlog.config import StreamWriterSettings
-from simple_binlog.errors import CdcMirrorError, ConfigError
-from simple_binlog.routing import ShardRouter
+from simple_binlog.errors import CdcMirrorError
+from simple_binlog.routing import ShardRouter, ShardRule
 from stream_writer import commit, layout, transform
 from stream_writer.catalog import HiveCatalog
 from stream_writer.metrics import WriterMetrics
@@ -58,8 +57,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Parquet bytes per byte of SimpleBinlog JSON, before a table's own files were measured.
-_PARQUET_PER_JSON_BYTE = 0.35
 _SUCCESS = "_SUCCESS"
 
 
@@ -92,29 +89,14 @@ class WriterPaths:
         return self.checkpoint_dir / commit.STATE_FILE
 
 
-@dataclass(slots=True)
-class _Group:
-    rows: int = 0
-    min_offset: int = 2**63 - 1
-    max_offset: int = -1
-    payload_bytes: int = 0
+@dataclass(frozen=True, slots=True)
+class _StagedStats:
+    """What the staged files of a batch hold, read back from their Parquet columns."""
 
-    def add(self, rows: int, lo: int, hi: int, payload: int) -> None:
-        self.rows += rows
-        self.min_offset = min(self.min_offset, lo)
-        self.max_offset = max(self.max_offset, hi)
-        self.payload_bytes += payload
-
-
-@dataclass(slots=True)
-class _BatchPlan:
-    groups: dict[tuple[str, str, str, int], _Group] = field(default_factory=dict)
-    # physical (schema, table) → logical table
-    routes: dict[tuple[str, str], str] = field(default_factory=dict)
-    route_errors: dict[tuple[str, str], str] = field(default_factory=dict)
-    max_event: dict[tuple[str, int], int] = field(default_factory=dict)
-    dead_letters: int = 0
-    valid_rows: int = 0
+    files: list[layout.StagedFile]
+    physical_tables: dict[str, set[tuple[str, str]]]  # logical table → physical tables
+    max_event: dict[tuple[str, int], int]  # (topic, partition) → newest executeTime
+    dead_letters: int
 
 
 class BatchWriter:
@@ -123,7 +105,7 @@ class BatchWriter:
         spark: SparkSession,
         config: StreamWriterSettings,
         paths: WriterPaths,
-        router: ShardRouter,
+        rules: list[ShardRule],
         latest_offsets: LatestOffsets,
         metrics: WriterMetrics,
         clock: Callable[[], float] = time.time,
@@ -131,7 +113,8 @@ class BatchWriter:
         self.spark = spark
         self.config = config
         self.paths = paths
-        self.router = router
+        self.rules = rules
+        self.router = ShardRouter(rules)
         self.latest_offsets = latest_offsets
         self.metrics = metrics
         self.clock = clock
@@ -171,7 +154,10 @@ class BatchWriter:
                 self.manifests.save(manifest)
             else:
                 log.info("batch %d was committed before a restart; completing it", batch_id)
-            self._publish(manifest, time.monotonic() - started)
+            staged_s = time.monotonic() - started
+            published = self._publish(manifest)
+            if published is not None:
+                self._observe(manifest, *published, staged_s, time.monotonic() - started)
             commit.discard_staging(self.paths.staging_root, batch_id)
             self.manifests.prune(batch_id)
 
@@ -183,7 +169,6 @@ class BatchWriter:
                 state = WriterState.from_json(self.state.to_json())
                 state.ready_days.update(ready)
                 self._mark_ready(state, ready)
-                state.last_batch = self.state.last_batch
                 commit.atomic_write_json(self.paths.state_file, state.to_json())
                 self.state = state
             return ready
@@ -191,206 +176,132 @@ class BatchWriter:
     # -- stage ------------------------------------------------------------------------------
 
     def _stage(self, batch: DataFrame, batch_id: int) -> commit.BatchManifest:
+        """Write the batch under a fresh staging directory in one pass and describe it.
+
+        Rows are sorted by (table, day, Kafka offset) within each task; Spark's Kafka source
+        reads one topic partition per task, so each (table, day, partition) is written by one
+        task, rolling to a new file every ``rows_per_file`` rows: a hot table gets several
+        files, a quiet one a single file, and every file holds a contiguous offset range.
+        """
         batch_ts = layout.batch_timestamp(datetime.fromtimestamp(self.clock(), UTC))
-        full = transform.parse(batch, self.config.time_zone)
-        # Cached without the raw bytes: only dead letters need them, and those are parsed
-        # again from the batch (Kafka re-reads the same offsets) when a batch has any.
-        parsed = full.drop("value", "key").persist()
-        try:
-            plan = self._plan(transform.group_stats(parsed).collect())
-            attempt = f"{batch_id}-{uuid.uuid4().hex[:8]}"
-            staging = self.paths.staging_root / attempt
-            files: list[commit.CommittedFile] = []
-            rows_by_table_day: dict[tuple[str, str], int] = defaultdict(int)
-            groups = [
-                layout.GroupStats(
-                    t, d, topic, p, g.rows, g.min_offset, g.max_offset, g.payload_bytes
-                )
-                for (t, d, topic, p), g in plan.groups.items()
-            ]
-            default_per_row = max(
-                1.0,
-                _PARQUET_PER_JSON_BYTE
-                * sum(g.payload_bytes for g in groups)
-                / max(1, sum(g.rows for g in groups)),
-            )
-            file_plan = layout.plan_files(
-                groups,
-                batch_id,
-                batch_ts,
-                int(self.config.target_file_mb * 1024 * 1024),
-                self.state.bytes_per_row,
-                default_per_row,
-            )
-            valid_groups = [g for g in groups if g.table != layout.DEAD_LETTER_TABLE]
-            dead_groups = [g for g in groups if g.table == layout.DEAD_LETTER_TABLE]
-            if valid_groups:
-                files += self._write_rows(parsed, plan, file_plan, staging / "rows", batch_id)
-            if dead_groups:
-                files += self._write_dead_letters(full, plan, file_plan, staging / "dead", batch_id)
-            for item in files:
-                rows_by_table_day[(item.table, item.dt)] += item.rows
-            return commit.BatchManifest(
-                batch_id=batch_id,
-                staging_dir=str(staging.relative_to(self.paths.lake_dir)),
-                files=files,
-                progress=self._progress(batch_id, plan),
-                dead_letters=plan.dead_letters,
-                created_ms=int(self.clock() * 1000),
-                rows_by_table_day=dict(rows_by_table_day),
-            )
-        finally:
-            parsed.unpersist()
-
-    def _plan(self, stats: list[Any]) -> _BatchPlan:
-        plan = _BatchPlan()
-        for row in stats:
-            topic, partition = row["kafkaTopic"], int(row["kafkaPartition"])
-            table: str | None = None
-            if row["valid"]:
-                physical = (row["schemaName"], row["tableName"])
-                table = plan.routes.get(physical)
-                if table is None and physical not in plan.route_errors:
-                    try:
-                        table = layout.logical_table(self.router, *physical)
-                        plan.routes[physical] = table
-                    except ConfigError as exc:
-                        plan.route_errors[physical] = str(exc)
-            if table is not None:
-                key = (table, row["dt"], topic, partition)
-                plan.valid_rows += row["rows"]
-                event = row["maxEventMs"]
-                previous = plan.max_event.get((topic, partition))
-                plan.max_event[(topic, partition)] = (
-                    event if previous is None else max(previous, event)
-                )
-            else:
-                key = (layout.DEAD_LETTER_TABLE, row["kafkaDt"], topic, partition)
-                plan.dead_letters += row["rows"]
-            group = plan.groups.setdefault(key, _Group())
-            group.add(row["rows"], row["minOffset"], row["maxOffset"], row["payloadBytes"])
-        return plan
-
-    def _assignment(
-        self, file_plan: layout.FilePlan, rows: list[tuple[Any, ...]], schema: StructType
-    ) -> DataFrame:
-        return self.spark.createDataFrame(rows, schema)
-
-    def _split(
-        self, file_plan: layout.FilePlan, table: str, dt: str, topic: str, partition: int
-    ) -> tuple[int, int, int, int]:
-        lo, hi, files = file_plan.splits[(table, dt, topic, partition)]
-        base = next(
-            f.file_id
-            for f in file_plan.files
-            if f.table == table
-            and f.dt == dt
-            and f.name.topic == topic
-            and f.name.partition == partition
-            and f.name.index == 0
+        staging = self.paths.staging_root / f"{batch_id}-{uuid.uuid4().hex[:8]}"
+        target = staging / "rows"
+        rows_per_file = layout.rows_per_file(
+            int(self.config.target_file_mb * 1024 * 1024),
+            self.state.bytes_per_row or layout.DEFAULT_BYTES_PER_ROW,
         )
-        return lo, hi - lo + 1, files, base
+        (
+            transform.lake_rows(batch, self.config.time_zone, self.rules)
+            .sortWithinPartitions("_table", "_dt", "kafkaOffset")
+            .write.option("maxRecordsPerFile", rows_per_file)
+            .partitionBy("_table", "_dt")
+            .parquet(str(target))
+        )
+        stats = self._staged_stats(target)
+        self._check_routes(stats)
+        if stats.dead_letters:
+            self._log_samples(target)
+        named = layout.name_files(stats.files, batch_ts, batch_id)
+        files = [
+            commit.CommittedFile(
+                staged=str(Path(staged.path).relative_to(self.paths.lake_dir)),
+                final=str(
+                    (self.catalog.root / staged.table / f"dt={staged.dt}" / str(name)).relative_to(
+                        self.paths.lake_dir
+                    )
+                ),
+                table=staged.table,
+                dt=staged.dt,
+                rows=staged.rows,
+                size=staged.size,
+            )
+            for staged, name in named
+        ]
+        rows_by_table_day: dict[tuple[str, str], int] = defaultdict(int)
+        for item in files:
+            rows_by_table_day[(item.table, item.dt)] += item.rows
+        return commit.BatchManifest(
+            batch_id=batch_id,
+            staging_dir=str(staging.relative_to(self.paths.lake_dir)),
+            files=files,
+            progress=self._progress(batch_id, stats.max_event),
+            dead_letters=stats.dead_letters,
+            created_ms=int(self.clock() * 1000),
+            rows_by_table_day=dict(rows_by_table_day),
+        )
 
-    def _write_rows(
-        self,
-        parsed: DataFrame,
-        plan: _BatchPlan,
-        file_plan: layout.FilePlan,
-        target: Path,
-        batch_id: int,
-    ) -> list[commit.CommittedFile]:
-        # One assignment row per physical table × dt × partition: the join key of the rows.
-        physical_by_table: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        for physical, table in plan.routes.items():
-            physical_by_table[table].append(physical)
-        assignment: list[tuple[Any, ...]] = []
-        for table, dt, topic, partition in plan.groups:
+    def _staged_stats(self, target: Path) -> _StagedStats:
+        if not target.exists():  # an empty batch (e.g. only transaction markers)
+            return _StagedStats([], {}, {}, 0)
+        valid = F.col("error").isNull()
+        # Only the small columns are read back (Parquet is columnar): cheap next to the write.
+        rows = (
+            self.spark.read.parquet(str(target))
+            .groupBy(F.input_file_name().alias("file"))
+            .agg(
+                F.count(F.lit(1)).alias("rows"),
+                F.min("kafkaTopic").alias("topic"),
+                F.max("kafkaTopic").alias("lastTopic"),
+                F.min("kafkaPartition").alias("partition"),
+                F.max("kafkaPartition").alias("lastPartition"),
+                F.min("kafkaOffset").alias("minOffset"),
+                F.max("kafkaOffset").alias("maxOffset"),
+                F.max(F.when(valid, F.col("executeTime"))).alias("maxEventMs"),
+                F.collect_set(F.when(valid, F.struct("schemaName", "tableName"))).alias("physical"),
+            )
+            .collect()
+        )
+        files: list[layout.StagedFile] = []
+        physical: dict[str, set[tuple[str, str]]] = defaultdict(set)
+        max_event: dict[tuple[str, int], int] = {}
+        dead = 0
+        for row in rows:
+            path = Path(urlparse(row["file"]).path)
+            table = path.parent.parent.name.removeprefix("_table=")
+            dt = path.parent.name.removeprefix("_dt=")
+            if (row["topic"], row["partition"]) != (row["lastTopic"], row["lastPartition"]):
+                raise CdcMirrorError(
+                    f"staged file {path.name} mixes Kafka partitions; Spark's Kafka source "
+                    "must read each topic partition in one task (do not set minPartitions)."
+                )
+            files.append(
+                layout.StagedFile(
+                    path=str(path),
+                    table=table,
+                    dt=dt,
+                    topic=row["topic"],
+                    partition=int(row["partition"]),
+                    min_offset=int(row["minOffset"]),
+                    max_offset=int(row["maxOffset"]),
+                    rows=int(row["rows"]),
+                    size=path.stat().st_size,
+                )
+            )
             if table == layout.DEAD_LETTER_TABLE:
+                dead += int(row["rows"])
                 continue
-            lo, span, files, base = self._split(file_plan, table, dt, topic, partition)
-            for schema_name, table_name in physical_by_table[table]:
-                assignment.append(
-                    (schema_name, table_name, dt, topic, partition, lo, span, files, base)
-                )
-        schema = StructType(
-            [
-                StructField("schemaName", StringType()),
-                StructField("tableName", StringType()),
-                StructField("dt", StringType()),
-                StructField("kafkaTopic", StringType()),
-                StructField("kafkaPartition", IntegerType()),
-                StructField("minOffset", LongType()),
-                StructField("span", LongType()),
-                StructField("files", LongType()),
-                StructField("baseId", LongType()),
-            ]
-        )
-        keys = ["schemaName", "tableName", "dt", "kafkaTopic", "kafkaPartition"]
-        rows = transform.with_file_id(
-            parsed.where(F.col("error").isNull()),
-            self._assignment(file_plan, assignment, schema),
-            keys,
-        ).select(*[name for name, _ in transform.ROW_COLUMNS], F.col("_f").alias("fileId"))
-        return self._write(rows, file_plan, target, plan.valid_rows, batch_id)
+            physical[table].update((p["schemaName"], p["tableName"]) for p in row["physical"])
+            key = (row["topic"], int(row["partition"]))
+            if row["maxEventMs"] is not None:
+                max_event[key] = max(max_event.get(key, row["maxEventMs"]), row["maxEventMs"])
+        return _StagedStats(files, dict(physical), max_event, dead)
 
-    def _write_dead_letters(
-        self,
-        parsed: DataFrame,
-        plan: _BatchPlan,
-        file_plan: layout.FilePlan,
-        target: Path,
-        batch_id: int,
-    ) -> list[commit.CommittedFile]:
-        dead = parsed.where(F.col("error").isNotNull())
-        if plan.route_errors:
-            unroutable = self.spark.createDataFrame(
-                [(s, t, e) for (s, t), e in plan.route_errors.items()],
-                "schemaName string, tableName string, routeError string",
-            )
-            routed_out = (
-                parsed.where(F.col("error").isNull())
-                .join(F.broadcast(unroutable), on=["schemaName", "tableName"], how="inner")
-                .withColumn("error", F.col("routeError"))
-                .drop("routeError")
-            )
-            dead = dead.unionByName(routed_out)
-        assignment = []
-        for table, dt, topic, partition in plan.groups:
-            if table == layout.DEAD_LETTER_TABLE:
-                lo, span, files, base = self._split(file_plan, table, dt, topic, partition)
-                assignment.append((dt, topic, partition, lo, span, files, base))
-        schema = StructType(
-            [
-                StructField("kafkaDt", StringType()),
-                StructField("kafkaTopic", StringType()),
-                StructField("kafkaPartition", IntegerType()),
-                StructField("minOffset", LongType()),
-                StructField("span", LongType()),
-                StructField("files", LongType()),
-                StructField("baseId", LongType()),
-            ]
-        )
-        self._log_samples(dead)
-        out = transform.with_file_id(
-            dead,
-            self._assignment(file_plan, assignment, schema),
-            ["kafkaDt", "kafkaTopic", "kafkaPartition"],
-        ).select(
-            "kafkaTopic",
-            "kafkaPartition",
-            "kafkaOffset",
-            "kafkaTimestamp",
-            F.col("key").alias("kafkaKey"),
-            "error",
-            F.col("value").alias("raw"),
-            F.col("_f").alias("fileId"),
-        )
-        return self._write(out, file_plan, target, plan.dead_letters, batch_id)
+    def _check_routes(self, stats: _StagedStats) -> None:
+        """Spark routed with Java regexes; the contract's router is Python's. They must agree."""
+        for table, physicals in stats.physical_tables.items():
+            for schema_name, table_name in physicals:
+                expected = layout.logical_table(self.router, schema_name, table_name)
+                if expected != table:
+                    raise CdcMirrorError(
+                        f"shard rules route {schema_name}.{table_name} to {expected!r} in Python "
+                        f"but to {table!r} in Spark (Java regex); simplify the rule's pattern."
+                    )
 
-    def _log_samples(self, dead: DataFrame) -> None:
+    def _log_samples(self, target: Path) -> None:
         samples = self.config.dead_letter_log_samples
         if samples == 0:
             return
+        dead = self.spark.read.parquet(str(target / f"_table={layout.DEAD_LETTER_TABLE}"))
         for row in (
             dead.select("kafkaTopic", "kafkaPartition", "kafkaOffset", "error")
             .limit(samples)
@@ -404,64 +315,9 @@ class BatchWriter:
                 row["error"],
             )
 
-    def _write(
-        self,
-        rows: DataFrame,
-        file_plan: layout.FilePlan,
-        target: Path,
-        expected_rows: int,
-        batch_id: int,
-    ) -> list[commit.CommittedFile]:
-        planned = {f.file_id: f for f in file_plan.files}
-        # A file's rows come from one Kafka partition, and Spark's Kafka source reads each
-        # topic partition in one task: written as they are, each planned file is produced by
-        # exactly one task, without a shuffle. Should a file end up in several parts (e.g. a
-        # source that splits partitions), the batch is staged again with a shuffle by file id.
-        rows.write.partitionBy("fileId").parquet(str(target))
-        if self._split_files(target):
-            log.info("batch %d: files split across tasks; staging again with a shuffle", batch_id)
-            shutil.rmtree(target)
-            tasks = max(1, min(len(planned), self.spark.sparkContext.defaultParallelism * 2))
-            rows.repartition(tasks, "fileId").write.partitionBy("fileId").parquet(str(target))
-        counted = {
-            int(r["fileId"]): int(r["count"])
-            for r in self.spark.read.parquet(str(target)).groupBy("fileId").count().collect()
-        }
-        if sum(counted.values()) != expected_rows:
-            raise CdcMirrorError(
-                f"batch {batch_id} staged {sum(counted.values())} rows but {expected_rows} "
-                "were planned; the batch is not committed and will be retried."
-            )
-        written: list[commit.CommittedFile] = []
-        for file_id, count in sorted(counted.items()):
-            parts = sorted((target / f"fileId={file_id}").glob("part-*.parquet"))
-            if len(parts) != 1:
-                raise CdcMirrorError(
-                    f"batch {batch_id} staged {len(parts)} Parquet files for file {file_id}, "
-                    "expected one; the batch is not committed and will be retried."
-                )
-            spec = planned[file_id]
-            written.append(
-                commit.CommittedFile(
-                    staged=str(parts[0].relative_to(self.paths.lake_dir)),
-                    final=str(
-                        (self.catalog.root / spec.relative_path).relative_to(self.paths.lake_dir)
-                    ),
-                    table=spec.table,
-                    dt=spec.dt,
-                    rows=count,
-                    size=parts[0].stat().st_size,
-                )
-            )
-        return written
-
-    @staticmethod
-    def _split_files(target: Path) -> bool:
-        return any(
-            len(list(directory.glob("part-*.parquet"))) > 1 for directory in target.glob("fileId=*")
-        )
-
-    def _progress(self, batch_id: int, plan: _BatchPlan) -> list[BatchProgress]:
+    def _progress(
+        self, batch_id: int, max_event: dict[tuple[str, int], int]
+    ) -> list[BatchProgress]:
         end_offsets = read_batch_end_offsets(self.paths.checkpoint_dir, batch_id)
         progress = []
         for (topic, partition), next_offset in sorted(end_offsets.items()):
@@ -472,22 +328,25 @@ class BatchWriter:
                     partition=partition,
                     next_offset=next_offset,
                     lag=UNKNOWN_LAG if latest is None else max(0, latest - next_offset),
-                    max_event_ms=plan.max_event.get((topic, partition)),
+                    max_event_ms=max_event.get((topic, partition)),
                 )
             )
         return progress
 
     # -- publish ----------------------------------------------------------------------------
 
-    def _publish(self, manifest: commit.BatchManifest, seconds: float) -> None:
+    def _publish(
+        self, manifest: commit.BatchManifest
+    ) -> tuple[dict[str, dict[str, int]], list[str]] | None:
+        """Make a committed batch visible; returns its late rows and newly ready days, or
+        None when a run before a restart had done all of it."""
         commit.complete(manifest, self.paths.lake_dir)
         days_by_table: dict[str, list[str]] = defaultdict(list)
         for table, dt in manifest.rows_by_table_day:
             days_by_table[table].append(dt)
-        for table, days in sorted(days_by_table.items()):
-            self.catalog.add_partitions(table, days)
+        self.catalog.add_all(days_by_table)
         if self.state.last_batch >= manifest.batch_id:
-            return  # state, markers and metrics of this batch were done before a restart
+            return None  # state, markers and metrics of this batch were done before a restart
         # Work on a copy: markers and records first, the state file last, so a crash in
         # between repeats the same decisions on the replayed batch.
         state = WriterState.from_json(self.state.to_json())
@@ -512,22 +371,16 @@ class BatchWriter:
         self._mark_ready(state, ready)
         commit.atomic_write_json(self.paths.state_file, state.to_json())
         self.state = state
-        self._observe(manifest, late, ready, seconds)
+        return late, ready
 
     def _measure_sizes(self, state: WriterState, manifest: commit.BatchManifest) -> None:
-        sizes: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-        for item in manifest.files:
-            sizes[item.table][0] += item.size
-            sizes[item.table][1] += item.rows
-        for table, (size, rows) in sizes.items():
-            # Only files of a useful size say much about a table's bytes per row (Parquet
-            # has a fixed overhead per file).
-            if rows >= 1000:
-                measured = size / rows
-                previous = state.bytes_per_row.get(table)
-                state.bytes_per_row[table] = (
-                    measured if previous is None else 0.5 * previous + 0.5 * measured
-                )
+        files = [f for f in manifest.files if f.table != layout.DEAD_LETTER_TABLE]
+        rows = sum(f.rows for f in files)
+        # Parquet has a fixed overhead per file: only a batch of some size says much.
+        if rows >= 1000:
+            measured = sum(f.size for f in files) / rows
+            previous = state.bytes_per_row
+            state.bytes_per_row = measured if previous is None else 0.5 * (previous + measured)
 
     def _touch_success(self, table: str, dt: str) -> None:
         directory = self.catalog.table_dir(table) / f"dt={dt}"
@@ -573,6 +426,7 @@ class BatchWriter:
         manifest: commit.BatchManifest,
         late: dict[str, dict[str, int]],
         ready: list[str],
+        staged_s: float,
         seconds: float,
     ) -> None:
         writer = self.paths.name
@@ -591,12 +445,13 @@ class BatchWriter:
         self.metrics.rows_per_second.labels(writer).set(rows / seconds if seconds > 0 else 0)
         self.metrics.observe_state(self.state)
         log.info(
-            "batch %d: %d rows in %d files, %d dead letters, %.1f s%s",
+            "batch %d: %d rows in %d files, %d dead letters, %.1f s (staged in %.1f s)%s",
             manifest.batch_id,
             rows,
             len(manifest.files),
             manifest.dead_letters,
             seconds,
+            staged_s,
             f", ready: {', '.join(ready)}" if ready else "",
         )
 

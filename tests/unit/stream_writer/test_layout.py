@@ -2,25 +2,20 @@
 
 from __future__ import annotations
 
-import itertools
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from simple_binlog.errors import ConfigError
 from simple_binlog.routing import ShardRouter, ShardRule
 from stream_writer.layout import (
     FileName,
-    GroupStats,
+    StagedFile,
     day_of,
-    file_index,
-    files_for,
     logical_table,
+    name_files,
     next_midnight_ms,
-    offset_ranges,
-    plan_files,
+    rows_per_file,
 )
 
 UTC_ZONE = ZoneInfo("UTC")
@@ -64,55 +59,33 @@ def test_file_name_round_trips_and_locates_a_row() -> None:
         FileName.parse("part-00000.parquet")
 
 
-def test_files_for_rounds_and_never_returns_zero() -> None:
-    assert files_for(0, 100) == 1
-    assert files_for(10, 100) == 1
-    assert files_for(149, 100) == 1
-    assert files_for(151, 100) == 2
-    assert files_for(5_000, 100) == 50
+def test_rows_per_file_from_target_and_bytes_per_row() -> None:
+    assert rows_per_file(64 * 2**20, 100.0) == 671_088
+    assert rows_per_file(1000, 0.0) == 1000  # a nonsensical estimate cannot divide by zero
+    assert rows_per_file(10, 1000.0) == 1
 
 
-@given(
-    lo=st.integers(0, 10**12),
-    span=st.integers(1, 10**6),
-    files=st.integers(1, 200),
-)
-def test_offset_ranges_cover_the_range_once_and_match_file_index(
-    lo: int, span: int, files: int
-) -> None:
-    hi = lo + span - 1
-    ranges = offset_ranges(lo, hi, files)
-    assert ranges[0][0] == lo and ranges[-1][1] == hi
-    assert all(a_end + 1 == b_start for (_, a_end), (b_start, _) in itertools.pairwise(ranges))
-    assert all(start <= end for start, end in ranges)
-    for offset in {lo, hi, lo + span // 2, lo + span // 3}:
-        start, end = ranges[file_index(offset, lo, hi, files)]
-        assert start <= offset <= end
+def _staged(table: str, partition: int, lo: int, hi: int, dt: str = "2024-03-01") -> StagedFile:
+    return StagedFile(f"/s/{table}-{lo}", table, dt, "t", partition, lo, hi, hi - lo + 1, 10)
 
 
-def _group(table: str, rows: int, lo: int = 0, partition: int = 0) -> GroupStats:
-    return GroupStats(table, "2024-03-01", "t", partition, rows, lo, lo + rows * 3, rows * 500)
-
-
-def test_plan_splits_a_hot_table_and_gives_quiet_tables_one_file() -> None:
-    target = 1_000_000  # bytes; 100 bytes a row → 10,000 rows a file
-    groups = [_group("hot", 500_000)] + [_group(f"quiet_{i}", 10_000 // 50) for i in range(20)]
-    plan = plan_files(groups, 7, "20240301000000", target, {"hot": 100.0}, 100.0)
-    per_table: dict[str, int] = {}
-    for planned in plan.files:
-        per_table[planned.table] = per_table.get(planned.table, 0) + 1
-    assert per_table["hot"] == 50
-    assert all(per_table[f"quiet_{i}"] == 1 for i in range(20))
-    # Ids are dense and unique; names carry the batch and the group's partition.
-    assert [f.file_id for f in plan.files] == list(range(len(plan.files)))
-    hot = [f for f in plan.files if f.table == "hot"]
-    assert [f.name.index for f in hot] == list(range(50))
-    assert all(f.name.batch_id == 7 and f.name.partition == 0 for f in hot)
-    assert hot[0].relative_path.startswith("hot/dt=2024-03-01/binlog-20240301000000-7-0+t+0+0+")
-
-
-def test_plan_uses_measured_bytes_per_row_over_the_default() -> None:
-    groups = [_group("a", 100_000), _group("b", 100_000)]
-    plan = plan_files(groups, 1, "20240301000000", 1_000_000, {"a": 10.0}, 100.0)
-    counts = {t: sum(1 for f in plan.files if f.table == t) for t in ("a", "b")}
-    assert counts == {"a": 1, "b": 10}
+def test_name_files_numbers_each_group_in_offset_order() -> None:
+    staged = [
+        _staged("hot", 0, 2000, 2999),
+        _staged("hot", 0, 0, 999),
+        _staged("hot", 0, 1000, 1999),
+        _staged("hot", 1, 5, 9),
+        _staged("quiet", 0, 3, 3),
+        _staged("quiet", 0, 7, 8, dt="2024-03-02"),
+    ]
+    named = {str(name) for _, name in name_files(staged, "20240301000000", 7)}
+    assert named == {
+        "binlog-20240301000000-7-0+t+0+0+999.parquet",
+        "binlog-20240301000000-7-1+t+0+1000+1999.parquet",
+        "binlog-20240301000000-7-2+t+0+2000+2999.parquet",
+        "binlog-20240301000000-7-0+t+1+5+9.parquet",
+        "binlog-20240301000000-7-0+t+0+3+3.parquet",
+        "binlog-20240301000000-7-0+t+0+7+8.parquet",
+    }
+    by_path = {item.path: name for item, name in name_files(staged, "20240301000000", 7)}
+    assert by_path["/s/hot-1000"].index == 1
