@@ -459,14 +459,18 @@ def _worker_process(
 
 
 class _FlagCancellation(Cancellation):
-    """A cancellation driven by a multiprocessing event shared with the parent."""
+    """A cancellation driven by a multiprocessing event shared with the parent, and by the
+    parent's death: a reader whose parent was killed stops instead of publishing on alone
+    (a resume fences it anyway, but need not race it)."""
 
     def __init__(self, flag: Any) -> None:
         super().__init__()
         self._flag = flag
+        self._parent = multiprocessing.parent_process()
 
     def is_set(self) -> bool:
-        if self._flag.is_set():
+        parent_gone = self._parent is not None and not self._parent.is_alive()
+        if self._flag.is_set() or parent_gone:
             self.cancel()
         return super().is_set()
 

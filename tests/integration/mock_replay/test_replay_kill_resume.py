@@ -20,6 +20,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from simple_binlog.config import Settings
 from simple_binlog.kafka import topic_name
 from tests.integration.mock_replay.helpers import Shards, end_offsets, read_topic
@@ -77,8 +79,9 @@ def _kill_at(process: subprocess.Popen[bytes], delay_s: float) -> bool:
     return process.wait() == -signal.SIGKILL
 
 
+@pytest.mark.parametrize("workers", [1, 2], ids=["one-reader", "two-reader-processes"])
 def test_killed_and_resumed_replay_publishes_each_row_once(
-    kafka_settings: Settings, shards: Shards, tmp_path: Path
+    kafka_settings: Settings, shards: Shards, tmp_path: Path, workers: int
 ) -> None:
     seed = int(os.environ.get("CDC_TEST_MOCK_REPLAY_SEED", str(random.randrange(10**6))))
     chooser = random.Random(seed)
@@ -89,7 +92,7 @@ def test_killed_and_resumed_replay_publishes_each_row_once(
         "CDC_MIRROR_KAFKA__TOPIC_PREFIX": kafka_settings.kafka.topic_prefix,
         "COLUMNS": "200",  # one line per message in the log
     }
-    common = ["--batch-size", "40", "--rate-limit", str(total // 3)]
+    common = ["--batch-size", "40", "--rate-limit", str(total // 3), "--workers", str(workers)]
     log = tmp_path / "replay.log"
 
     process = _start(env, log, "--db-prefix", shards.db, "--table-prefix", "orders", *common)
