@@ -3,9 +3,11 @@ a read_committed consumer sees every row exactly once (no duplicates, no gaps).
 
 The CI run kills 3 times (``CDC_TEST_MOCK_REPLAY_KILLS`` sets another number; with
 ``CDC_TEST_MOCK_REPLAY_FULL=1`` it kills 8 times on a larger table set). Kill points are
-random times after the process has started publishing (the topic's end offsets grew),
-so they land between and inside its chunk transactions; they are printed in the test's output so a failure
-can be replayed with ``CDC_TEST_MOCK_REPLAY_SEED``.
+random times after the process has started publishing (the topic's end offsets grew), so
+they land between and inside its chunk transactions; the rate limit stretches the run so
+that every kill lands before its end. The kill points are printed in the test's output; a
+failure can be replayed with ``CDC_TEST_MOCK_REPLAY_SEED``. Each case runs once with one
+reader and once with two reader processes.
 """
 
 from __future__ import annotations
@@ -92,7 +94,14 @@ def test_killed_and_resumed_replay_publishes_each_row_once(
         "CDC_MIRROR_KAFKA__TOPIC_PREFIX": kafka_settings.kafka.topic_prefix,
         "COLUMNS": "200",  # one line per message in the log
     }
-    common = ["--batch-size", "40", "--rate-limit", str(total // 3), "--workers", str(workers)]
+    common = [
+        "--batch-size",
+        "40",
+        "--rate-limit",
+        str(max(200, total // (2 * KILLS))),
+        "--workers",
+        str(workers),
+    ]
     log = tmp_path / "replay.log"
 
     process = _start(env, log, "--db-prefix", shards.db, "--table-prefix", "orders", *common)
