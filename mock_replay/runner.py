@@ -4,8 +4,10 @@
 a table without a usable key, a condition outside the grammar, a column a shard lacks — before
 a single row is read, so a refused run publishes nothing. ``ReplayWorker`` then reads its
 tables in key order, one chunk per Kafka transaction (rows + progress), honouring the rate
-limit, the load guard and cancellation. ``run_replay`` ties them to Kafka and, with
-``replay.workers`` > 1, deals the tables out to reader processes.
+limit, the load guard and cancellation; a read-ahead thread reads the next chunk while the
+current one is published. ``start_run``/``load_for_resume`` record or reload a run and
+``execute_run`` ties the workers to Kafka and, with ``replay.workers`` > 1, deals the tables
+out to reader processes.
 """
 
 from __future__ import annotations
