@@ -1,0 +1,434 @@
+"""The merge job: ``cdc-mirror merge --table T --dt D`` or ``--all``; one Spark session.
+
+For one table and day ``dt``:
+
+1. wait (bounded: ``--wait-ready-s`` / ``merge.wait_ready_s``) for the stream writer's
+   readiness record ``<lake>/_ready/<writer>/<dt>.json``; fail with one sentence otherwise;
+2. late events: if the writer has since counted late rows for ``dt−1`` beyond what the merge
+   of ``dt−1`` saw, ``dt−1`` is merged again first (its raw partition holds them now);
+3. register ``dt`` of the raw table (``ods_binlog_source.<table>``, as MSCK REPAIR does) and
+   load it;
+4. live MySQL schema from the mirror backend, key (``tables[].key`` or MySQL's), schema
+   plan (``merge.schema``);
+5. flatten ``content`` into typed columns; the archive-delete rule (``merge.archive``);
+6. (changes ∪ snapshot ``dt−1`` as INSERTs) → latest row per key by binlogOffset → DELETEs
+   dropped → partition ``dt`` of ``<merge.database>.<table>``, published atomically
+   (``merge.snapshot``); a re-run overwrites the same partition atomically;
+7. record the merge (``<lake>/_merge/<table>/<dt>.json``) and, with a check column, check
+   the snapshot against MySQL (``<dt>.check.json``).
+
+With no previous snapshot at all, the day's changes (the replayed MOCK rows among them) form
+the first snapshot. A missing ``dt−1`` when older snapshots exist is an error: merging over
+the gap would lose the changes of the missing day.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from merge import records
+from merge.archive import ArchiveDecision, ArchiveOverride, decide, time_column
+from merge.check import CheckResult, check_days, compare
+from merge.schema import OFFSET_COLUMN, SHARD_COLUMN, SchemaPlan, choose_key, plan_schema
+from merge.snapshot import SnapshotStore
+from merge.transform import align, delete_counts, drop_archived, flatten, latest
+from merge.types import SchemaChangeError
+from simple_binlog.config import Settings, TableMirror
+from simple_binlog.errors import CdcMirrorError, ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from mirror.backend import LiveSchema
+
+log = logging.getLogger(__name__)
+
+# Files per snapshot partition: rows are spread over them by key hash (see merge.snapshot).
+DEFAULT_BUCKETS = 4
+
+
+class MergeError(CdcMirrorError):
+    """A merge of one table and day failed; the previous snapshot state is intact."""
+
+
+class NotReadyError(MergeError):
+    """The stream writer has not marked the day ready within the wait."""
+
+
+@dataclass(frozen=True, slots=True)
+class MergeRequest:
+    table: str
+    dt: date
+    override: ArchiveOverride = ArchiveOverride.NONE
+    wait_ready_s: float | None = None  # None: merge.wait_ready_s
+
+
+@dataclass(slots=True)
+class MergeResult:
+    table: str
+    dt: date
+    run_id: str
+    rows: int
+    changes: int
+    location: str
+    archive: ArchiveDecision
+    schema: SchemaPlan
+    seconds: float
+    late_rows_seen: int
+    remerged: list[str] = field(default_factory=list)
+    check: CheckResult | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "dt": self.dt.isoformat(),
+            "runId": self.run_id,
+            "rows": self.rows,
+            "changes": self.changes,
+            "location": self.location,
+            "archive": self.archive.to_json(),
+            "schema": self.schema.describe(),
+            "key": self.schema.key,
+            "seconds": round(self.seconds, 3),
+            "lateRowsSeen": self.late_rows_seen,
+            "remerged": self.remerged,
+            "checkOk": None if self.check is None else self.check.ok,
+        }
+
+
+def writer_ready_dir(settings: Settings) -> Path:
+    """Where the stream writer keeps its readiness records (its own path logic)."""
+    from stream_writer.job import plan_run  # noqa: PLC0415
+
+    return plan_run(settings, [], [], settings.merge.writer).paths.ready_dir
+
+
+def wait_ready(
+    ready_file: Path,
+    dt: date,
+    wait_s: float,
+    poll_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    pause: Callable[[float], object] | None = None,
+) -> dict[str, Any]:
+    """The readiness record of ``dt``, waiting at most ``wait_s``; NotReadyError otherwise."""
+    pause = pause or threading.Event().wait
+    deadline = clock() + wait_s
+    while True:
+        record = records.read_json(ready_file)
+        if record is not None:
+            return record
+        remaining = deadline - clock()
+        if remaining <= 0:
+            raise NotReadyError(
+                f"the stream writer has not marked {dt} ready ({ready_file} is missing after "
+                f"{wait_s:g} s); wait for it or raise --wait-ready-s."
+            )
+        pause(min(poll_s, remaining))
+
+
+def late_rows(ready_dir: Path, dt: str, table: str) -> int:
+    """Rows of ``table`` the stream writer wrote for ``dt`` after marking it ready."""
+    record = records.read_json(ready_dir / f"{dt}_late.json")
+    if record is None:
+        return 0
+    return int(record.get("lateRows", {}).get(table, 0))
+
+
+def _spark_sentence(exc: BaseException) -> str:
+    text = str(getattr(exc, "desc", None) or exc)
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return first[:400]
+
+
+class Merger:
+    """Merges days of configured tables into their snapshots, in one Spark session."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        spark: SparkSession,
+        live_schema: Callable[[str], LiveSchema] | None = None,
+        daily_counts: Callable[[str, date], dict[date, int]] | None = None,
+        buckets: int = DEFAULT_BUCKETS,
+    ) -> None:
+        self.settings = settings
+        self.spark = spark
+        self.lake = settings.lake_dir
+        self.store = SnapshotStore(
+            spark, settings.merge.database, self.lake, settings.merge.file_format
+        )
+        self.buckets = buckets
+        self.ready_dir = writer_ready_dir(settings)
+        if live_schema is None or daily_counts is None:
+            from mirror.backend import MirrorBackend  # noqa: PLC0415
+
+            backend = MirrorBackend(settings)
+            live_schema = live_schema or backend.live_schema
+            daily_counts = daily_counts or (
+                lambda name, day: backend.refresh_daily_counts(name, today=day)
+            )
+        self._live_schema = live_schema
+        self._daily_counts = daily_counts
+        self._database_ready = False
+
+    # -- entry points -----------------------------------------------------------------------
+    def merge(self, request: MergeRequest) -> MergeResult:
+        """Merge one table and day; MergeError (or another CdcMirrorError) with one sentence."""
+        try:
+            return self._merge(request, allow_remerge=True)
+        except CdcMirrorError:
+            raise
+        except Exception as exc:
+            # Spark and metastore failures (Py4J, AnalysisException, ANSI cast errors) reach
+            # the user as one sentence; the snapshot is untouched until the publish commits.
+            from py4j.protocol import Py4JError  # type: ignore[import-untyped]  # noqa: PLC0415
+            from pyspark.errors import PySparkException  # noqa: PLC0415
+
+            if isinstance(exc, PySparkException | Py4JError):
+                raise MergeError(
+                    f"merging {request.table} for {request.dt} failed in Spark: "
+                    f"{_spark_sentence(exc)}"
+                ) from exc
+            raise
+
+    # -- one merge --------------------------------------------------------------------------
+    def _merge(self, request: MergeRequest, allow_remerge: bool) -> MergeResult:
+        started = time.monotonic()
+        mirror = self.settings.table(request.table)
+        if "hive" not in mirror.targets:
+            raise ConfigError(f"table {mirror.name!r} is not mirrored to Hive (targets).")
+        dt = request.dt.isoformat()
+        wait_s = (
+            request.wait_ready_s
+            if request.wait_ready_s is not None
+            else self.settings.merge.wait_ready_s
+        )
+        wait_ready(
+            self.ready_dir / f"{dt}.json", request.dt, wait_s, self.settings.merge.ready_poll_s
+        )
+        self._ensure_database()
+        remerged = self._remerge_late_day(request, mirror) if allow_remerge else []
+        late_seen = late_rows(self.ready_dir, dt, mirror.name)
+
+        live = self._live_schema(mirror.name)
+        if not live.shards_agree:
+            log.warning(
+                "shards of %s differ (%s); using %s's schema",
+                mirror.name,
+                "; ".join(live.differences[:5]),
+                live.shards[0],
+            )
+        key = choose_key(mirror.name, mirror.key, live.key)
+        plan = plan_schema(mirror.name, self.store.data_columns(mirror.name), live.columns, key)
+        previous = self._previous_snapshot(mirror.name, request.dt)
+
+        raw = self._load_raw(mirror.name, dt)
+        changes = flatten(raw, plan).persist()
+        try:
+            decision = self._archive_decision(mirror, plan, request, raw, changes)
+            applied = changes
+            if decision.archiving and decision.time_column and decision.cutoff:
+                applied = drop_archived(changes, decision.time_column, decision.cutoff)
+            change_count = changes.count()
+            self.store.evolve(mirror.name, plan)
+            rows = applied if previous is None else applied.unionByName(align(previous, plan))
+            snapshot = latest(rows, key).select(
+                *[f"`{name}`" for name, _ in plan.columns], OFFSET_COLUMN, SHARD_COLUMN
+            )
+            bucketed = snapshot.repartition(self.buckets, *[f"`{k}`" for k in key])
+            run_id = f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+            location = self.store.publish(
+                mirror.name, dt, run_id, bucketed.sortWithinPartitions(*[f"`{k}`" for k in key])
+            )
+        finally:
+            changes.unpersist()
+        row_count = (
+            self.spark.read.format(self.settings.merge.file_format).load(str(location)).count()
+        )
+        result = MergeResult(
+            table=mirror.name,
+            dt=request.dt,
+            run_id=run_id,
+            rows=row_count,
+            changes=change_count,
+            location=str(location),
+            archive=decision,
+            schema=plan,
+            seconds=time.monotonic() - started,
+            late_rows_seen=late_seen,
+            remerged=remerged,
+        )
+        records.write_json(records.merge_record_path(self.lake, mirror.name, dt), result.to_json())
+        log.info(
+            "merged %s %s: %d changes → %d rows in %.1f s (archive: %s)",
+            mirror.name,
+            dt,
+            change_count,
+            row_count,
+            result.seconds,
+            decision.reason,
+        )
+        if self.settings.merge.check and mirror.check_column:
+            result.check = self.check(mirror, request.dt)
+            records.write_json(
+                records.merge_record_path(self.lake, mirror.name, dt), result.to_json()
+            )
+        return result
+
+    def _ensure_database(self) -> None:
+        if not self._database_ready:
+            self.store.ensure_database()
+            self._database_ready = True
+
+    def _remerge_late_day(self, request: MergeRequest, mirror: TableMirror) -> list[str]:
+        """Merge ``dt−1`` again when late rows arrived for it after its merge (see module doc)."""
+        before = (request.dt - timedelta(days=1)).isoformat()
+        record = records.read_json(records.merge_record_path(self.lake, mirror.name, before))
+        if record is None:
+            return []
+        late_now = late_rows(self.ready_dir, before, mirror.name)
+        if late_now <= int(record.get("lateRowsSeen", 0)):
+            return []
+        log.warning(
+            "%s: %d late rows arrived for %s after its merge; merging %s again first",
+            mirror.name,
+            late_now - int(record.get("lateRowsSeen", 0)),
+            before,
+            before,
+        )
+        self._merge(
+            MergeRequest(mirror.name, request.dt - timedelta(days=1), request.override, 0),
+            allow_remerge=False,
+        )
+        return [before]
+
+    def _previous_snapshot(self, table: str, dt: date) -> DataFrame | None:
+        partitions = self.store.partitions(table)
+        before = (dt - timedelta(days=1)).isoformat()
+        if before in partitions:
+            return self.store.read(table, before)
+        earlier = [p for p in partitions if p < dt.isoformat()]
+        if earlier:
+            raise MergeError(
+                f"the snapshot of {table} for {before} is missing (the latest before "
+                f"{dt} is {earlier[-1]}); merge {before} first, or the changes of the "
+                "missing days would be lost."
+            )
+        log.info("%s has no snapshot before %s: the day's changes form the first one", table, dt)
+        return None
+
+    def _load_raw(self, table: str, dt: str) -> DataFrame:
+        """``dt`` of the raw table, its partition registered first (as MSCK REPAIR does)."""
+        from stream_writer.catalog import HiveCatalog  # noqa: PLC0415
+        from stream_writer.transform import ROW_COLUMNS  # noqa: PLC0415
+
+        database = self.settings.stream_writer.database
+        catalog = HiveCatalog(self.spark, database, self.lake)
+        catalog.ensure_database()
+        catalog.ensure_table(table)
+        if (catalog.table_dir(table) / f"dt={dt}").is_dir():
+            catalog.add_partitions(table, [dt])
+            self.spark.catalog.refreshTable(f"{database}.{table}")
+            return self.spark.table(f"{database}.`{table}`").where(f"dt = '{dt}'")
+        log.info("%s has no raw partition for %s: no changes that day", table, dt)
+        ddl = ", ".join(f"`{name}` {kind}" for name, kind in ROW_COLUMNS)
+        return self.spark.createDataFrame([], schema=ddl)
+
+    def _archive_decision(
+        self,
+        mirror: TableMirror,
+        plan: SchemaPlan,
+        request: MergeRequest,
+        raw: DataFrame,
+        changes: DataFrame,
+    ) -> ArchiveDecision:
+        column = time_column(mirror)
+        if column is not None and column not in plan.types:
+            raise ConfigError(
+                f"the archive rule's time column {column!r} is not a column of {mirror.name}."
+            )
+        rule = mirror.archive_delete
+        from merge.archive import cutoff_day  # noqa: PLC0415
+
+        cutoff = cutoff_day(rule, request.dt) if column else None
+        counts = delete_counts(raw, changes, column, cutoff)
+        decision = decide(rule, column, request.dt, counts, request.override)
+        if decision.archiving:
+            log.warning(
+                "%s %s: ignoring %d archiving DELETEs (%s)",
+                mirror.name,
+                request.dt,
+                decision.ignored_deletes,
+                decision.reason,
+            )
+        return decision
+
+    # -- check ------------------------------------------------------------------------------
+    def check(self, mirror: TableMirror, dt: date) -> CheckResult:
+        """Counts per day of the snapshot ``dt`` against MySQL; stored for the web admin."""
+        from pyspark.sql import functions as F  # noqa: PLC0415
+
+        assert mirror.check_column is not None
+        days = check_days(dt)
+        snapshot = self.store.read(mirror.name, dt.isoformat())
+        column = F.to_date(F.col(f"`{mirror.check_column}`"))
+        counted = (
+            snapshot.where(column.between(F.lit(days[0]), F.lit(days[-1])))
+            .groupBy(column.alias("day"))
+            .count()
+            .collect()
+        )
+        snapshot_counts = {row["day"]: int(row["count"]) for row in counted}
+        mysql_counts = self._daily_counts(mirror.name, dt + timedelta(days=1))
+        previous = records.read_json(
+            records.check_record_path(self.lake, mirror.name, (dt - timedelta(days=1)).isoformat())
+        )
+        result = compare(dt, snapshot_counts, mysql_counts, previous)
+        records.write_json(
+            records.check_record_path(self.lake, mirror.name, dt.isoformat()),
+            {"table": mirror.name, "dt": dt.isoformat(), **result.to_json()},
+        )
+        if not result.ok:
+            log.warning(
+                "check of %s %s: mismatched days %s%s",
+                mirror.name,
+                dt,
+                ", ".join(d.isoformat() for d in result.mismatches) or "none",
+                "; counts stopped moving while MySQL's did" if result.stalled else "",
+            )
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class TableOutcome:
+    table: str
+    result: MergeResult | None
+    error: str | None
+
+
+def merge_tables(merger: Merger, requests: list[MergeRequest]) -> list[TableOutcome]:
+    """Merge several tables; a failing table is reported and the others go on."""
+    outcomes = []
+    for request in requests:
+        try:
+            outcomes.append(TableOutcome(request.table, merger.merge(request), None))
+        except (CdcMirrorError, SchemaChangeError) as exc:
+            log.error("merge of %s for %s failed: %s", request.table, request.dt, exc)
+            outcomes.append(TableOutcome(request.table, None, str(exc)))
+    return outcomes
+
+
+def build_merger(settings: Settings) -> Merger:
+    from simple_binlog.spark import build_session  # noqa: PLC0415
+
+    spark = build_session(settings, "cdc-mirror-merge")
+    return Merger(settings, spark)

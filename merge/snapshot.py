@@ -1,0 +1,190 @@
+"""The snapshot tables: ``<merge.database>.<logical table>``, partitioned by ``dt``, and how a
+merge publishes a partition atomically.
+
+Layout (``<lake>/<database>.db/<table>/``)::
+
+    _staging/<dt>-<runId>/             Spark writes here (a killed merge leaves it behind)
+    _versions/dt=<dt>/run=<runId>/     a finished write, renamed here in one step
+    _records/…                         (none: merge records live under <lake>/_merge/)
+
+The partition ``dt`` of the Hive table points at one complete version directory. Publishing
+is: Spark writes the staging directory; it is renamed into ``_versions`` (one rename); then
+one metastore call points the partition at it (``ADD IF NOT EXISTS PARTITION … LOCATION``
+for a new day, ``PARTITION … SET LOCATION`` when re-merging a day). That metastore call is
+the commit point: before it, readers see the previous state, after it the whole new
+partition. Renaming into ``dt=<dt>`` itself, as the seed did, cannot replace an existing day
+atomically (the old directory has to move away first, and readers see no data in between),
+which is why each run gets its own directory and the partition moves instead. Names starting
+with ``_`` are skipped by Hive and Spark listings, so MSCK REPAIR never mistakes staging or
+old versions for partitions. Superseded versions and abandoned staging directories are
+removed after a successful publish.
+
+Files: the rows are sorted by key hash into ``buckets`` files (``repartition`` by the key),
+so each file holds a stable slice of the key space. Cost follows the change only partly: a
+merge still reads the whole previous partition and rewrites every file (the baseline of
+``bench/merge_bench.py`` is the same work without the bucket layout). Carrying untouched
+bucket files forward (hard links/copies of the previous version, rewriting only buckets
+that a change touches) is the next step this layout prepares; it is not built yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from merge.schema import META_COLUMNS, SchemaPlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _ddl(columns: list[tuple[str, str]]) -> str:
+    return ", ".join(f"`{name}` {kind}" for name, kind in columns)
+
+
+class SnapshotStore:
+    def __init__(
+        self, spark: SparkSession, database: str, lake_dir: Path, file_format: str = "parquet"
+    ) -> None:
+        self.spark = spark
+        self.database = database
+        self.root = lake_dir / f"{database}.db"
+        self.file_format = file_format
+
+    def qualified(self, table: str) -> str:
+        return f"{self.database}.`{table}`"
+
+    def table_dir(self, table: str) -> Path:
+        return self.root / table
+
+    def staging_dir(self, table: str, dt: str, run_id: str) -> Path:
+        return self.table_dir(table) / "_staging" / f"{dt}-{run_id}"
+
+    def version_dir(self, table: str, dt: str, run_id: str) -> Path:
+        return self.table_dir(table) / "_versions" / f"dt={dt}" / f"run={run_id}"
+
+    # -- metastore ------------------------------------------------------------------------------
+    def ensure_database(self) -> None:
+        self.spark.sql(
+            f"CREATE DATABASE IF NOT EXISTS {self.database} LOCATION {_quote(str(self.root))}"
+        )
+
+    def exists(self, table: str) -> bool:
+        return bool(self.spark.catalog.tableExists(f"{self.database}.{table}"))
+
+    def data_columns(self, table: str) -> list[tuple[str, str]] | None:
+        """The table's data columns (name, Hive type) without ``dt`` and bookkeeping, or None."""
+        if not self.exists(table):
+            return None
+        meta = {name for name, _ in META_COLUMNS}
+        schema = self.spark.table(f"{self.database}.{table}").schema
+        return [
+            (field.name, field.dataType.simpleString())
+            for field in schema.fields
+            if field.name not in meta and field.name != "dt"
+        ]
+
+    def partitions(self, table: str) -> list[str]:
+        if not self.exists(table):
+            return []
+        rows = self.spark.sql(f"SHOW PARTITIONS {self.qualified(table)}").collect()
+        return sorted(str(row[0]).removeprefix("dt=") for row in rows)
+
+    def partition_location(self, table: str, dt: str) -> str | None:
+        if dt not in self.partitions(table):
+            return None
+        rows = self.spark.sql(
+            f"DESCRIBE FORMATTED {self.qualified(table)} PARTITION (dt={_quote(dt)})"
+        ).collect()
+        for row in rows:
+            if str(row[0]).strip() == "Location":
+                return str(row[1]).strip()
+        return None
+
+    def evolve(self, table: str, plan: SchemaPlan) -> None:
+        """Create the table, or bring it to ``plan``'s columns.
+
+        Added columns: ``ADD COLUMNS`` (Spark puts them after the existing ones, so the
+        bookkeeping columns of the plan go before them in files; columns are matched by
+        name, never by position). Widened types: Spark cannot change a Hive column's type in
+        place, so the external table's definition is recreated with every partition's
+        location (data files are not touched; older files are read with the wider type).
+        """
+        columns = [*plan.columns, *META_COLUMNS]
+        stored = "PARQUET" if self.file_format == "parquet" else "ORC"
+        create = (
+            f"CREATE EXTERNAL TABLE IF NOT EXISTS {self.qualified(table)} ({_ddl(columns)}) "
+            f"PARTITIONED BY (dt STRING) STORED AS {stored} "
+            f"LOCATION {_quote(str(self.table_dir(table)))}"
+        )
+        if not self.exists(table):
+            self.spark.sql(create)
+            return
+        if plan.widened:
+            locations = {dt: self.partition_location(table, dt) for dt in self.partitions(table)}
+            current = self.spark.table(f"{self.database}.{table}").columns
+            ordered = [c for c in current if c != "dt"]
+            types = {**dict(columns)}
+            recreated = [(name, types[name]) for name in ordered if name in types]
+            recreated += [(n, t) for n, t in columns if n not in ordered]
+            self.spark.sql(f"DROP TABLE {self.qualified(table)}")  # external: files stay
+            self.spark.sql(
+                f"CREATE EXTERNAL TABLE {self.qualified(table)} ({_ddl(recreated)}) "
+                f"PARTITIONED BY (dt STRING) STORED AS {stored} "
+                f"LOCATION {_quote(str(self.table_dir(table)))}"
+            )
+            specs = " ".join(
+                f"PARTITION (dt={_quote(dt)}) LOCATION {_quote(location)}"
+                for dt, location in locations.items()
+                if location
+            )
+            if specs:
+                self.spark.sql(f"ALTER TABLE {self.qualified(table)} ADD {specs}")
+            log.info("snapshot table %s: widened %s", table, ", ".join(plan.widened))
+        elif plan.added:
+            added = [(n, t) for n, t in plan.columns if n in plan.added]
+            self.spark.sql(f"ALTER TABLE {self.qualified(table)} ADD COLUMNS ({_ddl(added)})")
+            log.info("snapshot table %s: added %s", table, ", ".join(plan.added))
+
+    # -- data -----------------------------------------------------------------------------------
+    def read(self, table: str, dt: str) -> DataFrame:
+        self.spark.catalog.refreshTable(f"{self.database}.{table}")
+        return self.spark.table(f"{self.database}.{table}").where(f"dt = {_quote(dt)}").drop("dt")
+
+    def publish(self, table: str, dt: str, run_id: str, rows: DataFrame) -> Path:
+        """Write ``rows`` as partition ``dt`` atomically; returns the new version directory."""
+        staging = self.staging_dir(table, dt, run_id)
+        target = self.version_dir(table, dt, run_id)
+        rows.write.format(self.file_format).mode("overwrite").save(str(staging))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staging, target)
+        location = _quote(str(target))
+        qualified = self.qualified(table)
+        self.spark.sql(
+            f"ALTER TABLE {qualified} ADD IF NOT EXISTS PARTITION (dt={_quote(dt)}) "
+            f"LOCATION {location}"
+        )
+        # A re-merge of the day: move the existing partition (the commit point).
+        self.spark.sql(
+            f"ALTER TABLE {qualified} PARTITION (dt={_quote(dt)}) SET LOCATION {location}"
+        )
+        self.spark.catalog.refreshTable(f"{self.database}.{table}")
+        self._clean(table, dt, keep=target)
+        return target
+
+    def _clean(self, table: str, dt: str, keep: Path) -> None:
+        """Remove superseded versions of ``dt`` and staging directories of dead runs of ``dt``."""
+        for old in keep.parent.glob("run=*"):
+            if old != keep:
+                shutil.rmtree(old, ignore_errors=True)
+        for abandoned in (self.table_dir(table) / "_staging").glob(f"{dt}-*"):
+            shutil.rmtree(abandoned, ignore_errors=True)

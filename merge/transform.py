@@ -1,0 +1,135 @@
+"""The Spark side of a merge: ``DataFrame -> DataFrame`` functions, no I/O of their own.
+
+``flatten`` turns the raw layer's rows (``content`` as JSON text) into typed snapshot columns
+plus ``_binlog_offset``, ``_event_type`` and ``_shard``. An UPDATE that changes the key also
+yields a DELETE of the old key at the same offset (``beforeContent``), as the reference
+mirror (``mirror.memory``) does. ``latest`` keeps, per key, the change with the highest
+binlogOffset of (previous snapshot as INSERTs ∪ the day's changes) and drops DELETEs.
+
+Values are JSON scalars; ``from_json`` with string fields keeps each one's JSON text (numbers
+as written, strings unquoted), then ANSI casts turn the text into the column type, failing on
+a value that does not fit rather than writing NULL (see ``merge.types``).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from merge.archive import DeleteCounts
+from merge.schema import OFFSET_COLUMN, SHARD_COLUMN, SchemaPlan
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+EVENT_COLUMN = "_event_type"
+_CONTENT = "_content"
+_BEFORE = "_before"
+
+
+def _typed(raw: Column, hive: str) -> Column:
+    if hive == "string":
+        return raw
+    if hive == "binary":
+        return F.unbase64(raw)
+    return raw.cast(hive)
+
+
+def _image_schema(names: list[str]) -> StructType:
+    return StructType([StructField(name, StringType()) for name in names])
+
+
+def flatten(raw: DataFrame, plan: SchemaPlan) -> DataFrame:
+    """Raw layer rows → data columns (typed by ``plan``) + ``_binlog_offset``, ``_event_type``,
+    ``_shard``. Columns a row's image lacks (added later, or dropped) are NULL."""
+    names = [name for name, _ in plan.columns]
+    schema = _image_schema(names)
+    parsed = raw.select(
+        F.col("binlogOffset").alias(OFFSET_COLUMN),
+        F.col("eventType").alias(EVENT_COLUMN),
+        F.concat_ws(".", "schemaName", "tableName").alias(SHARD_COLUMN),
+        F.from_json("content", schema).alias(_CONTENT),
+        F.from_json("beforeContent", schema).alias(_BEFORE),
+    )
+
+    def image(struct: str, event: Column) -> list[Column]:
+        return [
+            *(_typed(F.col(f"{struct}.`{name}`"), hive).alias(name) for name, hive in plan.columns),
+            F.col(OFFSET_COLUMN),
+            event.alias(EVENT_COLUMN),
+            F.col(SHARD_COLUMN),
+        ]
+
+    changes = parsed.select(*image(_CONTENT, F.col(EVENT_COLUMN)))
+    key_changed = F.lit(False)
+    for name in plan.key:
+        key_changed = key_changed | ~F.col(f"{_BEFORE}.`{name}`").eqNullSafe(
+            F.col(f"{_CONTENT}.`{name}`")
+        )
+    old_keys = parsed.where(
+        (F.col(EVENT_COLUMN) == "UPDATE") & F.col(_BEFORE).isNotNull() & key_changed
+    ).select(*image(_BEFORE, F.lit("DELETE")))
+    return changes.unionByName(old_keys)
+
+
+def delete_counts(
+    raw: DataFrame, changes: DataFrame, time_column: str | None, cutoff: date | None
+) -> DeleteCounts:
+    """One aggregation over the flattened changes (plus the raw source for the increment)."""
+    is_delete = F.col(EVENT_COLUMN) == "DELETE"
+    old = (
+        is_delete & (F.col(time_column) < F.lit(cutoff).cast("timestamp"))
+        if time_column is not None and cutoff is not None
+        else F.lit(False)
+    )
+    row = changes.agg(
+        F.count(F.when(is_delete, 1)).alias("deletes"),
+        F.count(F.when(old, 1)).alias("old"),
+    ).first()
+    increment = raw.where((F.col("eventType") == "INSERT") & (F.col("source") == "BINLOG")).count()
+    assert row is not None
+    return DeleteCounts(
+        deletes=int(row["deletes"]), old_deletes=int(row["old"]), increment=increment
+    )
+
+
+def drop_archived(changes: DataFrame, time_column: str, cutoff: date) -> DataFrame:
+    """Leave out the DELETEs of rows older than the cut-off (they were archived, not deleted)."""
+    archived = (F.col(EVENT_COLUMN) == "DELETE") & (
+        F.col(time_column) < F.lit(cutoff).cast("timestamp")
+    )
+    return changes.where(~F.coalesce(archived, F.lit(False)))
+
+
+def align(previous: DataFrame, plan: SchemaPlan) -> DataFrame:
+    """The previous snapshot in this merge's schema, as INSERTs: new columns NULL, widened
+    columns cast (the plan only widens, so no value changes)."""
+    present = {name.lower() for name in previous.columns}
+    columns = [
+        (
+            F.col(f"`{name}`").cast(hive) if name.lower() in present else F.lit(None).cast(hive)
+        ).alias(name)
+        for name, hive in plan.columns
+    ]
+    return previous.select(
+        *columns, F.col(OFFSET_COLUMN), F.lit("INSERT").alias(EVENT_COLUMN), F.col(SHARD_COLUMN)
+    )
+
+
+def latest(rows: DataFrame, key: list[str]) -> DataFrame:
+    """Per key the row with the highest ``_binlog_offset``; DELETEs dropped afterwards.
+
+    A window ``row_number()`` (the seed's query). Offsets are unique per MySQL instance, and a
+    logical table lives on one instance, so there are no ties to break.
+    """
+    window = Window.partitionBy(*[F.col(f"`{k}`") for k in key]).orderBy(
+        F.col(OFFSET_COLUMN).desc()
+    )
+    ranked = rows.withColumn("_rank", F.row_number().over(window))
+    return ranked.where((F.col("_rank") == 1) & (F.col(EVENT_COLUMN) != "DELETE")).drop(
+        "_rank", EVENT_COLUMN
+    )

@@ -1,0 +1,150 @@
+"""MySQL column type → Hive/Spark column type of the snapshot, losslessly. Pure logic.
+
+=======================================  ===================  ===============================
+MySQL (``information_schema`` spelling)   snapshot type        why
+=======================================  ===================  ===============================
+TINYINT, SMALLINT, MEDIUMINT, INT         INT                  signed 32 bits holds them all
+INT UNSIGNED                              BIGINT               up to 4294967295
+BIGINT                                    BIGINT
+BIGINT UNSIGNED                           DECIMAL(20,0)        up to 18446744073709551615
+DECIMAL(p,s), p ≤ 38                      DECIMAL(p,s)         Spark's decimal holds 38 digits
+DECIMAL(p,s), p > 38                      STRING               the exact digits, never rounded
+FLOAT / DOUBLE                            FLOAT / DOUBLE       the float32 / float64 value
+DATE                                      DATE
+DATETIME(fsp), TIMESTAMP(fsp)             TIMESTAMP            fsp ≤ 6 fits microseconds; the
+                                                               wire form is UTC (TIMESTAMP) or
+                                                               naive, read in a UTC session
+TIME(fsp)                                 STRING               Hive has no time of day type
+                                                               (and TIME spans ±838 hours)
+YEAR                                      INT
+BIT(n)                                    BIGINT, n = 64:      BIT(64) exceeds a signed long
+                                          DECIMAL(20,0)
+ENUM, SET, CHAR, VARCHAR, TEXT, JSON,     STRING
+UUID, INET4, INET6
+BINARY, VARBINARY, BLOB, GEOMETRY         BINARY               the base64 wire form decoded
+=======================================  ===================  ===============================
+
+Values are cast from their canonical JSON text with Spark's ANSI casts (on by default in
+Spark 4), so a value that does not fit (e.g. a zero date ``0000-00-00`` allowed by a
+permissive sql_mode) fails the merge with an error instead of becoming NULL silently.
+
+Widening (``widen``): a column whose MySQL type grew keeps every old value readable in the
+new type, e.g. INT → BIGINT → DECIMAL(20,0), DECIMAL(10,2) → DECIMAL(12,4), FLOAT → DOUBLE,
+DATE → TIMESTAMP, anything → STRING. A narrowing change keeps the wider snapshot type (the
+new values still fit); a change no common type holds without loss is refused.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from simple_binlog.errors import CdcMirrorError
+from simple_binlog.values import Kind, parse_column_type
+
+MAX_SPARK_DECIMAL_PRECISION = 38
+_DECIMAL = re.compile(r"^decimal\((?P<p>\d+),(?P<s>\d+)\)$")
+
+
+class SchemaChangeError(CdcMirrorError):
+    """A MySQL schema change the snapshot cannot follow without losing data."""
+
+
+_SIMPLE_TYPES = {
+    Kind.UINT64: "decimal(20,0)",
+    Kind.FLOAT: "float",
+    Kind.DOUBLE: "double",
+    Kind.DATE: "date",
+    Kind.DATETIME: "timestamp",
+    Kind.TIMESTAMP: "timestamp",
+    Kind.YEAR: "int",
+    Kind.BINARY: "binary",
+    Kind.GEOMETRY: "binary",
+}
+_LONGEST_SIGNED_BIT = 63
+
+
+def hive_type(mysql_type: str) -> str:
+    """The snapshot column type (Hive DDL, lowercase) of a MySQL ``COLUMN_TYPE``."""
+    column = parse_column_type(mysql_type)
+    kind = column.kind
+    if kind is Kind.INT:
+        base = mysql_type.strip().lower().split("(")[0].split()[0]
+        wide = base == "bigint" or (column.unsigned and base in ("int", "integer"))
+        result = "bigint" if wide else "int"
+    elif kind is Kind.DECIMAL:
+        precision = column.precision or 10
+        scale = column.scale or 0
+        fits = precision <= MAX_SPARK_DECIMAL_PRECISION
+        result = f"decimal({precision},{scale})" if fits else "string"
+    elif kind is Kind.BIT:
+        result = "decimal(20,0)" if (column.length or 1) > _LONGEST_SIGNED_BIT else "bigint"
+    else:
+        result = _SIMPLE_TYPES.get(kind, "string")
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class _Numeric:
+    """A numeric type as (integer digits, scale); floats are not in this lattice."""
+
+    integer_digits: int
+    scale: int
+
+
+_INTEGER_DIGITS = {"int": 10, "bigint": 19}
+
+
+def _numeric(hive: str) -> _Numeric | None:
+    if hive in _INTEGER_DIGITS:
+        return _Numeric(_INTEGER_DIGITS[hive], 0)
+    match = _DECIMAL.match(hive)
+    if match:
+        precision, scale = int(match["p"]), int(match["s"])
+        return _Numeric(precision - scale, scale)
+    return None
+
+
+def _holds(wide: str, narrow: str) -> bool:
+    """Whether every value of type ``narrow`` is exactly representable in ``wide``."""
+    if "binary" in (wide, narrow):
+        return wide == narrow
+    if wide in (narrow, "string"):
+        return True
+    lossless_pairs = {("double", "float"), ("double", "int"), ("timestamp", "date")}
+    if (wide, narrow) in lossless_pairs:
+        return True
+    wide_numeric, narrow_numeric = _numeric(wide), _numeric(narrow)
+    if wide_numeric is None or narrow_numeric is None:
+        return False
+    if wide in _INTEGER_DIGITS:
+        # An integer type holds a narrower integer type, never a decimal exactly.
+        return narrow in _INTEGER_DIGITS and _INTEGER_DIGITS[wide] >= _INTEGER_DIGITS[narrow]
+    return (
+        wide_numeric.integer_digits >= narrow_numeric.integer_digits
+        and wide_numeric.scale >= narrow_numeric.scale
+    )
+
+
+def widen(column: str, old: str, new: str) -> str:
+    """The snapshot type that holds both the old snapshot type and the new one.
+
+    ``old`` when it already holds the new values (including a narrowing MySQL change), ``new``
+    when it holds the old ones, the smallest decimal holding both numeric types, or
+    ``string`` for text-like mixes; SchemaChangeError when no type holds both.
+    """
+    if _holds(old, new):
+        return old
+    if _holds(new, old):
+        return new
+    old_numeric, new_numeric = _numeric(old), _numeric(new)
+    if old_numeric is not None and new_numeric is not None:
+        digits = max(old_numeric.integer_digits, new_numeric.integer_digits)
+        scale = max(old_numeric.scale, new_numeric.scale)
+        if digits + scale <= MAX_SPARK_DECIMAL_PRECISION:
+            return f"decimal({digits + scale},{scale})"
+        return "string"
+    raise SchemaChangeError(
+        f"column {column!r} changed from {old} to {new} in MySQL, and no snapshot type holds "
+        "both without loss; recreate the snapshot table or map the column by hand."
+    )

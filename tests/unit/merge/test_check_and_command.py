@@ -1,0 +1,131 @@
+"""Pure: the check's comparison, readiness waiting, records, and the command line's plan."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from merge import records
+from merge.app import plan_requests
+from merge.archive import ArchiveOverride
+from merge.check import check_days, compare
+from merge.job import NotReadyError, late_rows, wait_ready
+from simple_binlog.config import Settings, TableMirror
+from simple_binlog.errors import ConfigError
+
+DT = date(2026, 11, 21)
+
+
+def test_check_days_end_with_dt() -> None:
+    days = check_days(DT)
+    assert days[0] == date(2026, 11, 15)
+    assert days[-1] == DT
+    assert len(days) == 7
+
+
+def test_compare_flags_mismatched_days() -> None:
+    mysql = {day: 10 for day in check_days(DT)}
+    snapshot = dict(mysql) | {DT: 9}
+    result = compare(DT, snapshot, mysql)
+    assert result.mismatches == [DT]
+    assert not result.ok
+    assert result.to_json()["days"][-1] == {
+        "day": "2026-11-21",
+        "snapshot": 9,
+        "mysql": 10,
+        "match": False,
+    }
+    assert compare(DT, mysql, mysql).ok
+
+
+def test_stalled_when_snapshot_counts_stop_while_mysql_moves() -> None:
+    before_day = DT - timedelta(days=1)
+    counts = {day: 10 for day in check_days(before_day)}
+    previous = compare(before_day, counts, counts).to_json()
+    mysql_now = {day: 10 for day in check_days(DT)} | {before_day: 12}
+    snapshot_now = {day: 10 for day in check_days(DT)}
+    assert compare(DT, snapshot_now, mysql_now, previous).stalled
+    snapshot_moving = dict(snapshot_now) | {before_day: 12}
+    assert not compare(DT, snapshot_moving, mysql_now, previous).stalled
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.pauses: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def pause(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+def test_wait_ready_is_bounded(tmp_path: Path) -> None:
+    clock = FakeClock()
+    with pytest.raises(NotReadyError, match="has not marked 2026-11-21 ready"):
+        wait_ready(tmp_path / "2026-11-21.json", DT, 25, 10, clock, clock.pause)
+    assert clock.pauses == [10, 10, 5]
+
+
+def test_wait_ready_returns_the_record(tmp_path: Path) -> None:
+    path = tmp_path / "2026-11-21.json"
+    clock = FakeClock()
+
+    def pause(seconds: float) -> None:
+        clock.pause(seconds)
+        records.write_json(path, {"dt": "2026-11-21"})
+
+    assert wait_ready(path, DT, 60, 10, clock, pause) == {"dt": "2026-11-21"}
+    assert clock.pauses == [10]
+
+
+def test_late_rows_from_the_writers_record(tmp_path: Path) -> None:
+    assert late_rows(tmp_path, "2026-11-21", "a_b") == 0
+    records.write_json(tmp_path / "2026-11-21_late.json", {"lateRows": {"a_b": 3}})
+    assert late_rows(tmp_path, "2026-11-21", "a_b") == 3
+    assert late_rows(tmp_path, "2026-11-21", "other") == 0
+
+
+def test_records_are_replaced_whole(tmp_path: Path) -> None:
+    path = records.merge_record_path(tmp_path, "a_b", "2026-11-21")
+    records.write_json(path, {"rows": 1})
+    records.write_json(path, {"rows": 2})
+    assert records.read_json(path) == {"rows": 2}
+    assert [p.name for p in path.parent.iterdir()] == ["2026-11-21.json"]
+
+
+SETTINGS = Settings(
+    tables=[
+        TableMirror(db_prefix="ordercenter", table_prefix="orderinfo"),
+        TableMirror(db_prefix="shop", table_prefix="cart", targets=["redis"]),
+        TableMirror(db_prefix="shop", table_prefix="orders"),
+    ]
+)
+
+
+def test_command_plans_all_hive_tables() -> None:
+    requests = plan_requests(SETTINGS, "2026-11-21", [], True, False, True, 30.0)
+    assert [r.table for r in requests] == ["ordercenter_orderinfo", "shop_orders"]
+    assert {r.override for r in requests} == {ArchiveOverride.FORCE}
+    assert requests[0].dt == DT
+    assert requests[0].wait_ready_s == 30.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("2026-11-32", ["shop_orders"], False, False, False), "--dt must be a day"),
+        (("2026-11-21", ["shop_orders"], False, True, True), "exclude each other"),
+        (("2026-11-21", [], False, False, False), "--table, or use --all"),
+        (("2026-11-21", ["shop_orders"], True, False, False), "--table, or use --all"),
+        (("2026-11-21", ["nope"], False, False, False), "no table mirror named 'nope'"),
+    ],
+)
+def test_command_refuses_nonsense(args: tuple[object, ...], message: str) -> None:
+    dt, tables, all_tables, ignore, force = args
+    with pytest.raises(ConfigError, match=message):
+        plan_requests(SETTINGS, dt, tables, all_tables, ignore, force, None)  # type: ignore[arg-type]
