@@ -241,9 +241,41 @@ def stream_writer_run(
 
 
 @app.command("merge")
-def merge() -> None:
-    """Daily Hive snapshot from the change layer."""
-    _not_built("merge", "the merge issue")
+def merge(
+    dt: Annotated[str, typer.Option("--dt", help="The day to merge, YYYY-MM-DD.")],
+    table: Annotated[
+        list[str] | None, typer.Option(help="Logical table to merge (repeatable).")
+    ] = None,
+    all_tables: Annotated[
+        bool, typer.Option("--all", help="Every configured table mirrored to Hive.")
+    ] = False,
+    ignore_archive_rule: Annotated[
+        bool, typer.Option(help="Apply every DELETE this run (archive rule off).")
+    ] = False,
+    force_archive_rule: Annotated[
+        bool, typer.Option(help="Ignore the DELETEs of old rows this run, whatever their count.")
+    ] = False,
+    wait_ready_s: Annotated[
+        float | None,
+        typer.Option(help="Wait this long for the day's readiness (default: merge.wait_ready_s)."),
+    ] = None,
+) -> None:
+    """Daily Hive snapshot from the change layer. Exit code 4 if any table failed."""
+    from merge.app import run_merge_command  # noqa: PLC0415
+
+    failed = run_merge_command(
+        settings(),
+        dt,
+        table or [],
+        all_tables,
+        ignore_archive_rule,
+        force_archive_rule,
+        wait_ready_s,
+        console,
+        err_console,
+    )
+    if failed:
+        raise typer.Exit(4)
 
 
 mirror_app = typer.Typer(

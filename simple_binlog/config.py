@@ -431,6 +431,28 @@ class StreamWriterSettings(_Section):
         return value
 
 
+class MergeSettings(_Section):
+    """The daily snapshot merge (``cdc-mirror merge``): raw layer → ``<database>.<table>``."""
+
+    database: str = "ods_snapshot"
+    file_format: Literal["parquet", "orc"] = "parquet"
+    # The stream writer whose readiness records say a day is complete; default: the writer of
+    # every configured instance (the stream writer's own default name).
+    writer: str | None = None
+    # How long a merge waits for the day's readiness record before failing (0: look once).
+    wait_ready_s: float = Field(0.0, ge=0)
+    ready_poll_s: float = Field(10.0, gt=0)
+    # Compare the new snapshot with MySQL's daily counts after each merge.
+    check: bool = True
+
+    @field_validator("database")
+    @classmethod
+    def _hive_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,99}", value):
+            raise ValueError("must be a Hive name: lowercase letters, digits and '_'")
+        return value
+
+
 class StackSettings(_Section):
     """Where the local stack keeps its binaries' state, data and logs."""
 
@@ -460,6 +482,7 @@ class Settings(BaseSettings):
     spark: SparkSettings = SparkSettings()
     collector: CollectorSettings = CollectorSettings()
     stream_writer: StreamWriterSettings = StreamWriterSettings()
+    merge: MergeSettings = MergeSettings()
     replay: ReplaySettings = ReplaySettings()
     mirror: MirrorSettings = MirrorSettings()
     stack: StackSettings = StackSettings()
