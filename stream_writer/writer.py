@@ -5,9 +5,10 @@ Kafka offset range in its checkpoint *before* running it and marks it done *afte
 returns, so after ``kill -9`` the restarted query runs the last unfinished batch again, with
 the same id and the same offsets. The writer makes that repetition harmless:
 
-1. **Stage.** The batch is parsed, routed and cut into files (``stream_writer.layout``) and
-   written under ``<lake>/_stream_writer/<writer>/_staging/<batchId>-<attempt>/``, outside
-   every table directory. Nothing a reader can see has changed.
+1. **Stage.** The batch is parsed, routed and written in one pass (``_stage``) under
+   ``<lake>/_stream_writer/<writer>/_staging/<batchId>-<attempt>/``, outside every table
+   directory; the staged files are read back (a few columns) to name them
+   (``stream_writer.layout``). Nothing a reader can see has changed.
 2. **Commit point.** A manifest listing each staged file and its final name is written
    atomically (temporary file, fsync, rename) to ``<checkpoint>/cdc_batches/<batchId>.json``.
 3. **Publish.** The files are renamed into ``<lake>/<database>.db/<table>/dt=<day>/`` (a
