@@ -355,7 +355,10 @@ def encode_key(shape: TableShape, raw_key: Sequence[Any]) -> list[JsonScalar]:
 
 
 def decode_key(shape: TableShape, stored: Sequence[JsonScalar]) -> tuple[Any, ...]:
-    """A stored last key back as values pymysql binds (int, Decimal, datetime, bytes, …)."""
+    """A stored last key back as the values the keyset predicate binds (int, Decimal,
+    datetime, bytes, …). ENUM and SET values are bound as their numbers: ORDER BY sorts them
+    by number (definition order), while comparing with a label would compare text, and the
+    pages would skip or repeat rows."""
     if len(stored) != len(shape.key):
         raise ReplayError(
             f"the stored progress of {shape.name} has a key of {len(stored)} values but the "
@@ -363,9 +366,20 @@ def decode_key(shape: TableShape, stored: Sequence[JsonScalar]) -> tuple[Any, ..
             "since the run started."
         )
     return tuple(
-        decode(parse_column_type(shape.column_types[name]), value, name)
+        _bindable(parse_column_type(shape.column_types[name]), value, name)
         for name, value in zip(shape.key, stored, strict=True)
     )
+
+
+def _bindable(column: ColumnType, value: JsonScalar, name: str) -> Any:
+    decoded = decode(column, value, name)
+    if column.kind is Kind.ENUM and isinstance(decoded, str):
+        # Index 0 is the '' of an invalid value; labels count from 1.
+        return column.labels.index(decoded) + 1 if decoded in column.labels else 0
+    if column.kind is Kind.SET and isinstance(decoded, str):
+        members = set(decoded.split(",")) - {""}
+        return sum(1 << index for index, label in enumerate(column.labels) if label in members)
+    return decoded
 
 
 def execute_day(text: str | None, now: dt.datetime) -> dt.date:

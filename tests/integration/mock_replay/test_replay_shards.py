@@ -179,3 +179,33 @@ def test_chunk_query_is_a_range_scan_of_the_primary_key(
     assert plan["key"] == "PRIMARY"
     assert plan["type"] == "range"
     assert "filesort" not in str(plan["Extra"])
+
+
+def test_enum_keys_page_in_their_definition_order(local_stack: Settings, shards: Shards) -> None:
+    """ORDER BY sorts an ENUM by definition order, not by label: the keyset must too."""
+    shards.create(
+        1,
+        1,
+        "kind ENUM('z','a','m') NOT NULL, id INT NOT NULL, PRIMARY KEY (kind, id)",
+        30,
+        "SELECT ELT(1 + s.seq % 3, 'z', 'a', 'm'), s.seq",
+    )
+    messages, _, _ = replay_to_memory(
+        local_stack, ReplayRequest("local", shards.db, "orders", batch_size=4)
+    )
+    keys = [(m.content["kind"], m.content["id"]) for m in messages]
+    assert len(keys) == len(set(keys)) == 30
+    assert [k for k, _ in keys] == ["z"] * 10 + ["a"] * 10 + ["m"] * 10
+
+
+def test_negative_time_keys_page_correctly(local_stack: Settings, shards: Shards) -> None:
+    shards.create(
+        1, 1, "t TIME(6) NOT NULL PRIMARY KEY", 20,
+        "SELECT SEC_TO_TIME(CAST(s.seq AS SIGNED) * 7 - 70)",
+    )  # fmt: skip
+    messages, _, _ = replay_to_memory(
+        local_stack, ReplayRequest("local", shards.db, "orders", batch_size=3)
+    )
+    times = [m.decoded_content()["t"] for m in messages]
+    assert len(times) == len(set(times)) == 20
+    assert times == sorted(times) and times[0].total_seconds() == -63

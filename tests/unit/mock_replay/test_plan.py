@@ -257,3 +257,14 @@ def test_a_cut_batch_is_recognised_even_when_the_cut_falls_inside_the_last_row()
     assert not batch_is_whole(3, characters, joined[:-3])  # still 3 pieces, the last one cut
     assert not batch_is_whole(3, characters, None)
     assert batch_is_whole(0, None, None)
+
+
+def test_enum_and_set_keys_are_bound_as_their_numbers() -> None:
+    shape = TableShape(
+        "d", "t", {"kind": "enum('z','a','m')", "tags": "set('x','y','z')", "id": "int(11)"},
+        ("kind", "tags", "id"), 0,
+    )  # fmt: skip
+    assert decode_key(shape, ["a", "x,z", 5]) == (2, 5, 5)
+    assert decode_key(shape, ["", "", 1]) == (0, 0, 1)
+    timed = TableShape("d", "t", {"t": "time(6)"}, ("t",), 0)
+    assert decode_key(timed, ["-0:00:01.000000"]) == (dt.timedelta(seconds=-1),)
