@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 Record = tuple[bytes, bytes]  # (key, value)
 
 
+_NO_SUCH_TOPIC = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+
 def progress_topic(settings: KafkaSettings, instance: str) -> str:
     """Compacted, one partition: the replay runs of one instance and their progress."""
     return f"{topic_name(settings, instance)}.replay-progress"
@@ -268,6 +271,8 @@ class KafkaProgressStore(ProgressStore):
             try:
                 _, high = consumer.get_watermark_offsets(partition, timeout=self._timeout_s)
             except KafkaException as exc:
+                if exc.args[0].code() in _NO_SUCH_TOPIC:
+                    return records  # no run was ever recorded for this instance
                 raise _kafka_failure(self._settings, "reading replay progress", exc) from None
             if high <= 0:
                 return records

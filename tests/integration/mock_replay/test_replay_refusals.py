@@ -162,3 +162,14 @@ def test_unknown_instance_empty_match_bad_day_and_non_replica_are_refused(
         replay_to_memory(
             local_stack, ReplayRequest("local", shards.db, "orders", replica="127.0.0.1:1")
         )
+
+
+def test_an_instance_without_any_run_has_no_runs_and_unknown_runs_are_named(
+    kafka_settings: Settings,
+) -> None:
+    from mock_replay.api import ReplayService
+
+    service = ReplayService(kafka_settings)
+    assert service.runs("local") == []  # the progress topic does not exist yet
+    with pytest.raises(ReplayError, match="no replay run 'nope' is recorded"):
+        service.status("nope")
