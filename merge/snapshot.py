@@ -107,7 +107,8 @@ class SnapshotStore:
         ).collect()
         for row in rows:
             if str(row[0]).strip() == "Location":
-                return str(row[1]).strip()
+                # The metastore keeps URIs; a local lake's are reported as plain paths.
+                return str(row[1]).strip().removeprefix("file:")
         return None
 
     def evolve(self, table: str, plan: SchemaPlan) -> None:

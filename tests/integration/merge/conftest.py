@@ -1,0 +1,62 @@
+"""Fixtures of the merge tests: one Spark session (Hive support on the stack's PostgreSQL
+metastore) per test module, and a ``Shop`` per test: its own MariaDB shard databases, lake
+directory, raw and snapshot Hive databases and warehouse schema, dropped afterwards."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from simple_binlog.config import Settings
+from tests.integration.merge.harness import Shop, unique_prefix
+
+
+@pytest.fixture(scope="module")
+def spark(local_stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from simple_binlog.spark import build_session
+
+    lake = tmp_path_factory.mktemp("merge-lake")
+    scoped = local_stack.model_copy(
+        update={"spark": local_stack.spark.model_copy(update={"lake_dir": lake})}
+    )
+    session = build_session(scoped, "cdc-mirror-merge-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def shop(local_stack: Settings, spark: Any, tmp_path: Path) -> Iterator[Shop]:
+    prefix = unique_prefix()
+    tag = uuid.uuid4().hex[:8]
+    shop = Shop(
+        settings=local_stack,
+        prefix=prefix,
+        lake=tmp_path / "lake",
+        raw_database=f"mg_raw_{tag}",
+        writer=f"test-{tag}",
+    )
+    shop.create()
+    yield shop
+    shop.drop()
+    for database in (shop.raw_database, f"{shop.raw_database}_snap"):
+        spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
+    pg = local_stack.postgres
+    with psycopg.connect(
+        host=pg.host,
+        port=pg.port,
+        user=pg.user,
+        password=pg.password.get_secret_value(),
+        dbname=pg.warehouse_db,
+        autocommit=True,
+    ) as conn:
+        conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                sql.Identifier(f"{shop.raw_database}_pg")
+            )
+        )

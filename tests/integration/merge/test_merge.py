@@ -1,0 +1,249 @@
+"""The merge job against real services: MariaDB shards changed by a randomized workload, the
+raw change layer in the stream writer's layout, Spark with Hive support on the stack's
+PostgreSQL metastore (one session for this module), and the snapshot compared with MySQL.
+
+``CDC_TEST_MERGE_FULL=1`` makes the randomized workload ten times larger.
+
+Not covered here: querying the snapshot through Spark's Thrift server with a HiveServer2
+client (beeline/PyHive); a separate Spark process (the ``cdc-mirror merge`` command) writes a
+snapshot that this module's session reads, which is the same metastore path.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from datetime import date, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from merge import records
+from merge.archive import ArchiveOverride
+from merge.job import Merger, MergeRequest, NotReadyError, merge_tables
+from simple_binlog.errors import ConfigError
+from tests.integration.merge.harness import Shop, history_times, snapshot_rows
+
+DAY1 = date(2026, 11, 20)
+DAY2 = date(2026, 11, 21)
+SCALE = 10 if os.environ.get("CDC_TEST_MERGE_FULL") == "1" else 1
+
+
+def during(day: date, rng: random.Random) -> datetime:
+    return datetime(day.year, day.month, day.day) + timedelta(
+        seconds=rng.randint(3600, 80_000), microseconds=rng.randint(0, 999_999)
+    )
+
+
+def history(shop: Shop, rows_per_shard: int, old: bool = False) -> dict[str, int]:
+    """Rows inserted before the stream starts (no messages): only the MOCK replay sees them."""
+    placed: dict[str, int] = {}
+    for shard in range(3):
+        for _ in range(rows_per_shard):
+            placed[shop.insert(shard, history_times(DAY1, shop.rng, old))] = shard
+    shop.messages.clear()
+    return placed
+
+
+def random_day(shop: Shop, day: date, placed: dict[str, int], changes: int) -> None:
+    """Inserts, several updates of one key, key changes, moves between shards, deletes."""
+    rng = shop.rng
+    for _ in range(changes):
+        action = rng.random()
+        if action < 0.3 or not placed:
+            shard = rng.randrange(3)
+            placed[shop.insert(shard, during(day, rng))] = shard
+        elif action < 0.6:
+            order_no = rng.choice(sorted(placed))
+            for _ in range(rng.randint(1, 3)):  # the same key several times in a day
+                shop.update(placed[order_no], order_no)
+        elif action < 0.7:
+            order_no = rng.choice(sorted(placed))
+            renamed = shop.update(placed[order_no], order_no, shop.new_order_no())
+            placed[renamed] = placed.pop(order_no)
+        elif action < 0.85:
+            # The same key moves to another shard: deleted there, inserted here.
+            order_no = rng.choice(sorted(placed))
+            shard = placed[order_no]
+            shop.delete(shard, order_no)
+            target = (shard + 1) % 3
+            shop.insert(target, during(day, rng), order_no)
+            placed[order_no] = target
+        else:
+            order_no = rng.choice(sorted(placed))
+            shop.delete(placed.pop(order_no), order_no)
+
+
+def assert_snapshot_equals_mysql(spark: Any, shop: Shop, merger: Merger, day: date) -> None:
+    snapshot = snapshot_rows(spark, merger.settings, shop.table, day)
+    mysql = shop.mysql_rows()
+    assert sorted(snapshot) == sorted(mysql)
+    differing = [key for key in mysql if snapshot[key] != mysql[key]]
+    assert not differing, (differing[:3], [(snapshot[k], mysql[k]) for k in differing[:2]])
+
+
+def test_snapshot_equals_mysql_after_randomized_days_and_rerun_is_idempotent(
+    spark: Any, shop: Shop
+) -> None:
+    settings = shop.merge_settings()
+    merger = Merger(settings, spark)
+    placed = history(shop, 20 * SCALE)
+    shop.start_day(DAY1)
+    random_day(shop, DAY1, placed, 15 * SCALE)  # changes before the history read …
+    shop.mock_replay(shop._second + 400)  # … are in the MOCK rows, with older offsets
+    shop._second += 400
+    random_day(shop, DAY1, placed, 60 * SCALE)
+    shop.write_raw(spark, DAY1)
+
+    first = merger.merge(MergeRequest(shop.table, DAY1))
+    assert first.rows == len(shop.mysql_rows())
+    assert_snapshot_equals_mysql(spark, shop, merger, DAY1)
+    assert first.check is not None
+    assert first.check.ok, first.check.to_json()
+
+    shop.start_day(DAY2)
+    random_day(shop, DAY2, placed, 80 * SCALE)
+    shop.write_raw(spark, DAY2)
+    second = merger.merge(MergeRequest(shop.table, DAY2))
+    assert_snapshot_equals_mysql(spark, shop, merger, DAY2)
+    # Yesterday's partition is untouched by today's merge.
+    assert merger.store.partition_location(shop.table, str(DAY1)) == first.location
+
+    rows_before = snapshot_rows(spark, settings, shop.table, DAY2)
+    again = merger.merge(MergeRequest(shop.table, DAY2))
+    assert again.location != second.location
+    assert merger.store.partition_location(shop.table, str(DAY2)) == again.location
+    assert snapshot_rows(spark, settings, shop.table, DAY2) == rows_before
+    # The superseded version directory is gone; only the published one remains.
+    versions = merger.store.table_dir(shop.table) / "_versions" / f"dt={DAY2}"
+    assert [p.name for p in versions.iterdir()] == [f"run={again.run_id}"]
+    record = records.read_json(records.merge_record_path(settings.lake_dir, shop.table, str(DAY2)))
+    assert record is not None
+    assert record["runId"] == again.run_id
+    assert record["rows"] == len(rows_before)
+    assert record["checkOk"] is True
+
+
+def test_added_column_mid_day_is_null_for_older_rows(spark: Any, shop: Shop) -> None:
+    settings = shop.merge_settings()
+    merger = Merger(settings, spark)
+    placed = history(shop, 5)
+    shop.start_day(DAY1)
+    shop.mock_replay(shop._second)
+    shop._second += 400
+    shop.write_raw(spark, DAY1)
+    merger.merge(MergeRequest(shop.table, DAY1))
+
+    shop.start_day(DAY2)
+    untouched, changed_before, changed_after = sorted(placed)[:3]
+    shop.update(placed[changed_before], changed_before)
+    with shop.connect() as cursor:
+        for schema, table in shop.shards():
+            cursor.execute(
+                f"ALTER TABLE `{schema}`.`{table}` ADD COLUMN channel VARCHAR(16) NOT NULL "
+                "DEFAULT 'web', ADD COLUMN score INT NULL"
+            )
+    shop.update(placed[changed_after], changed_after)
+    fresh = shop.insert(1, during(DAY2, shop.rng))
+    shop.write_raw(spark, DAY2)
+    result = merger.merge(MergeRequest(shop.table, DAY2))
+
+    assert result.schema.added == ["channel", "score"]
+    snapshot = {
+        row["order_no"]: row.asDict()
+        for row in spark.sql(
+            f"SELECT order_no, channel, score FROM {settings.merge.database}.{shop.table} "
+            f"WHERE dt = '{DAY2}'"
+        ).collect()
+    }
+    assert snapshot[untouched]["channel"] is None  # carried over from before the column
+    assert snapshot[changed_before]["channel"] is None  # its change predates the column
+    assert snapshot[changed_after]["channel"] == "web"
+    assert snapshot[fresh]["channel"] == "web"
+    assert {row["score"] for row in snapshot.values()} == {None}
+    # Yesterday's partition reads the new column as NULL: downstream queries do not break.
+    old = spark.sql(
+        f"SELECT count(*) AS n, count(channel) AS c FROM {settings.merge.database}.{shop.table} "
+        f"WHERE dt = '{DAY1}'"
+    ).first()
+    assert old is not None
+    assert (old["n"], old["c"]) == (15, 0)
+
+
+def test_archive_deletes_are_ignored_recorded_and_overridable(spark: Any, shop: Shop) -> None:
+    settings = shop.merge_settings()
+    merger = Merger(settings, spark)
+    old_rows = history(shop, 10, old=True)
+    recent_rows = history(shop, 2)
+    shop.start_day(DAY1)
+    shop.mock_replay(shop._second)
+    shop._second += 400
+    shop.write_raw(spark, DAY1)
+    merger.merge(MergeRequest(shop.table, DAY1))
+
+    shop.start_day(DAY2)
+    shop.insert(0, during(DAY2, shop.rng))  # the day's increment: 1 insert
+    for order_no, shard in sorted(old_rows.items())[:25]:
+        shop.delete(shard, order_no)  # 25 old rows archived: more than 7 × 1
+    recent = sorted(recent_rows)[0]
+    shop.delete(recent_rows[recent], recent)  # a real delete of a recent row
+    shop.write_raw(spark, DAY2)
+
+    archived = merger.merge(MergeRequest(shop.table, DAY2))
+    assert archived.archive.archiving
+    assert archived.archive.ignored_deletes == 25
+    kept = snapshot_rows(spark, settings, shop.table, DAY2)
+    assert set(sorted(old_rows)[:25]) <= set(kept)  # archived rows stay in the snapshot
+    assert recent not in kept  # the recent delete still applied
+    record = records.read_json(records.merge_record_path(settings.lake_dir, shop.table, str(DAY2)))
+    assert record is not None
+    assert record["archive"]["archiving"] is True
+    assert record["archive"]["deletes"] == 26
+    assert record["archive"]["oldDeletes"] == 25
+    assert record["archive"]["threshold"] == 7
+
+    applied = merger.merge(MergeRequest(shop.table, DAY2, ArchiveOverride.IGNORE))
+    assert not applied.archive.archiving
+    assert_snapshot_equals_mysql(spark, shop, merger, DAY2)
+    record = records.read_json(records.merge_record_path(settings.lake_dir, shop.table, str(DAY2)))
+    assert record is not None
+    assert record["archive"]["override"] == "ignore"
+
+
+def test_table_without_key_fails_alone_and_unready_day_is_refused(spark: Any, shop: Shop) -> None:
+    keyless = Shop(
+        settings=shop.settings,
+        prefix=f"{shop.prefix}k",
+        lake=shop.lake,
+        raw_database=shop.raw_database,
+        writer=shop.writer,
+    )
+    keyless.create(
+        "CREATE TABLE `{schema}`.`{table}` (order_no VARCHAR(32), created_at DATETIME(6))"
+    )
+    try:
+        settings = shop.merge_settings([shop.mirror(), keyless.mirror(key=None)], check=False)
+        merger = Merger(settings, spark)
+        history(shop, 3)
+        shop.start_day(DAY1)
+        shop.mock_replay(shop._second)
+        shop.write_raw(spark, DAY1)
+        outcomes = merge_tables(
+            merger,
+            [MergeRequest(keyless.table, DAY1), MergeRequest(shop.table, DAY1)],
+        )
+        assert outcomes[0].result is None
+        assert outcomes[0].error is not None
+        assert "has no key" in outcomes[0].error
+        assert outcomes[1].result is not None
+        assert outcomes[1].result.rows == 9
+
+        with pytest.raises(NotReadyError, match=f"has not marked {DAY2} ready"):
+            merger.merge(MergeRequest(shop.table, DAY2, wait_ready_s=0))
+        shop.mark_ready(DAY2 + timedelta(days=1))
+        with pytest.raises(Exception, match=f"snapshot of {shop.table} for {DAY2} is missing"):
+            merger.merge(MergeRequest(shop.table, DAY2 + timedelta(days=1)))
+    finally:
+        keyless.drop()
+    with pytest.raises(ConfigError, match="no table mirror named"):
+        merger.merge(MergeRequest("nope", DAY1))
