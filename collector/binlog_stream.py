@@ -49,12 +49,18 @@ class BinlogStream:
             slave_heartbeat=heartbeat_s,
             is_mariadb=True,
         )
+        # The server sends a heartbeat every ``heartbeat_s`` while idle: silence for much
+        # longer means it is gone without closing the connection (a dead host, a cut
+        # network); the read then fails and the caller reconnects.
+        self._silence_limit = heartbeat_s * 5 + 5 if heartbeat_s else None
         self.log_file = ""
         self.log_pos = 0
 
     def __iter__(self) -> Iterator[tuple[ev.EventHeader, bytes]]:
         library: Any = self._library
         library._BinLogStreamReader__connect_to_stream()
+        if self._silence_limit is not None:
+            library._stream_connection._sock.settimeout(self._silence_limit)
         trailer = ev.CHECKSUM_LENGTH if library._BinLogStreamReader__use_checksum else 0
         for data in _packets(library._stream_connection):
             header = ev.read_header(data, 1)

@@ -81,9 +81,13 @@ def test_failover_and_a_paused_leader_cannot_publish(scene: CollectorScene) -> N
     # The resumed one may have finished fencing the new active before it noticed it had lost
     # its session: then leadership moves once more. Whoever leads now catches up.
     alive = [p for p in survivors if p.alive()]
-    leader.wait_for(lambda: len(_active(alive)) == 1, "one active collector at the end")
+
+    def caught_up() -> bool:
+        active = _active(alive)
+        return len(active) == 1 and reached(active[0].committed_gtid(), end.gtid)
+
+    leader.wait_for(caught_up, "one active collector to catch up", 300)
     final = _active(alive)[0]
-    final.wait_for(lambda: reached(final.committed_gtid(), end.gtid), "the active to catch up", 300)
     epoch_metric = re.search(r'cdc_collector_epoch\{instance="local"\} (\d+)', final.metrics())
     assert epoch_metric and int(epoch_metric.group(1)) == _role(final)[1] >= last_epoch
 
