@@ -13,10 +13,18 @@ from __future__ import annotations
 
 import os
 import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from merge import records
 from merge.archive import ArchiveOverride
@@ -26,6 +34,8 @@ from tests.integration.merge.harness import Shop, history_times, snapshot_rows
 
 DAY1 = date(2026, 11, 20)
 DAY2 = date(2026, 11, 21)
+ROOT = Path(__file__).resolve().parents[3]
+SPARK_TIMEOUT_S = 300.0
 SCALE = 10 if os.environ.get("CDC_TEST_MERGE_FULL") == "1" else 1
 
 
@@ -247,3 +257,98 @@ def test_table_without_key_fails_alone_and_unready_day_is_refused(spark: Any, sh
         keyless.drop()
     with pytest.raises(ConfigError, match="no table mirror named"):
         merger.merge(MergeRequest("nope", DAY1))
+
+
+def _write_config(shop: Shop, path: Path) -> Path:
+    settings = shop.merge_settings(check=False)
+    document = {
+        "spark": {"lake_dir": str(settings.lake_dir)},
+        "stream_writer": {"database": shop.raw_database, "name": shop.writer},
+        "merge": {"database": settings.merge.database, "check": False},
+        "mirror": {"warehouse_schema": settings.mirror.warehouse_schema},
+        "stack": {"home": str(settings.stack.home.resolve())},
+        "tables": [
+            {
+                "db_prefix": shop.prefix,
+                "table_prefix": "orders",
+                "key": ["order_no"],
+                "check_column": "created_at",
+                "targets": ["hive"],
+            }
+        ],
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def _merge_command(config: Path, shop: Shop, day: date, log_file: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            str(ROOT / ".venv" / "bin" / "cdc-mirror"),
+            "--config",
+            str(config),
+            "merge",
+            "--table",
+            shop.table,
+            "--dt",
+            str(day),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        stdout=subprocess.PIPE,
+        stderr=log_file.open("wb"),
+        text=True,
+        start_new_session=True,  # the JVM is in the same group, killed with it
+    )
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        threading.Event().wait(0.05)
+
+
+def test_command_in_another_process_and_a_killed_merge_leaves_the_previous_state(
+    spark: Any, shop: Shop, tmp_path: Path
+) -> None:
+    settings = shop.merge_settings(check=False)
+    merger = Merger(settings, spark)
+    placed = history(shop, 10)
+    shop.start_day(DAY1)
+    shop.mock_replay(shop._second)
+    shop._second += 400
+    random_day(shop, DAY1, placed, 20)
+    shop.write_raw(spark, DAY1)
+    merger.merge(MergeRequest(shop.table, DAY1))
+    shop.start_day(DAY2)
+    random_day(shop, DAY2, placed, 30)
+    shop.write_raw(spark, DAY2)
+    config = _write_config(shop, tmp_path / "merge.yaml")
+
+    # Another Spark process writes the snapshot; this module's session reads it.
+    command = _merge_command(config, shop, DAY2, tmp_path / "merge-1.log")
+    out, _ = command.communicate(timeout=SPARK_TIMEOUT_S)
+    assert command.returncode == 0, (tmp_path / "merge-1.log").read_text()[-3000:]
+    assert f"{shop.table} {DAY2}: " in out
+    assert_snapshot_equals_mysql(spark, shop, merger, DAY2)
+    published = merger.store.partition_location(shop.table, str(DAY2))
+    before = snapshot_rows(spark, settings, shop.table, DAY2)
+
+    # The same merge again, killed (with its JVM) once it has started writing.
+    staging = merger.store.table_dir(shop.table) / "_staging"
+    killed = _merge_command(config, shop, DAY2, tmp_path / "merge-2.log")
+    _wait_for(lambda: any(staging.glob(f"{DAY2}-*")), SPARK_TIMEOUT_S, "the staging directory")
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+    assert merger.store.partition_location(shop.table, str(DAY2)) == published
+    assert snapshot_rows(spark, settings, shop.table, DAY2) == before
+    assert any(staging.glob(f"{DAY2}-*"))  # left behind, never visible
+
+    # The next merge finishes the job and removes what the killed one left.
+    again = merger.merge(MergeRequest(shop.table, DAY2))
+    assert snapshot_rows(spark, settings, shop.table, DAY2) == before
+    assert not any(staging.glob(f"{DAY2}-*"))
+    assert merger.store.partition_location(shop.table, str(DAY2)) == again.location
