@@ -352,3 +352,38 @@ def test_command_in_another_process_and_a_killed_merge_leaves_the_previous_state
     assert snapshot_rows(spark, settings, shop.table, DAY2) == before
     assert not any(staging.glob(f"{DAY2}-*"))
     assert merger.store.partition_location(shop.table, str(DAY2)) == again.location
+
+
+def test_late_rows_of_yesterday_trigger_a_remerge(spark: Any, shop: Shop) -> None:
+    settings = shop.merge_settings()
+    merger = Merger(settings, spark)
+    placed = history(shop, 3)
+    shop.start_day(DAY1)
+    shop.mock_replay(shop._second)
+    shop.write_raw(spark, DAY1)
+    merger.merge(MergeRequest(shop.table, DAY1))
+    shop.start_day(DAY2)
+    for shard in range(3):
+        shop.insert(shard, during(DAY2, shop.rng))
+    shop.write_raw(spark, DAY2)
+    first = merger.merge(MergeRequest(shop.table, DAY2))
+    assert first.remerged == []
+
+    # A change of DAY1 reaches the lake after DAY1 was ready (and merged): a late row.
+    late_key = sorted(placed)[0]
+    shop.start_day(DAY1)
+    shop._second += 80_000
+    shop.update(placed[late_key], late_key)
+    shop.write_raw(spark, DAY1)
+    records.write_json(
+        shop.lake / "_ready" / shop.writer / f"{DAY1}_late.json",
+        {"dt": str(DAY1), "lateRows": {shop.table: 1}, "total": 1},
+    )
+
+    second = merger.merge(MergeRequest(shop.table, DAY2))
+    assert second.remerged == [str(DAY1)]
+    day1 = snapshot_rows(spark, settings, shop.table, DAY1)
+    assert day1[late_key] == shop.mysql_rows()[late_key]
+    assert_snapshot_equals_mysql(spark, shop, merger, DAY2)
+    # Seen once, merged once: the next run does not merge DAY1 again.
+    assert merger.merge(MergeRequest(shop.table, DAY2)).remerged == []
