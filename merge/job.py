@@ -25,6 +25,7 @@ the gap would lose the changes of the missing day.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
@@ -33,13 +34,23 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 from merge import records
 from merge.archive import ArchiveDecision, ArchiveOverride, decide, time_column
 from merge.check import CheckResult, check_days, compare
 from merge.schema import OFFSET_COLUMN, SHARD_COLUMN, SchemaPlan, choose_key, plan_schema
 from merge.snapshot import SnapshotStore
-from merge.transform import align, delete_counts, drop_archived, flatten, latest
+from merge.transform import (
+    align,
+    changed_keys,
+    delete_counts,
+    drop_archived,
+    files_holding,
+    flatten,
+    in_key_ranges,
+    latest,
+)
 from merge.types import SchemaChangeError
 from simple_binlog.config import Settings, TableMirror
 from simple_binlog.errors import CdcMirrorError, ConfigError
@@ -51,8 +62,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Files per snapshot partition: rows are spread over them by key hash (see merge.snapshot).
-DEFAULT_BUCKETS = 4
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    rows: DataFrame
+    carried: list[Path]  # files of the previous version kept as they are
+    mode: str  # first | full | incremental
+
+
+def _local_path(uri: str) -> Path:
+    parsed = urlparse(uri)
+    return Path(unquote(parsed.path))
 
 
 class MergeError(CdcMirrorError):
@@ -84,6 +104,8 @@ class MergeResult:
     seconds: float
     late_rows_seen: int
     remerged: list[str] = field(default_factory=list)
+    files_carried: int = 0
+    mode: str = "full"
     check: CheckResult | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -100,6 +122,8 @@ class MergeResult:
             "seconds": round(self.seconds, 3),
             "lateRowsSeen": self.late_rows_seen,
             "remerged": self.remerged,
+            "mode": self.mode,
+            "filesCarried": self.files_carried,
             "checkOk": None if self.check is None else self.check.ok,
         }
 
@@ -158,7 +182,6 @@ class Merger:
         spark: SparkSession,
         live_schema: Callable[[str], LiveSchema] | None = None,
         daily_counts: Callable[[str, date], dict[date, int]] | None = None,
-        buckets: int = DEFAULT_BUCKETS,
     ) -> None:
         self.settings = settings
         self.spark = spark
@@ -166,7 +189,6 @@ class Merger:
         self.store = SnapshotStore(
             spark, settings.merge.database, self.lake, settings.merge.file_format
         )
-        self.buckets = buckets
         self.ready_dir = writer_ready_dir(settings)
         if live_schema is None or daily_counts is None:
             from mirror.backend import MirrorBackend  # noqa: PLC0415
@@ -240,15 +262,9 @@ class Merger:
                 applied = drop_archived(changes, decision.time_column, decision.cutoff)
             change_count = changes.count()
             self.store.evolve(mirror.name, plan)
-            rows = applied if previous is None else applied.unionByName(align(previous, plan))
-            snapshot = latest(rows, key).select(
-                *[f"`{name}`" for name, _ in plan.columns], OFFSET_COLUMN, SHARD_COLUMN
-            )
-            bucketed = snapshot.repartition(self.buckets, *[f"`{k}`" for k in key])
             run_id = f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
-            location = self.store.publish(
-                mirror.name, dt, run_id, bucketed.sortWithinPartitions(*[f"`{k}`" for k in key])
-            )
+            layout = self._snapshot_rows(mirror.name, request.dt, plan, previous, applied)
+            location = self.store.publish(mirror.name, dt, run_id, layout.rows, layout.carried)
         finally:
             changes.unpersist()
         row_count = (
@@ -266,6 +282,8 @@ class Merger:
             seconds=time.monotonic() - started,
             late_rows_seen=late_seen,
             remerged=remerged,
+            files_carried=len(layout.carried),
+            mode=layout.mode,
         )
         records.write_json(records.merge_record_path(self.lake, mirror.name, dt), result.to_json())
         log.info(
@@ -283,6 +301,72 @@ class Merger:
                 records.merge_record_path(self.lake, mirror.name, dt), result.to_json()
             )
         return result
+
+    def _snapshot_rows(
+        self,
+        table: str,
+        dt: date,
+        plan: SchemaPlan,
+        previous: DataFrame | None,
+        changes: DataFrame,
+    ) -> _Layout:
+        """The rows to write for snapshot ``dt`` and the previous files carried forward.
+
+        *full*: (changes ∪ previous snapshot) → latest per key, every row rewritten (first
+        snapshot, schema changes, or more changed keys than ``max_incremental_keys``).
+        *incremental*: the changed keys are broadcast; only the previous files holding one
+        of them are read and merged with the changes, every other file is carried forward
+        unchanged (hard-linked into the new version: the old version may be removed later,
+        the link keeps the data). Cost follows the change: a day that touched 10,000 keys
+        clustered in a few key ranges rewrites those few files, not the table.
+        """
+        config = self.settings.merge
+        key = plan.key
+        columns = [*[f"`{name}`" for name, _ in plan.columns], OFFSET_COLUMN, SHARD_COLUMN]
+        if previous is None:
+            rows = latest(changes, key).select(*columns)
+            files = math.ceil(changes.count() / config.rows_per_file)
+            return _Layout(in_key_ranges(rows, key, files), [], "first")
+        before = (dt - timedelta(days=1)).isoformat()
+        location = self.store.partition_location(table, before)
+        keys = changed_keys(changes, key)
+        key_count = keys.count() if config.incremental else 0
+        if (
+            not config.incremental
+            or plan.changed
+            or location is None
+            or key_count > config.max_incremental_keys
+        ):
+            rows = latest(changes.unionByName(align(previous, plan)), key).select(*columns)
+            files = math.ceil((previous.count() + changes.count()) / config.rows_per_file)
+            return _Layout(in_key_ranges(rows, key, files), [], "full")
+        fmt = config.file_format
+        version = self.spark.read.format(fmt).load(location)
+        touched = {_local_path(uri) for uri in files_holding(version, keys.persist(), key)}
+        keys.unpersist()
+        data_files = sorted(
+            p for p in Path(location).iterdir() if p.is_file() and not p.name.startswith(("_", "."))
+        )
+        carried = [p for p in data_files if p not in touched]
+        if touched:
+            reread = self.spark.read.format(fmt).load([str(p) for p in sorted(touched)])
+            merged = changes.unionByName(align(reread, plan))
+            touched_rows = reread.count()  # Parquet/ORC footers: no data read
+        else:
+            merged = changes
+            touched_rows = 0
+        rows = latest(merged, key).select(*columns)
+        files = max(len(touched), math.ceil((touched_rows + key_count) / config.rows_per_file))
+        log.info(
+            "%s %s: %d changed keys in %d of %d files; %d carried forward",
+            table,
+            dt,
+            key_count,
+            len(touched),
+            len(data_files),
+            len(carried),
+        )
+        return _Layout(in_key_ranges(rows, key, files), carried, "incremental")
 
     def _ensure_database(self) -> None:
         if not self._database_ready:

@@ -19,12 +19,12 @@ with ``_`` are skipped by Hive and Spark listings, so MSCK REPAIR never mistakes
 old versions for partitions. Superseded versions and abandoned staging directories are
 removed after a successful publish.
 
-Files: the rows are sorted by key hash into ``buckets`` files (``repartition`` by the key),
-so each file holds a stable slice of the key space. Cost follows the change only partly: a
-merge still reads the whole previous partition and rewrites every file (the baseline of
-``bench/merge_bench.py`` is the same work without the bucket layout). Carrying untouched
-bucket files forward (hard links/copies of the previous version, rewriting only buckets
-that a change touches) is the next step this layout prepares; it is not built yet.
+Files: rows are cut by key range into files of about ``merge.rows_per_file`` rows, sorted
+by key inside each file. An incremental merge (``merge.job``) rewrites only the files of
+yesterday's version that hold a changed key; the others are carried into the new version
+as hard links (same bytes, no copy; a copy where links are impossible), so cost follows the
+change as far as the changes cluster by key. On HDFS/S3 the same plan would reference or
+copy the untouched files; links are what a local/POSIX lake offers.
 """
 
 from __future__ import annotations
@@ -161,11 +161,22 @@ class SnapshotStore:
         self.spark.catalog.refreshTable(f"{self.database}.{table}")
         return self.spark.table(f"{self.database}.{table}").where(f"dt = {_quote(dt)}").drop("dt")
 
-    def publish(self, table: str, dt: str, run_id: str, rows: DataFrame) -> Path:
-        """Write ``rows`` as partition ``dt`` atomically; returns the new version directory."""
+    def publish(
+        self, table: str, dt: str, run_id: str, rows: DataFrame, carried: list[Path]
+    ) -> Path:
+        """Write ``rows`` (plus the ``carried`` files of an earlier version) as partition ``dt``
+        atomically; returns the new version directory."""
         staging = self.staging_dir(table, dt, run_id)
         target = self.version_dir(table, dt, run_id)
         rows.write.format(self.file_format).mode("overwrite").save(str(staging))
+        for source in carried:
+            destination = staging / source.name
+            if destination.exists():
+                raise FileExistsError(f"{destination} exists; file names must be unique")
+            try:
+                os.link(source, destination)
+            except OSError:
+                shutil.copy2(source, destination)  # another filesystem: links impossible
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(staging, target)
         location = _quote(str(target))

@@ -133,3 +133,30 @@ def latest(rows: DataFrame, key: list[str]) -> DataFrame:
     return ranked.where((F.col("_rank") == 1) & (F.col(EVENT_COLUMN) != "DELETE")).drop(
         "_rank", EVENT_COLUMN
     )
+
+
+def changed_keys(changes: DataFrame, key: list[str]) -> DataFrame:
+    """The keys the day's changes touch (old keys of key changes included: they are DELETEs)."""
+    return changes.select(*[F.col(f"`{k}`") for k in key]).distinct()
+
+
+def files_holding(previous: DataFrame, keys: DataFrame, key: list[str]) -> list[str]:
+    """The files (URIs) of a snapshot version holding one of ``keys``; reads only key columns.
+
+    ``keys`` is broadcast: the snapshot is scanned once, never shuffled.
+    """
+    located = previous.select(*[F.col(f"`{k}`") for k in key], F.input_file_name().alias("_file"))
+    touched = located.join(F.broadcast(keys), on=key, how="left_semi").select("_file").distinct()
+    return sorted(str(row["_file"]) for row in touched.collect())
+
+
+def in_key_ranges(rows: DataFrame, key: list[str], files: int) -> DataFrame:
+    """Rows cut into ``files`` files by key range, sorted by key inside each file.
+
+    Range (not hash) cuts keep neighbouring keys together: new orders and the recent orders
+    that most updates touch fall into few files, so the next incremental merge rewrites few.
+    """
+    columns = [F.col(f"`{k}`") for k in key]
+    if files <= 1:
+        return rows.repartition(1).sortWithinPartitions(*columns)
+    return rows.repartitionByRange(files, *columns).sortWithinPartitions(*columns)

@@ -444,6 +444,12 @@ class MergeSettings(_Section):
     ready_poll_s: float = Field(10.0, gt=0)
     # Compare the new snapshot with MySQL's daily counts after each merge.
     check: bool = True
+    # Snapshot files are cut by key range to about this many rows each.
+    rows_per_file: int = Field(1_000_000, ge=1)
+    # Rewrite only the files of yesterday's snapshot that hold a changed key and carry the
+    # others forward (when at most max_incremental_keys keys changed and the schema did not).
+    incremental: bool = True
+    max_incremental_keys: int = Field(2_000_000, ge=0)
 
     @field_validator("database")
     @classmethod

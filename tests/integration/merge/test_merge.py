@@ -95,7 +95,7 @@ def assert_snapshot_equals_mysql(spark: Any, shop: Shop, merger: Merger, day: da
 def test_snapshot_equals_mysql_after_randomized_days_and_rerun_is_idempotent(
     spark: Any, shop: Shop
 ) -> None:
-    settings = shop.merge_settings()
+    settings = shop.merge_settings(rows_per_file=10)  # several files: incremental merges
     merger = Merger(settings, spark)
     placed = history(shop, 20 * SCALE)
     shop.start_day(DAY1)
@@ -115,6 +115,7 @@ def test_snapshot_equals_mysql_after_randomized_days_and_rerun_is_idempotent(
     random_day(shop, DAY2, placed, 80 * SCALE)
     shop.write_raw(spark, DAY2)
     second = merger.merge(MergeRequest(shop.table, DAY2))
+    assert second.mode == "incremental"
     assert_snapshot_equals_mysql(spark, shop, merger, DAY2)
     # Yesterday's partition is untouched by today's merge.
     assert merger.store.partition_location(shop.table, str(DAY1)) == first.location
@@ -387,3 +388,34 @@ def test_late_rows_of_yesterday_trigger_a_remerge(spark: Any, shop: Shop) -> Non
     assert_snapshot_equals_mysql(spark, shop, merger, DAY2)
     # Seen once, merged once: the next run does not merge DAY1 again.
     assert merger.merge(MergeRequest(shop.table, DAY2)).remerged == []
+
+
+def test_incremental_merge_rewrites_only_the_files_holding_changed_keys(
+    spark: Any, shop: Shop
+) -> None:
+    settings = shop.merge_settings(rows_per_file=5, check=False)
+    merger = Merger(settings, spark)
+    placed = history(shop, 10)  # 30 rows: 6 files of 5 keys each
+    shop.start_day(DAY1)
+    shop.mock_replay(shop._second)
+    shop.write_raw(spark, DAY1)
+    first = merger.merge(MergeRequest(shop.table, DAY1))
+    previous_files = {p.name: p.stat().st_ino for p in Path(first.location).glob("part-*")}
+    assert len(previous_files) == 6
+
+    shop.start_day(DAY2)
+    lowest = sorted(placed)[0]
+    shop.update(placed[lowest], lowest)  # a key of the first file
+    shop.insert(2, during(DAY2, shop.rng), "zz-new")  # a key after every existing one
+    shop.write_raw(spark, DAY2)
+    second = merger.merge(MergeRequest(shop.table, DAY2))
+
+    assert second.mode == "incremental"
+    assert second.files_carried == 5
+    current = {p.name: p.stat().st_ino for p in Path(second.location).glob("part-*")}
+    carried = {name for name in current if previous_files.get(name) == current[name]}
+    assert len(carried) == 5  # the same files (hard links), not copies
+    assert_snapshot_equals_mysql(spark, shop, merger, DAY2)
+    assert snapshot_rows(spark, settings, shop.table, DAY1) != snapshot_rows(
+        spark, settings, shop.table, DAY2
+    )
