@@ -48,6 +48,7 @@ class BinlogStream:
             blocking=True,
             slave_heartbeat=heartbeat_s,
             is_mariadb=True,
+            enable_logging=False,  # its parameter dump (INFO) is noise in our logs
         )
         # The server sends a heartbeat every ``heartbeat_s`` while idle: silence for much
         # longer means it is gone without closing the connection (a dead host, a cut
