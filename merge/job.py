@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from pyspark.sql import functions as F
+
 from merge import records
 from merge.archive import ArchiveDecision, ArchiveOverride, decide, time_column
 from merge.check import CheckResult, check_days, compare
@@ -68,6 +70,10 @@ class _Layout:
     rows: DataFrame
     carried: list[Path]  # files of the previous version kept as they are
     mode: str  # first | full | incremental
+
+
+# Files beyond twice the ideal count (plus this) make the next merge a full one (compaction).
+_COMPACTION_SLACK = 4
 
 
 def _local_path(uri: str) -> Path:
@@ -314,11 +320,15 @@ class Merger:
 
         *full*: (changes ∪ previous snapshot) → latest per key, every row rewritten (first
         snapshot, schema changes, or more changed keys than ``max_incremental_keys``).
-        *incremental*: the changed keys are broadcast; only the previous files holding one
-        of them are read and merged with the changes, every other file is carried forward
-        unchanged (hard-linked into the new version: the old version may be removed later,
-        the link keeps the data). Cost follows the change: a day that touched 10,000 keys
-        clustered in a few key ranges rewrites those few files, not the table.
+        *incremental*: the changed keys are broadcast (never a shuffle of the snapshot);
+        yesterday's files holding none of them are carried forward unchanged (hard-linked
+        into the new version: the old version may be removed later, the link keeps the
+        data). Of the files holding one, the rows of unchanged keys are rewritten as read,
+        and only the changed keys (with their previous rows) go through the latest-per-key
+        window into new files cut by key range. Cost follows the change: 10,000 changed keys
+        clustered in a few key ranges rewrite those few files, not the table; scattered keys
+        still avoid the shuffle and sort of the whole snapshot. Every day adds a few files of
+        changed rows; past twice the ideal file count a full merge compacts them.
         """
         config = self.settings.merge
         key = plan.key
@@ -342,21 +352,35 @@ class Merger:
             return _Layout(in_key_ranges(rows, key, files), [], "full")
         fmt = config.file_format
         version = self.spark.read.format(fmt).load(location)
-        touched = {_local_path(uri) for uri in files_holding(version, keys.persist(), key)}
-        keys.unpersist()
         data_files = sorted(
             p for p in Path(location).iterdir() if p.is_file() and not p.name.startswith(("_", "."))
         )
+        total_rows = version.count()  # Parquet/ORC footers: no data read
+        ideal_files = max(1, math.ceil(total_rows / config.rows_per_file))
+        if len(data_files) > 2 * ideal_files + _COMPACTION_SLACK:
+            # Each incremental day adds small files of changed rows; past twice the ideal
+            # count a full merge compacts them back into key ranges.
+            rows = latest(changes.unionByName(align(previous, plan)), key).select(*columns)
+            files = math.ceil((total_rows + key_count) / config.rows_per_file)
+            return _Layout(in_key_ranges(rows, key, files), [], "full (compaction)")
+        keys = F.broadcast(keys)
+        touched = {_local_path(uri) for uri in files_holding(version, keys, key)}
         carried = [p for p in data_files if p not in touched]
         if touched:
             reread = self.spark.read.format(fmt).load([str(p) for p in sorted(touched)])
-            merged = changes.unionByName(align(reread, plan))
-            touched_rows = reread.count()  # Parquet/ORC footers: no data read
+            # Rows of touched files whose key did not change are written as they are read
+            # (no shuffle); only the changed keys go through the latest-per-key window.
+            kept = align(reread.join(keys, on=key, how="left_anti"), plan).select(*columns)
+            before_change = align(reread.join(keys, on=key, how="left_semi"), plan)
+            merged = changes.unionByName(before_change)
         else:
+            kept = None
             merged = changes
-            touched_rows = 0
-        rows = latest(merged, key).select(*columns)
-        files = max(len(touched), math.ceil((touched_rows + key_count) / config.rows_per_file))
+        changed_rows = latest(merged, key).select(*columns)
+        changed_files = max(1, math.ceil(key_count / config.rows_per_file))
+        rows = in_key_ranges(changed_rows, key, changed_files)
+        if kept is not None:
+            rows = kept.unionByName(rows)
         log.info(
             "%s %s: %d changed keys in %d of %d files; %d carried forward",
             table,
@@ -366,7 +390,7 @@ class Merger:
             len(data_files),
             len(carried),
         )
-        return _Layout(in_key_ranges(rows, key, files), carried, "incremental")
+        return _Layout(rows, carried, "incremental")
 
     def _ensure_database(self) -> None:
         if not self._database_ready:
@@ -459,8 +483,6 @@ class Merger:
     # -- check ------------------------------------------------------------------------------
     def check(self, mirror: TableMirror, dt: date) -> CheckResult:
         """Counts per day of the snapshot ``dt`` against MySQL; stored for the web admin."""
-        from pyspark.sql import functions as F  # noqa: PLC0415
-
         assert mirror.check_column is not None
         days = check_days(dt)
         snapshot = self.store.read(mirror.name, dt.isoformat())
