@@ -123,7 +123,7 @@ class RedisApplier(ChangeApplier):
             redis_settings.url.get_secret_value(), socket_timeout=30, socket_connect_timeout=10
         )
         try:
-            self._sha: str = self._client.script_load(APPLY_SCRIPT)  # type: ignore[no-untyped-call]
+            self._sha: str = self._client.script_load(APPLY_SCRIPT)
         except redis.exceptions.RedisError as exc:
             raise ServiceUnavailableError(f"Redis cannot be reached ({exc}).") from None
 
@@ -155,12 +155,12 @@ class RedisApplier(ChangeApplier):
     def _run(self, keys: list[str], layout: bytes, values: bytes) -> tuple[int, int]:
         try:
             try:
-                result = self._client.evalsha(self._sha, len(keys), *keys, layout, values)  # type: ignore[no-untyped-call]
+                result = self._client.evalsha(self._sha, len(keys), *keys, layout, values)
             except redis.exceptions.NoScriptError:
                 # Redis restarted or its script cache was flushed: load it again, once.
                 log.info("Redis lost the apply script (NOSCRIPT); loading it again")
-                self._sha = self._client.script_load(APPLY_SCRIPT)  # type: ignore[no-untyped-call]
-                result = self._client.evalsha(self._sha, len(keys), *keys, layout, values)  # type: ignore[no-untyped-call]
+                self._sha = self._client.script_load(APPLY_SCRIPT)
+                result = self._client.evalsha(self._sha, len(keys), *keys, layout, values)
         except redis.exceptions.ConnectionError as exc:
             raise ServiceUnavailableError(f"Redis cannot be reached ({exc}).") from None
         except redis.exceptions.RedisError as exc:
