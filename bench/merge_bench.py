@@ -1,0 +1,272 @@
+"""Daily merge against a naive full ``row_number()`` merge, in the same run and Spark session.
+
+    .venv/bin/python -m bench.merge_bench [--rows 10000000] [--changes 1000000]
+        [--small-changes 10000] [--pattern recent|random] [--rows-per-file 1000000]
+
+Builds a snapshot of ``--rows`` rows (partition day 1, key-range files of ``--rows-per-file``
+rows, written by the merge's own store), then two cases, each a raw change partition in the
+stream writer's layout (SimpleBinlog JSON in ``content``: 20 % inserts of new keys, 70 %
+updates, 10 % deletes):
+
+1. ``--changes`` changes (day 2, merged over day 1);
+2. ``--small-changes`` changes (day 3, merged over day 2).
+
+Per case, on the same input:
+
+* baseline: flatten the changes (same parser), union the previous snapshot as INSERTs, a
+  window ``row_number() over (partition by key order by offset desc) = 1``, DELETEs dropped,
+  written to a new directory (no metastore, no layout);
+* measured: ``merge.job.Merger.merge`` (readiness, schema, archive rule, incremental merge,
+  atomic publish, record).
+
+``--pattern recent`` puts updates and deletes on the newest 2 % of keys (order tables: recent
+orders change), ``random`` spreads them over all keys. Prints seconds, rows/s, the ratio,
+the JVM's peak resident memory per phase (VmHWM, reset before each phase) and the machine.
+The issue's sizes are the defaults; scale down with the flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import shutil
+import tempfile
+import time
+import uuid
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+from merge import records
+from merge.job import Merger, MergeRequest, MergeResult
+from merge.schema import plan_schema
+from merge.transform import align, flatten, in_key_ranges, latest
+from mirror.backend import LiveSchema
+from simple_binlog.config import MergeSettings, Settings, TableMirror, load_settings
+from simple_binlog.spark import build_session
+
+DAY1 = date(2026, 11, 19)
+COLUMNS = {
+    "id": "bigint(20)",
+    "user_id": "int(11)",
+    "amount": "decimal(12,2)",
+    "status": "varchar(16)",
+    "note": "varchar(64)",
+    "created_at": "datetime(6)",
+}
+SHARD = "bench_00.orders_00"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gb() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal"):
+            return int(line.split()[1]) / 1024 / 1024
+    return 0.0
+
+
+class JvmMemory:
+    """Peak resident memory of the Spark JVM (driver and executors in local mode)."""
+
+    def __init__(self, spark: Any) -> None:
+        self.pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+
+    def reset(self) -> None:
+        # Writing 5 to clear_refs resets the peak (VmHWM) to the current RSS.
+        with open(f"/proc/{self.pid}/clear_refs", "w") as handle:
+            handle.write("5")
+
+    def peak_mb(self) -> float:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+
+def bench_settings(lake: Path, rows_per_file: int, tag: str) -> Settings:
+    base = load_settings()
+    return base.model_copy(
+        update={
+            "spark": base.spark.model_copy(update={"lake_dir": lake}),
+            "stream_writer": base.stream_writer.model_copy(
+                update={"database": f"bench_raw_{tag}", "name": f"bench-{tag}"}
+            ),
+            "merge": MergeSettings(
+                database=f"bench_snap_{tag}", check=False, rows_per_file=rows_per_file
+            ),
+            "tables": [
+                TableMirror(db_prefix="bench", table_prefix="orders", key=["id"], targets=["hive"])
+            ],
+        }
+    )
+
+
+def build_snapshot(merger: Merger, rows: int) -> None:
+    from pyspark.sql import functions as F
+
+    plan = plan_schema("bench_orders", None, COLUMNS, ["id"])
+    merger.store.ensure_database()
+    merger.store.evolve("bench_orders", plan)
+    frame = merger.spark.range(rows).select(
+        F.col("id"),
+        (F.col("id") % 100_000).cast("int").alias("user_id"),
+        ((F.col("id") % 10_000) + F.lit(0.25)).cast("decimal(12,2)").alias("amount"),
+        F.lit("PAID").alias("status"),
+        F.concat(F.lit("order "), F.col("id").cast("string")).alias("note"),
+        F.timestamp_seconds(F.lit(1_763_000_000) + F.col("id") % 86_400).alias("created_at"),
+        F.lit(1_763_000_000_000_000).alias("_binlog_offset"),
+        F.lit(SHARD).alias("_shard"),
+    )
+    files = max(1, math.ceil(rows / merger.settings.merge.rows_per_file))
+    merger.store.publish(
+        "bench_orders", DAY1.isoformat(), "bench", in_key_ranges(frame, ["id"], files), []
+    )
+
+
+def write_changes(
+    merger: Merger, day: date, changes: int, snapshot_rows: int, next_id: int, pattern: str
+) -> int:
+    """The day's raw partition; returns the next unused id."""
+    from pyspark.sql import functions as F
+
+    from stream_writer.transform import ROW_COLUMNS
+
+    recent = max(1, snapshot_rows // 50)
+    n = F.col("id")
+    kind = F.when(n % 10 < 2, "INSERT").when(n % 10 < 9, "UPDATE").otherwise("DELETE")
+    spread = F.abs(F.xxhash64(n)) % F.lit(recent if pattern == "recent" else snapshot_rows)
+    base = F.lit(snapshot_rows - recent) if pattern == "recent" else F.lit(0)
+    target = F.when(kind == "INSERT", F.lit(next_id) + n).otherwise(base + spread)
+    second = int(time.mktime(day.timetuple()))
+    frame = (
+        merger.spark.range(changes)
+        .select(
+            (F.lit(second + 3600).cast("bigint") * 1_000_000 + n).alias("binlogOffset"),
+            (F.lit(second + 3600).cast("bigint") * 1000 + n % 80_000_000).alias("executeTime"),
+            kind.alias("eventType"),
+            F.lit("bench_00").alias("schemaName"),
+            F.lit("orders_00").alias("tableName"),
+            F.lit("BINLOG").alias("source"),
+            F.lit(1).cast("bigint").alias("version"),
+            F.array(F.lit("id")).alias("primaryKeys"),
+            F.lit(str(COLUMNS).replace("'", '"')).alias("columnTypes"),
+            F.to_json(
+                F.struct(
+                    target.alias("id"),
+                    (target % 100_000).alias("user_id"),
+                    F.format_string("%d.%02d", n % 10_000, n % 100).alias("amount"),
+                    F.lit("SHIPPED").alias("status"),
+                    F.concat(F.lit("changed "), n.cast("string")).alias("note"),
+                    F.lit("2026-11-19 10:00:00.000000").alias("created_at"),
+                )
+            ).alias("content"),
+            F.lit(None).cast("string").alias("beforeContent"),
+            F.lit(None).cast("string").alias("position"),
+            F.lit("bench").alias("kafkaTopic"),
+            F.lit(0).alias("kafkaPartition"),
+            n.alias("kafkaOffset"),
+            F.current_timestamp().alias("kafkaTimestamp"),
+        )
+        .select(*[F.col(name).cast(kind_) for name, kind_ in ROW_COLUMNS])
+    )
+    raw_dir = (
+        merger.lake / f"{merger.settings.stream_writer.database}.db" / "bench_orders" / f"dt={day}"
+    )
+    frame.write.mode("overwrite").parquet(str(raw_dir))
+    records.write_json(merger.ready_dir / f"{day}.json", {"dt": str(day)})
+    return next_id + changes
+
+
+def run_baseline(merger: Merger, day: date, out: Path) -> int:
+    """Naive: flatten, union yesterday as INSERTs, row_number() over everything, write."""
+    plan = plan_schema("bench_orders", None, COLUMNS, ["id"])
+    raw = merger.spark.table(f"{merger.settings.stream_writer.database}.bench_orders").where(
+        f"dt = '{day}'"
+    )
+    previous = merger.store.read("bench_orders", (day - timedelta(days=1)).isoformat())
+    rows = latest(flatten(raw, plan).unionByName(align(previous, plan)), ["id"])
+    rows.write.mode("overwrite").parquet(str(out))
+    return int(merger.spark.read.parquet(str(out)).count())
+
+
+def measure(
+    merger: Merger, memory: JvmMemory, day: date, changes: int, work: Path
+) -> tuple[float, float, float, float, MergeResult]:
+    # Register the raw partition first, so both sides read the same table.
+    merger._load_raw("bench_orders", day.isoformat())
+    memory.reset()
+    started = time.monotonic()
+    baseline_rows = run_baseline(merger, day, work / f"baseline-{day}")
+    baseline_s = time.monotonic() - started
+    baseline_mb = memory.peak_mb()
+    memory.reset()
+    started = time.monotonic()
+    result = merger.merge(MergeRequest("bench_orders", day))
+    merge_s = time.monotonic() - started
+    merge_mb = memory.peak_mb()
+    assert result.rows == baseline_rows, (result.rows, baseline_rows)
+    return baseline_s, merge_s, baseline_mb, merge_mb, result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--changes", type=int, default=1_000_000)
+    parser.add_argument("--small-changes", type=int, default=10_000)
+    parser.add_argument("--pattern", choices=("recent", "random"), default="recent")
+    parser.add_argument("--rows-per-file", type=int, default=1_000_000)
+    args = parser.parse_args(argv)
+
+    tag = uuid.uuid4().hex[:6]
+    work = Path(tempfile.mkdtemp(prefix="merge-bench-"))
+    settings = bench_settings(work / "lake", args.rows_per_file, tag)
+    spark = build_session(settings, "cdc-mirror-merge-bench")
+    schema = LiveSchema("bench_orders", [SHARD], COLUMNS, ["id"], True)
+    merger = Merger(settings, spark, live_schema=lambda _name: schema, daily_counts=lambda *_: {})
+    memory = JvmMemory(spark)
+    print(
+        f"machine: {os.cpu_count()} cores ({_cpu_model()}), {_memory_gb():.1f} GB; "
+        f"Spark {spark.version} {settings.spark.master}; pattern {args.pattern}"
+    )
+    try:
+        started = time.monotonic()
+        build_snapshot(merger, args.rows)
+        print(f"snapshot of {args.rows:,} rows built in {time.monotonic() - started:.1f} s")
+        next_id = args.rows
+        for day, changes in (
+            (DAY1 + timedelta(days=1), args.changes),
+            (DAY1 + timedelta(days=2), args.small_changes),
+        ):
+            next_id = write_changes(merger, day, changes, args.rows, next_id, args.pattern)
+            baseline_s, merge_s, baseline_mb, merge_mb, result = measure(
+                merger, memory, day, changes, work
+            )
+            total = result.rows + changes
+            print(
+                f"{args.rows:,} rows + {changes:,} changes ({day}): "
+                f"baseline {baseline_s:.1f} s ({total / baseline_s:,.0f} rows/s, peak "
+                f"{baseline_mb:,.0f} MB) | merge {merge_s:.1f} s ({total / merge_s:,.0f} rows/s, "
+                f"peak {merge_mb:,.0f} MB, {result.mode}, {result.files_carried} files carried) "
+                f"| baseline/merge {baseline_s / merge_s:.2f}×"
+            )
+    finally:
+        for database in (settings.merge.database, settings.stream_writer.database):
+            spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
