@@ -147,6 +147,7 @@ def file_report(lake: Path, database: str, target_bytes: int, hot_table: str) ->
     return {
         "files": len(files), "groups (table×dt×partition×batch)": len(groups),
         "above 2× target": too_big, "below 1/20 target (not last of group)": too_small,
+        "below 1/20 target, last (often only) file of its group": small_last,
         "min/median/max MB": (round(sizes[0] / 2**20, 2), round(sizes[len(sizes) // 2] / 2**20, 2),
                               round(sizes[-1] / 2**20, 2)) if sizes else None,
         f"hot table {hot_table} files": len(hot),
