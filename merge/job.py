@@ -70,6 +70,7 @@ class _Layout:
     rows: DataFrame
     carried: list[Path]  # files of the previous version kept as they are
     mode: str  # first | full | incremental
+    cached: list[DataFrame] = field(default_factory=list)  # unpersisted after the publish
 
 
 # Files beyond twice the ideal count (plus this) make the next merge a full one (compaction).
@@ -270,7 +271,11 @@ class Merger:
             self.store.evolve(mirror.name, plan)
             run_id = f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
             layout = self._snapshot_rows(mirror.name, request.dt, plan, previous, applied)
-            location = self.store.publish(mirror.name, dt, run_id, layout.rows, layout.carried)
+            try:
+                location = self.store.publish(mirror.name, dt, run_id, layout.rows, layout.carried)
+            finally:
+                for frame in layout.cached:
+                    frame.unpersist()
         finally:
             changes.unpersist()
         row_count = (
@@ -376,7 +381,8 @@ class Merger:
         else:
             kept = None
             merged = changes
-        changed_rows = latest(merged, key).select(*columns)
+        # Cached: cutting by key range samples the rows first, and the write reads them again.
+        changed_rows = latest(merged, key).select(*columns).persist()
         changed_files = max(1, math.ceil(key_count / config.rows_per_file))
         rows = in_key_ranges(changed_rows, key, changed_files)
         if kept is not None:
@@ -390,7 +396,7 @@ class Merger:
             len(data_files),
             len(carried),
         )
-        return _Layout(rows, carried, "incremental")
+        return _Layout(rows, carried, "incremental", [changed_rows])
 
     def _ensure_database(self) -> None:
         if not self._database_ready:
