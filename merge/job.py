@@ -331,9 +331,10 @@ class Merger:
         data). Of the files holding one, the rows of unchanged keys are rewritten as read,
         and only the changed keys (with their previous rows) go through the latest-per-key
         window into new files cut by key range. Cost follows the change: 10,000 changed keys
-        clustered in a few key ranges rewrite those few files, not the table; scattered keys
-        still avoid the shuffle and sort of the whole snapshot. Every day adds a few files of
-        changed rows; past twice the ideal file count a full merge compacts them.
+        clustered in a few key ranges rewrite those few files, not the table. Keys scattered
+        over more than ``max_touched_fraction`` of the files make a full merge (cheaper
+        then, measured by ``bench/merge_bench.py --pattern random``). Every day adds a few
+        files of changed rows; past twice the ideal file count a full merge compacts them.
         """
         config = self.settings.merge
         key = plan.key
@@ -371,6 +372,12 @@ class Merger:
         keys = F.broadcast(keys)
         touched = {_local_path(uri) for uri in files_holding(version, keys, key)}
         carried = [p for p in data_files if p not in touched]
+        if len(touched) > config.max_touched_fraction * len(data_files):
+            # Scattered changes: splitting most files into kept and changed rows costs more
+            # than one window over everything.
+            rows = latest(changes.unionByName(align(previous, plan)), key).select(*columns)
+            files = math.ceil((total_rows + key_count) / config.rows_per_file)
+            return _Layout(in_key_ranges(rows, key, files), [], "full (most files touched)")
         if touched:
             reread = self.spark.read.format(fmt).load([str(p) for p in sorted(touched)])
             # Rows of touched files whose key did not change are written as they are read

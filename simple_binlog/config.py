@@ -450,6 +450,8 @@ class MergeSettings(_Section):
     # others forward (when at most max_incremental_keys keys changed and the schema did not).
     incremental: bool = True
     max_incremental_keys: int = Field(2_000_000, ge=0)
+    # When changed keys sit in more than this fraction of the files, a full merge is cheaper.
+    max_touched_fraction: float = Field(0.5, gt=0, le=1)
 
     @field_validator("database")
     @classmethod
