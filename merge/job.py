@@ -52,6 +52,7 @@ from merge.transform import (
     flatten,
     in_key_ranges,
     latest,
+    latest_in_key_ranges,
 )
 from merge.types import SchemaChangeError
 from simple_binlog.config import Settings, TableMirror
@@ -340,9 +341,9 @@ class Merger:
         key = plan.key
         columns = [*[f"`{name}`" for name, _ in plan.columns], OFFSET_COLUMN, SHARD_COLUMN]
         if previous is None:
-            rows = latest(changes, key).select(*columns)
             files = math.ceil(changes.count() / config.rows_per_file)
-            return _Layout(in_key_ranges(rows, key, files), [], "first")
+            rows = latest_in_key_ranges(changes, key, files).select(*columns)
+            return _Layout(rows, [], "first")
         before = (dt - timedelta(days=1)).isoformat()
         location = self.store.partition_location(table, before)
         keys = changed_keys(changes, key)
@@ -353,9 +354,8 @@ class Merger:
             or location is None
             or key_count > config.max_incremental_keys
         ):
-            rows = latest(changes.unionByName(align(previous, plan)), key).select(*columns)
             files = math.ceil((previous.count() + changes.count()) / config.rows_per_file)
-            return _Layout(in_key_ranges(rows, key, files), [], "full")
+            return _Layout(self._full(changes, previous, plan, files), [], "full")
         fmt = config.file_format
         version = self.spark.read.format(fmt).load(location)
         data_files = sorted(
@@ -366,18 +366,17 @@ class Merger:
         if len(data_files) > 2 * ideal_files + _COMPACTION_SLACK:
             # Each incremental day adds small files of changed rows; past twice the ideal
             # count a full merge compacts them back into key ranges.
-            rows = latest(changes.unionByName(align(previous, plan)), key).select(*columns)
             files = math.ceil((total_rows + key_count) / config.rows_per_file)
-            return _Layout(in_key_ranges(rows, key, files), [], "full (compaction)")
+            return _Layout(self._full(changes, previous, plan, files), [], "full (compaction)")
         keys = F.broadcast(keys)
         touched = {_local_path(uri) for uri in files_holding(version, keys, key)}
         carried = [p for p in data_files if p not in touched]
         if len(touched) > config.max_touched_fraction * len(data_files):
             # Scattered changes: splitting most files into kept and changed rows costs more
             # than one window over everything.
-            rows = latest(changes.unionByName(align(previous, plan)), key).select(*columns)
             files = math.ceil((total_rows + key_count) / config.rows_per_file)
-            return _Layout(in_key_ranges(rows, key, files), [], "full (most files touched)")
+            full = self._full(changes, previous, plan, files)
+            return _Layout(full, [], "full (most files touched)")
         if touched:
             reread = self.spark.read.format(fmt).load([str(p) for p in sorted(touched)])
             # Rows of touched files whose key did not change are written as they are read
@@ -404,6 +403,13 @@ class Merger:
             len(carried),
         )
         return _Layout(rows, carried, "incremental", [changed_rows])
+
+    @staticmethod
+    def _full(changes: DataFrame, previous: DataFrame, plan: SchemaPlan, files: int) -> DataFrame:
+        """Every row: (changes ∪ previous as INSERTs) → latest per key, in key-range files."""
+        merged = changes.unionByName(align(previous, plan))
+        columns = [*[f"`{name}`" for name, _ in plan.columns], OFFSET_COLUMN, SHARD_COLUMN]
+        return latest_in_key_ranges(merged, plan.key, files).select(*columns)
 
     def _ensure_database(self) -> None:
         if not self._database_ready:

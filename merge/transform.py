@@ -160,3 +160,12 @@ def in_key_ranges(rows: DataFrame, key: list[str], files: int) -> DataFrame:
     if files <= 1:
         return rows.repartition(1).sortWithinPartitions(*columns)
     return rows.repartitionByRange(files, *columns).sortWithinPartitions(*columns)
+
+
+def latest_in_key_ranges(rows: DataFrame, key: list[str], files: int) -> DataFrame:
+    """``latest`` computed inside ``files`` key ranges: the rows are cut by key range once
+    and the window runs in each range (a range cut clusters the keys as the window needs),
+    so the output is already one sorted file per range, without a second pass."""
+    columns = [F.col(f"`{k}`") for k in key]
+    cut = rows.repartition(1) if files <= 1 else rows.repartitionByRange(files, *columns)
+    return latest(cut, key)
