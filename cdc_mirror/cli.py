@@ -127,14 +127,6 @@ def demo(
     run_demo(settings(), console, rows_per_table=rows)
 
 
-def _not_built(component: str, issue: str) -> None:
-    err_console.print(
-        f"cdc-mirror {component} is not available in this build yet ({issue}); "
-        "'cdc-mirror demo' runs what exists."
-    )
-    raise typer.Exit(2)
-
-
 collector_app = typer.Typer(
     help="HA binlog collector: row binlog → SimpleBinlog → Kafka.", no_args_is_help=True
 )

@@ -87,34 +87,34 @@ def _decimal(column: BinlogColumn) -> Reader:
     integral = column.precision - column.decimals
     full_integral, rest_integral = divmod(integral, 9)
     full_fraction, rest_fraction = divmod(column.decimals, 9)
-    widths = ([(_COMPRESSED_BYTES[rest_integral], rest_integral)] if rest_integral else []) + [
-        (4, 9)
-    ] * full_integral
-    fraction_widths = [(4, 9)] * full_fraction + (
-        [(_COMPRESSED_BYTES[rest_fraction], rest_fraction)] if rest_fraction else []
-    )
-    size = sum(w for w, _ in widths) + sum(w for w, _ in fraction_widths)
-
-    def digits(raw: bytes, position: int, layout: list[tuple[int, int]], invert: bool) -> str:
-        parts = []
-        for width, count in layout:
-            group = int.from_bytes(raw[position : position + width], "big")
-            if invert:
-                group ^= (1 << (8 * width)) - 1
-            parts.append(f"{group:0{count}d}")
-            position += width
-        return "".join(parts)
-
-    integral_bytes = sum(w for w, _ in widths)
+    integral_groups = [rest_integral] * bool(rest_integral) + [9] * full_integral
+    fraction_groups = [9] * full_fraction + [rest_fraction] * bool(rest_fraction)
+    # (start, end, digits, all-ones mask) of every group, integral part first.
+    layout = []
+    position = 0
+    for count in integral_groups + fraction_groups:
+        width = _COMPRESSED_BYTES[count]
+        layout.append((position, position + width, count, (1 << (8 * width)) - 1))
+        position += width
+    size = position
+    split = len(integral_groups)
+    sign_bit = 0x80 << (8 * (layout[0][1] - 1)) if layout else 0
 
     def read(data: bytes, offset: int) -> tuple[JsonScalar, int]:
         raw = data[offset : offset + size]
         negative = not raw[0] & 0x80
-        raw = bytes([raw[0] ^ 0x80]) + raw[1:]
-        whole = digits(raw, 0, widths, negative).lstrip("0") or "0"
-        text = ("-" if negative else "") + whole
-        if fraction_widths:
-            text += "." + digits(raw, integral_bytes, fraction_widths, negative)
+        groups = []
+        for index, (start, end, count, mask) in enumerate(layout):
+            value = int.from_bytes(raw[start:end], "big")
+            if index == 0:
+                value ^= sign_bit
+            if negative:
+                value ^= mask
+            groups.append(f"{value:0{count}d}")
+        whole = "".join(groups[:split]).lstrip("0") or "0"
+        text = "-" + whole if negative else whole
+        if split < len(groups):
+            text += "." + "".join(groups[split:])
         return text, offset + size
 
     return read
@@ -349,6 +349,7 @@ class RowDecoder:
             column_reader(column, parse_column_type(schema.column_types[name]))
             for column, name in zip(table_map.columns, self._names, strict=True)
         ]
+        self._columns = list(zip(self._names, self._readers, strict=True))
         self._count = len(self._readers)
         self._bitmap_bytes = (self._count + 7) // 8
         self._all_present = bytes([0xFF] * (self._count // 8)) + (
@@ -390,11 +391,15 @@ class RowDecoder:
         nulls = int.from_bytes(body[offset : offset + self._bitmap_bytes], "little")
         offset += self._bitmap_bytes
         row: Row = {}
-        for index, read in enumerate(self._readers):
+        if not nulls:  # the common case, kept to one call per column
+            for name, read in self._columns:
+                row[name], offset = read(body, offset)
+            return row, offset
+        for index, (name, read) in enumerate(self._columns):
             if nulls >> index & 1:
-                row[self._names[index]] = None
+                row[name] = None
             else:
-                row[self._names[index]], offset = read(body, offset)
+                row[name], offset = read(body, offset)
         return row, offset
 
 

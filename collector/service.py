@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from queue import Empty, Full, Queue
+from queue import Empty, SimpleQueue
 from typing import Any
 
 import pymysql
@@ -199,17 +199,18 @@ class Collector:
         transaction commit takes tens of milliseconds). The reader's errors are raised here,
         in order; leaving the loop (stop, error, abort) closes the stream and ends the reader.
         """
-        queue: Queue[WorkItem | BaseException | None] = Queue(maxsize=_PREFETCH_ITEMS)
+        # SimpleQueue: its put and get cost a fraction of Queue's (no Python-level locks),
+        # which matters at one item per MySQL transaction. It is unbounded, so the reader
+        # holds back while the queue is full.
+        queue: SimpleQueue[WorkItem | BaseException | None] = SimpleQueue()
         done = threading.Event()
 
         def hand_over(entry: WorkItem | BaseException | None) -> bool:
-            while not done.is_set():
-                try:
-                    queue.put(entry, timeout=0.1)
-                    return True
-                except Full:
-                    continue
-            return False
+            while queue.qsize() >= _PREFETCH_ITEMS:
+                if done.wait(0.001):
+                    return False
+            queue.put(entry)
+            return not done.is_set()
 
         def read() -> None:
             try:
