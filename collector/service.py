@@ -45,9 +45,14 @@ from simple_binlog.offsets import OffsetState
 
 log = logging.getLogger(__name__)
 
-# Work items decoded ahead of the publishing loop: at most this many rows events (each holds
-# at most ~8 KiB of row images, binlog_row_event_max_size) wait in memory.
-_PREFETCH_ITEMS = 256
+# Rows decoded ahead of the publishing loop (each other work item counts as one): enough to
+# keep decoding through a Kafka commit (tens of ms) at full speed, and a bounded ~40 MB.
+_PREFETCH_ROWS = 20_000
+
+
+def _weight(entry: object) -> int:
+    return max(1, len(entry.messages)) if isinstance(entry, RowChanges) else 1
+
 
 # MySQL/MariaDB errors that no reconnect can cure.
 _ACCESS_DENIED = {1045, 1044, 1227, 1142, 1143}
@@ -205,10 +210,14 @@ class Collector:
         queue: SimpleQueue[WorkItem | BaseException | None] = SimpleQueue()
         done = threading.Event()
 
+        # Rows handed over and taken: each counter is written by one thread only.
+        handed, taken = [0], [0]
+
         def hand_over(entry: WorkItem | BaseException | None) -> bool:
-            while queue.qsize() >= _PREFETCH_ITEMS:
+            while handed[0] - taken[0] >= _PREFETCH_ROWS:
                 if done.wait(0.001):
                     return False
+            handed[0] += _weight(entry)
             queue.put(entry)
             return not done.is_set()
 
@@ -227,6 +236,7 @@ class Collector:
             while not self._stop.is_set():
                 try:
                     entry = queue.get(timeout=0.1)
+                    taken[0] += _weight(entry)
                 except Empty:
                     continue
                 if entry is None:
