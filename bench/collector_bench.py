@@ -13,14 +13,13 @@ ratio, and the machine. Starts the local stack if needed.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import random
 import threading
 import time
 import uuid
 from decimal import Decimal
 
+from bench.machine import describe as describe_machine
 from collector.decoding import fix_reader_quirks
 from collector.metrics import CollectorMetrics
 from collector.position import parse_gtid
@@ -229,19 +228,6 @@ def latency(settings: Settings, seconds: float, rate: int, writers: int = 4) -> 
     return delays[len(delays) // 2], delays[int(len(delays) * 0.99)], achieved, total
 
 
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{os.cpu_count()} cores, {memory:.0f} GiB, {model}, {platform.python_implementation()} {platform.python_version()}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--single-rows", type=int, default=20_000, help="workload A size (issue: 200000)")
@@ -265,7 +251,7 @@ def main() -> None:
         base_rows, base_s = baseline(settings, start, stop)
         coll_rows, coll_s = collector_run(settings, start, stop)
         results.append((name, base_rows, base_rows / base_s, coll_rows, coll_rows / coll_s))
-    print(f"machine: {machine()}")
+    print(f"machine: {describe_machine()}")
     print("baseline: python-mysql-replication decoding the same binlog range, nothing else")
     print(f"{'workload':<44} {'rows':>9} {'baseline rows/s':>16} {'collector rows/s':>17} {'ratio':>6}")
     for name, base_rows, base_rate, coll_rows, coll_rate in results:

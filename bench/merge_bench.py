@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import platform
 import shutil
 import tempfile
 import time
@@ -39,6 +37,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.machine import describe as describe_machine
 from merge import records
 from merge.job import Merger, MergeRequest, MergeResult
 from merge.schema import plan_schema
@@ -57,23 +56,6 @@ COLUMNS = {
     "created_at": "datetime(6)",
 }
 SHARD = "bench_00.orders_00"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def _memory_gb() -> float:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal"):
-            return int(line.split()[1]) / 1024 / 1024
-    return 0.0
 
 
 class JvmMemory:
@@ -236,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     merger = Merger(settings, spark, live_schema=lambda _name: schema, daily_counts=lambda *_: {})
     memory = JvmMemory(spark)
     print(
-        f"machine: {os.cpu_count()} cores ({_cpu_model()}), {_memory_gb():.1f} GB; "
+        f"machine: {describe_machine()}; "
         f"Spark {spark.version} {settings.spark.master}; pattern {args.pattern}"
     )
     try:

@@ -28,8 +28,6 @@ end-to-end benchmark (it adds the collector's delay).
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import random
 import time
 import uuid
@@ -39,6 +37,7 @@ import orjson
 import redis
 from psycopg import sql
 
+from bench.machine import describe as describe_machine
 from mirror.plan import RowChange
 from mirror.redis_applier import RedisApplier, redis_key
 from mirror.warehouse import WarehouseApplier, connect_warehouse
@@ -57,19 +56,6 @@ TYPES = {
     "ratio": "double",
 }
 KEY = ("id",)
-
-
-def _machine() -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores (nproc), {model}, {platform.python_implementation()} {platform.python_version()}"
 
 
 def batches(changes: int, keys: int, batch: int, seed: int = 1) -> Iterator[list[RowChange]]:
@@ -344,7 +330,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = load_settings()
     LocalStack(settings).up(["redis", "postgresql", "kafka"])
-    print(f"machine: {_machine()}")
+    print(f"machine: {describe_machine()}")
     if args.only in (None, "redis"):
         bench_redis(settings, args)
     if args.only in (None, "warehouse"):

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
-import platform
 import time
 import uuid
 
@@ -30,6 +28,7 @@ import pymysql
 import pymysql.cursors
 from confluent_kafka.admin import AdminClient
 
+from bench.machine import describe as describe_machine
 from mock_replay.plan import chunk_query
 from mock_replay.publish import KafkaProgressStore, progress_topic
 from mock_replay.runner import Cancellation, ReplayRequest, execute_run, start_run
@@ -63,17 +62,6 @@ def _admin(settings: Settings) -> pymysql.connections.Connection:
         autocommit=True,
         database="mysql",
     )
-
-
-def _machine() -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            model = next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{os.cpu_count()} cores ({model}), {memory:.1f} GiB RAM, Python {platform.python_version()}"
 
 
 def build(settings: Settings, prefix: str, rows: int, shards: int) -> list[str]:
@@ -142,7 +130,7 @@ def main() -> None:
     prefix = f"bench_replay_{uuid.uuid4().hex[:6]}"
     kafka = base.kafka.model_copy(update={"topic_prefix": f"{prefix}."})
     settings = base.model_copy(update={"kafka": kafka})
-    print(f"machine: {_machine()}")
+    print(f"machine: {describe_machine()}")
     print(f"building {args.rows:,} rows in {args.shards} shards …", flush=True)
     started = time.perf_counter()
     tables = build(settings, prefix, args.rows, args.shards)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import tempfile
 import time
@@ -30,19 +29,10 @@ from pathlib import Path
 import orjson
 from confluent_kafka import Producer
 
+from bench.machine import describe as describe_machine
 from simple_binlog.config import Settings, load_settings
 from simple_binlog.kafka import ensure_topic, producer_config
 from simple_binlog.spark import build_session
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def produce(settings: Settings, topic: str, messages: int, tables: int, hot: int) -> float:
@@ -271,7 +261,7 @@ def main() -> None:
     os.environ["CDC_MIRROR_STREAM_WRITER__MAX_OFFSETS_PER_TRIGGER"] = str(args.max_offsets_per_trigger)
     os.environ["CDC_MIRROR_STREAM_WRITER__METRICS_PORT"] = "0"
     settings = load_settings()
-    print(f"machine: {os.cpu_count()} cores ({_cpu_model()}), {platform.platform()}")
+    print(f"machine: {describe_machine()}")
     topic = None
     spark = None
     try:

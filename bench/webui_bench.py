@@ -16,8 +16,6 @@ Run: ``.venv/bin/python -m bench.webui_bench [--requests 2000] [--concurrency 4]
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import socket
 import tempfile
 import threading
@@ -31,20 +29,11 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
+from bench.machine import describe as describe_machine
 from simple_binlog.config import Settings, StackSettings, WebUISettings
 from webui.app import create_app
 from webui.replay import SimulatedReplayService
 from webui.schema_source import LiveTableSchema, StaticSchemaSource
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _free_port() -> int:
@@ -186,7 +175,7 @@ def main() -> None:
                 full_url, {**auth, "If-None-Match": etag}, args.requests, args.concurrency, 304
             )
 
-    print(f"machine: {os.cpu_count()} CPUs ({_cpu_model()}), Python {platform.python_version()}")
+    print(f"machine: {describe_machine()}")
     print(
         f"collector-config poll, {args.tables} table mirrors, {len(str(body))} B body, "
         f"{args.requests} requests, {args.concurrency} clients, uvicorn on loopback"
