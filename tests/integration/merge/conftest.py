@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from psycopg import sql
 
 from simple_binlog.config import Settings
 from tests.integration.merge.harness import Shop, unique_prefix
+from tests.integration.mirror.targets import pg_connect
 
 
 @pytest.fixture(scope="module")
@@ -46,15 +46,7 @@ def shop(local_stack: Settings, spark: Any, tmp_path: Path) -> Iterator[Shop]:
     shop.drop()
     for database in (shop.raw_database, f"{shop.raw_database}_snap"):
         spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
-    pg = local_stack.postgres
-    with psycopg.connect(
-        host=pg.host,
-        port=pg.port,
-        user=pg.user,
-        password=pg.password.get_secret_value(),
-        dbname=pg.warehouse_db,
-        autocommit=True,
-    ) as conn:
+    with pg_connect(local_stack) as conn:
         conn.execute(
             sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
                 sql.Identifier(f"{shop.raw_database}_pg")

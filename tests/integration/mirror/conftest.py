@@ -7,12 +7,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 import redis
 from psycopg import sql
 
 from simple_binlog.config import Settings
+from tests.integration.mirror.targets import pg_connect
 from tests.unit.mirror.workload import table_mirror
 
 
@@ -33,15 +33,7 @@ def mirror_settings(local_stack: Settings) -> Iterator[Settings]:
     for key in client.scan_iter(f"{scoped.redis.key_prefix}:*", count=1000):
         client.delete(key)
     client.close()
-    pg = scoped.postgres
-    with psycopg.connect(
-        host=pg.host,
-        port=pg.port,
-        user=pg.user,
-        password=pg.password.get_secret_value(),
-        dbname=pg.warehouse_db,
-        autocommit=True,
-    ) as conn:
+    with pg_connect(scoped) as conn:
         conn.execute(
             sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
                 sql.Identifier(scoped.mirror.warehouse_schema)
