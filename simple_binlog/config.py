@@ -50,10 +50,20 @@ LOCAL_PORTS = {
 # Passwords of the local stack only. Refused for any host that is not loopback.
 LOCAL_PASSWORDS = frozenset({"cdc-local", "cdc-admin-local", "cdc-pg-local"})
 
-_GTID_POSITION = re.compile(r"^\d+-\d+-\d+(,\d+-\d+-\d+)*$")
+GTID_POSITION = re.compile(r"^\d+-\d+-\d+(,\d+-\d+-\d+)*$")
 FILE_POSITION = re.compile(r"^(?P<file>[\w.-]+):(?P<pos>\d+)$")
-_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-_INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+def check_patterns(value: list[str]) -> list[str]:
+    """Validate include/exclude regexes (a pydantic validator's body: ValueError names one)."""
+    for pattern in value:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+    return value
 
 
 def _is_loopback(host: str) -> bool:
@@ -87,7 +97,7 @@ class MySQLInstance(_Section):
     @field_validator("name")
     @classmethod
     def _name_is_topic_safe(cls, value: str) -> str:
-        if not _INSTANCE_NAME.match(value):
+        if not INSTANCE_NAME.match(value):
             raise ValueError("must be lowercase letters, digits, '_' or '-' (at most 63)")
         return value
 
@@ -118,7 +128,7 @@ class KafkaSettings(_Section):
     @field_validator("topic_prefix")
     @classmethod
     def _prefix_is_topic_safe(cls, value: str) -> str:
-        if value and not _TOPIC_NAME.match(value):
+        if value and not TOPIC_NAME.match(value):
             raise ValueError("may hold only letters, digits, '.', '_' and '-'")
         return value
 
@@ -199,7 +209,7 @@ class CollectorSettings(_Section):
     @field_validator("start")
     @classmethod
     def _start_is_a_position(cls, value: str) -> str:
-        if value == "current" or _GTID_POSITION.match(value) or FILE_POSITION.match(value):
+        if value == "current" or GTID_POSITION.match(value) or FILE_POSITION.match(value):
             return value
         raise ValueError(
             "must be 'current', a GTID position like '0-1-1234' or a binlog file and "
@@ -209,12 +219,7 @@ class CollectorSettings(_Section):
     @field_validator("include", "exclude")
     @classmethod
     def _patterns_compile(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
-        return value
+        return check_patterns(value)
 
 
 class ReplaySettings(_Section):

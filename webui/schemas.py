@@ -8,12 +8,16 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from simple_binlog.config import LOCAL_PASSWORDS, TableMirror
+from simple_binlog.config import (
+    GTID_POSITION,
+    INSTANCE_NAME,
+    LOCAL_PASSWORDS,
+    TOPIC_NAME,
+    TableMirror,
+    check_patterns,
+)
 from simple_binlog.routing import ShardRule
 
-_INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
-_TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-_GTID_POSITION = re.compile(r"^\d+-\d+-\d+(,\d+-\d+-\d+)*$")
 _HOST = re.compile(r"^[A-Za-z0-9.:_-]{1,255}$")
 _MYSQL_USER = re.compile(r"^[^\s'\"\\]{1,64}$")
 _GROUP = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -43,7 +47,7 @@ class InstanceIn(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _INSTANCE_NAME.match(value):
+        if not INSTANCE_NAME.match(value):
             raise ValueError(
                 "the name must be lowercase letters, digits, '_' or '-' (at most 63), "
                 "starting with a letter or digit"
@@ -68,7 +72,7 @@ class InstanceIn(BaseModel):
     @classmethod
     def _gtid(cls, value: str) -> str:
         value = value.strip()
-        if value != "current" and not _GTID_POSITION.match(value):
+        if value != "current" and not GTID_POSITION.match(value):
             raise ValueError(
                 "the GTID start must be 'current' or a GTID position such as 0-1-100 "
                 "(several domains separated by commas)"
@@ -78,12 +82,7 @@ class InstanceIn(BaseModel):
     @field_validator("include", "exclude")
     @classmethod
     def _patterns(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
-        return value
+        return check_patterns(value)
 
     @field_validator("collector_group")
     @classmethod
@@ -97,7 +96,7 @@ class InstanceIn(BaseModel):
     def _topic(cls, value: str | None) -> str | None:
         if value in (None, ""):
             return None
-        if not _TOPIC_NAME.match(value):
+        if not TOPIC_NAME.match(value):
             raise ValueError("the topic may hold only letters, digits, '.', '_' and '-'")
         return value
 
