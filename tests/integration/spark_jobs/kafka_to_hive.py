@@ -13,23 +13,10 @@ from __future__ import annotations
 import sys
 
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from simple_binlog.config import load_settings
 from simple_binlog.spark import build_session
-
-# The top-level fields of a SimpleBinlog message; row images stay JSON strings.
-SCHEMA = StructType(
-    [
-        StructField("version", LongType()),
-        StructField("binlogOffset", LongType()),
-        StructField("executeTime", LongType()),
-        StructField("eventType", StringType()),
-        StructField("schemaName", StringType()),
-        StructField("tableName", StringType()),
-        StructField("source", StringType()),
-    ]
-)
+from stream_writer.transform import MESSAGE_SCHEMA
 
 
 def main(topic: str, database: str, table: str) -> int:
@@ -51,12 +38,12 @@ def main(topic: str, database: str, table: str) -> int:
         value = F.col("value").cast("string")
         rows = (
             raw.select(
-                F.from_json(value, SCHEMA).alias("m"),
-                F.get_json_object(value, "$.content").alias("content"),
+                # The lake writer's own message schema (row images stay JSON text).
+                F.from_json(value, MESSAGE_SCHEMA).alias("m"),
                 F.col("partition").alias("kafkaPartition"),
                 F.col("offset").alias("kafkaOffset"),
             )
-            .select("m.*", "content", "kafkaPartition", "kafkaOffset")
+            .select("m.*", "kafkaPartition", "kafkaOffset")
             .withColumn(
                 "dt",
                 F.date_format(F.timestamp_millis(F.col("executeTime")), "yyyy-MM-dd"),
