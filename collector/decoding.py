@@ -1,10 +1,13 @@
-"""python-mysql-replication rows events → SimpleBinlog messages. No I/O.
+"""Row images → SimpleBinlog messages (``build_messages``, ``TableSchema``, ``EventContext``),
+and the reference decoding through python-mysql-replication's own rows events. No I/O.
 
-Two things python-mysql-replication 1.0.17 gets wrong or ambiguous, fixed here at the
-boundary so no component sees them:
+The collector decodes with ``collector.row_decoder``; ``messages_from_rows`` (the library's
+events) stays as the reference that ``tests/integration/collector/test_fast_decoder.py``
+checks it against on every column type. Two things python-mysql-replication 1.0.17 gets
+wrong or ambiguous, fixed here for that reference path:
 
 * A negative ``TIME(fsp>0)`` is decoded with its fraction on the wrong side of the second
-  (``-838:59:59.1234`` comes back as ``-838:59:59.8766``): ``fix_time2_decoding`` replaces
+  (``-838:59:59.1234`` comes back as ``-838:59:59.8766``): ``fix_reader_quirks`` replaces
   that one decoder with a correct reading of the packed value.
 * ``None`` stands for NULL but also for an empty SET and a zero date; the row's
   ``none_sources`` tells them apart, and ``encode_row`` restores ``""`` and ``0000-00-00``.
