@@ -1,0 +1,254 @@
+"""The pipeline's long-running parts as supervised local processes.
+
+The live demo and the end-to-end tests run each component the way an operator does: a
+``cdc-mirror`` subcommand in its own process, configured through ``CDC_MIRROR_…``
+variables, with its output in a log file. ``Component`` starts one and lets the caller
+inject the faults production sees (``kill -9``, a pause past a session timeout, a restart);
+``Supervisor`` owns a set of them and stops every one it started, even when the caller
+fails half-way, so no stray collector keeps publishing after a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from simple_binlog.errors import CdcMirrorError
+
+log = logging.getLogger(__name__)
+
+ENV_PREFIX = "CDC_MIRROR_"
+
+
+class ComponentError(CdcMirrorError):
+    """A supervised component did not reach the state it was waited for."""
+
+
+def config_env(overrides: Mapping[str, Any], prefix: str = ENV_PREFIX) -> dict[str, str]:
+    """Flatten nested settings into the variables ``Settings`` reads.
+
+    ``{"kafka": {"partitions": 3}, "instances": [{...}]}`` becomes
+    ``CDC_MIRROR_KAFKA__PARTITIONS=3`` and ``CDC_MIRROR_INSTANCES=[{...}]``: nested mappings
+    descend with ``__``; lists and scalars are leaves (lists as JSON, because a list cannot be
+    set element by element from the environment).
+    """
+    env: dict[str, str] = {}
+    for key, value in overrides.items():
+        name = f"{prefix}{key.upper()}"
+        if isinstance(value, Mapping):
+            env.update(config_env(value, f"{name}__"))
+        elif isinstance(value, list | tuple):
+            env[name] = json.dumps(value, default=str)
+        elif isinstance(value, bool):
+            env[name] = "true" if value else "false"
+        elif value is None:
+            continue  # absent means the default; pydantic would read "None" as a string
+        else:
+            env[name] = str(value)
+    return env
+
+
+def http_json(url: str, timeout_s: float = 2.0) -> Any | None:
+    """The JSON body of ``url``, or None while it does not answer (starting, paused, dead)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 (loopback)
+            return json.loads(response.read())
+    except (OSError, urllib.error.URLError, ValueError):
+        return None
+
+
+def wait_until(
+    predicate: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.2
+) -> float:
+    """Poll ``predicate`` until it holds; returns the seconds it took.
+
+    Raises ``ComponentError`` naming ``what`` when the deadline passes.
+    """
+    started = time.monotonic()
+    deadline = started + timeout_s
+    while True:
+        if predicate():
+            return time.monotonic() - started
+        if time.monotonic() >= deadline:
+            raise ComponentError(f"timed out after {timeout_s:.0f} s waiting for {what}.")
+        time.sleep(poll_s)
+
+
+@dataclass
+class Component:
+    """One ``cdc-mirror`` subcommand run as a child process.
+
+    ``args`` follow ``cdc-mirror`` (e.g. ``["collector", "run", "--instance", "demo"]``);
+    ``env`` is added to this process's environment. Output goes to ``log_path`` (appended to
+    across restarts, so a run's whole story is in one file). The child is the leader of a new
+    process group, so a kill reaches the JVM a PySpark component starts as well.
+    """
+
+    name: str
+    args: list[str]
+    env: Mapping[str, str] = field(default_factory=dict)
+    log_path: Path | None = None
+    health_url: str | None = None
+    cwd: Path | None = None
+    # What runs ``args``: the installed ``cdc-mirror`` of this interpreter by default.
+    program: list[str] = field(default_factory=lambda: [sys.executable, "-m", "cdc_mirror"])
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    starts: int = field(default=0, init=False)
+
+    @property
+    def command(self) -> list[str]:
+        return [*self.program, *self.args]
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.poll() if self.process is not None else None
+
+    def start(self) -> Component:
+        if self.running:
+            raise ComponentError(f"{self.name} is already running (pid {self.pid}).")
+        output: IO[bytes] | None = None
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            output = self.log_path.open("ab")
+        try:
+            self.process = subprocess.Popen(
+                self.command,
+                cwd=self.cwd,
+                env={**os.environ, **self.env},
+                stdin=subprocess.DEVNULL,
+                stdout=output if output is not None else subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            if output is not None:
+                output.close()  # the child holds its own descriptor
+        self.starts += 1
+        log.info("started %s (pid %s): %s", self.name, self.process.pid, " ".join(self.args))
+        return self
+
+    def _signal_group(self, signum: int) -> None:
+        if self.process is None:
+            return
+        # Already gone: whoever waits on the process collects it.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signum)
+
+    def kill(self) -> None:
+        """``kill -9`` the component (and its children) and reap it."""
+        if self.process is None:
+            return
+        self._signal_group(signal.SIGKILL)
+        self.process.wait()
+        log.info("killed %s", self.name)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets but does nothing, like a long GC pause."""
+        self._signal_group(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal_group(signal.SIGCONT)
+
+    def terminate(self, timeout_s: float = 30.0) -> int | None:
+        """Ask the component to stop (SIGTERM), then kill it if it has not within the time."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self._signal_group(signal.SIGCONT)  # a paused process cannot handle SIGTERM
+            self._signal_group(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop within %.0f s: killing it", self.name, timeout_s)
+                self.kill()
+        # The group may still hold children (a JVM) that outlived their parent.
+        self._signal_group(signal.SIGKILL)
+        return self.process.returncode
+
+    def restart(self) -> Component:
+        self.kill()
+        return self.start()
+
+    def health(self) -> Any | None:
+        return http_json(self.health_url) if self.health_url else None
+
+    def wait_until(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
+        """Like the module's ``wait_until``, but fails early if the component has exited."""
+
+        def check() -> bool:
+            if self.process is not None and self.process.poll() is not None:
+                raise ComponentError(
+                    f"{self.name} exited with code {self.process.returncode} while waiting "
+                    f"for {what}{self._log_hint()}."
+                )
+            return predicate()
+
+        return wait_until(check, timeout_s, f"{what} ({self.name})")
+
+    def wait_healthy(self, timeout_s: float = 60.0) -> float:
+        if self.health_url is None:
+            raise ComponentError(f"{self.name} has no health endpoint to wait for.")
+        return self.wait_until(lambda: self.health() is not None, timeout_s, "its health endpoint")
+
+    def _log_hint(self) -> str:
+        return f"; see {self.log_path}" if self.log_path is not None else ""
+
+
+@dataclass
+class Supervisor:
+    """The components of one run; leaving the ``running()`` block stops them all."""
+
+    components: dict[str, Component] = field(default_factory=dict)
+
+    def add(self, component: Component) -> Component:
+        if component.name in self.components:
+            raise ComponentError(f"two components are named {component.name!r}.")
+        self.components[component.name] = component
+        return component
+
+    def __getitem__(self, name: str) -> Component:
+        return self.components[name]
+
+    def stop_all(self, timeout_s: float = 30.0) -> dict[str, int | None]:
+        """Stop in reverse order of adding: consumers before what feeds them."""
+        codes: dict[str, int | None] = {}
+        for component in reversed(list(self.components.values())):
+            codes[component.name] = component.terminate(timeout_s)
+        return codes
+
+    @contextmanager
+    def running(self) -> Iterator[Supervisor]:
+        try:
+            yield self
+        finally:
+            self.stop_all()
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (for metrics and admin endpoints)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
