@@ -32,6 +32,7 @@ from pydantic_settings import (
 )
 
 from simple_binlog.errors import ConfigError
+from simple_binlog.governance.model import GovernanceSettings
 from simple_binlog.routing import ShardRule
 
 CONFIG_ENV_VAR = "CDC_MIRROR_CONFIG"
@@ -503,6 +504,8 @@ class Settings(BaseSettings):
     shard_rules: list[ShardRule] = Field(default_factory=lambda: [ShardRule()])
     # The logical tables mirrored downstream of Kafka (Hive snapshot, warehouse, Redis).
     tables: list[TableMirror] = Field(default_factory=list)
+    # Plaintext detection, column policies, standardisation (simple_binlog.governance).
+    governance: GovernanceSettings = GovernanceSettings()
 
     @field_validator("instances")
     @classmethod
@@ -542,6 +545,7 @@ class Settings(BaseSettings):
             if table.name in seen:
                 raise ValueError(f"table {table.name!r} is configured twice")
             seen.add(table.name)
+        self.governance.check_keys({t.name: t.key for t in self.tables if t.key})
         return self
 
     def table(self, name: str) -> TableMirror:
