@@ -251,6 +251,13 @@ def merge(
         float | None,
         typer.Option(help="Wait this long for the day's readiness (default: merge.wait_ready_s)."),
     ] = None,
+    skip_readiness: Annotated[
+        bool,
+        typer.Option(
+            help="Merge even if the stream writer has not declared the day ready "
+            "(recorded in the merge record; merge again once it is ready)."
+        ),
+    ] = False,
 ) -> None:
     """Daily Hive snapshot from the change layer. Exit code 4 if any table failed."""
     from merge.app import run_merge_command  # noqa: PLC0415
@@ -265,6 +272,7 @@ def merge(
         wait_ready_s,
         console,
         err_console,
+        skip_readiness,
     )
     if failed:
         raise typer.Exit(4)

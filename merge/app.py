@@ -29,6 +29,7 @@ def plan_requests(
     ignore_archive_rule: bool,
     force_archive_rule: bool,
     wait_ready_s: float | None,
+    skip_readiness: bool = False,
 ) -> list[MergeRequest]:
     """Pure: the merges a command line asks for (ConfigError when it asks for nonsense)."""
     day = parse_day(dt)
@@ -49,7 +50,9 @@ def plan_requests(
         if force_archive_rule
         else ArchiveOverride.NONE
     )
-    return [MergeRequest(name, day, override, wait_ready_s) for name in names]
+    if skip_readiness and wait_ready_s is not None:
+        raise ConfigError("--skip-readiness and --wait-ready-s exclude each other.")
+    return [MergeRequest(name, day, override, wait_ready_s, skip_readiness) for name in names]
 
 
 def run_merge_command(
@@ -62,10 +65,18 @@ def run_merge_command(
     wait_ready_s: float | None,
     console: Console,
     err_console: Console,
+    skip_readiness: bool = False,
 ) -> list[TableOutcome]:
     """Run the merges; returns the failed outcomes."""
     requests = plan_requests(
-        settings, dt, tables, all_tables, ignore_archive_rule, force_archive_rule, wait_ready_s
+        settings,
+        dt,
+        tables,
+        all_tables,
+        ignore_archive_rule,
+        force_archive_rule,
+        wait_ready_s,
+        skip_readiness,
     )
     merger = build_merger(settings)
     try:
@@ -80,9 +91,11 @@ def run_merge_command(
                 if result.check is None
                 else ("; check ok" if result.check.ok else "; check MISMATCH")
             )
+            provisional = "" if result.readiness == "ready" else " (day not ready: provisional)"
             console.print(
                 f"{outcome.table} {result.dt}: {result.rows} rows from {result.changes} changes "
                 f"in {result.seconds:.1f} s; archive rule: {result.archive.reason}{check}"
+                f"{provisional}"
             )
         else:
             err_console.print(f"error: {outcome.table}: {outcome.error}")

@@ -97,6 +97,10 @@ class MergeRequest:
     dt: date
     override: ArchiveOverride = ArchiveOverride.NONE
     wait_ready_s: float | None = None  # None: merge.wait_ready_s
+    # Operator override: merge a day the stream writer has not declared ready (an intraday
+    # preview, or a writer that cannot declare it). Recorded in the merge record; the day's
+    # rows still on their way are missing until the day is merged again once ready.
+    skip_readiness: bool = False
 
 
 @dataclass(slots=True)
@@ -115,6 +119,7 @@ class MergeResult:
     files_carried: int = 0
     mode: str = "full"
     check: CheckResult | None = None
+    readiness: str = "ready"  # or "skipped by operator"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -133,6 +138,7 @@ class MergeResult:
             "mode": self.mode,
             "filesCarried": self.files_carried,
             "checkOk": None if self.check is None else self.check.ok,
+            "readiness": self.readiness,
         }
 
 
@@ -242,9 +248,17 @@ class Merger:
             if request.wait_ready_s is not None
             else self.settings.merge.wait_ready_s
         )
-        wait_ready(
-            self.ready_dir / f"{dt}.json", request.dt, wait_s, self.settings.merge.ready_poll_s
-        )
+        if request.skip_readiness:
+            log.warning(
+                "merging %s %s without waiting for readiness (operator override): changes of "
+                "the day still on their way are not in this snapshot",
+                mirror.name,
+                dt,
+            )
+        else:
+            wait_ready(
+                self.ready_dir / f"{dt}.json", request.dt, wait_s, self.settings.merge.ready_poll_s
+            )
         self._ensure_database()
         remerged = self._remerge_late_day(request, mirror) if allow_remerge else []
         late_seen = late_rows(self.ready_dir, dt, mirror.name)
@@ -296,6 +310,7 @@ class Merger:
             remerged=remerged,
             files_carried=len(layout.carried),
             mode=layout.mode,
+            readiness="skipped by operator" if request.skip_readiness else "ready",
         )
         records.write_json(records.merge_record_path(self.lake, mirror.name, dt), result.to_json())
         log.info(

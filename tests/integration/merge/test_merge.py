@@ -258,6 +258,10 @@ def test_table_without_key_fails_alone_and_unready_day_is_refused(spark: Any, sh
         shop.mark_ready(DAY2 + timedelta(days=1))
         with pytest.raises(Exception, match=f"snapshot of {shop.table} for {DAY2} is missing"):
             merger.merge(MergeRequest(shop.table, DAY2 + timedelta(days=1)))
+        # The operator's override merges a day that is not ready, and the record says so.
+        provisional = merger.merge(MergeRequest(shop.table, DAY2, skip_readiness=True))
+        assert (provisional.rows, provisional.readiness) == (9, "skipped by operator")
+        assert provisional.to_json()["readiness"] == "skipped by operator"
     finally:
         keyless.drop()
     with pytest.raises(ConfigError, match="no table mirror named"):
