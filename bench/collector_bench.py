@@ -19,6 +19,7 @@ import time
 import uuid
 from decimal import Decimal
 
+from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
 from collector.decoding import fix_reader_quirks
 from collector.metrics import CollectorMetrics
@@ -234,6 +235,7 @@ def main() -> None:
     parser.add_argument("--transactions", type=int, default=100, help="workload B size (issue: 1000)")
     parser.add_argument("--latency-seconds", type=float, default=10, help="length of the latency run (0: skip)")
     parser.add_argument("--latency-rate", type=int, default=5000, help="rows/s written during the latency run")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for bench.report)")
     args = parser.parse_args()
     settings = load_settings()
     LocalStack(settings).up()
@@ -243,14 +245,17 @@ def main() -> None:
         cursor.execute(f"CREATE DATABASE {DB}")
         cursor.execute(DDL)
     results = []
-    for name, make in (
-        (f"A: {args.single_rows:,} single-row autocommits", lambda: workload_a(settings, args.single_rows)),
-        (f"B: {args.transactions:,} transactions x 1,000 rows", lambda: workload_b(settings, args.transactions)),
+    figures: list[Figure] = []
+    for key, name, make in (
+        ("collector.single_rows", f"A: {args.single_rows:,} single-row autocommits", lambda: workload_a(settings, args.single_rows)),
+        ("collector.transactions", f"B: {args.transactions:,} transactions x 1,000 rows", lambda: workload_b(settings, args.transactions)),
     ):
         start, stop = make()
         base_rows, base_s = baseline(settings, start, stop)
         coll_rows, coll_s = collector_run(settings, start, stop)
         results.append((name, base_rows, base_rows / base_s, coll_rows, coll_rows / coll_s))
+        figures.append(Figure(key, name, coll_rows / coll_s, "rows/s", base_rows / base_s,
+                              "python-mysql-replication decoding only", extra={"rows": coll_rows}))
     print(f"machine: {describe_machine()}")
     print("baseline: python-mysql-replication decoding the same binlog range, nothing else")
     print(f"{'workload':<44} {'rows':>9} {'baseline rows/s':>16} {'collector rows/s':>17} {'ratio':>6}")
@@ -261,6 +266,10 @@ def main() -> None:
         p50, p99, achieved, rows = latency(settings, args.latency_seconds, args.latency_rate)
         print(f"latency MySQL commit -> readable (read_committed), {rows:,} single-row autocommits "
               f"at {achieved:,.0f} rows/s (target {args.latency_rate:,}): p50 {p50:.0f} ms, p99 {p99:.0f} ms")
+        figures.append(Figure("collector.latency", f"MySQL commit → readable, {rows:,} autocommits at "
+                              f"{achieved:,.0f} rows/s", p99, "ms", higher_is_better=False,
+                              extra={"p50": p50, "p99": p99, "rows/s": achieved}))
+    write_figures(args.json, "collector", figures)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
 from merge import records
 from merge.job import Merger, MergeRequest, MergeResult
@@ -208,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small-changes", type=int, default=10_000)
     parser.add_argument("--pattern", choices=("recent", "random"), default="recent")
     parser.add_argument("--rows-per-file", type=int, default=1_000_000)
+    parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for bench.report)")
     args = parser.parse_args(argv)
 
     tag = uuid.uuid4().hex[:6]
@@ -226,9 +228,10 @@ def main(argv: list[str] | None = None) -> int:
         build_snapshot(merger, args.rows)
         print(f"snapshot of {args.rows:,} rows built in {time.monotonic() - started:.1f} s")
         next_id = args.rows
-        for day, changes in (
-            (DAY1 + timedelta(days=1), args.changes),
-            (DAY1 + timedelta(days=2), args.small_changes),
+        figures: list[Figure] = []
+        for key, day, changes in (
+            ("merge.changes", DAY1 + timedelta(days=1), args.changes),
+            ("merge.small_changes", DAY1 + timedelta(days=2), args.small_changes),
         ):
             next_id = write_changes(merger, day, changes, args.rows, next_id, args.pattern)
             baseline_s, merge_s, baseline_mb, merge_mb, result = measure(
@@ -242,6 +245,23 @@ def main(argv: list[str] | None = None) -> int:
                 f"peak {merge_mb:,.0f} MB, {result.mode}, {result.files_carried} files carried) "
                 f"| baseline/merge {baseline_s / merge_s:.2f}×"
             )
+            figures.append(
+                Figure(
+                    key,
+                    f"{args.rows:,}-row snapshot + {changes:,} changes ({args.pattern})",
+                    total / merge_s,
+                    "rows/s",
+                    total / baseline_s,
+                    "naive full row_number() over snapshot ∪ delta",
+                    extra={
+                        "seconds": merge_s,
+                        "baseline seconds": baseline_s,
+                        "peak MB": merge_mb,
+                        "baseline peak MB": baseline_mb,
+                    },
+                )
+            )
+        write_figures(args.json, "merge", figures)
     finally:
         for database in (settings.merge.database, settings.stream_writer.database):
             spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")

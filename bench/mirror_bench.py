@@ -37,6 +37,7 @@ import orjson
 import redis
 from psycopg import sql
 
+from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
 from mirror.plan import RowChange
 from mirror.redis_applier import RedisApplier, redis_key
@@ -106,7 +107,7 @@ def _timed(label: str, changes: int, run) -> float:
     return rate
 
 
-def bench_redis(settings: Settings, args: argparse.Namespace) -> None:
+def bench_redis(settings: Settings, args: argparse.Namespace) -> Figure:
     prefix = f"bench{uuid.uuid4().hex[:6]}"
     redis_settings = settings.redis.model_copy(update={"key_prefix": prefix})
     client = redis.Redis.from_url(settings.redis.url.get_secret_value())
@@ -148,6 +149,9 @@ def bench_redis(settings: Settings, args: argparse.Namespace) -> None:
         base = _timed("baseline: redis-py pipelined HSET, no version check", args.changes, baseline)
         mine = _timed("RedisApplier: Lua batch with offset guard", args.changes, guarded)
         print(f"  ratio RedisApplier / baseline: {mine / base:.0%}; rejected as stale: {stale:,}")
+        figure = Figure("mirror.redis", f"Redis: {args.changes:,} changes over {args.keys:,} keys",
+                        mine, "rows/s", base, "redis-py pipelined HSET, no version check",
+                        extra={"stale": stale})
     finally:
         applier.close()
         for pattern in (f"{prefix}:*", f"{prefix}b:*"):
@@ -155,9 +159,10 @@ def bench_redis(settings: Settings, args: argparse.Namespace) -> None:
             for start in range(0, len(keys), 10_000):
                 client.delete(*keys[start : start + 10_000])
         client.close()
+    return figure
 
 
-def bench_warehouse(settings: Settings, args: argparse.Namespace) -> None:
+def bench_warehouse(settings: Settings, args: argparse.Namespace) -> Figure:
     schema = f"bench_{uuid.uuid4().hex[:6]}"
     mirror = settings.mirror.model_copy(update={"warehouse_schema": schema})
     print(
@@ -217,10 +222,14 @@ def bench_warehouse(settings: Settings, args: argparse.Namespace) -> None:
         print(
             f"  ratio WarehouseApplier / baseline: {mine / base:.0%}; rejected as stale: {stale:,}"
         )
+        figure = Figure("mirror.warehouse", f"PostgreSQL: {args.changes:,} changes over "
+                        f"{args.keys:,} keys", mine, "rows/s", base,
+                        "plain COPY into a staging table", extra={"stale": stale})
     finally:
         applier.close()
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
         conn.close()
+    return figure
 
 
 def _produce_stamped(kafka, topic: str, total: int, rate: int, keys: int) -> None:
@@ -257,7 +266,7 @@ def _produce_stamped(kafka, topic: str, total: int, rate: int, keys: int) -> Non
     producer.flush(30)
 
 
-def bench_freshness(settings: Settings, args: argparse.Namespace) -> None:
+def bench_freshness(settings: Settings, args: argparse.Namespace) -> Figure | None:
     import threading
 
     from mirror.applier import ApplyResult
@@ -311,12 +320,16 @@ def bench_freshness(settings: Settings, args: argparse.Namespace) -> None:
     ordered = sorted(lags)
     if not ordered:
         print("  nothing was applied")
-        return
+        return None
     p50, p99 = ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)]
     print(
         f"  applied {len(ordered):,} of {total:,}; executeTime → in Redis: p50 {p50:.0f} ms, p99 {p99:.0f} ms"
         f" (mirror.max_wait_ms = {mirror.max_wait_ms})"
     )
+    return Figure("mirror.freshness", f"executeTime → in Redis (Kafka → Redis, no collector), "
+                  f"{len(ordered):,} changes at {args.rate:,} rows/s", p99, "ms",
+                  higher_is_better=False, extra={"p50": p50, "p99": p99, "applied": len(ordered),
+                                                 "sent": total})
 
 
 def main() -> None:
@@ -327,16 +340,21 @@ def main() -> None:
     parser.add_argument("--only", choices=("redis", "warehouse", "freshness"))
     parser.add_argument("--freshness-seconds", type=float, default=20)
     parser.add_argument("--rate", type=int, default=5000)
+    parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for bench.report)")
     args = parser.parse_args()
     settings = load_settings()
     LocalStack(settings).up(["redis", "postgresql", "kafka"])
     print(f"machine: {describe_machine()}")
+    figures: list[Figure] = []
     if args.only in (None, "redis"):
-        bench_redis(settings, args)
+        figures.append(bench_redis(settings, args))
     if args.only in (None, "warehouse"):
-        bench_warehouse(settings, args)
+        figures.append(bench_warehouse(settings, args))
     if args.only in (None, "freshness") and args.freshness_seconds > 0:
-        bench_freshness(settings, args)
+        freshness = bench_freshness(settings, args)
+        if freshness is not None:
+            figures.append(freshness)
+    write_figures(args.json, "mirror", figures)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import pymysql
 import pymysql.cursors
 from confluent_kafka.admin import AdminClient
 
+from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
 from mock_replay.plan import chunk_query
 from mock_replay.publish import KafkaProgressStore, progress_topic
@@ -123,6 +124,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--batch-size", type=int, default=10_000)
     parser.add_argument("--keep", action="store_true", help="keep the databases and topics")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for bench.report)")
     args = parser.parse_args()
 
     base = load_settings()
@@ -134,6 +136,7 @@ def main() -> None:
     print(f"building {args.rows:,} rows in {args.shards} shards …", flush=True)
     started = time.perf_counter()
     tables = build(settings, prefix, args.rows, args.shards)
+    figures: list[Figure] = []
     print(f"  built in {time.perf_counter() - started:.0f} s")
     try:
         from mock_replay.source import MySQLSource
@@ -151,6 +154,10 @@ def main() -> None:
             print(f"replay, {workers} reader process(es), batch {args.batch_size:,}: {published:,} rows"
                   f" in {seconds:.1f} s = {rate:,.0f} rows/s = {rate / limit_rate:.0%} of the read limit"
                   f" (targets: 100,000 rows/s, 50 %)", flush=True)  # fmt: skip
+            figures.append(Figure(f"replay.workers_{workers}", f"replay, {workers} reader process(es), "
+                                  f"{published:,} rows in {args.shards} shards", rate, "rows/s",
+                                  limit_rate, "read limit (PyMySQL SSCursor)"))  # fmt: skip
+        write_figures(args.json, "replay", figures)
     finally:
         if not args.keep:
             with _admin(settings) as conn, conn.cursor() as cursor:

@@ -29,6 +29,7 @@ from pathlib import Path
 import orjson
 from confluent_kafka import Producer
 
+from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
 from simple_binlog.config import Settings, load_settings
 from simple_binlog.kafka import ensure_topic, producer_config
@@ -145,7 +146,7 @@ def file_report(lake: Path, database: str, target_bytes: int, hot_table: str) ->
     }
 
 
-def measure_latency(spark, settings: Settings, rate: int, seconds: int) -> None:
+def measure_latency(spark, settings: Settings, rate: int, seconds: int) -> Figure:
     """Kafka → queryable delay at ``rate`` msg/s with the configured (default) trigger.
 
     A message is queryable when its file is renamed into place, right after the batch's
@@ -214,9 +215,12 @@ def measure_latency(spark, settings: Settings, rate: int, seconds: int) -> None:
     AdminClient(admin_config(settings.kafka)).delete_topics([topic], operation_timeout=30)
     print(f"Kafka → queryable delay at {rate:,} msg/s, trigger {settings.stream_writer.trigger_interval_s:.0f} s: "
           f"p50 {p50:.1f} s, p99 {p99:.1f} s over {delays.count():,} rows", flush=True)
+    return Figure("stream_writer.latency", f"Kafka → queryable at {rate:,} msg/s, trigger "
+                  f"{settings.stream_writer.trigger_interval_s:.0f} s", p99 * 1000, "ms",
+                  higher_is_better=False, extra={"p50": p50 * 1000, "p99": p99 * 1000})
 
 
-def throughput(spark, settings: Settings, args, topic: str, work: Path, database: str) -> None:
+def throughput(spark, settings: Settings, args, topic: str, work: Path, database: str) -> Figure:
     base_s, base_rows = run_baseline(spark, settings, topic, work / "baseline",
                                      args.max_offsets_per_trigger)
     print(f"baseline (plain writeStream parquet): {base_rows:,} rows in {base_s:.1f} s = "
@@ -233,6 +237,12 @@ def throughput(spark, settings: Settings, args, topic: str, work: Path, database
     for key, value in report.items():
         print(f"  {key}: {value}")
     assert total == args.messages, f"{total} rows in the lake for {args.messages} messages"
+    return Figure("stream_writer.throughput", f"{total:,} messages over {args.tables} tables "
+                  f"(one {args.hot_factor}× hotter)", total / ours_s, "rows/s", base_rows / base_s,
+                  "plain Spark Kafka → Parquet writeStream",
+                  extra={"files": report["files"], "files above 2× target": report["above 2× target"],
+                         "files below 1/20 target (not last)":
+                             report["below 1/20 target (not last of group)"]})
 
 
 def main() -> None:
@@ -247,6 +257,7 @@ def main() -> None:
                         help="also measure Kafka → queryable delay for this long (0: skip)")
     parser.add_argument("--latency-rate", type=int, default=5_000)
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for bench.report)")
     args = parser.parse_args()
     import logging
 
@@ -274,10 +285,12 @@ def main() -> None:
             print(f"produced in {seconds:.1f} s ({args.messages / seconds:,.0f} msg/s)", flush=True)
         spark = build_session(settings, "bench-stream-writer",
                               {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": "3g"})
+        figures: list[Figure] = []
         if topic is not None:
-            throughput(spark, settings, args, topic, work, database)
+            figures.append(throughput(spark, settings, args, topic, work, database))
         if args.latency_seconds:
-            measure_latency(spark, settings, args.latency_rate, args.latency_seconds)
+            figures.append(measure_latency(spark, settings, args.latency_rate, args.latency_seconds))
+        write_figures(args.json, "stream_writer", figures)
         spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
     finally:
         if spark is not None:

@@ -29,6 +29,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
+from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
 from simple_binlog.config import Settings, StackSettings, WebUISettings
 from webui.app import create_app
@@ -155,6 +156,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--tables", type=int, default=20, help="table mirrors of the instance")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for bench.report)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="webui-bench-") as home:
@@ -190,6 +192,17 @@ def main() -> None:
         f"  a fleet polling every 5 s: ~{unchanged * 5:,.0f} collectors per admin process "
         "(304 path, this machine)"
     )
+    bare = "bare FastAPI endpoint, same body"
+    write_figures(
+        args.json,
+        "webui",
+        [
+            Figure("webui.config_200", f"collector-config poll, {args.tables} table mirrors",
+                   full, "req/s", base, bare),
+            Figure("webui.config_304", "collector-config poll, unchanged (If-None-Match → 304)",
+                   unchanged, "req/s", base, bare),
+        ],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
