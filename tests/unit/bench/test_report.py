@@ -1,0 +1,210 @@
+"""The benchmark report's pure part: figures as JSON, ratios, targets, error lines, Markdown,
+and the plots drawn from figures (matplotlib Agg, no benchmark is run)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.figures import Figure, read_figures, write_figures
+from bench.report import (
+    COMPONENTS,
+    TARGETS,
+    ComponentResult,
+    RunInfo,
+    error_line,
+    module_path,
+    plot_latency,
+    plot_throughput,
+    render_markdown,
+    verdict,
+)
+
+REDIS = Figure("mirror.redis", "Redis: 1,000 changes", 120_000, "rows/s", 150_000, "plain HSET")
+SLOW_REDIS = Figure("mirror.redis", "Redis: slow", 90_000, "rows/s", 100_000, "plain HSET")
+LATENCY = Figure(
+    "collector.latency", "commit → readable", 300.0, "ms", higher_is_better=False,
+    extra={"p50": 40.0, "p99": 300.0},
+)  # fmt: skip
+WEBUI = Figure("webui.config_200", "config poll", 150, "req/s", 600, "bare FastAPI")
+
+
+def _info() -> RunInfo:
+    when = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)
+    return RunInfo(when, when + dt.timedelta(minutes=14), "abc123def456", "2 cores (test CPU)",
+                   True, (1.5, 1.2, 1.0), (2.5, 2.0, 1.5), "shared with other agents")  # fmt: skip
+
+
+def test_figures_round_trip_through_json(tmp_path: Path) -> None:
+    path = tmp_path / "mirror.json"
+    write_figures(path, "mirror", [REDIS, LATENCY])
+    assert read_figures(path) == [REDIS, LATENCY]
+
+
+def test_write_figures_without_a_path_writes_nothing(tmp_path: Path) -> None:
+    write_figures(None, "mirror", [REDIS])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ratio_reads_better_than_baseline_above_one_both_ways() -> None:
+    assert REDIS.ratio == pytest.approx(0.8)
+    merge = Figure("merge.x", "m", 10.0, "s", 50.0, "naive", higher_is_better=False)
+    assert merge.ratio == pytest.approx(5.0)
+    assert LATENCY.ratio is None  # no baseline
+
+
+def test_verdict_checks_every_target_of_the_figure() -> None:
+    assert verdict(REDIS) == ("≥ 100,000 rows/s; ≥ 60 % of baseline", "met")
+    _text, status = verdict(SLOW_REDIS)
+    assert status == "**not met** (≥ 100,000 rows/s)"  # 90 % of baseline meets the other one
+    assert verdict(LATENCY)[1] == "**not met** (p99 < 250 ms)"
+    assert verdict(WEBUI) == ("–", "no target")
+
+
+def test_a_target_on_a_missing_field_is_not_measured() -> None:
+    no_baseline = Figure("collector.single_rows", "A", 1000, "rows/s")
+    assert verdict(no_baseline)[1] == "not measured"
+
+
+def test_stream_writer_file_size_targets_read_the_extras() -> None:
+    figure = Figure(
+        "stream_writer.throughput", "sw", 150_000, "rows/s", 160_000, "plain",
+        extra={"files above 2× target": 1, "files below 1/20 target (not last)": 0},
+    )  # fmt: skip
+    assert verdict(figure)[1] == "**not met** (no file > 2× target size)"
+
+
+def test_every_target_key_belongs_to_a_component() -> None:
+    names = {c.name for c in COMPONENTS}
+    assert {key.split(".")[0] for key in TARGETS} <= names
+
+
+def test_every_component_benchmark_that_exists_takes_json() -> None:
+    for component in COMPONENTS:
+        path = module_path(component.module)
+        if component.optional and not path.exists():
+            continue
+        assert "--json" in path.read_text(), component.module
+
+
+@pytest.mark.parametrize(
+    ("stderr", "code", "expected"),
+    [
+        (
+            "Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+            "AssertionError: collector published 10, baseline read 12\n",
+            1,
+            "AssertionError: collector published 10, baseline read 12",
+        ),
+        ("only 10 of 25000 rows arrived within 60 s\n", 1,
+         "exit status 1: only 10 of 25000 rows arrived within 60 s"),
+        ("pyspark.errors.exceptions.captured.AnalysisException: [TABLE_OR_VIEW_NOT_FOUND] x\n"
+         "26/11/22 12:00:01 WARN SparkContext: stopping\n", 1,
+         "pyspark.errors.exceptions.captured.AnalysisException: [TABLE_OR_VIEW_NOT_FOUND] x"),
+        ("", -9, "exit status -9"),
+        ("anything", None, "timed out"),
+    ],
+)  # fmt: skip
+def test_error_line_is_the_one_line_that_says_why(stderr: str, code: int | None, expected: str) -> None:
+    assert error_line(stderr, code) == expected
+
+
+def test_markdown_has_header_figures_failures_and_plots() -> None:
+    results = [
+        ComponentResult("mirror", ".venv/bin/python -m bench.mirror_bench", "ok", 61.0,
+                        [REDIS, LATENCY], output_tail="machine: test"),
+        ComponentResult("merge", ".venv/bin/python -m bench.merge_bench", "failed", 3.0,
+                        error="RuntimeError: Spark | died"),
+    ]  # fmt: skip
+    text = render_markdown(_info(), results, ["throughput.png"])
+    assert text.startswith("# cdc-mirror benchmark report, 2026-11-22\n")
+    assert "- **Commit**: `abc123def456`" in text
+    assert "- **Machine**: 2 cores (test CPU)" in text
+    assert "at start: 1.50 / 1.20 / 1.00, at end: 2.50 / 2.00 / 1.50" in text
+    assert "- **Note**: shared with other agents" in text
+    assert "quick (every benchmark scaled down" in text
+    assert (
+        "| mirror | Redis: 1,000 changes | 120,000 rows/s | 150,000 rows/s (plain HSET) | 0.80× "
+        "| ≥ 100,000 rows/s; ≥ 60 % of baseline | met |"
+    ) in text
+    assert "| mirror | commit → readable | p50 40.0 ms, p99 300 ms | – | – | p99 < 250 ms |" in text
+    # A failed benchmark is a row with its one-line error (the table's pipes escaped).
+    assert "| merge | – | – | – | – | – | **failed**: RuntimeError: Spark \\| died |" in text
+    assert "![throughput](throughput.png)" in text
+    assert "### merge: failed in 3 s" in text
+    assert "```text\nmachine: test\n```" in text
+
+
+def test_plots_are_pngs_drawn_from_the_figures(tmp_path: Path) -> None:
+    results = [ComponentResult("mirror", "cmd", "ok", 1.0, [REDIS, WEBUI, LATENCY])]
+    assert plot_throughput(results, tmp_path / "throughput.png")
+    assert plot_latency(results, tmp_path / "latency.png")
+    for name in ("throughput.png", "latency.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_no_plot_without_figures_of_its_kind(tmp_path: Path) -> None:
+    results = [ComponentResult("webui", "cmd", "ok", 1.0, [WEBUI])]
+    assert not plot_latency(results, tmp_path / "latency.png")
+    assert not (tmp_path / "latency.png").exists()
+
+
+def test_a_failing_benchmark_is_reported_and_the_report_still_written(tmp_path: Path) -> None:
+    """The real runner on a tiny benchmark module that fails: one line, report written."""
+    from bench.report import Component, run_component
+
+    module_dir = tmp_path / "fakebench"
+    module_dir.mkdir()
+    (module_dir / "__init__.py").write_text("")
+    (module_dir / "broken_bench.py").write_text(
+        "import sys\nprint('machine: test')\n"
+        "sys.stderr.write('INFO starting\\n')\nraise RuntimeError('the stack is not up')\n"
+    )
+    component = Component("broken", "fakebench.broken_bench", (), ())
+    import bench.report as report
+
+    original_root = report.ROOT
+    report.ROOT = tmp_path  # run the module from tmp_path, as the report runs bench.* from ROOT
+    try:
+        result = run_component(component, quick=True, timeout_s=60, work=tmp_path)
+    finally:
+        report.ROOT = original_root
+    assert result.status == "failed"
+    assert result.error == "RuntimeError: the stack is not up"
+    assert result.output_tail == "machine: test"
+    text = render_markdown(_info(), [result], [])
+    assert "**failed**: RuntimeError: the stack is not up" in text
+
+
+def test_the_command_line_refuses_an_unknown_component() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench.report", "--only", "nosuch"],
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[3], check=False,
+    )  # fmt: skip
+    assert completed.returncode == 2
+    assert "invalid choice: 'nosuch'" in completed.stderr
+
+
+def test_a_benchmark_past_its_timeout_is_stopped_and_reported(tmp_path: Path) -> None:
+    from bench.report import Component, run_component
+
+    module_dir = tmp_path / "fakebench"
+    module_dir.mkdir()
+    (module_dir / "__init__.py").write_text("")
+    # It would run for ten minutes: only the report's timeout ends it.
+    (module_dir / "stuck_bench.py").write_text("import sys, time\ntime.sleep(600)\n")
+    import bench.report as report
+
+    original_root = report.ROOT
+    report.ROOT = tmp_path
+    try:
+        result = run_component(Component("stuck", "fakebench.stuck_bench", (), ()), True, 2, tmp_path)
+    finally:
+        report.ROOT = original_root
+    assert result.status == "failed"
+    assert result.error == "timed out after 2 s"
+    assert result.seconds < 60
