@@ -356,6 +356,9 @@ class WebUISettings(_Section):
     # Replays requested in the admin: run by mock_replay (published to Kafka), or simulated
     # in-process (publishes nothing; for trying the admin without Kafka).
     replays: Literal["mock_replay", "simulated"] = "mock_replay"
+    # Count the collectors' governance detections (cdc.binlog.<instance>.detections) per hour
+    # for the Detections chart; off: the chart shows what was counted before.
+    count_detections: bool = True
     # (secret_key's minimum length is checked by the web admin at start: a validator here
     # would echo the rejected value in the config error.)
 

@@ -320,7 +320,13 @@ class CollectorConfigCache:
 def collector_config(
     db: Session, keys: Keys, name: str, cache: CollectorConfigCache | None = None
 ) -> CollectorConfig:
-    """The instance's effective config; ``etag`` changes whenever any part of it does."""
+    """The instance's effective config; ``etag`` changes whenever any part of it does.
+
+    A governance change bumps every instance's ``version`` (``webui.governance``), so the
+    cache key below covers the policy set too.
+    """
+    from webui import governance  # noqa: PLC0415 - governance builds on this module
+
     row = get_instance(db, name)
     key = (row.id, row.version, row.updated_at.isoformat())
     cached = cache.get(key) if cache is not None else None
@@ -348,6 +354,7 @@ def collector_config(
         "collector_group": row.collector_group,
         "topic": row.topic,
         "tables": [t.model_dump(mode="json") for t in tables],
+        "governance": governance.published(db),
     }
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
     etag = hashlib.sha256(canonical).hexdigest()[:32]

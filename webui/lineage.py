@@ -21,6 +21,9 @@ from simple_binlog.config import MySQLInstance, Settings
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.routing import ShardRule
 from webui import admin
+from webui.lineage_map import MirrorSource, Naming, TableLineage, table_lineage
+from webui.openlineage import Namespaces
+from webui.schema_source import SchemaSource
 from webui.security import Keys
 
 log = logging.getLogger(__name__)
@@ -69,4 +72,54 @@ def mirror_details(db: Session, settings: Settings, keys: Keys, name: str) -> Mi
     lineage["kafka_topic"] = instance.topic
     return MirrorDetails(
         name=name, live_schema=live, daily_counts=counts, lineage=lineage, problems=problems
+    )
+
+
+# --- lineage of every table mirror, column by column (issue 10) ---------------------------
+
+
+def all_lineage(
+    db: Session, settings: Settings, keys: Keys, schemas: SchemaSource
+) -> list[TableLineage]:
+    """Every table mirror's lineage from the admin's configuration, the live MySQL schema
+    (physical shard tables and columns, by the instance's shard rules) and the governance
+    policies. A mirror whose MySQL side cannot be read still shows its tables, with the
+    reason in ``problem``."""
+    from webui import governance  # noqa: PLC0415 - governance imports this package's admin
+
+    naming = Naming.from_settings(settings)
+    found: list[TableLineage] = []
+    for row in admin.list_table_mirrors(db):
+        mirror = admin.table_mirror(row)
+        problem = None
+        physical: tuple[str, ...] | None = None
+        columns: dict[str, str] | None = None
+        try:
+            live = schemas.live_schema(
+                admin.instance_access(row.instance, keys), mirror.db_prefix, mirror.table_prefix
+            )
+        except CdcMirrorError as exc:
+            problem = str(exc)
+        else:
+            if live is None:
+                problem = (
+                    f"no table of instance {mirror.instance!r} matches {mirror.db_prefix!r}/"
+                    f"{mirror.table_prefix!r} now."
+                )
+            else:
+                physical, columns = live.physical_tables, dict(live.columns)
+        source = MirrorSource(mirror, row.instance.topic, physical, columns, problem)
+        found.append(
+            table_lineage(
+                source,
+                naming,
+                governance.treatments_for(db, mirror.name, list(columns or {})),
+            )
+        )
+    return found
+
+
+def dataset_namespaces(db: Session, settings: Settings) -> Namespaces:
+    return Namespaces.from_settings(
+        settings, {row.name: (row.host, row.port) for row in admin.list_instances(db)}
     )

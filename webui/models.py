@@ -6,7 +6,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 ROLES = ("admin", "viewer", "collector")
@@ -114,3 +125,94 @@ class MetricSample(Base):
     name: Mapped[str] = mapped_column(String(200))
     labels: Mapped[str] = mapped_column(String(1000))  # sorted "k=v,k=v"
     value: Mapped[float] = mapped_column(Float)
+
+
+# --- governance (issue 10) ----------------------------------------------------------------
+
+
+class GovernanceState(Base):
+    """The one row of policy-set-wide settings; ``version`` grows with every governance
+    change and is served to the collectors (their etag changes with it)."""
+
+    __tablename__ = "governance_state"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    enabled: Mapped[bool] = mapped_column(default=False)
+    default_action: Mapped[str] = mapped_column(String(8))
+    builtin_detectors: Mapped[list[Any]] = mapped_column(JSON)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class DetectorRuleRow(Base):
+    __tablename__ = "governance_detectors"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    # The whole simple_binlog.governance.DetectorRule as JSON.
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    position: Mapped[int] = mapped_column(Integer)  # rules are tried in this order
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ColumnPolicyRow(Base):
+    __tablename__ = "governance_policies"
+    __table_args__ = (UniqueConstraint("table_name", "column_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    table_name: Mapped[str] = mapped_column(String(128))
+    column_name: Mapped[str] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)  # a ColumnPolicy
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class StandardiseRuleRow(Base):
+    __tablename__ = "governance_standardise"
+    __table_args__ = (UniqueConstraint("table_name", "column_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    table_name: Mapped[str] = mapped_column(String(128))
+    column_name: Mapped[str] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)  # a StandardiseRule
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class LookupTableRow(Base):
+    __tablename__ = "governance_lookup_tables"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    entries: Mapped[dict[str, Any]] = mapped_column(JSON)  # old value → new value
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class DetectionCount(Base):
+    """Detections per hour, instance, logical table, column, detector and applied action
+    (from the collectors' detection topics; never a value)."""
+
+    __tablename__ = "detection_counts"
+    __table_args__ = (
+        UniqueConstraint("hour", "instance", "logical_table", "column_name", "detector", "action"),
+        Index("ix_detection_counts_hour", "hour"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    hour: Mapped[int] = mapped_column(BigInteger)  # unix seconds of the hour's start (UTC)
+    instance: Mapped[str] = mapped_column(String(63))
+    logical_table: Mapped[str] = mapped_column(String(128))
+    column_name: Mapped[str] = mapped_column(String(64))
+    detector: Mapped[str] = mapped_column(String(63))
+    action: Mapped[str] = mapped_column(String(8))
+    count: Mapped[int] = mapped_column(BigInteger)
+
+
+class DetectionOffset(Base):
+    """The next Kafka offset to read per detection topic partition, written in the same
+    transaction as the counts it covers: a restarted consumer resumes there, counting each
+    record once."""
+
+    __tablename__ = "detection_offsets"
+
+    topic: Mapped[str] = mapped_column(String(249), primary_key=True)
+    partition: Mapped[int] = mapped_column(Integer, primary_key=True)
+    next_offset: Mapped[int] = mapped_column(BigInteger)

@@ -153,6 +153,13 @@ class CollectorConfig(BaseModel):
     collector_group: str
     topic: str
     tables: list[TableMirror]
+    governance: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "the governance policy set (simple_binlog.governance.GovernanceSettings without "
+            "source, webui and hash_salt: the salt stays in each collector's own config)"
+        ),
+    )
 
 
 class UserIn(BaseModel):
