@@ -2,10 +2,11 @@
 import time), ``serve(settings)`` runs it with uvicorn.
 
 At start: the admin database is migrated to the newest Alembic revision, an initial admin is
-created when configured and no user exists, and the metrics scraper starts (if it has
-targets). Replays go to ``mock_replay`` (``webui.replay_adapter``), or to the in-process
-simulation when ``webui.replays: simulated`` (``webui.replay.SimulatedReplayService``, which
-publishes nothing).
+created when configured and no user exists, the metrics scraper starts (if it has targets),
+and so does the detections consumer (``webui.count_detections``). Replays go to
+``mock_replay`` (``webui.replay_adapter``), or to the in-process simulation when
+``webui.replays: simulated`` (``webui.replay.SimulatedReplayService``, which publishes
+nothing).
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from simple_binlog.config import MySQLInstance, Settings
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
-from webui import admin, pages
+from webui import admin, governance_api, pages
 from webui.api import router as api_router
 from webui.context import WebContext
 from webui.db import database_url, make_engine, migrate, session_factory
+from webui.detections import DetectionConsumer
 from webui.monitoring import Scraper
 from webui.replay import ReplayNotFoundError, ReplayService, SimulatedReplayService
 from webui.schema_source import MariaDBSchemaSource, SchemaSource
@@ -96,14 +98,21 @@ def create_app(
         settings.webui.scrape_interval_s,
         settings.webui.sample_retention_days,
     )
+    detections = (
+        DetectionConsumer(sessions, settings.kafka) if settings.webui.count_detections else None
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         scraper.start()
+        if detections is not None:
+            detections.start()
         try:
             yield
         finally:
             scraper.stop()
+            if detections is not None:
+                detections.stop()
 
     app = FastAPI(
         title="cdc-mirror web admin",
@@ -121,8 +130,10 @@ def create_app(
     app.middleware("http")(_security_headers)
     app.state.ctx = ctx
     app.state.scraper = scraper
+    app.state.detections = detections
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(api_router)
+    app.include_router(governance_api.router)
     app.include_router(pages.router)
     _install_error_handlers(app)
     return app

@@ -207,18 +207,34 @@ def treatments_for(db: Session, table: str, columns: list[str]) -> dict[str, Col
 def _check_set(db: Session) -> None:
     """Validate the whole set as it stands in this transaction; Problems if it is refused."""
     db.flush()
-    candidate = policy_set(db)
+    settings = state(db)
     try:
-        checked = GovernanceSettings.model_validate(
-            {**candidate.model_dump(), "hash_salt": _STAND_IN_SALT}
+        checked = GovernanceSettings(
+            enabled=settings.enabled,
+            version=settings.version,
+            builtin_detectors=list(settings.builtin_detectors),
+            detectors=detectors(db),
+            default_action=PolicyAction(settings.default_action),
+            policies=policies(db),
+            lookup_tables=lookup_tables(db),
+            standardise=standardise_rules(db),
+            hash_salt=_STAND_IN_SALT,
         )
     except ValidationError as exc:
-        raise admin.Problems([describe_governance_error(exc)]) from None
+        raise admin.Problems([_set_problem(exc)]) from None
     mirrors = [admin.table_mirror(row) for row in admin.list_table_mirrors(db)]
     try:
         checked.check_keys({m.name: m.key for m in mirrors if m.key})
     except ValueError as exc:
         raise admin.Problems([f"{exc}."]) from None
+
+
+def _set_problem(error: ValidationError) -> str:
+    first = error.errors()[0]
+    if first["loc"]:
+        return describe_governance_error(error)
+    # A rule about the set as a whole (two policies for a column, a missing lookup table).
+    return f"the policy set is refused: {str(first['msg']).removeprefix('Value error, ')}."
 
 
 def _changed(db: Session) -> GovernanceState:

@@ -44,6 +44,8 @@ def webui_settings(home: Path, **webui: object) -> Settings:
     options: dict[str, object] = {
         "initial_admin_password": SecretStr(ADMIN_PASSWORD),
         "scrape_targets": [],
+        # Unit tests never reach for Kafka; the consumer has its own integration test.
+        "count_detections": False,
         **webui,
     }
     return Settings(
