@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from simple_binlog.config import MySQLInstance, Settings
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
-from webui import admin, governance_api, pages
+from webui import admin, governance_api, governance_pages, pages
 from webui.api import router as api_router
 from webui.context import WebContext
 from webui.db import database_url, make_engine, migrate, session_factory
@@ -135,6 +135,7 @@ def create_app(
     app.include_router(api_router)
     app.include_router(governance_api.router)
     app.include_router(pages.router)
+    app.include_router(governance_pages.router)
     _install_error_handlers(app)
     return app
 

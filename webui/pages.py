@@ -59,6 +59,9 @@ NAVIGATION = (
     ("/tables", "Table mirrors"),
     ("/replays", "Replays"),
     ("/monitoring", "Monitoring"),
+    ("/governance", "Governance"),
+    ("/detections", "Detections"),
+    ("/lineage", "Lineage"),
     ("/users", "Users & tokens"),
     ("/audit", "Audit log"),
 )
