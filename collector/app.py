@@ -8,6 +8,7 @@ import logging
 import signal
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -17,6 +18,7 @@ from collector.metrics import CollectorMetrics
 from collector.publisher import FencedError, KafkaPublisher
 from collector.service import Collector
 from simple_binlog.config import Settings
+from simple_binlog.governance.source import start_governance
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +72,13 @@ def _serve(port: int, metrics: CollectorMetrics, status: _Status) -> ThreadingHT
     return server
 
 
-def run_collector(settings: Settings, instance_name: str, metrics_port: int, ha: bool) -> None:
+def run_collector(
+    settings: Settings,
+    instance_name: str,
+    metrics_port: int,
+    ha: bool,
+    config_file: Path | None = None,
+) -> None:
     # python-mysql-replication logs its whole configuration at INFO on every connect.
     logging.getLogger("pymysqlreplication").setLevel(logging.WARNING)
     instance = settings.instance(instance_name)
@@ -81,6 +89,11 @@ def run_collector(settings: Settings, instance_name: str, metrics_port: int, ha:
     shutdown = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: shutdown.set())
+    # The policy set first: without the configured policies nothing may be published, so a
+    # missing one stops here, before any election (one sentence, from start_governance).
+    governance = start_governance(settings, instance.name, config_file)
+    if governance is not None:
+        metrics.governance_version.labels(instance.name).set(governance.version)
     server = _serve(metrics_port, metrics, status) if metrics_port else None
     metrics.role.labels(instance.name).set(0)
 
@@ -89,7 +102,13 @@ def run_collector(settings: Settings, instance_name: str, metrics_port: int, ha:
         metrics.epoch.labels(instance.name).set(epoch)
         publisher = KafkaPublisher(settings.kafka, instance.name)
         status.collector = Collector(
-            instance, settings.collector, publisher, metrics, stop=stop, epoch=epoch
+            instance,
+            settings.collector,
+            publisher,
+            metrics,
+            stop=stop,
+            epoch=epoch,
+            governance=governance,
         )
         try:
             status.collector.run()
@@ -108,3 +127,5 @@ def run_collector(settings: Settings, instance_name: str, metrics_port: int, ha:
     finally:
         if server is not None:
             server.shutdown()
+        if governance is not None:
+            governance.close()

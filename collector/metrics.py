@@ -7,6 +7,7 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from collector.position import CollectorPosition
+from simple_binlog.governance.model import DetectionRecord
 
 
 class CollectorMetrics:
@@ -64,6 +65,18 @@ class CollectorMetrics:
             labels,
             registry=self.registry,
         )
+        self.detections = Counter(
+            "cdc_collector_detections",
+            "Plaintext detected (values never recorded), per logical table, column, detector.",
+            [*labels, "table", "column", "detector"],
+            registry=self.registry,
+        )
+        self.governance_version = Gauge(
+            "cdc_collector_governance_version",
+            "Version of the governance policy set in force.",
+            labels,
+            registry=self.registry,
+        )
         self.epoch = Gauge(
             "cdc_collector_epoch",
             "Leader epoch of this process (0 before it first led).",
@@ -74,6 +87,12 @@ class CollectorMetrics:
     def observe_event_time(self, instance: str, event_second: int) -> None:
         self.last_event_time.labels(instance).set(event_second)
         self.delay.labels(instance).set(max(0.0, time.time() - event_second))
+
+    def count_detections(self, records: list[DetectionRecord]) -> None:
+        for record in records:
+            self.detections.labels(
+                record.instance, record.logical_table, record.column, record.detector
+            ).inc(record.count)
 
     def committed(self, instance: str, position: CollectorPosition) -> None:
         self.transactions.labels(instance).inc()

@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from collector.position import CollectorPosition
 from simple_binlog.config import KafkaSettings
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
+from simple_binlog.governance.model import DetectionRecord, detections_topic
 from simple_binlog.kafka import consumer_config, ensure_topic, producer_config, topic_name
 from simple_binlog.message import SimpleBinlog
 from simple_binlog.routing import partition_key
@@ -60,6 +61,11 @@ class Publisher(ABC):
         """Publish a DDL record (``collector.ddl``) in the open transaction."""
 
     @abstractmethod
+    def detections(self, records: list[DetectionRecord]) -> None:
+        """Publish governance detection records (``simple_binlog.governance``) in the open
+        transaction."""
+
+    @abstractmethod
     def commit(self, position: CollectorPosition) -> None: ...
 
     @abstractmethod
@@ -80,6 +86,8 @@ class MemoryPublisher(Publisher):
         self._pending_dead: list[tuple[SimpleBinlog, str]] = []
         self.schema_changes: list[dict[str, Any]] = []
         self._pending_changes: list[dict[str, Any]] = []
+        self.detection_records: list[DetectionRecord] = []
+        self._pending_detections: list[DetectionRecord] = []
 
     def start(self) -> CollectorPosition | None:
         return self.positions[-1] if self.positions else None
@@ -93,15 +101,20 @@ class MemoryPublisher(Publisher):
     def schema_change(self, key: str, record: dict[str, Any]) -> None:
         self._pending_changes.append(record)
 
+    def detections(self, records: list[DetectionRecord]) -> None:
+        self._pending_detections += records
+
     def commit(self, position: CollectorPosition) -> None:
         self.committed += self.pending
         self.dead += self._pending_dead
         self.schema_changes += self._pending_changes
+        self.detection_records += self._pending_detections
         self.positions.append(position)
         self.abort()
 
     def abort(self) -> None:
         self.pending, self._pending_dead, self._pending_changes = [], [], []
+        self._pending_detections = []
 
     def close(self) -> None:
         self.abort()
@@ -131,6 +144,8 @@ class KafkaPublisher(Publisher):
         self._positions_topic = positions_topic(settings, instance)
         self._dead_topic = dead_letter_topic(settings, instance)
         self._ddl_topic = schema_changes_topic(settings, instance)
+        self._detections_topic = detections_topic(self._topic)
+        self._detections_topic_ready = False
         self._producer: Producer | None = None
         self._in_transaction = False
         self._last_warned: dict[int, float] = {}
@@ -194,6 +209,18 @@ class KafkaPublisher(Publisher):
 
     def schema_change(self, key: str, record: dict[str, Any]) -> None:
         self._produce(self._ddl_topic, key.encode(), orjson.dumps(record))
+
+    def detections(self, records: list[DetectionRecord]) -> None:
+        if not self._detections_topic_ready:
+            # Made on first use: instances without governance get no such topic.
+            ensure_topic(self._settings, self._detections_topic)
+            self._detections_topic_ready = True
+        for record in records:
+            self._produce(
+                self._detections_topic,
+                partition_key(record.schema_name, record.table_name),
+                record.encode(),
+            )
 
     def commit(self, position: CollectorPosition) -> None:
         producer = self._require_producer()

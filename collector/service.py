@@ -41,6 +41,8 @@ from collector.work import (
 )
 from simple_binlog.config import FILE_POSITION, CollectorSettings, MySQLInstance
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
+from simple_binlog.governance.policy import Governance
+from simple_binlog.governance.source import GovernanceRuntime
 from simple_binlog.offsets import OffsetState
 
 log = logging.getLogger(__name__)
@@ -98,6 +100,7 @@ class Collector:
         metrics: CollectorMetrics,
         stop: threading.Event | None = None,
         epoch: int = 0,
+        governance: GovernanceRuntime | None = None,
     ) -> None:
         self._instance = instance
         self._settings = settings
@@ -110,6 +113,10 @@ class Collector:
         self._schemas = BinlogTableSchemas(self._lookup.get)
         self._decoders = TableDecoders(self._schemas, self._filter)
         self._rows_children: dict[tuple[str, str], Any] = {}
+        # Detection and column policies (simple_binlog.governance), applied to every row
+        # before it is added; a new policy set is swapped in between MySQL transactions.
+        self._governance = governance
+        self._policies: Governance | None = governance.current if governance else None
         self.committed: CollectorPosition | None = None
         # Set once the publisher is started (earlier owners fenced): publishing from here on.
         self.started = threading.Event()
@@ -178,6 +185,11 @@ class Collector:
     # -- inner loop: one binlog connection -----------------------------------------------------
     def _stream(self, start: CollectorPosition) -> None:
         progress = _Progress(start)
+        if self._governance is not None:
+            if self._governance.batch is not None:
+                self._governance.batch.reset()  # detections of an aborted transaction
+            if start.partial is None:
+                self._policies = self._governance.at_boundary()
         stream = BinlogStream(
             self._instance, self._instance.replica_server_id, start.gtid, self._settings.heartbeat_s
         )
@@ -259,6 +271,9 @@ class Collector:
     def _publish_rows(self, changes: RowChanges, progress: _Progress) -> _Progress:
         table, context, messages = changes.table, changes.context, changes.messages
         gtid = context.gtid or ""
+        if self._policies is not None:
+            # Before the message leaves: masked, hashed or dropped columns never reach Kafka.
+            messages = [self._policies.apply(message) for message in messages]
         for index, message in enumerate(messages, start=changes.first):
             try:
                 self._publisher.add(message)
@@ -302,9 +317,16 @@ class Collector:
 
     def _commit(self, progress: _Progress) -> _Progress:
         position = progress.position
+        batch = self._governance.batch if self._governance is not None else None
+        detections = batch.drain() if batch is not None and len(batch) else []
+        if detections:
+            # In the rows' transaction: the detections are published exactly once with them.
+            self._publisher.detections(detections)
         self._publisher.commit(position)
         self.committed = position
         self._metrics.committed(self._instance.name, position)
+        if detections:
+            self._metrics.count_detections(detections)
         if progress.event_second:
             # Delay as of the last committed transaction: what readers can see.
             self._metrics.observe_event_time(self._instance.name, progress.event_second)
@@ -314,6 +336,11 @@ class Collector:
         """A MySQL transaction ended: commit if the open Kafka transaction is old enough."""
         progress.position = progress.position.after_transaction(end.gtid, end.file, end.pos)
         progress.event_second = end.timestamp
+        if self._governance is not None:
+            self._policies = self._governance.at_boundary()
+            self._metrics.governance_version.labels(self._instance.name).set(
+                self._governance.version
+            )
         if time.monotonic() - progress.began >= self._settings.commit_interval_ms / 1000:
             return self._commit(progress)
         return progress
