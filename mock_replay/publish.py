@@ -29,6 +29,7 @@ from mock_replay.errors import ReplayError
 from mock_replay.progress import RunSpec, RunStatus, TableProgress, fold
 from simple_binlog.config import KafkaSettings
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
+from simple_binlog.governance.model import DetectionRecord, detections_topic
 from simple_binlog.kafka import consumer_config, ensure_topic, producer_config, topic_name
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,14 @@ class ChunkPublisher(ABC):
     def start(self) -> None: ...
 
     @abstractmethod
-    def publish(self, rows: Sequence[Record], progress: TableProgress) -> None:
-        """Publish the rows and the progress atomically; raise if they are not committed."""
+    def publish(
+        self,
+        rows: Sequence[Record],
+        progress: TableProgress,
+        detections: Sequence[DetectionRecord] = (),
+    ) -> None:
+        """Publish the rows, the progress and the rows' governance detections atomically;
+        raise if they are not committed."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -84,6 +91,7 @@ class MemoryChunkPublisher(ChunkPublisher):
     def __init__(self, store: MemoryProgressStore | None = None) -> None:
         self.rows: list[Record] = []
         self.progress: list[TableProgress] = []
+        self.detections: list[DetectionRecord] = []
         self.store = store
         self.started = False
         self.fail_after: int | None = None
@@ -91,10 +99,16 @@ class MemoryChunkPublisher(ChunkPublisher):
     def start(self) -> None:
         self.started = True
 
-    def publish(self, rows: Sequence[Record], progress: TableProgress) -> None:
+    def publish(
+        self,
+        rows: Sequence[Record],
+        progress: TableProgress,
+        detections: Sequence[DetectionRecord] = (),
+    ) -> None:
         if self.fail_after is not None and len(self.progress) >= self.fail_after:
             raise ServiceUnavailableError("the memory publisher was told to fail.")
         self.rows.extend(rows)
+        self.detections.extend(detections)
         self.progress.append(progress)
         if self.store is not None:
             self.store.write(progress.key, progress.to_json())
@@ -141,6 +155,8 @@ class KafkaChunkPublisher(ChunkPublisher):
         self._timeout_s = timeout_s
         self._topic = topic_name(settings, instance)
         self._progress_topic = progress_topic(settings, instance)
+        self._detections_topic = detections_topic(self._topic)
+        self._detections_topic_ready = False
         self._transactional_id = transactional_id(instance, run_id, worker)
         self._producer: Producer | None = None
         self._delivery_errors: list[KafkaError] = []
@@ -162,14 +178,29 @@ class KafkaChunkPublisher(ChunkPublisher):
                 self._settings, "starting the replay's transactions", exc
             ) from None
 
-    def publish(self, rows: Sequence[Record], progress: TableProgress) -> None:
+    def publish(
+        self,
+        rows: Sequence[Record],
+        progress: TableProgress,
+        detections: Sequence[DetectionRecord] = (),
+    ) -> None:
         producer = self._producer
         if producer is None:
             raise CdcMirrorError("the replay publisher is not started.")
+        if detections and not self._detections_topic_ready:
+            ensure_topic(self._settings, self._detections_topic)  # on first use only
+            self._detections_topic_ready = True
         try:
             producer.begin_transaction()
             for key, value in rows:
                 self._produce(producer, self._topic, key, value)
+            for record in detections:
+                self._produce(
+                    producer,
+                    self._detections_topic,
+                    f"{record.schema_name}.{record.table_name}".encode(),
+                    record.encode(),
+                )
             self._produce(
                 producer, self._progress_topic, progress.key, orjson.dumps(progress.to_json())
             )

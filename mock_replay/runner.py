@@ -60,6 +60,9 @@ from mock_replay.publish import (
 from mock_replay.source import LoadGuard, MySQLSource
 from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError
+from simple_binlog.governance.model import DetectionRecord
+from simple_binlog.governance.policy import Governance
+from simple_binlog.governance.source import GovernanceRuntime, start_governance
 from simple_binlog.offsets import mock_offset
 from simple_binlog.routing import ShardRouter, partition_key
 from simple_binlog.values import JsonScalar
@@ -224,9 +227,14 @@ class ReplayWorker:
         publisher: ChunkPublisher,
         cancellation: Cancellation,
         on_progress: ProgressCallback | None = None,
+        governance: GovernanceRuntime | None = None,
     ) -> None:
         self._settings = settings
         self._prepared = prepared
+        # Detection and column policies: with a policy set in force, each chunk's rows are
+        # parsed and rewritten here (the server still builds their JSON), in the read-ahead
+        # thread, which alone applies the set and drains its detections.
+        self._governance = governance
         self._worker = worker
         self._source = source
         self._publisher = publisher
@@ -283,6 +291,10 @@ class ReplayWorker:
         reading: str,
     ) -> tuple[list[bytes], tuple[JsonScalar, ...] | None]:
         """The next chunk's messages and its last key (None: empty, or a cut batch)."""
+        if self._governance is not None:
+            policies = self._governance.at_boundary()
+            if policies is not None:
+                return self._read_governed(shape, condition, after, encoder, reading, policies)
         limit = self._prepared.spec.batch_size
         if reading == "batch":
             query = json_batch_query(shape, condition, after, limit)
@@ -309,6 +321,39 @@ class ReplayWorker:
         contents = [encoder.content(row) for row in rows]
         return [encoder.encode(content) for content in contents], encoder.key_of(contents[-1])
 
+    def _read_governed(
+        self,
+        shape: TableShape,
+        condition: Condition | None,
+        after: tuple[Any, ...] | None,
+        encoder: RowEncoder,
+        reading: str,
+        policies: Governance,
+    ) -> tuple[list[bytes], tuple[JsonScalar, ...] | None]:
+        """``_read`` through the policy set: each row's content parsed, its message rewritten
+        (detections go to the set's batch, drained by ``_chunks``)."""
+        limit = self._prepared.spec.batch_size
+        contents: list[dict[str, JsonScalar]]
+        if reading == "batch":
+            query = json_batch_query(shape, condition, after, limit)
+            assert query is not None
+            ((count, characters, joined),) = self._source.read_chunk(*query, shape.name)
+            if not batch_is_whole(count, characters, joined):
+                return [], None
+            contents = [orjson.loads(p) for p in joined.split(BATCH_SEPARATOR)] if count else []
+        elif reading == "rows":
+            query = json_chunk_query(shape, condition, after, limit)
+            assert query is not None
+            rows = self._source.read_chunk(*query, shape.name)
+            contents = [orjson.loads(row[0]) for row in rows]
+        else:
+            rows = self._source.read_chunk(*chunk_query(shape, condition, after, limit), shape.name)
+            contents = [encoder.content(row) for row in rows]
+        if not contents:
+            return [], ()
+        values = [policies.apply(encoder.message_for(content)).encode() for content in contents]
+        return values, encoder.key_of(contents[-1])
+
     def _chunks(
         self, shape: TableShape, after: tuple[Any, ...] | None, encoder: RowEncoder
     ) -> Iterator[Chunk | None]:
@@ -333,7 +378,9 @@ class ReplayWorker:
                 log.info("%s: a batch was cut by the server; reading it row by row", shape.name)
                 reading = "rows"
                 continue
-            yield Chunk(values, last_key)
+            batch = self._governance.batch if self._governance is not None else None
+            detections = tuple(batch.drain()) if batch is not None and len(batch) else ()
+            yield Chunk(values, last_key, detections)
             if len(values) < limit:
                 return
             # The next chunk's lower bound, bound as the Python values its columns hold.
@@ -358,7 +405,9 @@ class ReplayWorker:
                 if len(chunk.values) < spec.batch_size:
                     # A short chunk is the last one: "done" commits with its rows.
                     progress = progress.finished("done")
-                self._publisher.publish([(key, value) for value in chunk.values], progress)
+                self._publisher.publish(
+                    [(key, value) for value in chunk.values], progress, chunk.detections
+                )
                 self._on_progress(progress)
                 delay = self._bucket.take(len(chunk.values))
                 if delay > 0:
@@ -374,6 +423,7 @@ class ReplayWorker:
 class Chunk:
     values: list[bytes]  # the encoded messages, in key order
     last_key: tuple[JsonScalar, ...]  # wire form; () for an empty chunk
+    detections: tuple[DetectionRecord, ...] = ()  # governance detections of these rows
 
 
 class ReadAhead:
@@ -486,16 +536,27 @@ def _run_worker(
     on_progress: ProgressCallback,
 ) -> list[TableProgress]:
     spec = prepared.spec
+    # The policy set before anything is read: without it nothing may be published.
+    governance = start_governance(settings, spec.instance)
     source = MySQLSource(settings.instance(spec.instance), spec.replica)
     publisher = KafkaChunkPublisher(settings.kafka, spec.instance, spec.run_id, worker)
     try:
         publisher.start()
         return ReplayWorker(
-            settings, prepared, worker, source, publisher, cancellation, on_progress
+            settings,
+            prepared,
+            worker,
+            source,
+            publisher,
+            cancellation,
+            on_progress,
+            governance=governance,
         ).run(existing)
     finally:
         publisher.close()
         source.close()
+        if governance is not None:
+            governance.close()
 
 
 @dataclass
