@@ -146,7 +146,13 @@ def get_lookup_table(db: Session, name: str) -> LookupTable:
 
 
 def policy_set(db: Session) -> GovernanceSettings:
-    """The set as the collectors receive it (without a salt)."""
+    """The set as stored, validated as a collector validates it.
+
+    Raises ValidationError when it does not validate (``_check_set`` turns that into
+    sentences before anything is saved). Its ``hash_salt`` is a stand-in so the "a policy
+    hashes but no salt" rule passes: the real salt is each collector's own and is never
+    served (``published_policy_set`` leaves the field out).
+    """
     settings = state(db)
     return GovernanceSettings(
         enabled=settings.enabled,
@@ -157,11 +163,12 @@ def policy_set(db: Session) -> GovernanceSettings:
         policies=policies(db),
         lookup_tables=lookup_tables(db),
         standardise=standardise_rules(db),
+        hash_salt=_STAND_IN_SALT,
     )
 
 
 def published(db: Session) -> dict[str, Any]:
-    """What ``CollectorConfig.governance`` carries."""
+    """What ``CollectorConfig.governance`` carries: the set without source, webui and salt."""
     return policy_set(db).published_policy_set()
 
 
@@ -207,19 +214,8 @@ def treatments_for(db: Session, table: str, columns: list[str]) -> dict[str, Col
 def _check_set(db: Session) -> None:
     """Validate the whole set as it stands in this transaction; Problems if it is refused."""
     db.flush()
-    settings = state(db)
     try:
-        checked = GovernanceSettings(
-            enabled=settings.enabled,
-            version=settings.version,
-            builtin_detectors=list(settings.builtin_detectors),
-            detectors=detectors(db),
-            default_action=PolicyAction(settings.default_action),
-            policies=policies(db),
-            lookup_tables=lookup_tables(db),
-            standardise=standardise_rules(db),
-            hash_salt=_STAND_IN_SALT,
-        )
+        checked = policy_set(db)
     except ValidationError as exc:
         raise admin.Problems([_set_problem(exc)]) from None
     mirrors = [admin.table_mirror(row) for row in admin.list_table_mirrors(db)]
