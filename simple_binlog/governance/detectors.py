@@ -185,7 +185,7 @@ _BUILTIN_PATTERNS: dict[str, tuple[str, Validator | None, re.Pattern[str] | str]
     ),
     "bank_card": (
         r"[2-6](?<![0-9][2-6])(?:[0-9]{12,18}|[0-9]{3}(?:[ -][0-9]{4}){2,3}(?:[ -]?[0-9]{1,3})?)"
-        r"(?![0-9])",
+        r"(?![0-9Xx])",  # 17 digits and an X: an ID number (maybe a wrong one), not a card
         luhn_valid,
         _LONG_NUMBER,
     ),

@@ -26,6 +26,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -271,7 +272,7 @@ class GovernanceSettings(_Model):
         return value
 
     @model_validator(mode="after")
-    def _consistent(self) -> Self:
+    def _consistent(self, info: ValidationInfo) -> Self:
         names = [rule.name for rule in self.detectors]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
@@ -297,7 +298,10 @@ class GovernanceSettings(_Model):
         hashes = self.default_action is PolicyAction.HASH or any(
             p.action is PolicyAction.HASH for p in self.policies
         )
-        if self.enabled and hashes and self.hash_salt is None:
+        # A set received from the web admin has no salt: the receiver's own config holds it
+        # (compile_governance refuses a hashing set when the receiver has none).
+        received = bool(info.context and info.context.get("received"))
+        if self.enabled and hashes and self.hash_salt is None and not received:
             raise ValueError("a policy hashes values but 'hash_salt' is not set")
         if self.hash_salt is not None and len(self.hash_salt.get_secret_value()) < 16:
             raise ValueError("'hash_salt' must be at least 16 characters")
@@ -335,6 +339,14 @@ class GovernanceSettings(_Model):
                 "standardise": received.standardise,
             }
         )
+
+    @classmethod
+    def from_published(cls, document: Any) -> GovernanceSettings:
+        """Validate a policy set as ``published_policy_set`` gives it (no salt needed).
+
+        Raises pydantic's ValidationError (``describe_governance_error`` for one sentence).
+        """
+        return cls.model_validate(document, context={"received": True})
 
     def published_policy_set(self) -> dict[str, Any]:
         """The JSON the web admin serves: the policy set without the local fields."""

@@ -217,7 +217,7 @@ class WebUIPolicySource(PolicySource):
                 "older than governance?)."
             )
         try:
-            return GovernanceSettings.model_validate(published)
+            return GovernanceSettings.from_published(published)
         except ValidationError as exc:
             raise ConfigError(
                 f"the web admin's policy set is refused: {describe_governance_error(exc)}"
@@ -237,7 +237,7 @@ class WebUIPolicySource(PolicySource):
     def _read_cache(self) -> GovernanceSettings | None:
         try:
             document = orjson.loads(self._cache.read_bytes())
-            return self._local.policy_set(GovernanceSettings.model_validate(document))
+            return self._local.policy_set(GovernanceSettings.from_published(document))
         except FileNotFoundError:
             return None
         except (OSError, orjson.JSONDecodeError, ValidationError) as exc:
