@@ -120,8 +120,9 @@ def baseline(settings: Settings, start: ServerPosition, stop: ServerPosition) ->
     return rows, elapsed
 
 
-def start_collector(settings: Settings, start: ServerPosition):
-    """A collector publishing from ``start`` in a thread, into topics of its own."""
+def start_collector(settings: Settings, start: ServerPosition, governance=None):
+    """A collector publishing from ``start`` in a thread, into topics of its own (with the
+    ``GovernanceRuntime`` given: detection and policies on, for bench.governance_bench)."""
     kafka = settings.kafka.model_copy(update={"topic_prefix": f"bench{uuid.uuid4().hex[:6]}."})
     collector_settings = settings.collector.model_copy(
         update={"start": start.gtid, "include": [rf"{DB}\..*"]}
@@ -134,16 +135,17 @@ def start_collector(settings: Settings, start: ServerPosition):
     metrics = CollectorMetrics()
     halt = threading.Event()
     collector = Collector(instance, collector_settings, KafkaPublisher(kafka, instance.name),
-                          metrics, stop=halt)
+                          metrics, stop=halt, governance=governance)
     thread = threading.Thread(target=collector.run)
     thread.start()
     return collector, metrics, halt, thread, topic_name(kafka, instance.name), kafka
 
 
-def collector_run(settings: Settings, start: ServerPosition, stop: ServerPosition) -> tuple[int, float]:
+def collector_run(settings: Settings, start: ServerPosition, stop: ServerPosition,
+                  governance=None) -> tuple[int, float]:
     """The collector publishing the range into Kafka, exactly once, until it has committed it."""
     began = time.perf_counter()
-    collector, metrics, halt, thread, _topic, _kafka = start_collector(settings, start)
+    collector, metrics, halt, thread, _topic, _kafka = start_collector(settings, start, governance)
     target = parse_gtid(stop.gtid.split(",")[0])[2]
     while True:
         committed = collector.committed
