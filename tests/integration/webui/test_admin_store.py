@@ -29,7 +29,12 @@ def _exercise(url: str, home: Path) -> None:
     settings = Settings(
         stack=StackSettings(home=home),
         webui=WebUISettings.model_validate(
-            {"database_url": url, "initial_admin_password": ADMIN_PASSWORD, "scrape_targets": []}
+            {
+                "database_url": url,
+                "initial_admin_password": ADMIN_PASSWORD,
+                "scrape_targets": [],
+                "count_detections": False,
+            }
         ),
     )
     for _ in range(2):  # a second start finds the schema current and changes nothing
@@ -63,9 +68,18 @@ def _exercise(url: str, home: Path) -> None:
             revision = conn.execute(sa.text("SELECT version_num FROM alembic_version")).all()
     finally:
         engine.dispose()
-    assert {"users", "instances", "table_mirrors", "audit_log", "metric_samples"} <= tables
+    assert {
+        "users",
+        "instances",
+        "table_mirrors",
+        "audit_log",
+        "metric_samples",
+        "governance_policies",
+        "detection_counts",
+        "detection_offsets",
+    } <= tables
     assert MYSQL_PASSWORD not in stored
-    assert [tuple(r) for r in revision] == [("0001",)]
+    assert [tuple(r) for r in revision] == [("0002",)]
 
 
 def test_admin_store_on_postgresql(postgres: Settings, tmp_path: Path):
