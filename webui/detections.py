@@ -163,7 +163,7 @@ class DetectionConsumer:
         self,
         sessions: sessionmaker[Session],
         kafka: KafkaSettings,
-        refresh_s: float = 30.0,
+        refresh_s: float = 10.0,
         consumer_factory: Callable[[dict[str, object]], Consumer] = Consumer,
     ) -> None:
         self._sessions = sessions

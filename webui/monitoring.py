@@ -187,6 +187,8 @@ def render_svg(
     if y1 == y0:
         y1 = y0 + 1
     plot_w, plot_h = width - left - right, height - top - bottom
+    # Spans of a day or more (e.g. hourly detections) need the date to be read right.
+    stamp = "%m-%d %H:%M" if x1 - x0 >= 86400 - 3600 else "%H:%M:%S"
 
     def sx(t: float) -> float:
         return left + (t - x0) / (x1 - x0) * plot_w
@@ -205,12 +207,13 @@ def render_svg(
         f'<text x="{left - 4}" y="{top + plot_h}" text-anchor="end" class="tick">'
         f"{escape(_fmt(y0))}</text>",
         f'<text x="{left}" y="{height - 8}" class="tick">'
-        f"{escape(time.strftime('%H:%M:%S', time.gmtime(x0)))} UTC</text>",
+        f"{escape(time.strftime(stamp, time.gmtime(x0)))} UTC</text>",
         f'<text x="{width - right}" y="{height - 8}" text-anchor="end" class="tick">'
-        f"{escape(time.strftime('%H:%M:%S', time.gmtime(x1)))}</text>",
+        f"{escape(time.strftime(stamp, time.gmtime(x1)))}</text>",
     ]
     if unit:
-        parts.append(f'<text x="4" y="{top + 10}" class="tick">{escape(unit)}</text>')
+        # Inside the plot, right of the axis: left of it sits the largest value's tick.
+        parts.append(f'<text x="{left + 6}" y="{top + 10}" class="tick">{escape(unit)}</text>')
     for index, s in enumerate(all_series):
         colour = _COLOURS[index % len(_COLOURS)]
         points = " ".join(f"{sx(t):.1f},{sy(v):.1f}" for t, v in s.points)

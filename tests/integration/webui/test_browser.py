@@ -3,6 +3,10 @@
 metrics scraped from a real Prometheus endpoint. Screenshots go to
 ``var/test-artifacts/webui/``.
 
+Governance: a column policy refused against the live schema and then saved, lineage searched
+back from a snapshot column to every shard, the OpenLineage download, and a detection record
+published to the instance's detection topic drawn on the Detections chart.
+
 The replay is the real one (mock_replay reading MariaDB and publishing to Kafka), slowed by
 its rate limit so the page's live progress can be seen moving.
 """
@@ -11,16 +15,20 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 from playwright.sync_api import Page, expect, sync_playwright
 from prometheus_client import start_http_server
 
 from collector.metrics import CollectorMetrics
 from simple_binlog.config import Settings
+from simple_binlog.governance import DetectionRecord, PolicyAction, detections_topic
+from simple_binlog.kafka import ensure_topic, producer_config, topic_name
 from tests.integration.webui.harness import (
     ARTIFACTS,
     Server,
@@ -88,6 +96,33 @@ def page() -> Iterator[Page]:
         browser.close()
 
 
+def publish_detection(settings: Settings, instance: str) -> None:
+    """One committed detection record on the instance's detection topic, as a collector
+    publishes it."""
+    topic = detections_topic(topic_name(settings.kafka, instance))
+    ensure_topic(settings.kafka, topic, partitions=1)
+    record = DetectionRecord(
+        instance=instance,
+        logical_table="browser_table",
+        schema_name="browser_00",
+        table_name="table_00",
+        column="phone",
+        detector="cn_mobile",
+        count=3,
+        first_offset=1,
+        last_offset=3,
+        detected_at_ms=int(time.time() * 1000),
+        action=PolicyAction.MASK,
+    )
+    producer = Producer(
+        producer_config(settings.kafka, "browser-test", transactional_id=f"browser-{uuid.uuid4()}")
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, key=b"browser_00.table_00", value=record.encode())
+    producer.commit_transaction(30)
+
+
 def shot(page: Page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
@@ -122,6 +157,9 @@ def test_configure_replay_and_watch_in_chromium(
             ("Table mirrors", "Table mirrors"),
             ("Replays", "Replays"),
             ("Monitoring", "Monitoring"),
+            ("Governance", "Governance"),
+            ("Detections", "Detections"),
+            ("Lineage", "Lineage"),
             ("Users & tokens", "Users"),
             ("Audit log", "Audit log"),
             ("API", "JSON API"),
@@ -143,6 +181,8 @@ def test_configure_replay_and_watch_in_chromium(
         expect(page).to_have_url(served.url + "/instances")
         expect(page.locator("table")).to_contain_text(f"cdc.binlog.{instance}")
         assert local.password.get_secret_value() not in page.content()
+        # A collector of this instance reports a detection (counts only, never a value).
+        publish_detection(replay_stack, instance)
 
         # A table mirror: a wrong key column is refused with a clear message, then fixed.
         page.click("header nav >> text=Table mirrors")
@@ -209,13 +249,55 @@ def test_configure_replay_and_watch_in_chromium(
         )
         shot(page, "07-monitoring")
 
+        # Governance: a policy for a column MySQL lacks is refused, then one is saved.
+        page.click("header nav >> text=Governance")
+        page.fill("#policy-form input[name=table]", table.logical_name)
+        page.fill("#policy-form input[name=column]", "phone")
+        page.select_option("#policy-form select[name=action]", "mask")
+        page.click("#policy-form button[type=submit]")
+        expect(page.locator(".errors")).to_contain_text(
+            f"column phone does not exist in {table.schemas[0]}.orders_00"
+        )
+        expect(page.locator("#policy-form input[name=column]")).to_have_value("phone")
+        page.fill("#policy-form input[name=column]", "user_id")
+        page.select_option("#policy-form select[name=action]", "hash")
+        page.click("#policy-form button[type=submit]")
+        expect(page.locator("#column-policies")).to_contain_text("user_id")
+        shot(page, "08-governance")
+
+        # Lineage, back from the snapshot column to every shard; the OpenLineage download.
+        page.click("header nav >> text=Lineage")
+        page.fill("#lineage-search input[name=q]", f"ods_snapshot.{table.logical_name}.user_id")
+        page.click("#lineage-search button[type=submit]")
+        hit = page.locator(".lineage-hit").first
+        for schema in table.schemas:
+            for shard_table in ("orders_00", "orders_01"):
+                expect(hit.locator(".sources")).to_contain_text(
+                    f"{instance}/{schema}.{shard_table}.user_id"
+                )
+        expect(hit).to_contain_text("salted hash")
+        shot(page, "09-lineage")
+        with page.expect_download() as download_info:
+            page.click("#openlineage-download")
+        events = json.loads(Path(download_info.value.path()).read_text())
+        assert f"{instance}.{table.logical_name}" in [e["job"]["name"] for e in events]
+
+        # Detections: the reported detection becomes a line on the chart.
+        def detections_charted() -> bool:
+            page.goto(served.url + "/detections")
+            return page.locator("#detections-chart polyline").count() > 0
+
+        wait_for(detections_charted, 60, "the published detection on the chart", interval_s=1.0)
+        expect(page.locator("#detection-totals")).to_contain_text("browser_table")
+        shot(page, "10-detections")
+
         # A token for automation, shown once; the audit log has every change.
         page.click("header nav >> text=Users & tokens")
         page.fill("#token-form input[name=name]", "collector-eu")
         page.select_option("#token-form select[name=role]", "collector")
         page.click("#token-form button[type=submit]")
         expect(page.locator("#new-token-value")).to_contain_text("cdcm_")
-        shot(page, "08-token-created")
+        shot(page, "11-token-created")
         page.click("header nav >> text=Audit log")
         audit = page.locator("table.audit")
         for expected in (
@@ -223,7 +305,8 @@ def test_configure_replay_and_watch_in_chromium(
             f"table_mirror {table.logical_name}",
             "replay",
             "api_token collector-eu",
+            f"column_policy {table.logical_name}.user_id",
         ):
             expect(audit).to_contain_text(expected)
         assert local.password.get_secret_value() not in page.content()
-        shot(page, "09-audit")
+        shot(page, "12-audit")
