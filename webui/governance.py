@@ -17,7 +17,7 @@ import io
 import logging
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -49,9 +49,6 @@ from webui.security import Keys
 
 log = logging.getLogger(__name__)
 
-# The set is checked as a collector will check it; the salt itself never reaches the admin,
-# so a stand-in lets the hash policies pass the "salt is set" rule.
-_STAND_IN_SALT = SecretStr("stand-in-salt-never-used-for-hashing")
 # An audit entry lists at most this many changed keys of a lookup table.
 _AUDIT_KEYS = 50
 
@@ -146,24 +143,24 @@ def get_lookup_table(db: Session, name: str) -> LookupTable:
 
 
 def policy_set(db: Session) -> GovernanceSettings:
-    """The set as stored, validated as a collector validates it.
+    """The set as stored, validated exactly as a collector validates what it receives
+    (``GovernanceSettings.from_published``: no salt, which is each collector's own).
 
-    Raises ValidationError when it does not validate (``_check_set`` turns that into
-    sentences before anything is saved). Its ``hash_salt`` is a stand-in so the "a policy
-    hashes but no salt" rule passes: the real salt is each collector's own and is never
-    served (``published_policy_set`` leaves the field out).
+    Raises ValidationError when it does not validate (``_check_set`` turns that into a
+    sentence before anything is saved).
     """
     settings = state(db)
-    return GovernanceSettings(
-        enabled=settings.enabled,
-        version=settings.version,
-        builtin_detectors=list(settings.builtin_detectors),
-        detectors=detectors(db),
-        default_action=PolicyAction(settings.default_action),
-        policies=policies(db),
-        lookup_tables=lookup_tables(db),
-        standardise=standardise_rules(db),
-        hash_salt=_STAND_IN_SALT,
+    return GovernanceSettings.from_published(
+        {
+            "enabled": settings.enabled,
+            "version": settings.version,
+            "builtin_detectors": list(settings.builtin_detectors),
+            "detectors": [d.model_dump(mode="json") for d in detectors(db)],
+            "default_action": settings.default_action,
+            "policies": [p.model_dump(mode="json") for p in policies(db)],
+            "lookup_tables": [t.model_dump(mode="json") for t in lookup_tables(db)],
+            "standardise": [r.model_dump(mode="json") for r in standardise_rules(db)],
+        }
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from simple_binlog.governance import DetectionRecord, PolicyAction
+from simple_binlog.governance import DetectionRecord, GovernanceSettings, PolicyAction
 from tests.unit.webui.harness import (
     create_viewer,
     instance_body,
@@ -117,10 +117,6 @@ def test_policy_set_changes_reach_the_collector_config_with_a_new_etag(
         {"table": TABLE, "column": "user_id", "action": "hash", "keep_last": 4}
     ]
     assert "hash_salt" not in served and "source" not in served and "webui" not in served
-    # The collectors' own model reads what is served.
-    from simple_binlog.governance import GovernanceSettings
-
-    assert GovernanceSettings.model_validate(served).policies[0].action is PolicyAction.HASH
 
     again = collector.get(
         "/api/collector-config/orders", headers={**token, "If-None-Match": changed.headers["ETag"]}
@@ -137,6 +133,10 @@ def test_policy_set_changes_reach_the_collector_config_with_a_new_etag(
         True,
         "mask",
     )
+    # The collectors' own model reads what is served: enabled, with a hash policy, no salt.
+    received = GovernanceSettings.from_published(latest["governance"])
+    assert received.policies[0].action is PolicyAction.HASH
+    assert received.hash_salt is None
 
 
 def test_every_change_is_audited_with_before_and_after(
