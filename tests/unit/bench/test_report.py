@@ -65,6 +65,12 @@ def test_verdict_checks_every_target_of_the_figure() -> None:
     assert verdict(WEBUI) == ("–", "no target")
 
 
+def test_governance_detection_may_lose_at_most_15_percent() -> None:
+    detect = Figure("governance.detect", "detect", 8_400, "rows/s", 10_000, "governance off")
+    assert verdict(detect)[1] == "**not met** (loss ≤ 15 % vs governance off)"
+    assert verdict(Figure("governance.detect", "d", 8_600, "rows/s", 10_000, "off"))[1] == "met"
+
+
 def test_a_target_on_a_missing_field_is_not_measured() -> None:
     no_baseline = Figure("collector.single_rows", "A", 1000, "rows/s")
     assert verdict(no_baseline)[1] == "not measured"
