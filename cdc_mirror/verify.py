@@ -1,0 +1,840 @@
+"""Do MySQL, the Hive snapshot, the warehouse and Redis hold the same logical table?
+
+Each store is read into a ``TableDigest``: one digest per row, keyed by the table's key
+(``TableMirror.key``, else MySQL's primary key). A row's digest covers its shard
+(``schema.table``) and every MySQL column's value in the SimpleBinlog canonical form
+(``simple_binlog.values``), so the stores' own spellings meet: PostgreSQL's ``numeric(20)``
+and Spark's ``decimal(20,0)`` of a BIGINT UNSIGNED, a TIMESTAMP read back as an aware
+``timestamptz`` or as UTC text, DATETIME fractions, fixed BINARY padding, NULL distinct from
+``""``. ``compare`` gives per store the row count, an order-independent checksum (the sum of
+per-row hashes modulo 2^64) and, on a mismatch, the first few keys that differ. Keys only:
+values may be sensitive and never reach a log or a result.
+
+The raw layer (``stream_writer``) is checked apart: every Kafka message of the table's
+topic is in the lake exactly once (``check_raw_layer``, from the lake's and Kafka's
+``(topic, partition, offset)`` coordinates), and no change appears twice (distinct
+binlogOffsets per instance).
+
+Spark parts take a ``SparkSession``; ``python -m cdc_mirror.verify`` runs them in a process
+of its own and writes a JSON file (``run_spark_checks`` starts it), so a caller without a
+JVM of its own can still check the Hive side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from simple_binlog.config import Settings, TableMirror, load_settings
+from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
+from simple_binlog.kafka import consumer_config, topic_name
+from simple_binlog.routing import ShardRouter
+from simple_binlog.values import ColumnType, JsonScalar, Kind, decode, encode, parse_column_type
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+SAMPLE_KEYS = 5  # differing keys named per store and kind of difference
+_MASK = (1 << 64) - 1
+
+
+class VerifyError(CdcMirrorError):
+    """A store cannot be read for the comparison."""
+
+
+# -- canonical values ------------------------------------------------------------------------
+
+
+def canonical_text(column: ColumnType, value: Any) -> str:
+    """The JSON text of a driver value's canonical wire form.
+
+    The wire form goes through ``decode`` and ``encode`` once more so representations that
+    differ only in spelling meet (a fixed BINARY's trailing zero bytes, which the binlog drops
+    and a SELECT keeps).
+    """
+    wire = encode(column, value)
+    if wire is not None:
+        wire = encode(column, decode(column, wire))
+    return orjson.dumps(wire).decode()
+
+
+def from_wire(column: ColumnType, value: JsonScalar) -> Any:
+    """A SimpleBinlog wire value (Redis) as the driver value ``canonical_text`` takes."""
+    return decode(column, value)
+
+
+def from_postgres(column: ColumnType, value: Any) -> Any:
+    """A psycopg value of the warehouse (types by ``mirror.pgtypes``) as a driver value."""
+    if value is None:
+        return None
+    kind = column.kind
+    if kind in (Kind.UINT64, Kind.BIT) and isinstance(value, Decimal):
+        return int(value)  # numeric(20)
+    if kind in (Kind.UUID, Kind.INET4, Kind.INET6):
+        return str(value.ip if hasattr(value, "ip") else value)  # uuid.UUID, ipaddress
+    if isinstance(value, memoryview):
+        return value.tobytes()
+    if kind is Kind.TEXT and not isinstance(value, str):
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()  # jsonb
+    return value
+
+
+def from_spark(column: ColumnType, value: Any) -> Any:  # noqa: PLR0911
+    """A Spark value of the snapshot (types by ``merge.types``; timestamps selected as UTC
+    text, see ``spark_select_expression``) as a driver value."""
+    if value is None:
+        return None
+    kind = column.kind
+    if kind in (Kind.UINT64, Kind.BIT) and isinstance(value, Decimal):
+        return int(value)  # decimal(20,0)
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if kind in (Kind.DATETIME, Kind.TIMESTAMP) and isinstance(value, str):
+        if value.startswith("0000-00-00"):
+            return value
+        return dt.datetime.fromisoformat(value)
+    if kind is Kind.TIME and isinstance(value, str):
+        return decode(column, value)  # Hive has no time of day type: the wire text
+    return value
+
+
+def _is_json(column: ColumnType) -> bool:
+    return column.kind is Kind.TEXT and column.spec.strip().lower().startswith("json")
+
+
+def _json_text(value: Any) -> Any:
+    if isinstance(value, str):
+        return orjson.dumps(orjson.loads(value), option=orjson.OPT_SORT_KEYS).decode()
+    return value
+
+
+# -- digests ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TableSchema:
+    """MySQL's view of a logical table: its shards, columns (COLUMN_TYPE) and key."""
+
+    table: str
+    shards: tuple[tuple[str, str], ...]
+    columns: dict[str, str]
+    key: tuple[str, ...]
+
+    def parsed(self) -> dict[str, ColumnType]:
+        return {name: parse_column_type(spec) for name, spec in self.columns.items()}
+
+
+def key_text(key_values: Sequence[str]) -> str:
+    """A key for people: the key columns' canonical texts, strings unquoted, joined by '/'."""
+    return "/".join(v[1:-1] if v.startswith('"') else v for v in key_values)
+
+
+@dataclass
+class TableDigest:
+    """One store's rows of a logical table: key → row digest."""
+
+    store: str
+    table: str
+    rows: dict[str, str] = field(default_factory=dict)
+    duplicate_keys: list[str] = field(default_factory=list)
+
+    def add(self, key: str, digest: str) -> None:
+        if key in self.rows:
+            self.duplicate_keys.append(key)
+        self.rows[key] = digest
+
+    @property
+    def count(self) -> int:
+        return len(self.rows) + len(self.duplicate_keys)
+
+    @property
+    def checksum(self) -> str:
+        total = 0
+        for key, digest in self.rows.items():
+            mixed = hashlib.blake2b(f"{key}\0{digest}".encode(), digest_size=8).digest()
+            total = (total + int.from_bytes(mixed, "big")) & _MASK
+        return f"{total:016x}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "table": self.table,
+            "rows": self.rows,
+            "duplicateKeys": self.duplicate_keys,
+        }
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> TableDigest:
+        return cls(
+            store=str(document["store"]),
+            table=str(document["table"]),
+            rows=dict(document["rows"]),
+            duplicate_keys=list(document["duplicateKeys"]),
+        )
+
+
+class RowDigester:
+    """Turns one store's rows into (key, digest) with the MySQL schema's canonical forms."""
+
+    def __init__(self, schema: TableSchema, columns: Sequence[str] | None = None) -> None:
+        self.schema = schema
+        self._types = schema.parsed()
+        self.columns = list(columns) if columns is not None else list(schema.columns)
+        unknown = [c for c in [*self.columns, *schema.key] if c not in self._types]
+        if unknown:
+            raise ConfigError(f"column {unknown[0]!r} is not a column of {schema.table} in MySQL.")
+
+    def digest(self, shard: str, values: Mapping[str, Any]) -> tuple[str, str]:
+        """(key, digest) of a row given as driver values by column name (absent: NULL)."""
+        texts: list[str] = []
+        for name in self.columns:
+            column = self._types[name]
+            value = values.get(name)
+            if _is_json(column):
+                value = _json_text(value)
+            texts.append(canonical_text(column, value))
+        key = key_text(
+            [canonical_text(self._types[name], values.get(name)) for name in self.schema.key]
+        )
+        payload = orjson.dumps([shard, *texts])
+        return key, hashlib.blake2b(payload, digest_size=12).hexdigest()
+
+
+# -- comparison ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StoreComparison:
+    """One store against the reference (MySQL): counts, checksums and differing keys."""
+
+    store: str
+    rows: int
+    checksum: str
+    agrees: bool
+    missing: int = 0  # keys of the reference the store lacks
+    unexpected: int = 0  # keys the store has and the reference does not
+    different: int = 0  # keys both have with different values
+    duplicated: int = 0  # keys the store holds more than once
+    sample_keys: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        if self.agrees:
+            return "equal"
+        parts = [
+            f"{n} {what}"
+            for n, what in (
+                (self.missing, "missing"),
+                (self.unexpected, "unexpected"),
+                (self.different, "different"),
+                (self.duplicated, "duplicated"),
+            )
+            if n
+        ]
+        return ", ".join(parts) + (f"; e.g. keys {', '.join(self.sample_keys)}" if parts else "")
+
+
+@dataclass(frozen=True, slots=True)
+class TableAgreement:
+    """A logical table in every store: the reference first."""
+
+    table: str
+    reference: StoreComparison
+    stores: tuple[StoreComparison, ...]
+
+    @property
+    def agrees(self) -> bool:
+        return all(store.agrees for store in self.stores)
+
+    def rows(self) -> list[tuple[str, str, str, str]]:
+        """(store, rows, checksum, verdict) per store, the reference first: a printable table."""
+        return [
+            (s.store, str(s.rows), s.checksum, "reference" if s is self.reference else s.summary())
+            for s in (self.reference, *self.stores)
+        ]
+
+    def describe(self) -> str:
+        lines = [f"{self.table}: " + ("all stores agree" if self.agrees else "MISMATCH")]
+        lines += [
+            f"  {store:<10} {rows:>9} rows  {checksum}  {verdict}"
+            for store, rows, checksum, verdict in self.rows()
+        ]
+        return "\n".join(lines)
+
+
+def _sample(keys: Iterable[str], limit: int) -> list[str]:
+    return sorted(keys)[:limit]
+
+
+def compare_digest(
+    reference: TableDigest, other: TableDigest, sample: int = SAMPLE_KEYS
+) -> StoreComparison:
+    missing = reference.rows.keys() - other.rows.keys()
+    unexpected = other.rows.keys() - reference.rows.keys()
+    different = {
+        key
+        for key in reference.rows.keys() & other.rows.keys()
+        if reference.rows[key] != other.rows[key]
+    }
+    duplicated = set(other.duplicate_keys)
+    agrees = not (missing or unexpected or different or duplicated)
+    keys = (
+        _sample(missing, sample)
+        + _sample(unexpected, sample)
+        + _sample(different, sample)
+        + _sample(duplicated, sample)
+    )
+    return StoreComparison(
+        store=other.store,
+        rows=other.count,
+        checksum=other.checksum,
+        agrees=agrees,
+        missing=len(missing),
+        unexpected=len(unexpected),
+        different=len(different),
+        duplicated=len(duplicated),
+        sample_keys=tuple(keys[:sample]),
+    )
+
+
+def compare(
+    reference: TableDigest, others: Sequence[TableDigest], sample: int = SAMPLE_KEYS
+) -> TableAgreement:
+    """Every store against the reference. The reference's own duplicates fail it too."""
+    own = StoreComparison(
+        store=reference.store,
+        rows=reference.count,
+        checksum=reference.checksum,
+        agrees=not reference.duplicate_keys,
+        duplicated=len(set(reference.duplicate_keys)),
+        sample_keys=tuple(_sample(set(reference.duplicate_keys), sample)),
+    )
+    stores = [compare_digest(reference, other, sample) for other in others]
+    if reference.duplicate_keys:
+        stores.insert(0, own)
+    return TableAgreement(reference.table, own, tuple(stores))
+
+
+# -- MySQL -----------------------------------------------------------------------------------
+
+
+def _mysql_connect(settings: Settings, mirror: TableMirror) -> Any:
+    import pymysql  # noqa: PLC0415
+
+    instance = settings.instance(mirror.instance)
+    try:
+        return pymysql.connect(
+            host=instance.host,
+            port=instance.port,
+            user=instance.user,
+            password=instance.password.get_secret_value(),
+            connect_timeout=10,
+            read_timeout=600,
+            # TIMESTAMPs as UTC, the wire form's zone.
+            init_command="SET time_zone = '+00:00'",
+        )
+    except pymysql.MySQLError as exc:
+        raise ServiceUnavailableError(
+            f"MySQL instance {instance.name!r} at {instance.host}:{instance.port} cannot be "
+            f"reached ({exc.args[-1] if exc.args else exc})."
+        ) from None
+
+
+def mysql_schema(settings: Settings, mirror: TableMirror) -> TableSchema:
+    """The shards of ``mirror`` (by the shard rules), the first shard's columns and the key."""
+    router = ShardRouter(list(settings.shard_rules))
+    like = mirror.db_prefix.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%") + "%"
+    conn = _mysql_connect(settings, mirror)
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+                "WHERE TABLE_SCHEMA LIKE %s AND TABLE_TYPE = 'BASE TABLE' "
+                "ORDER BY TABLE_SCHEMA, TABLE_NAME",
+                (like,),
+            )
+            shards = tuple(
+                (str(schema), str(table))
+                for schema, table in cursor.fetchall()
+                if _routes_to(router, str(schema), str(table), mirror.name)
+            )
+            if not shards:
+                raise VerifyError(f"MySQL has no shard of table {mirror.name!r}.")
+            cursor.execute(
+                "SELECT COLUMN_NAME, COLUMN_TYPE, COLUMN_KEY FROM information_schema.COLUMNS "
+                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+                shards[0],
+            )
+            found = cursor.fetchall()
+    finally:
+        conn.close()
+    columns = {str(name): str(kind) for name, kind, _ in found}
+    primary = tuple(str(name) for name, _, column_key in found if column_key == "PRI")
+    key = tuple(mirror.key) if mirror.key else primary
+    if not key:
+        raise VerifyError(f"table {mirror.name!r} has no key: set tables[].key in the config.")
+    return TableSchema(mirror.name, shards, columns, key)
+
+
+def _routes_to(router: ShardRouter, schema: str, table: str, logical: str) -> bool:
+    try:
+        return router.route(schema, table).name == logical
+    except ConfigError:
+        return False
+
+
+def mysql_digest(settings: Settings, mirror: TableMirror, schema: TableSchema) -> TableDigest:
+    """Every shard's rows, read with an unbuffered cursor (a large table streams)."""
+    import pymysql  # noqa: PLC0415
+    import pymysql.cursors  # noqa: PLC0415
+
+    digester = RowDigester(schema)
+    digest = TableDigest("mysql", schema.table)
+    select = ", ".join(f"`{name}`" for name in schema.columns)
+    conn = _mysql_connect(settings, mirror)
+    try:
+        for db, table in schema.shards:
+            with conn.cursor(pymysql.cursors.SSCursor) as cursor:
+                cursor.execute(f"SELECT {select} FROM `{db}`.`{table}`")  # noqa: S608 - names from information_schema
+                names = list(schema.columns)
+                for values in cursor:
+                    digest.add(
+                        *digester.digest(f"{db}.{table}", dict(zip(names, values, strict=True)))
+                    )
+    except pymysql.MySQLError as exc:
+        raise ServiceUnavailableError(
+            f"reading {mirror.name} from MySQL failed ({exc.args[-1] if exc.args else exc})."
+        ) from None
+    finally:
+        conn.close()
+    return digest
+
+
+# -- warehouse (PostgreSQL) ------------------------------------------------------------------
+
+
+def warehouse_digest(settings: Settings, mirror: TableMirror, schema: TableSchema) -> TableDigest:
+    """The warehouse table (``mirror.warehouse``): soft-deleted rows are not rows."""
+    import psycopg  # noqa: PLC0415
+    from psycopg import sql  # noqa: PLC0415
+
+    from mirror.warehouse import DELETED_COLUMN, SHARD_COLUMN, connect_warehouse  # noqa: PLC0415
+
+    digester = RowDigester(schema)
+    digest = TableDigest("warehouse", schema.table)
+    target_schema = settings.mirror.warehouse_schema
+    conn = connect_warehouse(settings.postgres)
+    try:
+        present = {
+            str(row[0])
+            for row in conn.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema = %s AND table_name = %s",
+                (target_schema, schema.table),
+            ).fetchall()
+        }
+        if not present:
+            return digest  # never written: no rows
+        columns = [name for name in schema.columns if name in present]
+        soft = DELETED_COLUMN in present
+        select = sql.SQL(", ").join(
+            [sql.Identifier(name) for name in [SHARD_COLUMN, *columns]]
+            + ([sql.Identifier(DELETED_COLUMN)] if soft else [])
+        )
+        query = sql.SQL("SELECT {} FROM {}").format(
+            select, sql.Identifier(target_schema, schema.table)
+        )
+        types = schema.parsed()
+        with conn.cursor(name=f"verify_{uuid.uuid4().hex[:8]}") as cursor:
+            cursor.itersize = 5000
+            cursor.execute(query)
+            for record in cursor:
+                if soft and record[-1]:
+                    continue
+                values = {
+                    name: from_postgres(types[name], value)
+                    for name, value in zip(columns, record[1:], strict=False)
+                }
+                digest.add(*digester.digest(str(record[0]), values))
+        conn.commit()
+    except psycopg.Error as exc:
+        raise ServiceUnavailableError(
+            f"reading {mirror.name} from the warehouse failed ({' '.join(str(exc).split())})."
+        ) from None
+    finally:
+        conn.close()
+    return digest
+
+
+# -- Redis -----------------------------------------------------------------------------------
+
+
+def redis_digest(
+    settings: Settings, mirror: TableMirror, schema: TableSchema, batch: int = 2000
+) -> TableDigest:
+    """Every live value under ``<prefix>:<table>:`` (``mirror.redis_applier``); tombstones are
+    deleted rows. Only ``redis_columns`` are compared when the mirror stores a projection."""
+    import redis  # noqa: PLC0415
+
+    from mirror.redis_applier import decode_value  # noqa: PLC0415
+
+    digester = RowDigester(schema, mirror.redis_columns)
+    digest = TableDigest("redis", schema.table)
+    types = schema.parsed()
+    client = redis.Redis.from_url(
+        settings.redis.url.get_secret_value(), socket_timeout=60, socket_connect_timeout=10
+    )
+    pattern = f"{settings.redis.key_prefix}:{schema.table}:*"
+    try:
+        pending: list[bytes] = []
+        for key in client.scan_iter(match=pattern, count=batch):
+            pending.append(key)
+            if len(pending) >= batch:
+                _digest_redis_values(client.mget(pending), digester, digest, types, decode_value)
+                pending = []
+        if pending:
+            _digest_redis_values(client.mget(pending), digester, digest, types, decode_value)
+    except redis.exceptions.RedisError as exc:
+        raise ServiceUnavailableError(f"reading {mirror.name} from Redis failed ({exc}).") from None
+    finally:
+        client.close()
+    return digest
+
+
+def _digest_redis_values(
+    raws: Iterable[Any],
+    digester: RowDigester,
+    digest: TableDigest,
+    types: Mapping[str, ColumnType],
+    decode_value: Any,
+) -> None:
+    for raw in raws:
+        if raw is None:
+            continue  # expired between SCAN and MGET
+        _, shard, row = decode_value(raw)
+        if row is None:
+            continue  # a tombstone
+        values = {
+            name: from_wire(types[name], value) for name, value in row.items() if name in types
+        }
+        digest.add(*digester.digest(shard, values))
+
+
+# -- Hive snapshot (Spark) -------------------------------------------------------------------
+
+
+def spark_select_expression(name: str, column: ColumnType, present: bool) -> str:
+    """The Spark SQL expression reading a snapshot column: timestamps as UTC text (the session
+    zone is UTC), so no Python-side time zone conversion can shift them; absent: NULL."""
+    if not present:
+        return f"NULL AS `{name}`"
+    if column.kind in (Kind.DATETIME, Kind.TIMESTAMP):
+        return f"CAST(`{name}` AS STRING) AS `{name}`"
+    return f"`{name}`"
+
+
+def hive_snapshot_digest(
+    spark: SparkSession, settings: Settings, schema: TableSchema, day: str
+) -> TableDigest:
+    """Partition ``dt = day`` of ``<merge.database>.<table>`` (``merge.snapshot``)."""
+    from merge.schema import SHARD_COLUMN  # noqa: PLC0415
+
+    qualified = f"{settings.merge.database}.`{schema.table}`"
+    spark.catalog.refreshTable(qualified)
+    present = set(spark.table(qualified).columns)
+    types = schema.parsed()
+    digester = RowDigester(schema)
+    digest = TableDigest("hive", schema.table)
+    select = ", ".join(
+        [f"`{SHARD_COLUMN}`"]
+        + [spark_select_expression(name, types[name], name in present) for name in schema.columns]
+    )
+    frame = spark.sql(f"SELECT {select} FROM {qualified} WHERE dt = '{day}'")  # noqa: S608
+    for row in frame.toLocalIterator():
+        record = row.asDict()
+        values = {name: from_spark(types[name], record[name]) for name in schema.columns}
+        digest.add(*digester.digest(str(record[SHARD_COLUMN]), values))
+    return digest
+
+
+# -- the raw layer ---------------------------------------------------------------------------
+
+Coordinate = tuple[str, int, int]  # Kafka topic, partition, offset
+
+
+@dataclass(frozen=True, slots=True)
+class RawLayerCheck:
+    """The lake's rows of a table against the table's messages in Kafka."""
+
+    table: str
+    kafka_messages: int
+    lake_rows: int
+    missing: int  # in Kafka, not in the lake
+    duplicated: int  # coordinates the lake holds more than once
+    unexpected: int  # in the lake, not in Kafka
+    repeated_changes: int  # binlogOffsets seen more than once in Kafka (per topic)
+    sample: tuple[str, ...] = ()
+
+    @property
+    def exactly_once(self) -> bool:
+        return not (self.missing or self.duplicated or self.unexpected or self.repeated_changes)
+
+    def describe(self) -> str:
+        verdict = (
+            "exactly once"
+            if self.exactly_once
+            else (
+                f"{self.missing} missing, {self.duplicated} duplicated, "
+                f"{self.unexpected} unexpected, "
+                f"{self.repeated_changes} changes repeated in Kafka; e.g. {', '.join(self.sample)}"
+            )
+        )
+        return (
+            f"{self.table} raw layer: {self.lake_rows} lake rows for {self.kafka_messages} "
+            f"Kafka messages: {verdict}"
+        )
+
+
+def check_raw_layer(
+    table: str,
+    kafka: Sequence[tuple[str, int, int, int]],
+    lake: Sequence[tuple[str, int, int, int]],
+    sample: int = SAMPLE_KEYS,
+) -> RawLayerCheck:
+    """Pure: (topic, partition, offset, binlogOffset) rows of Kafka and of the lake."""
+    from collections import Counter  # noqa: PLC0415
+
+    wanted = Counter((t, p, o) for t, p, o, _ in kafka)
+    got = Counter((t, p, o) for t, p, o, _ in lake)
+    changes = Counter((t, b) for t, _, _, b in kafka)
+    missing = wanted.keys() - got.keys()
+    unexpected = got.keys() - wanted.keys()
+    duplicated = {c for c, n in got.items() if n > 1}
+    repeated = {c for c, n in changes.items() if n > 1}
+    shown = [
+        f"{t}/{p}@{o}"
+        for t, p, o in sorted(missing)[:sample]
+        + sorted(duplicated)[:sample]
+        + sorted(unexpected)[:sample]
+    ] + [f"{t} binlogOffset {b}" for t, b in sorted(repeated)[:sample]]
+    return RawLayerCheck(
+        table=table,
+        kafka_messages=len(kafka),
+        lake_rows=len(lake),
+        missing=len(missing),
+        duplicated=len(duplicated),
+        unexpected=len(unexpected),
+        repeated_changes=len(repeated),
+        sample=tuple(shown[:sample]),
+    )
+
+
+def lake_coordinates(
+    spark: SparkSession, settings: Settings, table: str
+) -> list[tuple[str, int, int, int]]:
+    """(topic, partition, offset, binlogOffset) of every row of the raw table, all days."""
+    qualified = f"{settings.stream_writer.database}.`{table}`"
+    if not spark.catalog.tableExists(f"{settings.stream_writer.database}.{table}"):
+        return []
+    spark.catalog.refreshTable(qualified)
+    frame = spark.sql(
+        f"SELECT kafkaTopic, kafkaPartition, kafkaOffset, binlogOffset FROM {qualified}"  # noqa: S608
+    )
+    return [(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in frame.toLocalIterator()]
+
+
+def lake_days(spark: SparkSession, settings: Settings, table: str) -> list[str]:
+    qualified = f"{settings.stream_writer.database}.`{table}`"
+    if not spark.catalog.tableExists(f"{settings.stream_writer.database}.{table}"):
+        return []
+    found = [str(r[0]) for r in spark.sql(f"SHOW PARTITIONS {qualified}").collect()]
+    return sorted(p.removeprefix("dt=") for p in found)
+
+
+def kafka_coordinates(
+    settings: Settings, mirror: TableMirror, idle_timeout_s: float = 60.0
+) -> list[tuple[str, int, int, int]]:
+    """(topic, partition, offset, binlogOffset) of every committed message of ``mirror``'s
+    shards in its instance's topic, read from the beginning to the end (read_committed)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition  # noqa: PLC0415
+
+    router = ShardRouter(list(settings.shard_rules))
+    topic = topic_name(settings.kafka, mirror.instance)
+    config = consumer_config(settings.kafka, group_id=f"cdc-verify-{uuid.uuid4().hex[:8]}")
+    config.update({"enable.auto.commit": False, "enable.partition.eof": True})
+    consumer = Consumer(config)
+    found: list[tuple[str, int, int, int]] = []
+    try:
+        metadata = consumer.list_topics(topic, timeout=30)
+        if metadata.topics[topic].error is not None:
+            raise VerifyError(
+                f"Kafka topic {topic} cannot be read ({metadata.topics[topic].error})."
+            )
+        partitions = sorted(metadata.topics[topic].partitions)
+        ends: dict[int, int] = {}
+        for partition in partitions:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+            ends[partition] = high
+        open_partitions = {p for p in partitions if ends[p] > 0}
+        consumer.assign([TopicPartition(topic, p, 0) for p in open_partitions])
+        deadline = time.monotonic() + idle_timeout_s
+        while open_partitions:
+            if time.monotonic() > deadline:
+                raise VerifyError(
+                    f"reading {topic} stalled with partitions {sorted(open_partitions)} unread."
+                )
+            for record in consumer.consume(5000, 1.0):
+                error = record.error()
+                partition = record.partition() or 0
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        if (record.offset() or 0) >= ends[partition]:
+                            open_partitions.discard(partition)
+                        continue
+                    raise VerifyError(f"reading {topic} failed ({error.str()}).")
+                deadline = time.monotonic() + idle_timeout_s
+                key = (record.key() or b"").decode()
+                schema, _, table = key.partition(".")
+                if not _routes_to(router, schema, table, mirror.name):
+                    continue
+                document = orjson.loads(record.value() or b"null")
+                found.append(
+                    (topic, partition, record.offset() or 0, int(document["binlogOffset"]))
+                )
+                if (record.offset() or 0) + 1 >= ends[partition]:
+                    open_partitions.discard(partition)
+    finally:
+        consumer.close()
+    return found
+
+
+# -- the Spark side in a process of its own --------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SparkChecks:
+    """What ``python -m cdc_mirror.verify`` found: snapshot digests per day, lake coordinates."""
+
+    snapshots: dict[str, TableDigest]
+    lake: list[tuple[str, int, int, int]]
+    lake_days: list[str]
+
+
+def spark_checks(
+    spark: SparkSession, settings: Settings, table: str, days: Sequence[str], raw: bool
+) -> SparkChecks:
+    mirror = settings.table(table)
+    schema = mysql_schema(settings, mirror)
+    snapshots = {day: hive_snapshot_digest(spark, settings, schema, day) for day in days}
+    if not raw:
+        return SparkChecks(snapshots, [], [])
+    return SparkChecks(
+        snapshots, lake_coordinates(spark, settings, table), lake_days(spark, settings, table)
+    )
+
+
+def run_spark_checks(
+    table: str,
+    days: Sequence[str],
+    output: Path,
+    env: Mapping[str, str] | None = None,
+    raw: bool = True,
+    timeout_s: float = 900.0,
+    log_path: Path | None = None,
+) -> SparkChecks:
+    """Run ``spark_checks`` in a Spark process of its own (configured by ``env``)."""
+    command = [sys.executable, "-m", "cdc_mirror.verify", "--table", table, "--output", str(output)]
+    for day in days:
+        command += ["--dt", day]
+    if not raw:
+        command.append("--no-raw")
+    sink = log_path.open("ab") if log_path is not None else subprocess.DEVNULL
+    try:
+        finished = subprocess.run(
+            command,
+            env={**os.environ, **(env or {})},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise VerifyError(
+            f"the Spark check of {table} took longer than {timeout_s:.0f} s."
+        ) from None
+    finally:
+        if log_path is not None and not isinstance(sink, int):
+            sink.close()
+    if finished.returncode != 0:
+        hint = f"; see {log_path}" if log_path is not None else ""
+        raise VerifyError(f"the Spark check of {table} failed (exit {finished.returncode}){hint}.")
+    document = json.loads(output.read_text())
+    return SparkChecks(
+        snapshots={day: TableDigest.from_json(d) for day, d in document["snapshots"].items()},
+        lake=[(str(t), int(p), int(o), int(b)) for t, p, o, b in document["lake"]],
+        lake_days=list(document["lakeDays"]),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m cdc_mirror.verify",
+        description="Digest a table's Hive snapshot (per --dt) and its raw lake coordinates.",
+    )
+    parser.add_argument("--table", required=True)
+    parser.add_argument("--dt", action="append", default=[])
+    parser.add_argument("--output", required=True, type=Path)
+    parser.add_argument("--no-raw", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        settings = load_settings()
+        from simple_binlog.spark import build_session  # noqa: PLC0415
+
+        spark = build_session(
+            settings, f"cdc-verify-{args.table}", {"spark.ui.showConsoleProgress": "false"}
+        )
+        try:
+            found = spark_checks(spark, settings, args.table, args.dt, not args.no_raw)
+        finally:
+            spark.stop()
+    except CdcMirrorError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    document = {
+        "snapshots": {day: digest.to_json() for day, digest in found.snapshots.items()},
+        "lake": found.lake,
+        "lakeDays": found.lake_days,
+    }
+    temporary = args.output.with_name(f".{args.output.name}.tmp")
+    temporary.write_bytes(orjson.dumps(document))
+    temporary.replace(args.output)
+    return 0
+
+
+def rows_of(digests: Iterable[TableDigest]) -> Iterator[tuple[str, int, str]]:
+    """(store, rows, checksum) of each digest: a short line each for logs."""
+    for digest in digests:
+        yield digest.store, digest.count, digest.checksum
+
+
+if __name__ == "__main__":
+    sys.exit(main())
