@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from sqlalchemy import select, update
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from simple_binlog.config import KafkaSettings
@@ -191,13 +192,23 @@ class DetectionConsumer:
         try:
             next_refresh = 0.0
             while not self._stop.is_set():
-                if time.monotonic() >= next_refresh:
-                    self._refresh_assignment(consumer)
-                    next_refresh = time.monotonic() + self._refresh_s
-                if not self._assigned:
-                    self._stop.wait(min(self._refresh_s, 1.0))
-                    continue
-                self.poll_once(consumer)
+                try:
+                    if time.monotonic() >= next_refresh:
+                        self._refresh_assignment(consumer)
+                        next_refresh = time.monotonic() + self._refresh_s
+                    if not self._assigned:
+                        self._stop.wait(min(self._refresh_s, 1.0))
+                        continue
+                    self.poll_once(consumer)
+                except (SQLAlchemyError, KafkaException) as exc:
+                    # The consumer may have read past records whose counts were not stored:
+                    # drop the assignment, so the next refresh starts again at the offsets
+                    # the database holds.
+                    self._report_failure(f"counting detections failed ({_one_line(exc)})")
+                    consumer.unassign()
+                    self._assigned.clear()
+                    next_refresh = 0.0
+                    self._stop.wait(5.0)
         finally:
             consumer.close()
 
@@ -268,6 +279,11 @@ class DetectionConsumer:
         if self._failing:
             log.info("detections are being counted again")
             self._failing = False
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 # --- reading the counts -------------------------------------------------------------------
