@@ -120,11 +120,56 @@ def _print_status(local: object) -> bool:
 @app.command()
 def demo(
     rows: Annotated[int, typer.Option(help="History rows per shard table.")] = 200,
+    seconds: Annotated[float, typer.Option(help="How long the live workload runs.")] = 60.0,
+    rate: Annotated[
+        float, typer.Option(help="Live MySQL transactions per second (1..20 rows each).")
+    ] = 50.0,
+    failover: Annotated[
+        bool, typer.Option(help="kill -9 the active collector half-way through the workload.")
+    ] = True,
+    keep_running: Annotated[
+        bool | None,
+        typer.Option(help="Keep the pipeline and web admin running at the end until Ctrl-C "
+                     "(default: when run from a terminal)."),
+    ] = None,
 ) -> None:
-    """Set up the local stack and run the pipeline end to end on a sharded sample schema."""
-    from cdc_mirror.demo import run_demo  # noqa: PLC0415
+    """Set up the local stack and run the whole pipeline on a sharded sample schema."""
+    from cdc_mirror.demo import DemoOptions, run_demo  # noqa: PLC0415
 
-    run_demo(settings(), console, rows_per_table=rows)
+    options = DemoOptions(
+        history_rows=rows,
+        live_seconds=seconds,
+        live_rate=rate,
+        failover=failover,
+        keep_running=sys.stdin.isatty() if keep_running is None else keep_running,
+    )
+    run_demo(settings(), console, options, _state.config)
+
+
+@app.command("sql")
+def sql(
+    query: Annotated[str, typer.Argument(help="A Spark SQL / HiveQL query.")],
+    limit: Annotated[int, typer.Option(help="Rows to show at most.")] = 50,
+) -> None:
+    """Query the Hive tables (raw change layer, snapshots) through Spark SQL."""
+    from pyspark.errors import PySparkException  # noqa: PLC0415
+
+    from simple_binlog.spark import build_session  # noqa: PLC0415
+
+    spark = build_session(settings(), "cdc-mirror-sql")
+    try:
+        try:
+            frame = spark.sql(query)
+            rows = frame.limit(limit).collect()
+        except PySparkException as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CdcMirrorError(f"the query failed: {first}") from None
+        table = Table(*frame.columns)
+        for row in rows:
+            table.add_row(*("NULL" if value is None else str(value) for value in row))
+        console.print(table)
+    finally:
+        spark.stop()
 
 
 collector_app = typer.Typer(

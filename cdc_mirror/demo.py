@@ -1,43 +1,64 @@
-"""The live demo: the pipeline end to end on the local stack, with what exists today.
+"""The live demo: the whole pipeline on the local stack, as an operator would run it.
 
 1. Starts the local stack (installing what is missing).
-2. Creates a sharded sample schema (ordercenter_00..03 × orderinfo_00..03) and runs a
-   workload of inserts, updates (including key changes) and deletes in transactions.
-3. Reads that range of the row binlog, turns every row change into a SimpleBinlog message
-   with its binlogOffset and publishes it to the instance's Kafka topic (acks=all, idempotent).
-4. Reads the topic back (read_committed) and applies it to the reference mirror, then compares
-   every logical (shard-merged) table with MySQL, row for row.
+2. Clears what an earlier demo left (its topics, consumer groups, Redis keys, warehouse schema,
+   Hive databases and files: everything named ``demo``), then creates a sharded sample schema
+   (``ordercenter_00..03`` × ``orderinfo_00..03``) with history rows.
+3. Starts the long-running components as processes: the web admin, two collectors of the
+   instance ``demo`` (ZooKeeper elects one, the other stands by), the stream writer, and the
+   mirror for Redis and for the warehouse.
+4. Replays the history into the stream (``source=MOCK``, executeTime yesterday).
+5. Runs a live workload (inserts, updates including key changes, deletes) while a status line
+   shows the changes flowing; half-way through it ``kill -9``s the active collector and
+   the standby takes over.
+6. Waits until every component has caught up, merges yesterday (the history) and today into
+   Hive snapshots, and prints whether MySQL, the Hive snapshot, the warehouse and Redis agree,
+   row for row, and where to look.
 
-The lake, Hive snapshot, warehouse and Redis steps join as their components land.
+Everything the demo creates is named ``demo`` and lives beside the user's own data, so it can
+run on a stack that also serves other work; a second run starts from scratch.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import secrets
+import shutil
+import threading
 import time
-import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from collector.reader import SchemaCache, connect, read_range, server_position
-from mirror.memory import InMemoryMirror
-from simple_binlog.config import Settings
+from cdc_mirror.processes import (
+    Component,
+    ComponentError,
+    Supervisor,
+    config_env,
+    free_port,
+    http_ok,
+    wait_until,
+)
+from collector.reader import connect
+from simple_binlog.config import Settings, load_settings
 from simple_binlog.errors import CdcMirrorError
-from simple_binlog.kafka import consumer_config, ensure_topic, producer_config, topic_name
-from simple_binlog.message import SimpleBinlog, decode_message
-from simple_binlog.offsets import OffsetGenerator
-from simple_binlog.routing import ShardRouter, partition_key
-from simple_binlog.values import encode, parse_column_type
+from simple_binlog.kafka import admin_config, consumer_config, topic_name
 from stack.manager import LocalStack
 
 SHARDS = 4
 DATABASES = [f"ordercenter_{i:02d}" for i in range(SHARDS)]
 TABLES = [f"orderinfo_{i:02d}" for i in range(SHARDS)]
+LOGICAL_TABLE = "ordercenter_orderinfo"
 STATUSES = ("NEW", "PAID", "SHIPPED", "CANCELLED")
+INSTANCE = "demo"
 
 _DDL = """
 CREATE TABLE {db}.{table} (
@@ -52,6 +73,112 @@ CREATE TABLE {db}.{table} (
 """
 
 
+@dataclass(frozen=True)
+class DemoOptions:
+    history_rows: int = 200  # per shard table
+    live_seconds: float = 60.0
+    live_rate: float = 100.0  # MySQL transactions per second, each of 1..20 rows
+    failover: bool = True
+    keep_running: bool = False
+
+
+@dataclass(frozen=True)
+class DemoNames:
+    """Everything the demo creates, in one place, so a rerun can clear it."""
+
+    home: Path
+    webui_port: int
+    collector_ports: tuple[int, int]
+    writer_port: int
+    mirror_ports: dict[str, int]
+    admin_password: str
+    group_prefix: str = "cdc-mirror-demo"
+    redis_prefix: str = "cdcdemo"
+    warehouse_schema: str = "cdc_demo"
+    raw_database: str = "demo_ods_binlog_source"
+    snapshot_database: str = "demo_ods_snapshot"
+    writer: str = "demo"
+
+    @property
+    def lake(self) -> Path:
+        return self.home / "lake"
+
+    @property
+    def logs(self) -> Path:
+        return self.home / "logs"
+
+
+def demo_names(settings: Settings) -> DemoNames:
+    return DemoNames(
+        home=(settings.stack.home / "demo").resolve(),
+        webui_port=settings.webui.port,
+        collector_ports=(free_port(), free_port()),
+        writer_port=free_port(),
+        mirror_ports={"redis": free_port(), "warehouse": free_port()},
+        admin_password=secrets.token_urlsafe(12),
+    )
+
+
+def demo_overrides(settings: Settings, names: DemoNames) -> dict[str, Any]:
+    """The demo's settings on top of the user's: its own instance, names and ports."""
+    source = settings.instances[0]
+    metrics = [
+        *(("collector", port) for port in names.collector_ports),
+        ("stream_writer", names.writer_port),
+        *((f"mirror-{target}", port) for target, port in names.mirror_ports.items()),
+    ]
+    return {
+        "instances": [
+            {
+                "name": INSTANCE,
+                "host": source.host,
+                "port": source.port,
+                "user": source.user,
+                "password": source.password.get_secret_value(),
+                "replica_server_id": 4190,
+            }
+        ],
+        "collector": {
+            "include": [r"ordercenter_\d+\.orderinfo_\d+"],
+            "start": "current",
+        },
+        "spark": {"lake_dir": str(names.lake)},
+        "stream_writer": {
+            "name": names.writer,
+            "database": names.raw_database,
+            "trigger_interval_s": 5,
+            "metrics_port": names.writer_port,
+        },
+        "merge": {"database": names.snapshot_database},
+        "mirror": {
+            "group_prefix": names.group_prefix,
+            "warehouse_schema": names.warehouse_schema,
+            "batch_size": 2000,
+        },
+        "redis": {"key_prefix": names.redis_prefix},
+        "webui": {
+            "port": names.webui_port,
+            "database_url": f"sqlite:///{names.home / 'webui.sqlite'}",
+            "secret_key_file": str(names.home / "webui.key"),
+            "initial_admin_user": "admin",
+            "initial_admin_password": names.admin_password,
+            "scrape_targets": [
+                {"name": name, "url": f"http://127.0.0.1:{port}/metrics"} for name, port in metrics
+            ],
+            "scrape_interval_s": 5,
+        },
+        "tables": [
+            {
+                "instance": INSTANCE,
+                "db_prefix": "ordercenter",
+                "table_prefix": "orderinfo",
+                "check_column": "created_at",
+            }
+        ],
+    }
+
+
+# -- MySQL: the sample schema and the workload --------------------------------------------------
 def _admin(settings: Settings) -> Any:
     instance = settings.instances[0]
     admin = instance.model_copy(
@@ -60,224 +187,609 @@ def _admin(settings: Settings) -> Any:
     return connect(admin, autocommit=False, init_command="SET time_zone = '+00:00'")
 
 
-def _create_schema(cursor: Any) -> None:
-    for db in DATABASES:
-        cursor.execute(f"DROP DATABASE IF EXISTS {db}")
-        cursor.execute(f"CREATE DATABASE {db}")
-        for table in TABLES:
-            cursor.execute(_DDL.format(db=db, table=table))
-
-
-def _workload(connection: Any, rows_per_table: int, rng: random.Random) -> int:
-    """History inserts, then mixed changes in transactions of 1..50 rows. Returns changes."""
-    changes = 0
-    live: dict[tuple[str, str], list[int]] = {}
-    next_id: dict[tuple[str, str], int] = {}
+def _create_schema(connection: Any, rows_per_table: int, rng: random.Random) -> int:
+    """Recreate the shards with history rows created over the last days; returns the rows."""
     with connection.cursor() as cursor:
+        for db in DATABASES:
+            cursor.execute(f"DROP DATABASE IF EXISTS {db}")
+            cursor.execute(f"CREATE DATABASE {db}")
+            for table in TABLES:
+                cursor.execute(_DDL.format(db=db, table=table))
         for d, db in enumerate(DATABASES):
             for t, table in enumerate(TABLES):
                 base = (d * SHARDS + t) * 10_000_000
-                ids = [base + n for n in range(1, rows_per_table + 1)]
-                live[(db, table)] = ids
-                next_id[(db, table)] = base + rows_per_table + 1
                 cursor.executemany(
                     f"INSERT INTO {db}.{table} (id, user_id, amount, status, note, created_at) "
                     "VALUES (%s, %s, %s, %s, %s, NOW(3) - INTERVAL %s MINUTE)",
                     [
                         (
-                            i,
+                            base + n,
                             rng.randrange(1, 5000),
                             Decimal(rng.randrange(100, 99999)) / 100,
                             rng.choice(STATUSES),
                             rng.choice((None, "", "gift", "express")),
-                            rng.randrange(0, 10000),
+                            rng.randrange(60 * 24, 60 * 24 * 6),  # one to six days old
                         )
-                        for i in ids
+                        for n in range(1, rows_per_table + 1)
                     ],
                 )
-                changes += len(ids)
+    connection.commit()
+    return rows_per_table * SHARDS * SHARDS
+
+
+@dataclass
+class Workload:
+    """Random transactions on every shard at a steady rate, in a thread of the demo."""
+
+    settings: Settings
+    rows_per_table: int
+    rate: float
+    seed: int = 7
+    changes: int = 0
+    transactions: int = 0
+    last_gtid: str | None = None
+    error: BaseException | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="demo-workload", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.error is not None:
+            raise CdcMirrorError(f"the demo workload failed: {self.error}") from self.error
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:  # noqa: BLE001 (re-raised in the demo's thread by stop())
+            self.error = exc
+
+    def _loop(self) -> None:
+        rng = random.Random(self.seed)
+        live = {
+            (d, t): list(range(base + 1, base + self.rows_per_table + 1))
+            for d in range(SHARDS)
+            for t in range(SHARDS)
+            for base in [(d * SHARDS + t) * 10_000_000]
+        }
+        next_id = {key: ids[-1] + 1 if ids else key[0] for key, ids in live.items()}
+        with _admin(self.settings) as connection, connection.cursor() as cursor:
+            began = time.monotonic()
+            while not self._stop.is_set():
+                shard = (rng.randrange(SHARDS), rng.randrange(SHARDS))
+                db, table = DATABASES[shard[0]], TABLES[shard[1]]
+                ids = live[shard]
+                for _ in range(rng.randrange(1, 20)):
+                    action = rng.random()
+                    if action < 0.55 and ids:
+                        cursor.execute(
+                            f"UPDATE {db}.{table} SET status = %s, amount = amount + 1 "
+                            "WHERE id = %s",
+                            (rng.choice(STATUSES), rng.choice(ids)),
+                        )
+                    elif action < 0.7 and ids:
+                        victim = ids.pop(rng.randrange(len(ids)))
+                        cursor.execute(f"DELETE FROM {db}.{table} WHERE id = %s", (victim,))
+                    elif action < 0.75 and ids:
+                        old = ids.pop(rng.randrange(len(ids)))
+                        new, next_id[shard] = next_id[shard], next_id[shard] + 1
+                        cursor.execute(f"UPDATE {db}.{table} SET id = %s WHERE id = %s", (new, old))
+                        ids.append(new)
+                    else:
+                        new, next_id[shard] = next_id[shard], next_id[shard] + 1
+                        cursor.execute(
+                            f"INSERT INTO {db}.{table} (id, user_id, amount, status, note, "
+                            "created_at) VALUES (%s, %s, %s, 'NEW', %s, NOW(3))",
+                            (
+                                new,
+                                rng.randrange(1, 5000),
+                                Decimal(rng.randrange(100, 9999)) / 100,
+                                rng.choice((None, "", "gift")),
+                            ),
+                        )
+                        ids.append(new)
+                    self.changes += cursor.rowcount
+                connection.commit()
+                self.transactions += 1
+                # Pace to the rate; the wait doubles as the stop signal.
+                due = began + self.transactions / self.rate
+                self._stop.wait(max(0.0, due - time.monotonic()))
+            cursor.execute("SELECT @@gtid_binlog_pos")
+            self.last_gtid = str(cursor.fetchone()[0])
+
+
+# -- clearing an earlier run ---------------------------------------------------------------------
+def _clear_kafka(settings: Settings, names: DemoNames) -> None:
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    admin = AdminClient(admin_config(settings.kafka))
+    prefix = topic_name(settings.kafka, INSTANCE)
+    topics = [t for t in admin.list_topics(timeout=15).topics if t.startswith(prefix)]
+    if topics:
+        for future in admin.delete_topics(topics, operation_timeout=30).values():
+            future.result()
+        wait_until(
+            lambda: not set(topics) & set(admin.list_topics(timeout=15).topics),
+            60,
+            "the demo's old topics to be deleted",
+        )
+    groups = [
+        g.group_id
+        for g in admin.list_consumer_groups().result().valid
+        if g.group_id.startswith(names.group_prefix)
+    ]
+    if groups:
+        for future in admin.delete_consumer_groups(groups).values():
+            future.result()
+
+
+def _clear_redis(settings: Settings, names: DemoNames) -> None:
+    import redis  # noqa: PLC0415
+
+    client = redis.Redis.from_url(settings.redis.url.get_secret_value())
+    try:
+        batch: list[bytes] = []
+        for key in client.scan_iter(match=f"{names.redis_prefix}:*", count=5000):
+            batch.append(key)
+            if len(batch) >= 5000:
+                client.delete(*batch)
+                batch.clear()
+        if batch:
+            client.delete(*batch)
+    finally:
+        client.close()
+
+
+def _clear_warehouse(settings: Settings, names: DemoNames) -> None:
+    from psycopg import sql  # noqa: PLC0415
+
+    from mirror.warehouse import connect_warehouse  # noqa: PLC0415
+
+    with connect_warehouse(settings.postgres) as connection:
+        connection.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                sql.Identifier(names.warehouse_schema)
+            )
+        )
         connection.commit()
-        for _ in range(rows_per_table * 2):
-            db, table = rng.choice(DATABASES), rng.choice(TABLES)
-            ids = live[(db, table)]
-
-            def fresh_id(key: tuple[str, str] = (db, table)) -> int:
-                next_id[key] += 1
-                return next_id[key] - 1
-
-            for _ in range(rng.randrange(1, 50)):
-                action = rng.random()
-                if action < 0.6 and ids:
-                    cursor.execute(
-                        f"UPDATE {db}.{table} SET status = %s, amount = amount + 1 WHERE id = %s",
-                        (rng.choice(STATUSES), rng.choice(ids)),
-                    )
-                elif action < 0.75 and ids:
-                    victim = ids.pop(rng.randrange(len(ids)))
-                    cursor.execute(f"DELETE FROM {db}.{table} WHERE id = %s", (victim,))
-                elif action < 0.8 and ids:
-                    old = ids.pop(rng.randrange(len(ids)))
-                    new = fresh_id()  # a primary-key change
-                    cursor.execute(f"UPDATE {db}.{table} SET id = %s WHERE id = %s", (new, old))
-                    ids.append(new)
-                else:
-                    new = fresh_id()
-                    cursor.execute(
-                        f"INSERT INTO {db}.{table} (id, user_id, amount, status, created_at) "
-                        "VALUES (%s, 1, 9.99, 'NEW', NOW(3))",
-                        (new,),
-                    )
-                    ids.append(new)
-                changes += cursor.rowcount
-            connection.commit()
-    return changes
 
 
-def _publish(settings: Settings, topic: str, messages: Iterator[SimpleBinlog]) -> int:
-    from confluent_kafka import KafkaError, Producer  # noqa: PLC0415
+def _clear_hive(settings: Settings, names: DemoNames) -> None:
+    from simple_binlog.spark import build_session  # noqa: PLC0415
 
-    producer = Producer(producer_config(settings.kafka, client_id="cdc-mirror-demo"))
-    errors: list[KafkaError] = []
-    count = 0
-    for message in messages:
-        while True:
-            try:
-                producer.produce(
-                    topic,
-                    key=partition_key(message.schema_name, message.table_name),
-                    value=message.encode(),
-                    on_delivery=lambda error, _msg: errors.append(error) if error else None,
-                )
-                break
-            except BufferError:
-                producer.poll(0.2)
-        count += 1
-    remaining = producer.flush(60)
-    if remaining or errors:
-        detail = errors[0].str() if errors else f"{remaining} undelivered"
-        raise CdcMirrorError(f"publishing to Kafka topic {topic} failed: {detail}.")
-    return count
+    spark = build_session(settings, "cdc-mirror-demo-reset")
+    try:
+        for database in (names.raw_database, names.snapshot_database):
+            spark.sql(f"DROP DATABASE IF EXISTS `{database}` CASCADE")
+    finally:
+        spark.stop()
+
+
+# -- progress and catching up --------------------------------------------------------------------
+def _prometheus_sum(url: str, metric: str) -> float | None:
+    """Sum of a metric's samples over all labels, or None while the endpoint is away."""
+    import urllib.error  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (loopback)
+            text = response.read().decode()
+    except (OSError, urllib.error.URLError):
+        return None
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(metric) and line[len(metric)] in " {":
+            total += float(line.rsplit(" ", 1)[1])
+    return total
 
 
 def _end_offsets(settings: Settings, topic: str) -> dict[int, int]:
+    """Per partition, the offset after the last committed transaction (read_committed)."""
     from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
 
     consumer = Consumer(consumer_config(settings.kafka, group_id="cdc-mirror-demo-probe"))
     try:
         metadata = consumer.list_topics(topic, timeout=10)
-        ends = {}
-        for partition in metadata.topics[topic].partitions:
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-            ends[partition] = high
-        return ends
+        if topic not in metadata.topics or metadata.topics[topic].error is not None:
+            return {}
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in metadata.topics[topic].partitions
+        }
     finally:
         consumer.close()
 
 
-def _consume(
-    settings: Settings, topic: str, start: dict[int, int], expected: int
-) -> list[SimpleBinlog]:
+def _group_offsets(
+    settings: Settings, group: str, topic: str, partitions: list[int]
+) -> dict[int, int]:
     from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
 
-    consumer = Consumer(
-        consumer_config(settings.kafka, group_id=f"cdc-mirror-demo-{uuid.uuid4().hex[:8]}")
-    )
-    consumer.assign([TopicPartition(topic, p, offset) for p, offset in start.items()])
-    received: list[SimpleBinlog] = []
-    deadline = time.monotonic() + 60
+    consumer = Consumer(consumer_config(settings.kafka, group_id=group))
     try:
-        while len(received) < expected and time.monotonic() < deadline:
-            for record in consumer.consume(num_messages=5000, timeout=1.0):
-                payload = record.value()
-                if record.error() is not None or payload is None:
-                    raise CdcMirrorError(f"reading {topic} failed at offset {record.offset()}.")
-                received.append(decode_message(payload))
+        committed = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
+        return {tp.partition: tp.offset for tp in committed}
     finally:
         consumer.close()
-    return received
 
 
-def _mysql_rows(cursor: Any, schemas: SchemaCache) -> dict[tuple[Any, ...], dict[str, Any]]:
-    rows: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for db in DATABASES:
-        for table in TABLES:
-            schema = schemas.get(db, table)
-            types = {name: parse_column_type(spec) for name, spec in schema.column_types.items()}
-            cursor.execute(f"SELECT * FROM {db}.{table}")
-            names = [d[0] for d in cursor.description]
-            for values in cursor.fetchall():
-                row = {n: encode(types[n], v, n) for n, v in zip(names, values, strict=True)}
-                rows[tuple(row[k] for k in schema.primary_keys)] = row
-    return rows
+def _messages_after(settings: Settings, topic: str, offsets: dict[int, int]) -> bool:
+    """Whether a read_committed reader finds any message at or after ``offsets``.
+
+    Offsets alone cannot say "everything was read": every Kafka transaction leaves a commit
+    marker, and an aborted one (a collector killed mid-transaction) leaves records no reader
+    sees, all taking offsets. So read from ``offsets`` until each partition reports its end.
+    """
+    from confluent_kafka import Consumer, KafkaError, TopicPartition  # noqa: PLC0415
+
+    ends = _end_offsets(settings, topic)
+    pending = {p: max(offsets.get(p, 0), 0) for p, end in ends.items()}
+    pending = {p: start for p, start in pending.items() if start < ends[p]}
+    if not pending:
+        return False
+    config = consumer_config(settings.kafka, group_id="cdc-mirror-demo-probe")
+    config.update({"enable.partition.eof": True, "enable.auto.commit": False})
+    consumer = Consumer(config)
+    try:
+        consumer.assign([TopicPartition(topic, p, start) for p, start in pending.items()])
+        unfinished = set(pending)
+        deadline = time.monotonic() + 30
+        while unfinished and time.monotonic() < deadline:
+            for record in consumer.consume(num_messages=100, timeout=1.0):
+                error = record.error()
+                if error is None:
+                    return True
+                if error.code() == KafkaError._PARTITION_EOF:
+                    unfinished.discard(record.partition())
+        return bool(unfinished)  # an end not reached in time counts as still pending
+    finally:
+        consumer.close()
 
 
-def run_demo(settings: Settings, console: Console, rows_per_table: int = 200) -> None:
-    console.rule("[bold]1. local stack")
-    LocalStack(settings).up(report=lambda name, what: console.print(f"  {name:<11} {what}"))
+def _writer_offsets(names: DemoNames, topic: str) -> dict[int, int]:
+    import json  # noqa: PLC0415
 
-    console.rule("[bold]2. sharded sample schema and a live workload in MariaDB")
-    rng = random.Random(7)
-    instance = settings.instances[0]
-    with _admin(settings) as connection:
-        with connection.cursor() as cursor:
-            _create_schema(cursor)
-            start = server_position(cursor)
-        changes = _workload(connection, rows_per_table, rng)
-        with connection.cursor() as cursor:
-            stop = server_position(cursor)
-    console.print(
-        f"  {SHARDS}×{SHARDS} shard tables, {changes} row changes, binlog "
-        f"{start.file}:{start.pos} → {stop.file}:{stop.pos} "
-        f"(GTID {start.gtid or '-'} → {stop.gtid})"
-    )
+    state = names.lake / "_stream_writer" / names.writer / "checkpoint" / "cdc_state.json"
+    try:
+        document = json.loads(state.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {
+        p["partition"]: p["nextOffset"]
+        for p in document.get("partitions", [])
+        if p["topic"] == topic
+    }
 
-    console.rule("[bold]3. row binlog → SimpleBinlog → Kafka")
-    topic = topic_name(settings.kafka, instance.name)
-    ensure_topic(settings.kafka, topic)
-    before = _end_offsets(settings, topic)
-    schemas = SchemaCache(instance)
+
+def _gtid_reached(position: str | None, target: str) -> bool:
+    from collector.position import parse_gtid  # noqa: PLC0415
+
+    if not position:
+        return False
+    have = {parse_gtid(g)[0]: parse_gtid(g)[2] for g in position.split(",") if g}
+    return all(have.get(parse_gtid(g)[0], -1) >= parse_gtid(g)[2] for g in target.split(",") if g)
+
+
+def _active_collector(collectors: list[Component]) -> Component | None:
+    for component in collectors:
+        health = component.health() if component.running else None
+        if health is not None and health.get("role") == "active":
+            return component
+    return None
+
+
+# -- the demo ---------------------------------------------------------------------------------
+@contextmanager
+def _step(console: Console, title: str) -> Iterator[None]:
+    console.rule(f"[bold]{title}")
     began = time.monotonic()
-    published = _publish(
-        settings,
-        topic,
-        read_range(instance, start.gtid, stop, OffsetGenerator(), DATABASES, schemas),
-    )
-    elapsed = time.monotonic() - began
-    console.print(f"  published {published} messages to {topic} in {elapsed:.1f} s")
+    yield
+    console.print(f"  [dim]({time.monotonic() - began:.1f} s)[/]")
 
-    console.rule("[bold]4. Kafka → mirror, compared with MySQL")
-    received = _consume(settings, topic, before, published)
-    mirror = InMemoryMirror(ShardRouter(list(settings.shard_rules)))
-    for message in received:
-        mirror.apply(message)
-    with _admin(settings) as connection, connection.cursor() as cursor:
-        expected = _mysql_rows(cursor, schemas)
-    mirrored = mirror.rows("ordercenter_orderinfo")
-    offsets = [m.binlog_offset for m in sorted(received, key=lambda m: m.binlog_offset)]
 
-    table = Table(title="MySQL vs. the mirror built from Kafka")
-    for column in ("logical table", "MySQL rows", "mirrored rows", "equal"):
-        table.add_column(column)
-    equal = mirrored == expected
-    table.add_row(
-        "ordercenter_orderinfo",
-        str(len(expected)),
-        str(len(mirrored)),
-        "[green]yes[/]" if equal else "[red]NO[/]",
+def run_demo(
+    settings: Settings, console: Console, options: DemoOptions, config_file: Path | None = None
+) -> None:
+    with _step(console, "1. local stack"):
+        LocalStack(settings).up(report=lambda name, what: console.print(f"  {name:<11} {what}"))
+    run = DemoRun.prepare(settings, console, config_file)
+    with _step(console, "2. a clean slate and a sharded sample schema with history"):
+        history = run.reset(options.history_rows)
+    with run.supervisor.running():
+        with _step(console, "3. the pipeline's processes"):
+            run.start_pipeline()
+        with _step(console, "4. history replay (source=MOCK, executeTime yesterday)"):
+            run.replay(history)
+        with _step(console, f"5. live workload for {options.live_seconds:.0f} s"):
+            workload = Workload(run.settings, options.history_rows, options.live_rate)
+            run.live(workload, options)
+        with _step(console, "6. catching up"):
+            run.catch_up(workload)
+        today = datetime.now(UTC).date()
+        with _step(console, f"7. merge: Hive snapshots of {today - timedelta(days=1)} and {today}"):
+            run.merge(today)
+        with _step(console, "8. do MySQL, Hive, the warehouse and Redis agree?"):
+            agreed = run.summary(today)
+        run.where_to_look(today)
+        if options.keep_running and agreed:
+            console.print("\n  The pipeline keeps running; Ctrl-C stops it.")
+            try:
+                threading.Event().wait()
+            except KeyboardInterrupt:
+                console.print("  stopping…")
+    if not agreed:
+        raise CdcMirrorError("the mirrors do not agree with MySQL; see the table above.")
+
+
+@dataclass
+class DemoRun:
+    """One demo: its settings, names and processes."""
+
+    settings: Settings
+    names: DemoNames
+    env: dict[str, str]
+    console: Console
+    supervisor: Supervisor = field(default_factory=Supervisor)
+    collectors: list[Component] = field(default_factory=list)
+
+    @classmethod
+    def prepare(cls, settings: Settings, console: Console, config_file: Path | None) -> DemoRun:
+        names = demo_names(settings)
+        overrides = config_env(demo_overrides(settings, names))
+        # The demo's own settings: the user's file (if any) plus the demo's overrides, exactly
+        # as every component process reads them.
+        os.environ.update(overrides)
+        env = dict(overrides)
+        if config_file is not None:
+            env["CDC_MIRROR_CONFIG"] = str(config_file.resolve())
+        return cls(load_settings(config_file), names, env, console)
+
+    @property
+    def topic(self) -> str:
+        return topic_name(self.settings.kafka, INSTANCE)
+
+    def component(self, name: str, args: list[str], health: str | None = None) -> Component:
+        cwd = Path(__file__).resolve().parents[1]
+        return Component(name, args, self.env, self.names.logs / f"{name}.log", health, cwd=cwd)
+
+    def reset(self, history_rows: int) -> int:
+        _clear_kafka(self.settings, self.names)
+        _clear_redis(self.settings, self.names)
+        _clear_warehouse(self.settings, self.names)
+        _clear_hive(self.settings, self.names)
+        shutil.rmtree(self.names.home, ignore_errors=True)
+        self.names.logs.mkdir(parents=True)
+        with _admin(self.settings) as connection:
+            history = _create_schema(connection, history_rows, random.Random(7))
+        self.console.print(
+            f"  {SHARDS}×{SHARDS} shard tables ({DATABASES[0]}..{DATABASES[-1]} × "
+            f"{TABLES[0]}..{TABLES[-1]}), {history} history rows; demo state in {self.names.home}"
+        )
+        return history
+
+    def start_pipeline(self) -> None:
+        names, add = self.names, self.supervisor.add
+        webui = add(self.component("webui", ["webui"]))
+        for letter, port in zip("ab", names.collector_ports, strict=True):
+            args = ["collector", "run", "--instance", INSTANCE, "--metrics-port", str(port)]
+            health = f"http://127.0.0.1:{port}/health"
+            self.collectors.append(add(self.component(f"collector-{letter}", args, health)))
+        add(self.component("stream-writer", ["stream-writer", "run", "--instance", INSTANCE]))
+        for target, port in names.mirror_ports.items():
+            args = ["mirror", "run", "--target", target, "--instance", INSTANCE]
+            add(self.component(f"mirror-{target}", [*args, "--metrics-port", str(port)]))
+        for part in self.supervisor.components.values():
+            part.start()
+        for collector in self.collectors:
+            collector.wait_healthy(120)
+        wait_until(
+            lambda: _active_collector(self.collectors) is not None,
+            120,
+            "one collector to become active",
+        )
+        login = f"http://127.0.0.1:{names.webui_port}/login"
+        webui.wait_until(lambda: http_ok(login), 120, "the web admin to answer")
+        for part in self.supervisor.components.values():
+            self.console.print(f"  {part.name:<16} pid {part.pid:<7} log {part.log_path}")
+        active = _active_collector(self.collectors)
+        self.console.print(
+            f"  active collector: {active.name if active else '?'}; the other "
+            "stands by (ZooKeeper election, fenced by Kafka transactions)"
+        )
+
+    def replay(self, history: int) -> None:
+        replay = self.component(
+            "replay",
+            [
+                "replay",
+                "--instance",
+                INSTANCE,
+                "--db-prefix",
+                "ordercenter",
+                "--table-prefix",
+                "orderinfo",
+                "--no-progress",
+            ],
+        ).start()
+        _wait_exit(replay, 600)
+        self.console.print(f"  {history} rows replayed into {self.topic} (log {replay.log_path})")
+
+    def merge(self, today: date) -> None:
+        yesterday = today - timedelta(days=1)
+        # Yesterday holds the replayed history and is ready (today's changes moved the
+        # watermark past it); today is still open, so its snapshot is the provisional one an
+        # operator gets with --skip-readiness.
+        for day, extra in ((yesterday, ["--wait-ready-s", "300"]), (today, ["--skip-readiness"])):
+            merge = self.component(
+                f"merge-{day}",
+                ["merge", "--table", LOGICAL_TABLE, "--dt", day.isoformat(), *extra],
+            ).start()
+            _wait_exit(merge, 900)
+            self.console.print(f"  {day}: merged (log {merge.log_path})")
+
+    def live(self, workload: Workload, options: DemoOptions) -> None:
+        workload.start()
+        began = time.monotonic()
+        failed_over = not options.failover
+        period = threading.Event()  # never set: its wait() paces the status line
+        while time.monotonic() - began < options.live_seconds and workload.error is None:
+            self.console.print(_live_line(self, workload))
+            if not failed_over and time.monotonic() - began >= options.live_seconds / 2:
+                failed_over = True
+                _fail_over(self)
+            period.wait(3.0)
+        workload.stop()
+        self.console.print(_live_line(self, workload))
+        self.console.print(
+            f"  workload: {workload.transactions} MySQL transactions, "
+            f"{workload.changes} row changes"
+        )
+
+    def catch_up(self, workload: Workload) -> None:
+        if workload.last_gtid is None:
+            raise CdcMirrorError("the demo workload did not report its last GTID.")
+        _catch_up(self, workload.last_gtid)
+
+    def summary(self, day: date) -> bool:
+        """Digest every store and compare them with MySQL, row for row."""
+        from cdc_mirror import verify  # noqa: PLC0415
+
+        mirror = self.settings.table(LOGICAL_TABLE)
+        schema = verify.mysql_schema(self.settings, mirror)
+        mysql = verify.mysql_digest(self.settings, mirror, schema)
+        warehouse = verify.warehouse_digest(self.settings, mirror, schema)
+        redis = verify.redis_digest(self.settings, mirror, schema)
+        hive = verify.run_spark_checks(
+            LOGICAL_TABLE,
+            [day.isoformat()],
+            self.names.home / "verify.json",
+            env=self.env,
+            log_path=self.names.logs / "verify.log",
+        )
+        snapshot = hive.snapshots[day.isoformat()]
+        agreement = verify.compare(mysql, [snapshot, warehouse, redis])
+        raw = verify.check_raw_layer(
+            LOGICAL_TABLE, verify.kafka_coordinates(self.settings, mirror), hive.lake
+        )
+        table = Table(title=f"{LOGICAL_TABLE}: MySQL and its mirrors, row for row")
+        for column in ("store", "rows", "checksum", "verdict"):
+            table.add_column(column)
+        for store, rows, checksum, verdict in agreement.rows():
+            colour = "green" if verdict in ("reference", "equal") else "red"
+            table.add_row(store, rows, checksum, f"[{colour}]{verdict}[/]")
+        self.console.print(table)
+        colour = "green" if raw.exactly_once else "red"
+        self.console.print(f"  [{colour}]{raw.describe()}[/]")
+        verdict = "agree" if agreement.agrees and raw.exactly_once else "DO NOT agree"
+        self.console.print(
+            f"  [bold]MySQL, the Hive snapshot of {day}, the warehouse and Redis {verdict}.[/]"
+        )
+        return agreement.agrees and raw.exactly_once
+
+    def where_to_look(self, day: date) -> None:
+        names, settings = self.names, self.settings
+        redis_port = settings.redis.url.get_secret_value().rsplit(":", 1)[-1].split("/")[0]
+        lines = [
+            f"web admin      http://127.0.0.1:{names.webui_port}/  (user admin, password "
+            f"{names.admin_password})",
+            f'Hive snapshot  ./run sql "SELECT status, count(*) FROM '
+            f"{names.snapshot_database}.{LOGICAL_TABLE} WHERE dt = '{day}' GROUP BY status\"",
+            f"raw changes    {names.lake}/{names.raw_database}.db/{LOGICAL_TABLE}/dt={day}/",
+            f"warehouse      psql -h 127.0.0.1 -p {settings.postgres.port} -U "
+            f"{settings.postgres.user} {settings.postgres.warehouse_db} -c 'SELECT count(*) "
+            f"FROM {names.warehouse_schema}.{LOGICAL_TABLE}'",
+            f"Redis          redis-cli -p {redis_port} --scan --pattern "
+            f"'{names.redis_prefix}:{LOGICAL_TABLE}:*'",
+            f"Kafka topic    {self.topic} at {settings.kafka.bootstrap_servers}",
+            "collectors     "
+            + ", ".join(f"http://127.0.0.1:{port}/health" for port in names.collector_ports),
+            f"logs           {names.logs}",
+        ]
+        self.console.rule("[bold]where to look")
+        for line in lines:
+            self.console.print(f"  {line}", highlight=False)
+
+
+def _wait_exit(component: Component, timeout_s: float) -> None:
+    wait_until(lambda: not component.running, timeout_s, f"{component.name} to finish")
+    if component.returncode != 0:
+        raise ComponentError(
+            f"{component.name} failed with exit code {component.returncode}; "
+            f"see {component.log_path}."
+        )
+
+
+def _live_line(run: DemoRun, workload: Workload) -> str:
+    names = run.names
+    kafka = sum(_end_offsets(run.settings, run.topic).values())
+    lake = _prometheus_sum(
+        f"http://127.0.0.1:{names.writer_port}/metrics", "cdc_stream_writer_rows"
     )
-    console.print(table)
-    console.print(
-        f"  messages read back: {len(received)} of {published}; offsets unique: "
-        f"{len(set(offsets)) == len(offsets)}; first {offsets[0] if offsets else '-'}, "
-        f"last {offsets[-1] if offsets else '-'}"
+    applied = {
+        target: _prometheus_sum(f"http://127.0.0.1:{port}/metrics", "cdc_mirror_rows_total")
+        for target, port in names.mirror_ports.items()
+    }
+    active = _active_collector(run.collectors)
+    return (
+        f"  MySQL {workload.changes:>6} │ Kafka end offsets {kafka:>6} │ lake {lake or 0:>6.0f} │ "
+        f"warehouse {applied['warehouse'] or 0:>6.0f} │ Redis {applied['redis'] or 0:>6.0f} │ "
+        f"{active.name if active else '—'}"
     )
-    console.print(
-        "\n  Where to look: the topic with any Kafka client at "
-        f"{settings.kafka.bootstrap_servers} (topic {topic}); MariaDB at "
-        f"127.0.0.1:{instance.port} (databases {DATABASES[0]}..{DATABASES[-1]}).\n"
-        "  Not in this demo yet: the HA collectors, history replay, the lake writer, the Redis "
-        "and warehouse mirrors and the web admin exist as commands (see the README) but the "
-        "demo does not run them yet; the daily Hive snapshot merge is being built."
+
+
+def _fail_over(run: DemoRun) -> None:
+    """kill -9 the active collector, time the standby's takeover, restart the dead one."""
+    active = _active_collector(run.collectors)
+    if active is None:
+        return
+    active.kill()
+    run.console.print(f"  [yellow]kill -9 {active.name}[/]: the standby takes over…")
+
+    def other_active() -> bool:
+        now = _active_collector(run.collectors)
+        return now is not None and now is not active
+
+    took = wait_until(other_active, 120, "the standby collector to take over")
+    successor = _active_collector(run.collectors)
+    run.console.print(
+        f"  [green]{successor.name if successor else '?'} active[/] after {took:.1f} s; "
+        f"{active.name} restarts as the new standby"
     )
-    if not equal or len(received) != published:
-        raise CdcMirrorError("the mirror built from Kafka does not match MySQL.")
+    active.start()
+
+
+def _catch_up(run: DemoRun, last_gtid: str) -> None:
+    """Wait until the collector published everything and every consumer applied it."""
+
+    def collector_done() -> bool:
+        active = _active_collector(run.collectors)
+        health = active.health() if active else None
+        committed = (health or {}).get("committed") or {}
+        return _gtid_reached(committed.get("gtid"), last_gtid)
+
+    took = wait_until(collector_done, 300, f"the collector to publish up to GTID {last_gtid}")
+    ends = _end_offsets(run.settings, run.topic)
+    run.console.print(
+        f"  collector: everything up to GTID {last_gtid} is in Kafka ({took:.1f} s); "
+        f"{run.topic} ends at offsets {sum(ends.values())} (messages and transaction markers)"
+    )
+    for target in run.names.mirror_ports:
+        group = f"{run.names.group_prefix}.{target}"
+
+        def applied(group: str = group) -> bool:
+            committed = _group_offsets(run.settings, group, run.topic, sorted(ends))
+            return not _messages_after(run.settings, run.topic, committed)
+
+        took = wait_until(applied, 300, f"the {target} mirror to apply everything")
+        run.console.print(f"  mirror → {target}: caught up ({took:.1f} s)")
+    took = wait_until(
+        lambda: not _messages_after(run.settings, run.topic, _writer_offsets(run.names, run.topic)),
+        600,
+        "the stream writer to write everything to the lake",
+    )
+    run.console.print(f"  stream writer: everything is in the lake ({took:.1f} s)")

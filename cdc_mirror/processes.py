@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -69,6 +70,15 @@ def http_json(url: str, timeout_s: float = 2.0) -> Any | None:
             return json.loads(response.read())
     except (OSError, urllib.error.URLError, ValueError):
         return None
+
+
+def http_ok(url: str, timeout_s: float = 2.0) -> bool:
+    """Whether ``url`` answers with a non-error status (e.g. a login page)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 (loopback)
+            return bool(response.status < 400)
+    except (OSError, urllib.error.URLError):
+        return False
 
 
 def wait_until(
@@ -146,7 +156,7 @@ class Component:
             if output is not None:
                 output.close()  # the child holds its own descriptor
         self.starts += 1
-        log.info("started %s (pid %s): %s", self.name, self.process.pid, " ".join(self.args))
+        log.debug("started %s (pid %s): %s", self.name, self.process.pid, " ".join(self.args))
         return self
 
     def _signal_group(self, signum: int) -> None:
@@ -162,7 +172,7 @@ class Component:
             return
         self._signal_group(signal.SIGKILL)
         self.process.wait()
-        log.info("killed %s", self.name)
+        log.debug("killed %s", self.name)
 
     def pause(self) -> None:
         """SIGSTOP: the process keeps its sockets but does nothing, like a long GC pause."""
@@ -240,10 +250,22 @@ class Supervisor:
 
     @contextmanager
     def running(self) -> Iterator[Supervisor]:
+        """Stop every component on leaving, also when this process gets SIGTERM (whose
+        default action would end it at once, leaving the components running)."""
+        previous: Any = None
+        in_main = threading.current_thread() is threading.main_thread()
+        if in_main:
+            previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
             yield self
         finally:
             self.stop_all()
+            if in_main:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def free_port() -> int:

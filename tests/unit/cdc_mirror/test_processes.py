@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -132,3 +133,35 @@ def test_two_components_may_not_share_a_name(tmp_path: Path) -> None:
     with pytest.raises(ComponentError, match="two components are named 'a'"):
         supervisor.add(_sleeper(tmp_path, "a"))
 
+
+
+def test_sigterm_to_the_supervising_process_still_stops_its_components(tmp_path: Path) -> None:
+    marker = tmp_path / "child.pid"
+    script = (
+        "import sys, os, threading\n"
+        "from pathlib import Path\n"
+        "from cdc_mirror.processes import Component, Supervisor\n"
+        "sup = Supervisor()\n"
+        "child = sup.add(Component('c', [], program=[sys.executable, '-c', "
+        "'import time\\nwhile True: time.sleep(1)']))\n"
+        "with sup.running():\n"
+        "    child.start()\n"
+        f"    Path({str(marker)!r}).write_text(str(child.pid))\n"
+        "    threading.Event().wait()\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).parents[3])
+    try:
+        wait_until(lambda: marker.exists() and marker.read_text() != "", 30, "the child")
+        child_pid = int(marker.read_text())
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=60) == 128 + signal.SIGTERM
+        wait_until(lambda: not _alive(child_pid), 10, "the child to be stopped")
+    finally:
+        parent.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return _state(pid) != "Z"
+    except FileNotFoundError:
+        return False
