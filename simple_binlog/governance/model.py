@@ -118,7 +118,9 @@ class DetectorRule(_Model):
 class ColumnPolicy(_Model):
     """The action for one column of one logical table (``TableMirror.name``, shard-merged).
 
-    ``column: "*"`` sets the action for every column of the table without its own policy.
+    ``column: "*"`` sets the action for every column of the table without its own policy
+    (a ``"*"`` mask leaves non-text columns as they are; a column's own ``mask`` on a number
+    or date column publishes it as text, type ``varchar(80)``).
     ``keep_last`` (mask) keeps that many trailing characters of each detected part visible
     (e-mails keep their first character and the domain instead).
     """

@@ -228,6 +228,12 @@ class Governance:
         before = message.before_content
         if before is not None:
             before = self._rewrite_row(message, plan, before, {}, done)
+        if (
+            content is message.content
+            and before is message.before_content
+            and plan.out_column_types == plan.column_types
+        ):
+            return message  # e.g. mask with nothing detected: no copy
         return replace(
             message,
             content=content,
@@ -246,7 +252,8 @@ class Governance:
         """One image (``content`` or ``beforeContent``) rewritten; ``done`` collects each
         column's (raw, published) pair; ``after``: the after-image's pairs, for a before-image.
         """
-        out = dict(row)
+        # Copied on the first change only: most masked values hold nothing to mask.
+        out: dict[str, JsonScalar] | None = dict(row) if plan.drop else None
         logical = plan.logical or ""
         for name in plan.drop_scan:
             dropped = row.get(name)
@@ -254,20 +261,24 @@ class Governance:
                 if after is not None and message.content.get(name) == dropped:
                     continue  # same as the after-image: counted once
                 self._detect(message, logical, name, dropped, PolicyAction.DROP)
-        for name in plan.drop:
-            out.pop(name, None)
+        if out is not None:
+            for name in plan.drop:
+                out.pop(name, None)
         for column in plan.rewrite:
             if column.name not in row:
                 continue
             raw = row[column.name]
             previous = after.get(column.name) if after is not None else None
             if previous is not None and previous[0] == raw:
-                out[column.name] = previous[1]  # same as the after-image: counted once
-                continue
-            value = self._column_value(message, logical, column, raw)
-            out[column.name] = value
-            done[column.name] = (raw, value)
-        return out
+                value = previous[1]  # same as the after-image: counted once
+            else:
+                value = self._column_value(message, logical, column, raw)
+                done[column.name] = (raw, value)
+            if value is not raw and value != raw:
+                if out is None:
+                    out = dict(row)
+                out[column.name] = value
+        return row if out is None else out
 
     def _detect(
         self, message: SimpleBinlog, logical: str, name: str, text: str, action: PolicyAction
@@ -326,6 +337,10 @@ class Governance:
                 is_text = False  # a type the contract cannot parse is not scanned as text
             transform = self._standardise.get((logical or "", name))
             scan = is_text or own is not None
+            if own is None and action is PolicyAction.MASK and not is_text:
+                # A table-wide or default mask leaves numbers and dates as they are: they
+                # cannot be masked in part and keep their type. Name the column to mask it.
+                action = actions[name] = PolicyAction.PASS
             if action is PolicyAction.DROP:
                 drop.append(name)
                 out_types.pop(name, None)
