@@ -191,7 +191,7 @@ def collector_run(
 
     loaded = settings()
     port = loaded.collector.metrics_port if metrics_port is None else metrics_port
-    run_collector(loaded, instance, port, ha)
+    run_collector(loaded, instance, port, ha, _state.config)
 
 
 @app.command("replay")
