@@ -17,6 +17,7 @@ from tests.unit.webui.harness import (
     create_viewer,
     instance_body,
     login,
+    make_app,
     make_token,
     mirror_body,
 )
@@ -32,6 +33,7 @@ from webui.detections import (
     store_batch,
 )
 from webui.models import DetectionCount, DetectionOffset
+from webui.schema_source import StaticSchemaSource
 
 TABLE = "ordercenter_orderinfo"
 
@@ -264,6 +266,9 @@ def test_viewers_read_but_cannot_change_and_collectors_read_nothing(
         data={"csrf_token": csrf, "table": TABLE, "column": "amount", "action": "mask"},
     )
     assert page.status_code == 403
+    page_for_viewer = viewer.get("/governance")
+    assert page_for_viewer.status_code == 200
+    assert 'id="policy-form"' not in page_for_viewer.text, "viewers get no edit forms"
     anonymous = TestClient(client.app)
     assert anonymous.get("/api/governance").status_code == 401
     assert anonymous.get("/api/lineage/openlineage").status_code == 401
@@ -399,3 +404,18 @@ def test_aggregate_sums_per_hour_and_series():
         (0, "orders", TABLE, "email", "cn_mobile", "mask"): 1,
     }
     assert hour_of(7_199_999) == 3600
+
+
+def test_lineage_names_a_mirror_whose_mysql_side_is_not_found(
+    tmp_path: Path, client: TestClient, mirrored: dict[str, str]
+):
+    # The app of ``client`` knows the schema; a second app on the same database does not.
+    other = make_app(tmp_path, schemas=StaticSchemaSource({}))
+    with TestClient(other) as second:
+        login(second)
+        [table] = second.get("/api/lineage").json()
+    assert table["problem"] == (
+        "no table of instance 'orders' matches 'ordercenter'/'orderinfo' now."
+    )
+    assert table["columns"] == [] and table["mysql_tables"] == []
+    assert table["hive_snapshot"] == "ods_snapshot.ordercenter_orderinfo", "tables still show"
