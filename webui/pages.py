@@ -21,7 +21,7 @@ from starlette.datastructures import FormData
 
 from simple_binlog.config import ALL_TARGETS, TableMirror
 from simple_binlog.errors import CdcMirrorError
-from webui import admin
+from webui import admin, governance
 from webui.auth import (
     CSRF_FIELD,
     LOGIN_CSRF_COOKIE,
@@ -34,7 +34,7 @@ from webui.auth import (
     principal_from_cookie,
 )
 from webui.context import WebContext, context, db_session
-from webui.models import ApiToken, AuditEntry, Instance, MetricSample, User
+from webui.models import ApiToken, AuditEntry, DetectionCount, Instance, MetricSample, User
 from webui.monitoring import PANELS, load_series, render_svg
 from webui.replay import FINAL_STATES, ReplayRequest, ReplayStatus
 from webui.schemas import InstanceIn, TokenIn, UserIn
@@ -264,6 +264,13 @@ def overview(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
         replay_problem=replay_problem,
         samples=db.scalar(select(func.count()).select_from(MetricSample)) or 0,
         audit=list(db.scalars(select(AuditEntry).order_by(AuditEntry.id.desc()).limit(5))),
+        governance=governance.state(db),
+        detections_24h=db.scalar(
+            select(func.coalesce(func.sum(DetectionCount.count), 0)).where(
+                DetectionCount.hour >= int(time.time()) - 24 * 3600
+            )
+        )
+        or 0,
     )
 
 
