@@ -73,8 +73,15 @@ def _refused(
 
 
 @router.get("/governance")
-def governance_page(request: Request, db: DB, who: PageUser) -> Response:
-    return _governance_page(request, db, who)
+def governance_page(request: Request, db: DB, who: PageUser, detector: str = "") -> Response:
+    """``?detector=<name>``: the detector form holds that rule, to change it."""
+    typed: dict[str, Any] = {}
+    if detector:
+        found = [d for d in governance.detectors(db) if d.name == detector]
+        if not found:
+            raise admin.NotFound(f"no detector rule named {detector!r}.")
+        typed["detector"] = {**found[0].model_dump(mode="json"), "existing": detector}
+    return _governance_page(request, db, who, typed=typed)
 
 
 @router.post("/governance/settings")
@@ -103,13 +110,14 @@ def save_detector_form(request: Request, db: DB, who: PageUser, form: EditForm) 
         "description": _text(form, "description"),
         "enabled": _text(form, "enabled") == "on",
     }
+    typed = {**values, "existing": existing}  # a refused edit stays an edit
     try:
         rule = DetectorRule.model_validate(values)
         governance.save_detector(db, who.name, rule, existing=existing)
     except ValidationError as exc:
-        return _refused(request, db, who, admin.validation_messages(exc), "detector", values)
+        return _refused(request, db, who, admin.validation_messages(exc), "detector", typed)
     except admin.Problems as exc:
-        return _refused(request, db, who, exc.messages, "detector", values)
+        return _refused(request, db, who, exc.messages, "detector", typed)
     return _see("/governance#detectors")
 
 

@@ -419,3 +419,40 @@ def test_lineage_names_a_mirror_whose_mysql_side_is_not_found(
     )
     assert table["columns"] == [] and table["mysql_tables"] == []
     assert table["hive_snapshot"] == "ods_snapshot.ordercenter_orderinfo", "tables still show"
+
+
+def test_a_detector_rule_is_changed_through_its_form(client: TestClient, admin_csrf: str):
+    created = client.post(
+        "/governance/detectors",
+        data={
+            "csrf_token": admin_csrf,
+            "name": "order_no",
+            "pattern": r"ORD\d{8}",
+            "enabled": "on",
+        },
+        follow_redirects=False,
+    )
+    assert created.status_code == 303
+    form = client.get("/governance", params={"detector": "order_no"})
+    assert 'name="existing" value="order_no"' in form.text
+    refused = client.post(
+        "/governance/detectors",
+        data={"csrf_token": admin_csrf, "existing": "order_no", "name": "order_no", "pattern": "("},
+    )
+    assert refused.status_code == 422
+    assert 'name="existing" value="order_no"' in refused.text, "the form stays an edit form"
+    changed = client.post(
+        "/governance/detectors",
+        data={
+            "csrf_token": admin_csrf,
+            "existing": "order_no",
+            "name": "order_no",
+            "pattern": r"ORD\d{10}",
+            "validator": "luhn",
+        },
+        follow_redirects=False,
+    )
+    assert changed.status_code == 303
+    [rule] = client.get("/api/governance/detectors").json()
+    assert (rule["pattern"], rule["validator"], rule["enabled"]) == (r"ORD\d{10}", "luhn", False)
+    assert client.get("/governance", params={"detector": "nope"}).status_code == 404
