@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -735,6 +735,21 @@ class SparkChecks:
     lake: list[tuple[str, int, int, int]]
     lake_days: list[str]
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "snapshots": {day: digest.to_json() for day, digest in self.snapshots.items()},
+            "lake": self.lake,
+            "lakeDays": self.lake_days,
+        }
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> SparkChecks:
+        return cls(
+            snapshots={day: TableDigest.from_json(d) for day, d in document["snapshots"].items()},
+            lake=[(str(t), int(p), int(o), int(b)) for t, p, o, b in document["lake"]],
+            lake_days=list(document["lakeDays"]),
+        )
+
 
 def spark_checks(
     spark: SparkSession, settings: Settings, table: str, days: Sequence[str], raw: bool
@@ -784,12 +799,7 @@ def run_spark_checks(
     if finished.returncode != 0:
         hint = f"; see {log_path}" if log_path is not None else ""
         raise VerifyError(f"the Spark check of {table} failed (exit {finished.returncode}){hint}.")
-    document = json.loads(output.read_text())
-    return SparkChecks(
-        snapshots={day: TableDigest.from_json(d) for day, d in document["snapshots"].items()},
-        lake=[(str(t), int(p), int(o), int(b)) for t, p, o, b in document["lake"]],
-        lake_days=list(document["lakeDays"]),
-    )
+    return SparkChecks.from_json(json.loads(output.read_text()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -819,21 +829,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CdcMirrorError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 1
-    document = {
-        "snapshots": {day: digest.to_json() for day, digest in found.snapshots.items()},
-        "lake": found.lake,
-        "lakeDays": found.lake_days,
-    }
+    document = found.to_json()
     temporary = args.output.with_name(f".{args.output.name}.tmp")
     temporary.write_bytes(orjson.dumps(document))
     temporary.replace(args.output)
     return 0
-
-
-def rows_of(digests: Iterable[TableDigest]) -> Iterator[tuple[str, int, str]]:
-    """(store, rows, checksum) of each digest: a short line each for logs."""
-    for digest in digests:
-        yield digest.store, digest.count, digest.checksum
 
 
 if __name__ == "__main__":

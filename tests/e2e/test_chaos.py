@@ -41,11 +41,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import orjson
 import pytest
 
+from cdc_mirror.processes import ComponentError
 from cdc_mirror.verify import (
+    SparkChecks,
     TableAgreement,
     check_raw_layer,
     compare,
@@ -53,7 +58,6 @@ from cdc_mirror.verify import (
     mysql_digest,
     mysql_schema,
     redis_digest,
-    run_spark_checks,
     warehouse_digest,
 )
 from collector.reader import server_position
@@ -72,12 +76,13 @@ from tests.e2e.workload import ShardedSchema, Workload, admin_connection
 from tests.integration.collector.harness import reached
 
 log = logging.getLogger(__name__)
+SPARK_JOB = Path(__file__).resolve().parent / "spark_job.py"
 
 FULL = os.environ.get("CDC_TEST_CHAOS_FULL") == "1"
 RESTARTS = os.environ.get("CDC_TEST_CHAOS_RESTARTS", "1") != "0"
 SEED = int(os.environ.get("CDC_TEST_CHAOS_SEED", "20261122"))
-CHANGES = int(os.environ.get("CDC_TEST_CHAOS_CHANGES", "500000" if FULL else "20000"))
-RATE = 1200.0 if FULL else 150.0  # row changes per second the workload aims at
+CHANGES = int(os.environ.get("CDC_TEST_CHAOS_CHANGES", "500000" if FULL else "10000"))
+RATE = 1200.0 if FULL else 80.0  # row changes per second the workload aims at
 REPEATS = 3 if FULL else 1
 GAP_S = (5.0, 20.0) if FULL else (2.0, 6.0)  # random pause before each fault
 DRAIN_TIMEOUT_S = 900.0 if FULL else 300.0
@@ -109,27 +114,29 @@ def _merge(pipeline: ChaosPipeline, day: str, log_path: Path) -> None:
     assert done.returncode == 0, f"merge of {day} failed (exit {done.returncode}); see {log_path}"
 
 
-def _drop_spark_databases(pipeline: ChaosPipeline, log_path: Path) -> None:
-    """The test's Hive databases go; their files live in the tmp dir anyway."""
+def _spark_databases(pipeline: ChaosPipeline) -> list[str]:
     tag = pipeline.names.tag
-    code = (
-        "from simple_binlog.config import load_settings\n"
-        "from simple_binlog.spark import build_session\n"
-        "s = build_session(load_settings(), 'chaos-cleanup')\n"
-        f"[s.sql(f'DROP DATABASE IF EXISTS {{d}} CASCADE') for d in ('chaos{tag}_raw', "
-        f"'chaos{tag}_snap')]\n"
-        "s.stop()\n"
-    )
+    return [f"chaos{tag}_raw", f"chaos{tag}_snap"]
+
+
+def _spark_job(pipeline: ChaosPipeline, tmp_path: Path, args: list[str]) -> None:
+    """tests/e2e/spark_job.py in a Spark process of its own; it drops the test's Hive
+    databases at its end (their files live in the tmp dir)."""
+    command = [sys.executable, str(SPARK_JOB), *args]
+    for database in _spark_databases(pipeline):
+        command += ["--drop", database]
+    log_path = tmp_path / "logs" / "spark-job.log"
     with log_path.open("ab") as sink:
-        subprocess.run(
-            [sys.executable, "-c", code],
+        done = subprocess.run(
+            command,
             cwd=ROOT,
             env={**os.environ, **pipeline.env},
             stdout=sink,
             stderr=subprocess.STDOUT,
-            timeout=300,
+            timeout=900,
             check=False,
         )
+    assert done.returncode == 0, f"the Spark job failed (exit {done.returncode}); see {log_path}"
 
 
 def _cleanup_stores(settings: Settings, pipeline: ChaosPipeline) -> None:
@@ -176,8 +183,20 @@ def _report(table: FaultTable, tmp_path: Path, extra: list[str]) -> Path:
 
 
 def _fault_lane(
-    faults: Faults, kinds: list[str], rng: random.Random, table: FaultTable, workload: Workload
+    faults: Faults,
+    kinds: list[str],
+    rng: random.Random,
+    table: FaultTable,
+    workload: Workload,
+    ready: Callable[[], None] | None = None,
 ) -> None:
+    if ready is not None:
+        try:
+            ready()
+        except ComponentError as exc:
+            for kind in kinds:
+                table.record(kind, FAULT_HOW[kind]).failures.append(f"not injected: {exc}")
+            return
     for kind in kinds:
         workload.stop.wait(rng.uniform(*GAP_S))  # a random moment, not a synchronisation
         if not workload.is_alive():
@@ -196,9 +215,15 @@ def _inject_faults(
     rng.shuffle(schedule)
     writer_lane = [k for k in schedule if k == "kill_stream_writer"]
     main_lane = [k for k in schedule if k != "kill_stream_writer"]
+    pipeline = faults.pipeline
+
+    def writer_ready() -> None:
+        # The stream writer's first Spark batch takes a while: the other lane does not wait.
+        pipeline.wait(lambda: (pipeline.writer_rows() or 0) > 0, 400, "the stream writer")
+
     lane = threading.Thread(
         target=_fault_lane,
-        args=(faults, writer_lane, random.Random(rng.random()), table, workload),
+        args=(faults, writer_lane, random.Random(rng.random()), table, workload, writer_ready),
         name="chaos-writer-lane",
         daemon=True,
     )
@@ -235,7 +260,7 @@ def _drain(
     return kafka_messages
 
 
-@pytest.mark.timeout(3600 if FULL else 900)
+@pytest.mark.timeout(5400 if FULL else 1500)
 def test_pipeline_survives_chaos_and_every_store_equals_mysql(
     local_stack: Settings, tmp_path: Path
 ) -> None:
@@ -255,7 +280,7 @@ def test_pipeline_survives_chaos_and_every_store_equals_mysql(
     watchdog = Watchdog(pipeline, table)
     extra: list[str] = []
     timings: dict[str, float] = {}
-    reported = False
+    reported = spark_ran = False
     began = time.monotonic()
     try:
         with pipeline.supervisor.running():
@@ -269,8 +294,7 @@ def test_pipeline_survives_chaos_and_every_store_equals_mysql(
                 )
                 workload.start()
                 sampler.start()
-                # Everything is up once each consumer has handled rows.
-                pipeline.wait(lambda: (pipeline.writer_rows() or 0) > 0, 400, "the stream writer")
+                # Up once each mirror has applied rows (the writer: see _inject_faults).
                 for target in pipeline.mirror_ports:
                     pipeline.wait(
                         lambda t=target: (pipeline.mirror_rows(t) or 0) > 0,
@@ -314,23 +338,25 @@ def test_pipeline_survives_chaos_and_every_store_equals_mysql(
         for day in days:
             _merge(pipeline, day, tmp_path / "logs" / "merge.log")
         timings["merge"] = time.monotonic() - checked
-        spark = run_spark_checks(
-            names.table,
-            days,
-            tmp_path / "spark-checks.json",
-            pipeline.env,
-            log_path=tmp_path / "logs" / "verify.log",
-        )
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # MySQL, the warehouse and Redis are read while the Spark process starts.
+            spark_future = pool.submit(
+                _spark_job,
+                pipeline,
+                tmp_path,
+                ["--table", names.table, "--output", str(tmp_path / "spark-checks.json")]
+                + [part for day in days for part in ("--dt", day)],
+            )
+            table_schema = mysql_schema(settings, mirror)
+            reference = mysql_digest(settings, mirror, table_schema)
+            warehouse = warehouse_digest(settings, mirror, table_schema)
+            in_redis = redis_digest(settings, mirror, table_schema)
+            spark_future.result()
+        spark_ran = True
+        spark = SparkChecks.from_json(orjson.loads((tmp_path / "spark-checks.json").read_bytes()))
         raw = check_raw_layer(names.table, kafka_messages, spark.lake)
-        table_schema = mysql_schema(settings, mirror)
-        reference = mysql_digest(settings, mirror, table_schema)
         agreement: TableAgreement = compare(
-            reference,
-            [
-                spark.snapshots[days[-1]],
-                warehouse_digest(settings, mirror, table_schema),
-                redis_digest(settings, mirror, table_schema),
-            ],
+            reference, [spark.snapshots[days[-1]], warehouse, in_redis]
         )
         timings["verify"] = time.monotonic() - checked - timings["merge"]
         certain = workload.stats.certain_changes
@@ -364,6 +390,8 @@ def test_pipeline_survives_chaos_and_every_store_equals_mysql(
             _report(table, tmp_path, [f"stopped early: {' '.join(str(exc).split())[:500]}"])
         raise
     finally:
-        _drop_spark_databases(pipeline, tmp_path / "logs" / "cleanup.log")
+        if not spark_ran:
+            with contextlib.suppress(AssertionError, subprocess.TimeoutExpired):
+                _spark_job(pipeline, tmp_path, [])
         _cleanup_stores(settings, pipeline)
         schema.drop(local_stack)
