@@ -247,6 +247,53 @@ def test_collector_replay_and_mirrors_carry_no_planted_plaintext(governed: dict[
     assert table.leaks("\n".join(map(str, rows))) == []
 
 
+def test_a_changed_config_file_applies_without_a_restart(governed: dict[str, Any]) -> None:
+    """The collector watches its config file: a new policy set applies between transactions,
+    with its version logged; rows before it keep the old policy, rows after it the new one."""
+    table: PlantedTable = governed["table"]
+    scene: MirrorScene = governed["scene"]
+    settings: Settings = governed["settings"]
+    tmp: Path = governed["tmp"]
+    config = Path(governed["env"]["CDC_MIRROR_CONFIG"])
+    passing = {
+        "enabled": True,
+        "version": 1,
+        "hash_salt": SALT,
+        "webui": {"poll_interval_s": 0.2},
+        "policies": [{"table": table.logical, "column": "phone", "action": "pass"}],
+    }
+    config.write_text(yaml.safe_dump({"governance": passing}))
+    log = tmp / "collector.log"
+    collector = CollectorProcess(governed["env"], free_port(), log).start()
+    governed["processes"].append(collector)
+    collector.wait_for(lambda: (collector.health() or {}).get("role") == "active", "active")
+    table.run(10)
+    with admin(settings) as conn, conn.cursor() as cursor:
+        end = server_position(cursor)
+    # The policy applies when the collector reads a row, not when MySQL wrote it.
+    collector.wait_for(lambda: reached(collector.committed_gtid(), end.gtid), "10 rows committed")
+    masking = {**passing, "version": 2, "policies": [{**passing["policies"][0], "action": "mask"}]}
+    config.write_text(yaml.safe_dump({"governance": masking}))
+    os.utime(config, (time.time() + 1, time.time() + 1))  # a new mtime even within a second
+
+    def phones() -> list[str]:
+        messages = [orjson.loads(v) for v in _read_topic(settings, scene.topic, 1, timeout_s=2)]
+        # Binlog order: the two shards' rows sit in different partitions.
+        return [m["content"]["phone"] for m in sorted(messages, key=lambda m: m["binlogOffset"])]
+
+    deadline = time.monotonic() + 90
+    seen: list[str] = []
+    while not any(p.startswith("*") for p in seen):
+        assert time.monotonic() < deadline, "the changed policy set was never applied"
+        table.run(1)
+        seen = phones()
+    switch = next(i for i, p in enumerate(seen) if p.startswith("*"))
+    assert switch >= 10  # the rows written before the change kept 'pass'
+    assert all(not p.startswith("*") for p in seen[:switch])
+    assert all(p.startswith("*******") for p in seen[switch:])
+    assert "governance policy set version 2 applied" in log.read_text()
+
+
 def _spark_env(env: dict[str, str], lake: Path, raw: str, snapshot: str) -> dict[str, str]:
     return {
         **env,
