@@ -230,3 +230,17 @@ def test_openlineage_column_lineage_covers_every_shard_and_the_policies():
     raw = outputs[("hive://127.0.0.1:35432", "ods_binlog_source.ordercenter_orderinfo")]
     content_inputs = {i["field"] for i in raw["columnLineage"]["fields"]["content"]["inputFields"]}
     assert content_inputs == set(COLUMNS) - {"id_card"}
+
+
+def test_namespaces_never_carry_a_secret():
+    settings = Settings.model_validate(
+        {
+            "redis": {"url": "redis://:redis-secret-pw@10.1.2.3:6380/0"},
+            "kafka": {"bootstrap_servers": "k1:9092,k2:9092"},
+        }
+    )
+    namespaces = Namespaces.from_settings(settings, {"orders": ("10.0.0.1", 3306)})
+    assert namespaces.redis == "redis://10.1.2.3:6380"
+    assert namespaces.kafka == "kafka://k1:9092"
+    assert namespaces.mysql == {"orders": "mysql://10.0.0.1:3306"}
+    assert "secret" not in repr(namespaces)
