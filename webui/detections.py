@@ -226,7 +226,7 @@ class DetectionConsumer:
             self._report_failure(f"Kafka at {self._kafka.bootstrap_servers} did not answer ({exc})")
             return
         self._report_recovery()
-        with self._sessions() as db:
+        with self._sessions.begin() as db:
             for topic in self.topics():
                 described = metadata.topics.get(topic)
                 if described is None or described.error is not None:
@@ -236,11 +236,33 @@ class DetectionConsumer:
                         continue
                     stored = db.get(DetectionOffset, (topic, partition))
                     offset = stored.next_offset if stored is not None else OFFSET_BEGINNING
+                    if stored is not None:
+                        offset = self._check_recreated(consumer, stored)
                     wanted.append(TopicPartition(topic, partition, offset))
         if wanted:
             consumer.incremental_assign(wanted)
             self._assigned.update((tp.topic, tp.partition) for tp in wanted)
             log.info("reading detections from %d new partition(s)", len(wanted))
+
+    def _check_recreated(self, consumer: Consumer, stored: DetectionOffset) -> int:
+        """The stored offset, or the partition's start when the partition now ends before it
+        (the topic was deleted and created again): its records would otherwise sit below the
+        stored offset and never be counted."""
+        _, high = consumer.get_watermark_offsets(
+            TopicPartition(stored.topic, stored.partition), timeout=10
+        )
+        if high >= stored.next_offset:
+            return stored.next_offset
+        log.warning(
+            "detection topic %s partition %d ends at offset %d, before the %d already counted "
+            "(was it created again?); counting it from its start",
+            stored.topic,
+            stored.partition,
+            high,
+            stored.next_offset,
+        )
+        stored.next_offset = 0
+        return OFFSET_BEGINNING
 
     def poll_once(self, consumer: Consumer, timeout_s: float = 1.0) -> int:
         """Consume what is there and store it, one transaction per partition."""

@@ -285,3 +285,50 @@ def test_detections_consumer_counts_each_record_once_across_a_restart(
     assert by_column == {"phone": expected, "email": 42}
     assert set(offsets) == {0, 1}
     engine.dispose()
+
+
+def test_a_recreated_detection_topic_is_counted_from_its_start(
+    replay_stack: Settings, tmp_path: Path
+):
+    instance = f"rec{uuid.uuid4().hex[:8]}"
+    topic = detections_topic(f"cdc.binlog.{instance}")
+    ensure_topic(replay_stack.kafka, topic, partitions=1)
+    engine = make_engine(f"sqlite:///{tmp_path / 'admin.sqlite'}")
+    migrate(engine)
+    sessions = session_factory(engine)
+    with sessions.begin() as db:
+        db.add(
+            Instance(
+                name=instance,
+                host="127.0.0.1",
+                port=1,
+                user="cdc",
+                password_encrypted="-",
+                gtid_start="current",
+                include=[],
+                exclude=[],
+                shard_rules=[],
+                collector_group="default",
+                topic=f"cdc.binlog.{instance}",
+                version=1,
+                updated_at=now(),
+            )
+        )
+        # Counted up to offset 50 before the topic was deleted and created again.
+        db.add(DetectionOffset(topic=topic, partition=0, next_offset=50))
+    _publish(replay_stack, topic, [(0, _record(instance, "phone", 4, 3_600_000))])
+    consumer = DetectionConsumer(sessions, replay_stack.kafka, refresh_s=0.5)
+    consumer.start()
+    try:
+
+        def counted() -> int:
+            with sessions() as db:
+                return int(db.scalar(select(func.coalesce(func.sum(DetectionCount.count), 0))) or 0)
+
+        wait_for(lambda: counted() == 4, 60, "the record of the recreated topic to be counted")
+    finally:
+        consumer.stop()
+    with sessions() as db:
+        stored = db.get(DetectionOffset, (topic, 0))
+        assert stored is not None and stored.next_offset < 50
+    engine.dispose()
