@@ -129,8 +129,10 @@ def demo(
     ] = True,
     keep_running: Annotated[
         bool | None,
-        typer.Option(help="Keep the pipeline and web admin running at the end until Ctrl-C "
-                     "(default: when run from a terminal)."),
+        typer.Option(
+            help="Keep the pipeline and web admin running at the end until Ctrl-C "
+            "(default: when run from a terminal)."
+        ),
     ] = None,
 ) -> None:
     """Set up the local stack and run the whole pipeline on a sharded sample schema."""
@@ -148,8 +150,10 @@ def demo(
 
 @app.command("sql")
 def sql(
-    query: Annotated[str, typer.Argument(help="A Spark SQL / HiveQL query.")],
-    limit: Annotated[int, typer.Option(help="Rows to show at most.")] = 50,
+    queries: Annotated[
+        list[str], typer.Argument(help="Spark SQL / HiveQL statements, run in order.")
+    ],
+    limit: Annotated[int, typer.Option(help="Rows to show at most per statement.")] = 50,
 ) -> None:
     """Query the Hive tables (raw change layer, snapshots) through Spark SQL."""
     from pyspark.errors import PySparkException  # noqa: PLC0415
@@ -158,16 +162,20 @@ def sql(
 
     spark = build_session(settings(), "cdc-mirror-sql")
     try:
-        try:
-            frame = spark.sql(query)
-            rows = frame.limit(limit).collect()
-        except PySparkException as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CdcMirrorError(f"the query failed: {first}") from None
-        table = Table(*frame.columns)
-        for row in rows:
-            table.add_row(*("NULL" if value is None else str(value) for value in row))
-        console.print(table)
+        for query in queries:
+            try:
+                frame = spark.sql(query)
+                rows = frame.limit(limit).collect()
+            except PySparkException as exc:
+                text = str(exc).strip()
+                first = text.splitlines()[0] if text else type(exc).__name__
+                raise CdcMirrorError(f"the query failed: {first}") from None
+            if not frame.columns:
+                continue  # a statement (DROP, CREATE …) with no result
+            table = Table(*frame.columns)
+            for row in rows:
+                table.add_row(*("NULL" if value is None else str(value) for value in row))
+            console.print(table)
     finally:
         spark.stop()
 

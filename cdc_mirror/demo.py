@@ -21,6 +21,7 @@ run on a stack that also serves other work; a second run starts from scratch.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import secrets
@@ -45,6 +46,7 @@ from cdc_mirror.processes import (
     config_env,
     free_port,
     http_ok,
+    port_free,
     wait_until,
 )
 from collector.reader import connect
@@ -111,7 +113,8 @@ class DemoNames:
 def demo_names(settings: Settings) -> DemoNames:
     return DemoNames(
         home=(settings.stack.home / "demo").resolve(),
-        webui_port=settings.webui.port,
+        # The configured port unless something else holds it (e.g. the user's own web admin).
+        webui_port=settings.webui.port if port_free(settings.webui.port) else free_port(),
         collector_ports=(free_port(), free_port()),
         writer_port=free_port(),
         mirror_ports={"redis": free_port(), "warehouse": free_port()},
@@ -359,15 +362,19 @@ def _clear_warehouse(settings: Settings, names: DemoNames) -> None:
         connection.commit()
 
 
-def _clear_hive(settings: Settings, names: DemoNames) -> None:
-    from simple_binlog.spark import build_session  # noqa: PLC0415
-
-    spark = build_session(settings, "cdc-mirror-demo-reset")
-    try:
-        for database in (names.raw_database, names.snapshot_database):
-            spark.sql(f"DROP DATABASE IF EXISTS `{database}` CASCADE")
-    finally:
-        spark.stop()
+def _clear_hive(run: DemoRun) -> None:
+    """Drop the demo's Hive databases in a Spark process of its own (its chatter to the log)."""
+    drop = run.component(
+        "reset-hive",
+        [
+            "sql",
+            *(
+                f"DROP DATABASE IF EXISTS `{database}` CASCADE"
+                for database in (run.names.raw_database, run.names.snapshot_database)
+            ),
+        ],
+    ).start()
+    _wait_exit(drop, 600)
 
 
 # -- progress and catching up --------------------------------------------------------------------
@@ -495,6 +502,8 @@ def _step(console: Console, title: str) -> Iterator[None]:
 def run_demo(
     settings: Settings, console: Console, options: DemoOptions, config_file: Path | None = None
 ) -> None:
+    for chatty in ("httpx", "py4j"):  # one line per request / per Spark call
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     with _step(console, "1. local stack"):
         LocalStack(settings).up(report=lambda name, what: console.print(f"  {name:<11} {what}"))
     run = DemoRun.prepare(settings, console, config_file)
@@ -503,6 +512,7 @@ def run_demo(
     with run.supervisor.running():
         with _step(console, "3. the pipeline's processes"):
             run.start_pipeline()
+            run.register_in_webui()
         with _step(console, "4. history replay (source=MOCK, executeTime yesterday)"):
             run.replay(history)
         with _step(console, f"5. live workload for {options.live_seconds:.0f} s"):
@@ -561,9 +571,9 @@ class DemoRun:
         _clear_kafka(self.settings, self.names)
         _clear_redis(self.settings, self.names)
         _clear_warehouse(self.settings, self.names)
-        _clear_hive(self.settings, self.names)
         shutil.rmtree(self.names.home, ignore_errors=True)
         self.names.logs.mkdir(parents=True)
+        _clear_hive(self)
         with _admin(self.settings) as connection:
             history = _create_schema(connection, history_rows, random.Random(7))
         self.console.print(
@@ -594,12 +604,64 @@ class DemoRun:
         )
         login = f"http://127.0.0.1:{names.webui_port}/login"
         webui.wait_until(lambda: http_ok(login), 120, "the web admin to answer")
-        for part in self.supervisor.components.values():
-            self.console.print(f"  {part.name:<16} pid {part.pid:<7} log {part.log_path}")
+        started = ", ".join(f"{p.name} ({p.pid})" for p in self.supervisor.components.values())
+        self.console.print(f"  started {started}; logs in {self.names.logs}")
         active = _active_collector(self.collectors)
         self.console.print(
             f"  active collector: {active.name if active else '?'}; the other "
             "stands by (ZooKeeper election, fenced by Kafka transactions)"
+        )
+
+    def register_in_webui(self) -> None:
+        """Enter the demo's instance and table mirror in the web admin, through its API as an
+        admin would, so its pages (tables, live schema, lineage, monitoring) show the demo."""
+        import re  # noqa: PLC0415
+
+        import httpx  # noqa: PLC0415
+
+        csrf = re.compile(r'name="csrf_token" value="([^"]+)"')
+        source = self.settings.instance(INSTANCE)
+        base = f"http://127.0.0.1:{self.names.webui_port}"
+        with httpx.Client(base_url=base, timeout=30) as client:
+            page = client.get("/login")
+            token = csrf.search(page.text)
+            login = client.post(
+                "/login",
+                data={
+                    "username": "admin",
+                    "password": self.names.admin_password,
+                    "csrf_token": token.group(1) if token else "",
+                },
+            )
+            session = csrf.search(client.get("/").text)
+            if login.status_code >= 400 or session is None:
+                raise CdcMirrorError(f"logging in to the demo's web admin at {base} failed.")
+            headers = {"X-CSRF-Token": session.group(1)}
+            for path, body in (
+                (
+                    "/api/instances",
+                    {
+                        "name": INSTANCE,
+                        "host": source.host,
+                        "port": source.port,
+                        "user": source.user,
+                        "password": source.password.get_secret_value(),
+                        "include": self.settings.collector.include,
+                    },
+                ),
+                (
+                    "/api/table-mirrors",
+                    self.settings.table(LOGICAL_TABLE).model_dump(mode="json"),
+                ),
+            ):
+                answer = client.post(path, json=body, headers=headers)
+                if answer.status_code != 201:
+                    raise CdcMirrorError(
+                        f"the web admin refused the demo's {path.rsplit('/', 1)[-1]}: "
+                        f"{answer.text[:300]}"
+                    )
+        self.console.print(
+            f"  web admin: instance {INSTANCE!r} and table {LOGICAL_TABLE!r} entered"
         )
 
     def replay(self, history: int) -> None:

@@ -268,6 +268,16 @@ def _exit_on_sigterm(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def port_free(port: int) -> bool:
+    """Whether nothing listens on ``port`` of the loopback address."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def free_port() -> int:
     """A TCP port nothing listens on right now (for metrics and admin endpoints)."""
     with socket.socket() as probe:
