@@ -190,13 +190,35 @@ class Governance:
         Raises KeyColumnDroppedError or TransformFailedError (one sentence) when a row
         cannot be published under the policy set.
         """
+        content, before, column_types = self.govern(
+            message, message.content, message.before_content
+        )
+        if (
+            content is message.content
+            and before is message.before_content
+            and column_types is message.column_types
+        ):
+            return message  # nothing changed (the usual case): no copy
+        return replace(message, content=content, before_content=before, column_types=column_types)
+
+    def govern(
+        self,
+        message: SimpleBinlog,
+        content: dict[str, JsonScalar],
+        before: dict[str, JsonScalar] | None = None,
+    ) -> tuple[dict[str, JsonScalar], dict[str, JsonScalar] | None, dict[str, str]]:
+        """``content`` and ``before`` as they may be published, and their column types.
+
+        ``message`` names the table, column types and keys, and is where detections are
+        attributed (offset, time, position): rows that share all but their content — a
+        replay chunk — are governed against one template message. Unchanged images and
+        types are returned as the very objects given.
+        """
         plan = self._plans.get((message.schema_name, message.table_name))
         if plan is None or plan.column_types is not message.column_types:
             plan = self._plan(message)
-        content = message.content
         scan = self._scan
         if plan.scan_only:
-            before = message.before_content
             logical = plan.logical or ""
             for name in plan.scan_only:
                 value = content.get(name)
@@ -211,10 +233,7 @@ class Governance:
                         if found:
                             self.batch.add(message, logical, name, found, PolicyAction.PASS)
         if not plan.rewrite and not plan.drop:
-            return message
-        return self._rewrite(message, plan)
-
-    def _rewrite(self, message: SimpleBinlog, plan: _TablePlan) -> SimpleBinlog:
+            return content, before, message.column_types
         if plan.drop:
             keys = set(plan.drop) & set(message.primary_keys)
             if keys:
@@ -224,22 +243,11 @@ class Governance:
                     "cannot be mirrored, so nothing was published: use 'hash' instead."
                 )
         done: dict[str, tuple[JsonScalar, JsonScalar]] = {}
-        content = self._rewrite_row(message, plan, message.content, done, None)
-        before = message.before_content
+        governed = self._rewrite_row(message, plan, content, done, None, content)
         if before is not None:
-            before = self._rewrite_row(message, plan, before, {}, done)
-        if (
-            content is message.content
-            and before is message.before_content
-            and plan.out_column_types == plan.column_types
-        ):
-            return message  # e.g. mask with nothing detected: no copy
-        return replace(
-            message,
-            content=content,
-            before_content=before,
-            column_types=plan.out_column_types,
-        )
+            before = self._rewrite_row(message, plan, before, {}, done, content)
+        retyped = plan.out_column_types != plan.column_types
+        return governed, before, plan.out_column_types if retyped else message.column_types
 
     def _rewrite_row(
         self,
@@ -248,9 +256,11 @@ class Governance:
         row: dict[str, JsonScalar],
         done: dict[str, tuple[JsonScalar, JsonScalar]],
         after: dict[str, tuple[JsonScalar, JsonScalar]] | None,
+        content: dict[str, JsonScalar],
     ) -> dict[str, JsonScalar]:
         """One image (``content`` or ``beforeContent``) rewritten; ``done`` collects each
-        column's (raw, published) pair; ``after``: the after-image's pairs, for a before-image.
+        column's (raw, published) pair; ``after``: the after-image's pairs, for a before-image
+        (``content``: the after-image itself).
         """
         # Copied on the first change only: most masked values hold nothing to mask.
         out: dict[str, JsonScalar] | None = dict(row) if plan.drop else None
@@ -258,7 +268,7 @@ class Governance:
         for name in plan.drop_scan:
             dropped = row.get(name)
             if isinstance(dropped, str) and dropped:
-                if after is not None and message.content.get(name) == dropped:
+                if after is not None and content.get(name) == dropped:
                     continue  # same as the after-image: counted once
                 self._detect(message, logical, name, dropped, PolicyAction.DROP)
         if out is not None:
