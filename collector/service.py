@@ -337,10 +337,12 @@ class Collector:
         progress.position = progress.position.after_transaction(end.gtid, end.file, end.pos)
         progress.event_second = end.timestamp
         if self._governance is not None:
-            self._policies = self._governance.at_boundary()
-            self._metrics.governance_version.labels(self._instance.name).set(
-                self._governance.version
-            )
+            policies = self._governance.at_boundary()
+            if policies is not self._policies:  # a new set: rarely, so the gauge is set here
+                self._policies = policies
+                self._metrics.governance_version.labels(self._instance.name).set(
+                    self._governance.version
+                )
         if time.monotonic() - progress.began >= self._settings.commit_interval_ms / 1000:
             return self._commit(progress)
         return progress
