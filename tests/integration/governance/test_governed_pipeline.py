@@ -203,6 +203,13 @@ def test_collector_replay_and_mirrors_carry_no_planted_plaintext(governed: dict[
     assert len(replayed) == len(table.live)
     assert table.leaks(b"\n".join(everything).decode()) == []
     assert all("id_no" not in m["content"] for m in replayed)
+    mock_counts: Counter[str] = Counter()
+    for value in _read_topic(settings, f"{scene.topic}.detections", len(records) + 1):
+        record = DetectionRecord.decode(value)
+        if record.source == "MOCK":
+            mock_counts[record.column] += record.count
+    # Each live row's five planted values detected once more, in the replay's transactions.
+    assert mock_counts == dict.fromkeys(("phone", "email", "id_no", "card", "ip"), len(table.live))
     by_id = {int(m["content"]["id"]): m for m in replayed}
     for (_, _, row_id), row in table.live.items():
         assert by_id[row_id]["content"]["email"] == _mac(row["email"])
