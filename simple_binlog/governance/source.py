@@ -96,13 +96,11 @@ class ConfigFilePolicySource(PolicySource):
         return self._local
 
     def poll(self) -> GovernanceSettings | None:
-        from simple_binlog.config import load_settings  # noqa: PLC0415 - config imports us
-
         mtime = self._stat()
         if mtime is None or mtime == self._mtime:
             return None
         try:
-            fresh = load_settings(self._path).governance
+            fresh = _governance_of(self._path)
         except ConfigError as exc:
             if self._warned_mtime != mtime:
                 self._warned_mtime = mtime
@@ -115,6 +113,45 @@ class ConfigFilePolicySource(PolicySource):
             return None
         self._local = fresh
         return fresh
+
+
+def _governance_of(path: Path) -> GovernanceSettings:
+    """The ``governance`` section of the whole config in ``path`` (with the environment's
+    overrides), validated as at start. Unlike ``load_settings`` it does not set
+    $CDC_MIRROR_CONFIG: this runs in the polling thread, and the environment is the process's.
+    """
+    import yaml  # noqa: PLC0415
+    from pydantic_settings import (  # noqa: PLC0415
+        BaseSettings,
+        PydanticBaseSettingsSource,
+        YamlConfigSettingsSource,
+    )
+
+    from simple_binlog.config import Settings, describe_validation_error  # noqa: PLC0415
+
+    class FileSettings(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (
+                init_settings,
+                env_settings,
+                YamlConfigSettingsSource(settings_cls, yaml_file=path),
+            )
+
+    try:
+        return FileSettings().governance
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc)) from None
+    except (ValueError, OSError, yaml.YAMLError) as exc:
+        reason = " ".join(str(exc).split())
+        raise ConfigError(f"config file {path} cannot be read: {reason}") from None
 
 
 class WebUIPolicySource(PolicySource):
