@@ -40,8 +40,6 @@ from simple_binlog.routing import ShardRouter
 log = logging.getLogger(__name__)
 
 COUNT_DAYS = 7
-# Where the daily merge writes snapshots (the merge component names its tables the same way).
-SNAPSHOT_DATABASE = "ods_snapshot"
 _SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
 
 
@@ -257,7 +255,7 @@ class MirrorBackend:
             "mysql": {"instance": mirror.instance, "shards": list(shards or [])},
             "kafka_topic": topic_name(self._settings.kafka, mirror.instance),
             "hive_raw": raw if "hive" in mirror.targets else None,
-            "hive_snapshot": f"{SNAPSHOT_DATABASE}.{mirror.name}"
+            "hive_snapshot": f"{self._settings.merge.database}.{mirror.name}"
             if "hive" in mirror.targets
             else None,
             "warehouse_table": f"{self._settings.postgres.warehouse_db}."
