@@ -197,9 +197,8 @@ def tail(text: str, lines: int = 40) -> str:
 
 
 def format_number(value: float, unit: str) -> str:
-    if unit in ("ms", "s"):
-        return f"{value:,.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"
-    return f"{value:,.0f} {unit}"
+    """Whole numbers from 100 up; one decimal below, where it still says something."""
+    return f"{value:,.1f} {unit}" if abs(value) < 100 else f"{value:,.0f} {unit}"
 
 
 def format_ratio(ratio: float | None) -> str:

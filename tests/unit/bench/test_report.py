@@ -119,6 +119,14 @@ def test_error_line_is_the_one_line_that_says_why(stderr: str, code: int | None,
     assert error_line(stderr, code) == expected
 
 
+def test_numbers_keep_a_decimal_only_below_100() -> None:
+    from bench.report import format_number
+
+    assert format_number(1.64, "us/row") == "1.6 us/row"
+    assert format_number(123_456.7, "rows/s") == "123,457 rows/s"
+    assert format_number(300.0, "ms") == "300 ms"
+
+
 def test_markdown_has_header_figures_failures_and_plots() -> None:
     results = [
         ComponentResult("mirror", ".venv/bin/python -m bench.mirror_bench", "ok", 61.0,
