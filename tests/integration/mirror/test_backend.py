@@ -30,6 +30,7 @@ def test_schema_counts_and_lineage(mirror_settings: Settings) -> None:
     prefix = f"mb{uuid.uuid4().hex[:6]}"
     settings = mirror_settings.model_copy(
         update={
+            "merge": mirror_settings.merge.model_copy(update={"database": f"{prefix}_snapshot"}),
             "tables": [
                 TableMirror(
                     db_prefix=prefix,
@@ -97,6 +98,7 @@ def test_schema_counts_and_lineage(mirror_settings: Settings) -> None:
         lineage = client.get(f"/mirror/tables/{name}/lineage").json()
         assert lineage["mysql"]["shards"] == schema["shards"]
         assert lineage["hive_raw"] == f"{settings.stream_writer.database}.{name}"
+        assert lineage["hive_snapshot"] == f"{settings.merge.database}.{name}"
         assert lineage["redis_prefix"] == f"{settings.redis.key_prefix}:{name}:"
         assert lineage["warehouse_table"].endswith(f"{settings.mirror.warehouse_schema}.{name}")
 
