@@ -23,7 +23,8 @@ from tests.e2e.pipeline import ChaosPipeline
 
 log = logging.getLogger(__name__)
 
-RECOVERY_TIMEOUT_S = 240.0
+# A restarted stream writer needs a new Spark session and a first batch: minutes when loaded.
+RECOVERY_TIMEOUT_S = 360.0
 
 
 @dataclass

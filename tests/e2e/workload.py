@@ -41,6 +41,13 @@ DDL = """CREATE TABLE `{db}`.`{table}` (
 FIRST_ID = 18_446_744_073_708_000_000
 STATUSES = ("NEW", "PAID", "SHIPPED", "CANCELLED")
 NOTES: tuple[str | None, ...] = (None, "", "x:y", "100%", "note")
+# What a server restart raises, depending on where the statement was cut off. Integrity and
+# syntax errors are not among them: they would be the workload's own bugs and stop it.
+CONNECTION_ERRORS = (
+    pymysql.err.OperationalError,
+    pymysql.err.InterfaceError,
+    pymysql.err.InternalError,
+)
 
 
 def admin_connection(settings: Settings, autocommit: bool = False) -> Any:
@@ -126,12 +133,12 @@ class Workload(threading.Thread):
                             pending += self._statement(cursor)
                     try:
                         conn.commit()
-                    except pymysql.err.OperationalError:
+                    except CONNECTION_ERRORS:
                         self.stats.uncertain_changes += pending
                         raise
                     self.stats.certain_changes += pending
                     self.stats.transactions += 1
-                except (pymysql.err.OperationalError, pymysql.err.InterfaceError) as exc:
+                except CONNECTION_ERRORS as exc:
                     # The server went away (a restart): reconnect, and learn the live keys
                     # again since the last transaction may or may not have committed.
                     self.stats.errors.append(type(exc).__name__)
@@ -187,7 +194,7 @@ class Workload(threading.Thread):
                     self.next_id = max(self.next_id, int(cursor.fetchone()[0]))
                 self.stats.reconnects += 1
                 return
-            except (pymysql.err.OperationalError, pymysql.err.InterfaceError):
+            except CONNECTION_ERRORS:
                 self.stop.wait(0.5)
 
     # -- statements ----------------------------------------------------------------------------
