@@ -241,7 +241,7 @@ def _inject_faults(
 
 def _drain(
     pipeline: ChaosPipeline, settings: Settings, local_stack: Settings
-) -> list[tuple[str, int, int, int]]:
+) -> list[tuple[str, int, int, int | None]]:
     """Wait until every component has handled every change; returns the topic's messages."""
     with admin_connection(local_stack, autocommit=True) as conn, conn.cursor() as cursor:
         end = server_position(cursor)
