@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import select, update
@@ -357,44 +357,19 @@ def save_policy(
     )
     if problems:
         raise admin.Problems(problems)
-    row = db.scalar(
-        select(ColumnPolicyRow).where(
-            ColumnPolicyRow.table_name == policy.table,
-            ColumnPolicyRow.column_name == policy.column,
-        )
+    return _save_column_spec(
+        db,
+        actor,
+        ColumnPolicyRow,
+        "column_policy",
+        policy.table,
+        policy.column,
+        policy.model_dump(mode="json"),
     )
-    before = dict(row.spec) if row is not None else None
-    spec = policy.model_dump(mode="json")
-    if row is None:
-        row = ColumnPolicyRow(
-            table_name=policy.table, column_name=policy.column, spec=spec, updated_at=admin.now()
-        )
-        db.add(row)
-    else:
-        row.spec = spec
-        row.updated_at = admin.now()
-    _changed(db)
-    _check_set(db)
-    name = f"{policy.table}.{policy.column}"
-    admin.audit(
-        db, actor, "create" if before is None else "update", "column_policy", name, before, spec
-    )
-    return row
 
 
 def delete_policy(db: Session, actor: str, table: str, column: str) -> None:
-    row = db.scalar(
-        select(ColumnPolicyRow).where(
-            ColumnPolicyRow.table_name == table, ColumnPolicyRow.column_name == column
-        )
-    )
-    if row is None:
-        raise admin.NotFound(f"no policy for column {table}.{column}.")
-    before = dict(row.spec)
-    db.delete(row)
-    _changed(db)
-    _check_set(db)
-    admin.audit(db, actor, "delete", "column_policy", f"{table}.{column}", before, None)
+    _delete_column_spec(db, actor, ColumnPolicyRow, "column_policy", "policy", table, column)
 
 
 def save_standardise(
@@ -404,44 +379,68 @@ def save_standardise(
     problems = _column_problems(db, keys, schemas, rule.table, rule.column, dropping=False)
     if problems:
         raise admin.Problems(problems)
-    row = db.scalar(
-        select(StandardiseRuleRow).where(
-            StandardiseRuleRow.table_name == rule.table,
-            StandardiseRuleRow.column_name == rule.column,
-        )
+    return _save_column_spec(
+        db,
+        actor,
+        StandardiseRuleRow,
+        "standardise_rule",
+        rule.table,
+        rule.column,
+        rule.model_dump(mode="json"),
     )
+
+
+def delete_standardise(db: Session, actor: str, table: str, column: str) -> None:
+    _delete_column_spec(
+        db, actor, StandardiseRuleRow, "standardise_rule", "standardise rule", table, column
+    )
+
+
+_ColumnRow = TypeVar("_ColumnRow", ColumnPolicyRow, StandardiseRuleRow)
+
+
+def _save_column_spec(
+    db: Session,
+    actor: str,
+    model: type[_ColumnRow],
+    kind: str,
+    table: str,
+    column: str,
+    spec: dict[str, Any],
+) -> _ColumnRow:
+    """Create or replace the per-column row of ``model``; audited, the set re-checked."""
+    row = db.scalar(select(model).where(model.table_name == table, model.column_name == column))
     before = dict(row.spec) if row is not None else None
-    spec = rule.model_dump(mode="json")
     if row is None:
-        row = StandardiseRuleRow(
-            table_name=rule.table, column_name=rule.column, spec=spec, updated_at=admin.now()
-        )
+        row = model(table_name=table, column_name=column, spec=spec, updated_at=admin.now())
         db.add(row)
     else:
         row.spec = spec
         row.updated_at = admin.now()
     _changed(db)
     _check_set(db)
-    name = f"{rule.table}.{rule.column}"
-    admin.audit(
-        db, actor, "create" if before is None else "update", "standardise_rule", name, before, spec
-    )
+    action = "create" if before is None else "update"
+    admin.audit(db, actor, action, kind, f"{table}.{column}", before, spec)
     return row
 
 
-def delete_standardise(db: Session, actor: str, table: str, column: str) -> None:
-    row = db.scalar(
-        select(StandardiseRuleRow).where(
-            StandardiseRuleRow.table_name == table, StandardiseRuleRow.column_name == column
-        )
-    )
+def _delete_column_spec(
+    db: Session,
+    actor: str,
+    model: type[_ColumnRow],
+    kind: str,
+    label: str,
+    table: str,
+    column: str,
+) -> None:
+    row = db.scalar(select(model).where(model.table_name == table, model.column_name == column))
     if row is None:
-        raise admin.NotFound(f"no standardise rule for column {table}.{column}.")
+        raise admin.NotFound(f"no {label} for column {table}.{column}.")
     before = dict(row.spec)
     db.delete(row)
     _changed(db)
     _check_set(db)
-    admin.audit(db, actor, "delete", "standardise_rule", f"{table}.{column}", before, None)
+    admin.audit(db, actor, "delete", kind, f"{table}.{column}", before, None)
 
 
 def _entries_change(before: dict[str, str], after: dict[str, str]) -> dict[str, Any]:
