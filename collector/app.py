@@ -16,9 +16,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from collector.ha import LeaderElection
 from collector.metrics import CollectorMetrics
 from collector.publisher import FencedError, KafkaPublisher
+from collector.remote_config import RemoteConfigRuntime, start_remote_config
 from collector.service import Collector
-from simple_binlog.config import Settings
-from simple_binlog.governance.source import start_governance
+from simple_binlog.config import MySQLInstance, Settings
+from simple_binlog.governance.source import GovernanceRuntime, start_governance
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +28,11 @@ class _Status:
     """What /health reports: 'standby', 'starting' (elected, fencing earlier owners) or
     'active' (publishing)."""
 
-    def __init__(self) -> None:
+    def __init__(self, remote: RemoteConfigRuntime | None = None) -> None:
         self.leading = False
         self.epoch = 0
         self.collector: Collector | None = None
+        self.remote = remote
 
     @property
     def role(self) -> str:
@@ -41,11 +43,21 @@ class _Status:
 
     def to_json(self) -> dict[str, Any]:
         committed = self.collector.committed if self.collector else None
-        return {
+        health: dict[str, Any] = {
             "role": self.role,
             "epoch": self.epoch,
             "committed": committed.to_json() if committed else None,
         }
+        if self.remote is not None:
+            active = self.collector if self.leading else None
+            version = active.config_version if active is not None else None
+            switched = active.switched_at if active is not None else None
+            health["config"] = {
+                "source": "webui",
+                "version": version if version is not None else self.remote.current.version,
+                "switchedAt": switched.to_json() if switched else None,
+            }
+        return health
 
 
 def _serve(port: int, metrics: CollectorMetrics, status: _Status) -> ThreadingHTTPServer:
@@ -72,6 +84,39 @@ def _serve(port: int, metrics: CollectorMetrics, status: _Status) -> ThreadingHT
     return server
 
 
+def _start_sources(
+    settings: Settings,
+    instance_name: str,
+    config_file: Path | None,
+    metrics: CollectorMetrics,
+    shutdown: threading.Event,
+) -> tuple[MySQLInstance, RemoteConfigRuntime | None, GovernanceRuntime | None]:
+    """The instance's settings, their web admin poller (None: from the file) and the policy
+    set in force; raises (one sentence) when any of them cannot be had."""
+    # collector.config_source 'webui': connection and filters from the web admin, polled; a
+    # deleted instance sets shutdown, and the process stops with the poller's sentence.
+    remote = (
+        start_remote_config(settings, instance_name, metrics, on_deleted=shutdown.set)
+        if settings.collector.config_source == "webui"
+        else None
+    )
+    try:
+        instance = remote.current.instance if remote else settings.instance(instance_name)
+        # The policy set first: without the configured policies nothing may be published, so
+        # a missing one stops here, before any election (one sentence, from start_governance).
+        if remote is not None and settings.governance.source == "webui":
+            governance = remote.start_governance()  # the same reply: one poller, one etag
+        else:
+            governance = start_governance(settings, instance.name, config_file)
+    except BaseException:
+        if remote is not None:
+            remote.close()
+        raise
+    if remote is not None:
+        remote.start_polling()
+    return instance, remote, governance
+
+
 def run_collector(
     settings: Settings,
     instance_name: str,
@@ -81,17 +126,16 @@ def run_collector(
 ) -> None:
     # python-mysql-replication logs its whole configuration at INFO on every connect.
     logging.getLogger("pymysqlreplication").setLevel(logging.WARNING)
-    instance = settings.instance(instance_name)
     # `kill -USR1 <pid>` prints every thread's stack: what a stuck collector is waiting for.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     metrics = CollectorMetrics()
-    status = _Status()
     shutdown = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: shutdown.set())
-    # The policy set first: without the configured policies nothing may be published, so a
-    # missing one stops here, before any election (one sentence, from start_governance).
-    governance = start_governance(settings, instance.name, config_file)
+    instance, remote, governance = _start_sources(
+        settings, instance_name, config_file, metrics, shutdown
+    )
+    status = _Status(remote)
     if governance is not None:
         metrics.governance_version.labels(instance.name).set(governance.version)
     server = _serve(metrics_port, metrics, status) if metrics_port else None
@@ -101,14 +145,18 @@ def run_collector(
         status.leading, status.epoch = True, epoch
         metrics.epoch.labels(instance.name).set(epoch)
         publisher = KafkaPublisher(settings.kafka, instance.name)
+        # A standby kept the newest config while it waited: it leads with that one.
+        config = remote.current if remote is not None else None
         status.collector = Collector(
-            instance,
-            settings.collector,
+            config.instance if config else instance,
+            config.collector if config else settings.collector,
             publisher,
             metrics,
             stop=stop,
             epoch=epoch,
             governance=governance,
+            updates=remote,
+            config=config,
         )
         try:
             status.collector.run()
@@ -129,3 +177,7 @@ def run_collector(
             server.shutdown()
         if governance is not None:
             governance.close()
+        if remote is not None:
+            remote.close()
+    if remote is not None and remote.failure is not None:
+        raise remote.failure

@@ -77,6 +77,19 @@ class CollectorMetrics:
             labels,
             registry=self.registry,
         )
+        self.config_version = Gauge(
+            "cdc_collector_config_version",
+            "Version of the web admin's collector config in force (a standby: the newest "
+            "received); 0 with collector.config_source 'file'.",
+            labels,
+            registry=self.registry,
+        )
+        self.config_reloads = Counter(
+            "cdc_collector_config_reloads",
+            "New collector configs from the web admin put in force without a restart.",
+            labels,
+            registry=self.registry,
+        )
         self.epoch = Gauge(
             "cdc_collector_epoch",
             "Leader epoch of this process (0 before it first led).",

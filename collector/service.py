@@ -30,6 +30,14 @@ from collector.metrics import CollectorMetrics
 from collector.position import CollectorPosition
 from collector.publisher import AbortedError, OversizedMessageError, Publisher
 from collector.reader import SchemaCache, connect, server_position
+from collector.remote_config import (
+    CONNECTION,
+    PASSWORD,
+    ConfigDiff,
+    RemoteConfig,
+    RemoteConfigRuntime,
+    diff_configs,
+)
 from collector.row_decoder import TableDecoders
 from collector.schema import BinlogTableSchemas
 from collector.work import (
@@ -81,6 +89,15 @@ class TableFilter:
         return decision
 
 
+class _ConfigSwitch(Exception):  # control flow inside Collector, never escapes
+    """Leave the binlog stream to apply ``config``; everything read is committed."""
+
+    def __init__(self, config: RemoteConfig, diff: ConfigDiff) -> None:
+        super().__init__(f"switch to config version {config.version}")
+        self.config = config
+        self.diff = diff
+
+
 @dataclass
 class _Progress:
     """What has been added to the open Kafka transaction but not committed yet."""
@@ -101,7 +118,11 @@ class Collector:
         stop: threading.Event | None = None,
         epoch: int = 0,
         governance: GovernanceRuntime | None = None,
+        updates: RemoteConfigRuntime | None = None,
+        config: RemoteConfig | None = None,
     ) -> None:
+        """``updates`` and ``config`` (``collector.config_source: webui``): newer configs
+        from the web admin, and the one ``instance`` and ``settings`` come from."""
         self._instance = instance
         self._settings = settings
         self._publisher = publisher
@@ -117,7 +138,13 @@ class Collector:
         # before it is added; a new policy set is swapped in between MySQL transactions.
         self._governance = governance
         self._policies: Governance | None = governance.current if governance else None
+        self._updates = updates
+        self._config = config
+        self._waiting_logged: int | None = None  # the config version said to wait, once
+        self._connection_switched = False  # the last live switch changed host/user/password
         self.committed: CollectorPosition | None = None
+        # Where the last live config switch resumed reading (None: no switch yet).
+        self.switched_at: CollectorPosition | None = None
         # Set once the publisher is started (earlier owners fenced): publishing from here on.
         self.started = threading.Event()
 
@@ -138,11 +165,37 @@ class Collector:
             self.committed.rows_done,
             self.committed.partial or "-",
         )
+        if self._updates is not None:
+            self._updates.collector_active = True
+        try:
+            self._run_streams()
+        finally:
+            if self._updates is not None:
+                self._updates.collector_active = False
+        self._publisher.close()
+
+    def _run_streams(self) -> None:
+        assert self.committed is not None
         backoff = 0.5
         while not self._stop.is_set():
             try:
                 self._stream(self.committed)
                 backoff = 0.5
+            except _ConfigSwitch as switch:
+                self._apply(switch.config, switch.diff)
+                backoff = 0.5
+            except ConfigError as exc:
+                if not self._connection_switched or self._config is None:
+                    raise
+                # A connection switched to live that MySQL refuses (e.g. a mistyped password
+                # in the web admin): keep the leadership and wait for a corrected config
+                # rather than stop every collector of the instance.
+                self._publisher.abort()
+                self._metrics.errors.labels(self._instance.name, "config").inc()
+                log.error("%s Waiting for a corrected config from the web admin.", exc)
+                newer = self._wait_for_newer_config()
+                if newer is not None:
+                    self._apply(newer, diff_configs(self._config, newer))
             except AbortedError as exc:
                 log.warning("%s; resuming from the last committed position", exc)
                 self._publisher.abort()
@@ -153,7 +206,83 @@ class Collector:
                 if self._stop.wait(backoff):
                     break
                 backoff = min(backoff * 2, self._settings.reconnect_backoff_max_s)
-        self._publisher.close()
+
+    # -- live config changes (collector.config_source: webui) ---------------------------------
+    @property
+    def config_version(self) -> int | None:
+        """The web admin's config version in force (None: config from the file)."""
+        return self._config.version if self._config is not None else None
+
+    def _newer_config(self) -> RemoteConfig | None:
+        if self._updates is None:
+            return None
+        latest = self._updates.latest
+        return latest if latest is not self._config else None
+
+    def _wait_for_newer_config(self) -> RemoteConfig | None:
+        while not self._stop.wait(0.5):
+            newer = self._newer_config()
+            if newer is not None:
+                return newer
+        return None
+
+    def _at_boundary(self, progress: _Progress) -> _Progress:
+        """Between MySQL transactions: put a newer config in force. One that changes what
+        is read (connection, filters) leaves the stream after committing everything read, so
+        the committed position is a transaction boundary and no split transaction is ever
+        resumed under other filters than it began with."""
+        newer = self._newer_config()
+        if newer is None or self._config is None:
+            return progress
+        diff = diff_configs(self._config, newer)
+        if not diff.needs_switch:
+            self._in_force(newer)
+            log.info(
+                "collector %s: config version %d in force (changed: %s; no switch needed)",
+                self._instance.name,
+                newer.version,
+                diff.describe(),
+            )
+            return progress
+        if progress.position != self.committed:
+            progress = self._commit(progress)
+        raise _ConfigSwitch(newer, diff)
+
+    def _apply(self, config: RemoteConfig, diff: ConfigDiff) -> None:
+        """Read from the committed position with ``config``: a new connection, filter and
+        schema cache; the same leadership, epoch, publisher and offset state."""
+        self._instance = config.instance
+        self._settings = config.collector
+        self._filter = TableFilter(config.collector.include, config.collector.exclude)
+        self._lookup = SchemaCache(config.instance)
+        self._schemas = BinlogTableSchemas(self._lookup.get)
+        self._decoders = TableDecoders(self._schemas, self._filter)
+        self._in_force(config)
+        self.switched_at = self.committed
+        self._connection_switched = CONNECTION in diff.changed or PASSWORD in diff.changed
+        at = self.committed.gtid if self.committed else "-"
+        log.info(
+            "collector %s switched to config version %d at GTID %s without a restart "
+            "(changed: %s; epoch %d)",
+            config.instance.name,
+            config.version,
+            at,
+            diff.describe(),
+            self._epoch,
+        )
+        if diff.filters_changed:
+            log.info(
+                "collector %s: tables newly included are collected from GTID %s on (their "
+                "earlier rows need a history replay: 'cdc-mirror replay'); tables newly "
+                "excluded are no longer collected from there",
+                config.instance.name,
+                at,
+            )
+
+    def _in_force(self, config: RemoteConfig) -> None:
+        self._config = config
+        self._metrics.config_version.labels(self._instance.name).set(config.version)
+        self._metrics.config_reloads.labels(self._instance.name).inc()
 
     def _initial_position(self) -> CollectorPosition:
         start = self._settings.start
@@ -204,8 +333,11 @@ class Collector:
             elif isinstance(item, SchemaChange):
                 self._publisher.schema_change(item.key, item.record)
                 self._metrics.schema_changes.labels(self._instance.name).inc()
-            elif progress.position != self.committed:  # a heartbeat: the server is idle
-                progress = self._commit(progress)
+            else:  # a heartbeat: the server is idle
+                if progress.position != self.committed:
+                    progress = self._commit(progress)
+                if progress.position.partial is None:
+                    progress = self._at_boundary(progress)
         # Stopped: whatever is not committed is aborted by the caller. A collector that lost
         # its leadership must not commit, and a restart resumes from the last commit.
 
@@ -324,6 +456,8 @@ class Collector:
             self._publisher.detections(detections)
         self._publisher.commit(position)
         self.committed = position
+        if position.partial is not None and self._updates is not None:
+            self._say_switch_waits(position)
         self._metrics.committed(self._instance.name, position)
         if detections:
             self._metrics.count_detections(detections)
@@ -331,6 +465,19 @@ class Collector:
             # Delay as of the last committed transaction: what readers can see.
             self._metrics.observe_event_time(self._instance.name, progress.event_second)
         return _Progress(position)
+
+    def _say_switch_waits(self, position: CollectorPosition) -> None:
+        newer = self._newer_config()
+        if newer is not None and self._waiting_logged != newer.version:
+            self._waiting_logged = newer.version
+            log.info(
+                "collector %s: config version %d waits for the end of the split MySQL "
+                "transaction %s (%d rows published under the filters in force)",
+                self._instance.name,
+                newer.version,
+                position.partial,
+                position.rows_done,
+            )
 
     def _end_transaction(self, progress: _Progress, end: TransactionEnd) -> _Progress:
         """A MySQL transaction ended: commit if the open Kafka transaction is old enough."""
@@ -343,6 +490,8 @@ class Collector:
                 self._metrics.governance_version.labels(self._instance.name).set(
                     self._governance.version
                 )
+        if self._updates is not None and self._updates.latest is not self._config:
+            progress = self._at_boundary(progress)
         if time.monotonic() - progress.began >= self._settings.commit_interval_ms / 1000:
             return self._commit(progress)
         return progress

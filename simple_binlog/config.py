@@ -206,6 +206,11 @@ class CollectorSettings(_Section):
     start: str = "current"
     metrics_port: int = Field(39100, ge=0, le=65535)
     reconnect_backoff_max_s: float = Field(30.0, gt=0)
+    # Where the instance's connection, start position (when no position is stored),
+    # include/exclude filters and shard rules come from: this file, or the web admin
+    # ('webui': GET /api/collector-config/<instance> at governance.webui's url with its
+    # collector token, polled; a change applies live, see collector/remote_config.py).
+    config_source: Literal["file", "webui"] = "file"
 
     @field_validator("start")
     @classmethod
