@@ -187,7 +187,11 @@ class Component:
             return None
         if self.process.poll() is None:
             self._signal_group(signal.SIGCONT)  # a paused process cannot handle SIGTERM
-            self._signal_group(signal.SIGTERM)
+            # SIGTERM to the component alone, as `docker stop` does: the stream writer's
+            # Python side stops its query and then Spark's JVM. Signalled too, the JVM would
+            # shut down under a batch and the stop would end in py4j errors.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:

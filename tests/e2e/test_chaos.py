@@ -20,7 +20,8 @@ row changes, restarts off). Bounded by a 25 min timeout (the full form: 90 min).
 Knobs (environment): ``CDC_TEST_CHAOS_RESTARTS=0`` leaves out the Kafka broker and MariaDB
 restarts (they disturb every other user of the shared local stack); ``CDC_TEST_CHAOS_SEED``
 picks the workload's and the fault schedule's seed (default 20261122); ``CDC_TEST_CHAOS_CHANGES``
-overrides the number of row changes.
+overrides the number of row changes; ``CDC_TEST_CHAOS_FAULTS=restart_kafka,kill_stream_writer``
+injects only the named faults (to reproduce one failure).
 
 What runs: a sharded schema of its own (``chaos<tag>_ordercenter_00..03`` ×
 ``orderinfo_00..01`` → the logical table ``chaos<tag>_ordercenter_orderinfo``), two HA
@@ -94,6 +95,7 @@ REPEATS = 3 if FULL else 1
 GAP_S = (5.0, 20.0) if FULL else (2.0, 6.0)  # random pause before each fault
 DRAIN_TIMEOUT_S = 900.0 if FULL else 300.0
 SESSION_TIMEOUT_S = 4.0
+ONLY_FAULTS = [f for f in os.environ.get("CDC_TEST_CHAOS_FAULTS", "").split(",") if f]
 
 
 def _merge(pipeline: ChaosPipeline, day: str, log_path: Path) -> None:
@@ -217,7 +219,13 @@ def _inject_faults(
     """Every fault REPEATS times in a seeded random order. Killing the stream writer runs in
     a lane of its own: its recovery (a new Spark session and a first batch) takes minutes on
     a loaded machine and touches nothing the other faults do."""
-    kinds = [k for k in FAULT_HOW if RESTARTS or k not in RESTART_FAULTS]
+    unknown = sorted(set(ONLY_FAULTS) - set(FAULT_HOW))
+    assert not unknown, f"CDC_TEST_CHAOS_FAULTS names unknown faults {unknown}: {list(FAULT_HOW)}"
+    kinds = [
+        k
+        for k in FAULT_HOW
+        if (RESTARTS or k not in RESTART_FAULTS) and (not ONLY_FAULTS or k in ONLY_FAULTS)
+    ]
     schedule = [kind for kind in kinds for _ in range(REPEATS)]
     rng.shuffle(schedule)
     writer_lane = [k for k in schedule if k == "kill_stream_writer"]
