@@ -126,6 +126,8 @@ def run_collector(
 ) -> None:
     # python-mysql-replication logs its whole configuration at INFO on every connect.
     logging.getLogger("pymysqlreplication").setLevel(logging.WARNING)
+    # httpx logs every request at INFO: one line per config poll (every few seconds).
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     # `kill -USR1 <pid>` prints every thread's stack: what a stuck collector is waiting for.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     metrics = CollectorMetrics()

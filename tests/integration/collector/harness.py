@@ -50,6 +50,7 @@ class CollectorProcess:
     port: int
     log: Path
     ha: bool = False
+    instance: str | None = None  # --instance; default: the CLI's ('local')
     process: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     def start(self) -> CollectorProcess:
@@ -64,6 +65,8 @@ class CollectorProcess:
         ]
         if not self.ha:
             command.append("--no-ha")
+        if self.instance is not None:
+            command += ["--instance", self.instance]
         self.process = subprocess.Popen(
             command, cwd=ROOT, env=self.env, stdout=self.log.open("ab"), stderr=subprocess.STDOUT
         )
@@ -111,6 +114,11 @@ class CollectorProcess:
         while time.monotonic() < deadline:
             if condition():
                 return
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(
+                    f"the collector exited ({self.process.returncode}) while waiting for "
+                    f"{what}; log tail:\n{self.log.read_text()[-6000:]}"
+                )
             time.sleep(0.1)
         if self.alive():
             self.signal(signal.SIGUSR1)  # the collector prints its threads' stacks
@@ -130,8 +138,10 @@ class CollectorScene:
     tmp: Path
     processes: list[CollectorProcess] = field(default_factory=list)
 
-    def collector(self, port: int, ha: bool = False, name: str = "collector") -> CollectorProcess:
-        process = CollectorProcess(self.env, port, self.tmp / f"{name}.log", ha)
+    def collector(
+        self, port: int, ha: bool = False, name: str = "collector", instance: str | None = None
+    ) -> CollectorProcess:
+        process = CollectorProcess(self.env, port, self.tmp / f"{name}.log", ha, instance)
         self.processes.append(process)
         return process
 

@@ -1,0 +1,355 @@
+"""Collectors configured by the web admin (``collector.config_source: webui``), against the
+real admin (``cdc-mirror webui``, served by uvicorn on a free port), MariaDB, Kafka and
+ZooKeeper.
+
+- a filter change made through the admin's API switches the running collector at a
+  committed transaction boundary: same process, same epoch; table A's stream has no gap or
+  duplicate and the exact binlogOffsets of a read with the old filter up to the switch and
+  the new one after it; B's rows after the switch arrive;
+- a change that arrives while a large MySQL transaction is being split waits for its end;
+- the instance deleted in the admin: the collector stops with one sentence, exit status 1;
+- the admin unreachable at start: the collector runs on its cached (encrypted) config.
+
+About 1.5 minutes on the shared 2-core machine.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import stat
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from collector.reader import ServerPosition, read_range, server_position
+from simple_binlog.config import Settings
+from simple_binlog.message import SimpleBinlog
+from simple_binlog.offsets import OffsetGenerator
+from tests.integration.collector.harness import (
+    CollectorProcess,
+    CollectorScene,
+    admin,
+    assert_exactly_once,
+    reached,
+)
+from tests.integration.mirror.harness import free_port
+from tests.integration.webui.harness import Server, start_server
+from tests.unit.webui.harness import ADMIN_PASSWORD, csrf_of
+
+POLL_S = "0.5"
+
+
+@dataclass
+class AdminApi:
+    """The web admin's API as an admin uses it: a session cookie plus the CSRF header."""
+
+    server: Server
+    client: httpx.Client
+    csrf: str
+    collector_token: str
+
+    def put_instance(self, name: str, body: dict[str, Any]) -> int:
+        response = self.client.put(
+            f"/api/instances/{name}", json=body, headers={"X-CSRF-Token": self.csrf}
+        )
+        assert response.status_code == 200, response.text
+        return int(response.json()["version"])
+
+    def create_instance(self, body: dict[str, Any]) -> int:
+        response = self.client.post(
+            "/api/instances", json=body, headers={"X-CSRF-Token": self.csrf}
+        )
+        assert response.status_code == 201, response.text
+        return int(response.json()["version"])
+
+    def delete_instance(self, name: str) -> None:
+        response = self.client.delete(f"/api/instances/{name}", headers={"X-CSRF-Token": self.csrf})
+        assert response.status_code == 204, response.text
+
+
+@pytest.fixture(scope="module")
+def admin_api(
+    local_stack: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AdminApi]:
+    home = tmp_path_factory.mktemp("webui")
+    server = start_server(
+        home,
+        {
+            "CDC_MIRROR_WEBUI__INITIAL_ADMIN_PASSWORD": ADMIN_PASSWORD,
+            "CDC_MIRROR_WEBUI__SCRAPE_TARGETS": "[]",
+            "CDC_MIRROR_WEBUI__COUNT_DETECTIONS": "false",
+            "CDC_MIRROR_WEBUI__REPLAYS": "simulated",
+        },
+    )
+    client = httpx.Client(base_url=server.url, timeout=10)
+    try:
+        login_page = client.get("/login")
+        response = client.post(
+            "/login",
+            data={
+                "username": "admin",
+                "password": ADMIN_PASSWORD,
+                "csrf_token": csrf_of(login_page.text),
+            },
+        )
+        assert response.status_code in (200, 303), response.text
+        csrf = csrf_of(client.get("/").text)
+        created = client.post(
+            "/api/tokens",
+            json={"name": "collectors", "role": "collector"},
+            headers={"X-CSRF-Token": csrf},
+        )
+        assert created.status_code == 201, created.text
+        yield AdminApi(server, client, csrf, str(created.json()["token"]))
+    finally:
+        client.close()
+        server.stop()
+
+
+@dataclass
+class Scene:
+    """Two databases (A collected from the start, B added later), an admin instance and
+    the collector's environment."""
+
+    base: CollectorScene
+    api: AdminApi
+    instance: str
+    db_a: str
+    db_b: str
+    body: dict[str, Any]
+    cache_dir: Path
+    written: dict[str, int] = field(default_factory=lambda: {"a": 0, "b": 0})
+
+    def write(self, which: str, rows: int, first_id: int) -> None:
+        db = self.db_a if which == "a" else self.db_b
+        with admin(self.base.settings) as conn, conn.cursor() as cursor:
+            for i in range(first_id, first_id + rows):
+                cursor.execute(f"INSERT INTO {db}.t{which} (id, v) VALUES (%s, 'x')", (i,))
+                cursor.execute(f"UPDATE {db}.t{which} SET v = 'y' WHERE id = %s", (i,))
+        self.written[which] += 2 * rows
+
+    def collector(self, name: str, ha: bool = False) -> CollectorProcess:
+        return self.base.collector(free_port(), ha=ha, name=name, instance=self.instance)
+
+    def expected(self, switch: dict[str, Any], end: ServerPosition) -> list[SimpleBinlog]:
+        """A clean read with the old filter (A) up to the switch, then the new one (A and
+        B) after it, continuing the same offset generator."""
+        instance = self.base.settings.instances[0]
+        offsets = OffsetGenerator()
+        stop = ServerPosition(switch["file"], switch["pos"], switch["gtid"])
+        before = read_range(instance, self.base.start.gtid, stop, offsets, [self.db_a])
+        messages = list(before)
+        after = read_range(instance, switch["gtid"], end, offsets, [self.db_a, self.db_b])
+        return messages + list(after)
+
+    def received(self, collected: int) -> list[SimpleBinlog]:
+        return self.base.received(collected)
+
+
+@pytest.fixture()
+def scene(local_stack: Settings, admin_api: AdminApi, tmp_path: Path) -> Iterator[Scene]:
+    tag = uuid.uuid4().hex[:8]
+    db_a, db_b = f"rc{tag}_a", f"rc{tag}_b"
+    with admin(local_stack) as conn, conn.cursor() as cursor:
+        for db, table in ((db_a, "ta"), (db_b, "tb")):
+            cursor.execute(f"CREATE DATABASE {db}")
+            # Names unique across both databases: the checks group messages by table name.
+            cursor.execute(f"CREATE TABLE {db}.{table} (id INT PRIMARY KEY, v VARCHAR(20))")
+        start = server_position(cursor)
+    instance = f"rc{tag}"
+    prefix = f"rc{tag}."
+    cache_dir = tmp_path / "cache"
+    env = {
+        **os.environ,
+        "CDC_MIRROR_KAFKA__TOPIC_PREFIX": prefix,
+        "CDC_MIRROR_INSTANCES": (
+            f'[{{"name": "{instance}", "host": "127.0.0.1", '
+            f'"replica_server_id": {random.randrange(3_000_000, 4_000_000)}}}]'
+        ),
+        "CDC_MIRROR_COLLECTOR__CONFIG_SOURCE": "webui",
+        "CDC_MIRROR_COLLECTOR__MAX_ROWS_PER_TRANSACTION": "200",
+        "CDC_MIRROR_GOVERNANCE__WEBUI__URL": admin_api.server.url,
+        "CDC_MIRROR_GOVERNANCE__WEBUI__TOKEN": admin_api.collector_token,
+        "CDC_MIRROR_GOVERNANCE__WEBUI__POLL_INTERVAL_S": POLL_S,
+        "CDC_MIRROR_GOVERNANCE__WEBUI__CACHE_DIR": str(cache_dir),
+        "CDC_MIRROR_ZOOKEEPER__ROOT": f"/cdc-test-{tag}",
+        "CDC_MIRROR_ZOOKEEPER__SESSION_TIMEOUT_S": "4",
+    }
+    env.pop("CDC_MIRROR_CONFIG", None)
+    local = local_stack.instances[0]
+    body: dict[str, Any] = {
+        "name": instance,
+        "host": "127.0.0.1",
+        "port": local.port,
+        "user": local.user,
+        "password": local.password.get_secret_value(),
+        "gtid_start": start.gtid,
+        "include": [rf"{db_a}\..*"],
+        "exclude": [],
+        "topic": f"{prefix}{instance}",
+    }
+    admin_api.create_instance(body)
+    # The scene's instance for reading back: the topic is <prefix><instance name>.
+    settings = local_stack.model_copy(
+        update={"instances": [local.model_copy(update={"name": instance})]}
+    )
+    base = CollectorScene(settings, db_a, prefix, start, env, tmp_path)
+    created = Scene(base, admin_api, instance, db_a, db_b, body, cache_dir)
+    yield created
+    for process in base.processes:
+        process.stop()
+    response = admin_api.client.delete(
+        f"/api/instances/{instance}", headers={"X-CSRF-Token": admin_api.csrf}
+    )
+    assert response.status_code in (204, 404)
+    with admin(local_stack) as conn, conn.cursor() as cursor:
+        for db in (db_a, db_b):
+            cursor.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+def _config(collector: CollectorProcess) -> dict[str, Any]:
+    health = collector.health() or {}
+    return health.get("config") or {}
+
+
+def _metric(text: str, name: str) -> float:
+    match = re.search(rf"^{name}\{{[^}}]*\}} (\S+)$", text, re.MULTILINE)
+    assert match, f"{name} missing from /metrics"
+    return float(match.group(1))
+
+
+def test_a_filter_change_switches_the_running_collector_exactly_once(scene: Scene) -> None:
+    collector = scene.collector("collector", ha=True).start()
+    collector.wait_for(lambda: (collector.health() or {}).get("role") == "active", "active")
+    first = collector.health() or {}
+    scene.write("a", 20, 1)
+    scene.write("b", 20, 1)  # not collected: B is not included yet
+    written = scene.base.position_now()
+    collector.wait_for(lambda: reached(collector.committed_gtid(), written.gtid), "A committed")
+    assert _config(collector)["version"] == 1
+
+    # Writes to A go on while the change is made: the switch falls among them.
+    stop_writing = threading.Event()
+    during = [1000]
+
+    def keep_writing() -> None:
+        while not stop_writing.is_set():
+            scene.write("a", 1, during[0])
+            during[0] += 1
+
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
+    try:
+        version = scene.api.put_instance(
+            scene.instance, {**scene.body, "include": [rf"{scene.db_a}\..*", rf"{scene.db_b}\..*"]}
+        )
+        collector.wait_for(lambda: _config(collector).get("switchedAt"), "the switch")
+        collector.wait_for(lambda: during[0] > 1030, "writes to A after the switch")
+    finally:
+        stop_writing.set()
+        writer.join()
+    scene.write("b", 15, 100)
+    scene.write("a", 5, 100)
+    end = scene.base.position_now()
+    collector.wait_for(lambda: reached(collector.committed_gtid(), end.gtid), "all committed")
+
+    health = collector.health() or {}
+    assert collector.alive() and health["epoch"] == first["epoch"] and health["epoch"] > 0
+    assert health["role"] == "active" and health["config"]["version"] == version
+    switch = health["config"]["switchedAt"]
+    assert switch["partial"] is None  # a transaction boundary
+    received = scene.received(scene.written["a"] + 30)
+    by_table = {scene.db_a: 0, scene.db_b: 0}
+    for message in received:
+        by_table[message.schema_name] += 1
+    # Every change to A exactly once; B's 30 changes written after the switch, none before.
+    assert by_table == {scene.db_a: scene.written["a"], scene.db_b: 30}
+    assert_exactly_once(received, scene.expected(switch, end))
+    offsets_a = [m.binlog_offset for m in received if m.schema_name == scene.db_a]
+    assert offsets_a == sorted(set(offsets_a))  # strictly increasing across the switch
+
+    metrics = collector.metrics()
+    assert _metric(metrics, "cdc_collector_config_version") == version
+    assert _metric(metrics, "cdc_collector_config_reloads_total") >= 1
+    log = collector.log.read_text()
+    assert f"switched to config version {version} at GTID {switch['gtid']}" in log
+    assert "need a history replay" in log
+    assert scene.api.collector_token not in log and "cdc-local" not in log
+
+
+def test_a_change_during_a_split_transaction_waits_for_its_end(scene: Scene) -> None:
+    collector = scene.collector("collector").start()
+    collector.wait_for(lambda: (collector.health() or {}).get("role") == "active", "active")
+    rows = 60_000
+    with admin(scene.base.settings) as conn, conn.cursor() as cursor:
+        cursor.execute("BEGIN")
+        cursor.executemany(
+            f"INSERT INTO {scene.db_a}.ta (id, v) VALUES (%s, 'big')", [(i,) for i in range(rows)]
+        )
+        cursor.execute("COMMIT")
+        cursor.execute("SELECT @@last_gtid")
+        big_gtid = str(cursor.fetchone()[0])
+    scene.written["a"] += rows
+
+    def splitting() -> bool:
+        committed = (collector.health() or {}).get("committed") or {}
+        return committed.get("partial") == big_gtid
+
+    collector.wait_for(splitting, "the large transaction being split")
+    version = scene.api.put_instance(
+        scene.instance, {**scene.body, "include": [rf"{scene.db_a}\..*", rf"{scene.db_b}\..*"]}
+    )
+    collector.wait_for(lambda: _config(collector).get("switchedAt"), "the switch")
+    switch = _config(collector)["switchedAt"]
+    assert switch["partial"] is None and reached(switch["gtid"], big_gtid)
+    scene.write("b", 10, 1)
+    end = scene.base.position_now()
+    collector.wait_for(lambda: reached(collector.committed_gtid(), end.gtid), "all committed")
+
+    received = scene.received(rows + 20)
+    assert_exactly_once(received, scene.expected(switch, end))
+    assert len(received) == rows + 20
+    log = collector.log.read_text()
+    assert f"config version {version} waits for the end of the split MySQL transaction" in log
+
+
+def test_an_instance_deleted_in_the_admin_stops_its_collector(scene: Scene) -> None:
+    collector = scene.collector("collector").start()
+    collector.wait_for(lambda: (collector.health() or {}).get("role") == "active", "active")
+    scene.api.delete_instance(scene.instance)
+    collector.wait_for(lambda: not collector.alive(), "the collector to stop")
+    assert collector.process is not None and collector.process.returncode == 1
+    output = collector.log.read_text()
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: the web admin has no instance {scene.instance!r} (deleted?), so its collector "
+        "stops."
+    ]
+    assert "Traceback" not in output
+
+
+def test_an_unreachable_admin_at_start_runs_on_the_cached_config(scene: Scene) -> None:
+    first = scene.collector("first").start()
+    first.wait_for(lambda: (first.health() or {}).get("role") == "active", "active")
+    first.stop()
+    cached = scene.cache_dir / f"collector-config-{scene.instance}.bin"
+    assert stat.S_IMODE(cached.stat().st_mode) == 0o600
+    assert b"cdc-local" not in cached.read_bytes()  # the MySQL password is encrypted
+
+    scene.base.env["CDC_MIRROR_GOVERNANCE__WEBUI__URL"] = f"http://127.0.0.1:{free_port()}"
+    second = scene.collector("second").start()
+    second.wait_for(lambda: (second.health() or {}).get("role") == "active", "active on cache")
+    scene.write("a", 10, 1)
+    end = scene.base.position_now()
+    second.wait_for(lambda: reached(second.committed_gtid(), end.gtid), "A committed")
+    assert len(scene.received(20)) == 20
+    log = second.log.read_text()
+    assert "cannot be reached" in log and "Running on the cached config version 1" in log
