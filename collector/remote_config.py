@@ -347,19 +347,21 @@ class RemoteConfigRuntime:
             log.warning(
                 "%s Running on the cached config version %d until it answers.", exc, first.version
             )
+            # Said once: the polls that fail the same way until the admin answers stay quiet.
+            self._last_problem = f"{exc} The collector config in force stays."
         else:
             if document is None:  # no etag was sent, so no 304; keeps the types honest
                 raise ServiceUnavailableError(f"the web admin at {self._feed.url} sent no config.")
             first = parse_remote_config(document, self._local, self._instance)
             self._feed.accepted(document)
+            log.info(
+                "collector config version %d of %s from the web admin",
+                first.version,
+                self._instance,
+            )
         self._warn_about_topic(first)
         self.latest = first
         self._metrics.config_version.labels(self._instance).set(first.version)
-        log.info(
-            "collector config version %d of %s from the web admin",
-            first.version,
-            first.instance.name,
-        )
         if poll:
             self.start_polling()
         return first
