@@ -148,6 +148,17 @@ def demo(
     run_demo(settings(), console, options, _state.config)
 
 
+@app.command("sql-server")
+def sql_server(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HiveServer2 (Thrift) port.")] = 10000,
+) -> None:
+    """Serve the Hive tables to HiveServer2 clients (beeline, PyHive, JDBC) until stopped."""
+    from cdc_mirror.sql_server import run_sql_server  # noqa: PLC0415
+
+    run_sql_server(settings(), host, port)
+
+
 @app.command("sql")
 def sql(
     queries: Annotated[

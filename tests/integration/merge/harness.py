@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pymysql
+import yaml
 
 from merge import records
 from simple_binlog.config import (
@@ -308,6 +309,28 @@ class Shop:
             self.lake / "_ready" / self.writer / f"{day}.json",
             {"dt": str(day), "writer": self.writer, "tablesWithData": [self.table]},
         )
+
+    def write_config(self, path: Path) -> Path:
+        """A config file for ``cdc-mirror`` commands run in another process on this shop."""
+        settings = self.merge_settings(check=False)
+        document = {
+            "spark": {"lake_dir": str(settings.lake_dir)},
+            "stream_writer": {"database": self.raw_database, "name": self.writer},
+            "merge": {"database": settings.merge.database, "check": False},
+            "mirror": {"warehouse_schema": settings.mirror.warehouse_schema},
+            "stack": {"home": str(settings.stack.home.resolve())},
+            "tables": [
+                {
+                    "db_prefix": self.prefix,
+                    "table_prefix": "orders",
+                    "key": ["order_no"],
+                    "check_column": "created_at",
+                    "targets": ["hive"],
+                }
+            ],
+        }
+        path.write_text(yaml.safe_dump(document))
+        return path
 
     # -- comparison -------------------------------------------------------------------------
     def mysql_rows(self) -> dict[str, dict[str, str | None]]:

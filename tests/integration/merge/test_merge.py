@@ -7,9 +7,9 @@ widening test (a DECIMAL and an INT UNSIGNED column widened mid-stream; yesterda
 read through the recreated table). Without it the module takes about 7 minutes on two
 loaded cores, most of it Spark jobs and two extra Spark processes.
 
-Not covered here: querying the snapshot through Spark's Thrift server with a HiveServer2
-client (beeline/PyHive); a separate Spark process (the ``cdc-mirror merge`` command) writes a
-snapshot that this module's session reads, which is the same metastore path.
+A separate Spark process (the ``cdc-mirror merge`` command) writes a snapshot that this
+module's session reads; ``test_sql_server.py`` reads one through Spark's Thrift server with
+beeline, as downstream users do.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from merge import records
 from merge.archive import ArchiveOverride
@@ -268,28 +267,6 @@ def test_table_without_key_fails_alone_and_unready_day_is_refused(spark: Any, sh
         merger.merge(MergeRequest("nope", DAY1))
 
 
-def _write_config(shop: Shop, path: Path) -> Path:
-    settings = shop.merge_settings(check=False)
-    document = {
-        "spark": {"lake_dir": str(settings.lake_dir)},
-        "stream_writer": {"database": shop.raw_database, "name": shop.writer},
-        "merge": {"database": settings.merge.database, "check": False},
-        "mirror": {"warehouse_schema": settings.mirror.warehouse_schema},
-        "stack": {"home": str(settings.stack.home.resolve())},
-        "tables": [
-            {
-                "db_prefix": shop.prefix,
-                "table_prefix": "orders",
-                "key": ["order_no"],
-                "check_column": "created_at",
-                "targets": ["hive"],
-            }
-        ],
-    }
-    path.write_text(yaml.safe_dump(document))
-    return path
-
-
 def _merge_command(config: Path, shop: Shop, day: date, log_file: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
@@ -334,7 +311,7 @@ def test_command_in_another_process_and_a_killed_merge_leaves_the_previous_state
     shop.start_day(DAY2)
     random_day(shop, DAY2, placed, 30)
     shop.write_raw(spark, DAY2)
-    config = _write_config(shop, tmp_path / "merge.yaml")
+    config = shop.write_config(tmp_path / "merge.yaml")
 
     # Another Spark process writes the snapshot; this module's session reads it.
     command = _merge_command(config, shop, DAY2, tmp_path / "merge-1.log")

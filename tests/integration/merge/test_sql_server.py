@@ -1,0 +1,105 @@
+"""The snapshot read as downstream users read it: ``cdc-mirror sql-server`` (Spark's Thrift
+server, HiveServer2 protocol) in a process of its own, queried with beeline (the HiveServer2
+client shipped with Spark). The merge runs in this module's Spark session; the server finds
+the partition through the shared metastore.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyspark
+
+from cdc_mirror.processes import Component, free_port, port_free
+from merge.job import Merger, MergeRequest
+from tests.integration.merge.harness import Shop, snapshot_rows
+from tests.integration.merge.test_merge import DAY1, ROOT, history, random_day
+
+SPARK_HOME = Path(pyspark.__file__).parent
+STARTUP_TIMEOUT_S = 300.0
+
+
+def beeline(port: int, query: str, timeout_s: float = 300.0) -> list[list[str]]:
+    """Rows of ``query`` through beeline, tab-separated values as text (NULL as 'NULL')."""
+    result = subprocess.run(
+        [
+            str(SPARK_HOME / "bin" / "beeline"),
+            "-u",
+            f"jdbc:hive2://127.0.0.1:{port}/default",
+            "-n",
+            "cdc",
+            "--silent=true",
+            "--showHeader=false",
+            "--outputformat=tsv2",
+            "--nullemptystring=false",
+            "-e",
+            query,
+        ],
+        env={**os.environ, "SPARK_HOME": str(SPARK_HOME)},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = []
+    for printed in result.stdout.splitlines():
+        # beeline echoes its prompt before the first line of output.
+        line = printed.split("> ", 1)[1] if "jdbc:hive2://" in printed else printed
+        if line:
+            rows.append(line.split("\t"))
+    return rows
+
+
+def test_snapshot_through_the_thrift_server_with_beeline(
+    spark: Any, shop: Shop, tmp_path: Path
+) -> None:
+    settings = shop.merge_settings(check=False)
+    merger = Merger(settings, spark)
+    placed = history(shop, 10)
+    shop.start_day(DAY1)
+    shop.mock_replay(shop._second)
+    shop._second += 400
+    random_day(shop, DAY1, placed, 30)
+    shop.write_raw(spark, DAY1)
+    merger.merge(MergeRequest(shop.table, DAY1))
+    expected = snapshot_rows(spark, settings, shop.table, DAY1)
+    mysql = shop.mysql_rows()
+    assert sorted(expected) == sorted(mysql)
+
+    port = free_port()
+    server = Component(
+        "sql-server",
+        [
+            "--config",
+            str(shop.write_config(tmp_path / "sql.yaml")),
+            "sql-server",
+            "--port",
+            str(port),
+        ],
+        env={"PYSPARK_PYTHON": sys.executable},
+        log_path=tmp_path / "sql-server.log",
+        cwd=ROOT,
+    ).start()
+    try:
+        server.wait_until(lambda: not port_free(port), STARTUP_TIMEOUT_S, "the SQL server")
+        table = f"{settings.merge.database}.{shop.table}"
+        found = beeline(
+            port,
+            f"SELECT order_no, cast(amount AS string), status, note, _shard FROM {table} "
+            f"WHERE dt = '{DAY1}' ORDER BY order_no",
+        )
+        assert [row[0] for row in found] == sorted(mysql)
+        for order_no, amount, status, note, shard in found:
+            row = mysql[order_no]
+            assert (amount, status, shard) == (row["amount"], row["status"], row["_shard"])
+            assert note == (row["note"] if row["note"] is not None else "NULL")
+        partitions = beeline(port, f"SHOW PARTITIONS {table}")
+        assert [p[0] for p in partitions] == [f"dt={DAY1}"]
+    finally:
+        server.terminate(timeout_s=60)
+    assert server.returncode == 0, (tmp_path / "sql-server.log").read_text()[-3000:]
