@@ -353,3 +353,36 @@ def test_an_unreachable_admin_at_start_runs_on_the_cached_config(scene: Scene) -
     assert len(scene.received(20)) == 20
     log = second.log.read_text()
     assert "cannot be reached" in log and "Running on the cached config version 1" in log
+
+
+def test_a_password_change_reconnects_and_a_refused_one_waits(scene: Scene) -> None:
+    collector = scene.collector("collector").start()
+    collector.wait_for(lambda: (collector.health() or {}).get("role") == "active", "active")
+    pid = collector.process.pid if collector.process else None
+    scene.write("a", 5, 1)
+    wrong = scene.api.put_instance(scene.instance, {**scene.body, "password": "Wrong-password-1"})
+    collector.wait_for(
+        lambda: "Waiting for a corrected config from the web admin" in collector.log.read_text(),
+        "the refused password to be noticed",
+    )
+    assert _config(collector)["version"] == wrong
+    scene.write("a", 5, 100)  # read once the password is right again
+    fixed = scene.api.put_instance(scene.instance, scene.body)
+    end = scene.base.position_now()
+    collector.wait_for(lambda: reached(collector.committed_gtid(), end.gtid), "all committed")
+
+    assert collector.alive() and collector.process is not None and collector.process.pid == pid
+    assert _config(collector)["version"] == fixed
+    received = scene.received(scene.written["a"])
+    clean = read_range(
+        scene.base.settings.instances[0],
+        scene.base.start.gtid,
+        end,
+        OffsetGenerator(),
+        [scene.db_a],
+    )
+    assert_exactly_once(received, list(clean))
+    log = collector.log.read_text()
+    assert f"switched to config version {fixed} at GTID" in log and "(changed: password;" in log
+    assert "refused the collector's user" in log
+    assert "Wrong-password-1" not in log and "cdc-local" not in log
