@@ -10,7 +10,7 @@ equivalent and are stored as ``-infinity``, a value no real date takes.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache, partial
 
 import orjson
@@ -134,3 +134,31 @@ def text_converter(spec: str | None) -> TextConverter:
 def pg_text(spec: str | None, value: JsonScalar) -> str | None:
     """The PostgreSQL input text of a wire value, for COPY (None stays NULL)."""
     return text_converter(spec)(value)
+
+
+class RowConverters:
+    """Rows → the values of one COPY row, for the columns ``columns`` in that order.
+
+    Values psycopg writes as PostgreSQL reads them (strings, integers, floats, NULL) are
+    passed as they are; only the columns whose type needs a conversion (dates, timestamps,
+    binaries, columns without a type) go through ``text_converter``. Which ones that is
+    depends on the change's ``columnTypes``; changes of one batch nearly always share them,
+    so the last answer is kept."""
+
+    def __init__(self, columns: Sequence[str]) -> None:
+        self._columns = list(columns)
+        self._types: Mapping[str, str] | None = None
+        self._converted: list[tuple[int, TextConverter]] = []
+
+    def values(self, row: Mapping[str, JsonScalar], types: Mapping[str, str]) -> list[JsonScalar]:
+        if types is not self._types and types != self._types:
+            self._converted = [
+                (index, converter)
+                for index, name in enumerate(self._columns)
+                if (converter := text_converter(types.get(name))) is not _plain
+            ]
+        self._types = types
+        values: list[JsonScalar] = [row.get(name) for name in self._columns]
+        for index, converter in self._converted:
+            values[index] = converter(values[index])
+        return values

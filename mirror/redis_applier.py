@@ -32,13 +32,16 @@ replicas), not Redis Cluster.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 import redis
+from redis.exceptions import NoScriptError
 
 from mirror.applier import ApplyResult, ChangeApplier
-from mirror.plan import RowChange, latest_per_key, project
+from mirror.plan import BatchPlan, RowChange, latest_per_key, project
 from simple_binlog.config import MirrorSettings, RedisSettings, TableMirror
 from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.values import JsonScalar
@@ -79,27 +82,36 @@ return {applied, stale}
 
 def _key_part(value: JsonScalar) -> str:
     text = value if isinstance(value, str) else repr(value)
-    return text.replace("%", "%25").replace(":", "%3A")
+    if "%" in text or ":" in text:
+        return text.replace("%", "%25").replace(":", "%3A")
+    return text
 
 
 def redis_key(prefix: str, table: str, key: Sequence[JsonScalar]) -> str:
     return ":".join([prefix, table, *(_key_part(part) for part in key)])
 
 
+def _shard_member(shard: str) -> bytes:
+    """``","_shard":"<shard>"`` (what follows the offset digits in every value)."""
+    return b'","_shard":' + orjson.dumps(shard)
+
+
 def encode_value(change: RowChange, columns: Sequence[str] | None) -> bytes:
     """The stored document; the offset first and zero-padded (see the module docstring)."""
-    row = None if change.deleted else project(change.row, columns)
-    return b"".join(
-        (
-            b'{"_offset":"',
-            str(change.offset).zfill(OFFSET_WIDTH).encode(),
-            b'","_shard":',
-            orjson.dumps(change.shard),
-            b',"row":',
-            orjson.dumps(row),
-            b"}",
-        )
-    )
+    return _encode(change, columns, _shard_member(change.shard))
+
+
+def _encode(change: RowChange, columns: Sequence[str] | None, shard_member: bytes) -> bytes:
+    if change.deleted:
+        row = b"null"
+    elif columns is None:
+        # No copy when it is a dict already (it is, decoded from JSON): orjson takes it as is.
+        data = change.row
+        row = orjson.dumps(data if isinstance(data, dict) else dict(data))
+    else:
+        row = orjson.dumps(project(change.row, columns))
+    # One formatting operation per value: this runs for every key of every batch.
+    return b'{"_offset":"%020d%b,"row":%b}' % (change.offset, shard_member, row)
 
 
 def decode_value(raw: bytes) -> tuple[int, str, dict[str, JsonScalar] | None]:
@@ -129,43 +141,123 @@ class RedisApplier(ChangeApplier):
 
     def apply_batch(self, changes: Iterable[RowChange]) -> ApplyResult:
         plan = latest_per_key(changes)
-        keys: list[str] = []
-        values: list[bytes] = []
-        ttls: list[int] = []
-        for table, latest in plan.tables.items():
-            mirror = self._tables.get(table)
-            columns = mirror.redis_columns if mirror else None
-            row_ttl_ms = (mirror.redis_ttl_s or 0) * 1000 if mirror else 0
-            for change in latest.values():
-                keys.append(redis_key(self._prefix, table, change.key))
-                values.append(encode_value(change, columns))
-                ttls.append(self._tombstone_ttl_ms if change.deleted else row_ttl_ms)
-        applied = stale = 0
-        step = self._keys_per_call
-        for start in range(0, len(keys), step):
-            chunk = slice(start, start + step)
-            layout = [
-                n for v, t in zip(values[chunk], ttls[chunk], strict=True) for n in (len(v), t)
-            ]
-            done, rejected = self._run(keys[chunk], orjson.dumps(layout), b"".join(values[chunk]))
-            applied += done
-            stale += rejected
-        return ApplyResult(applied, stale, plan.superseded)
-
-    def _run(self, keys: list[str], layout: bytes, values: bytes) -> tuple[int, int]:
         try:
-            try:
-                result = self._client.evalsha(self._sha, len(keys), *keys, layout, values)
-            except redis.exceptions.NoScriptError:
-                # Redis restarted or its script cache was flushed: load it again, once.
-                log.info("Redis lost the apply script (NOSCRIPT); loading it again")
-                self._sha = self._client.script_load(APPLY_SCRIPT)
-                result = self._client.evalsha(self._sha, len(keys), *keys, layout, values)
+            applied, stale = self._apply(plan)
         except redis.exceptions.ConnectionError as exc:
             raise ServiceUnavailableError(f"Redis cannot be reached ({exc}).") from None
         except redis.exceptions.RedisError as exc:
             raise ServiceUnavailableError(f"Redis refused a mirror batch ({exc}).") from None
-        return int(result[0]), int(result[1])
+        return ApplyResult(applied, stale, plan.superseded)
+
+    def _apply(self, plan: BatchPlan) -> tuple[int, int]:
+        """Each call is sent as soon as it is packed and the replies are read at the end, so
+        Redis runs one call's script while the next is being packed, and a batch costs one
+        round trip. Each call is atomic on its own; a batch that fails part-way is applied
+        again by the caller, which the offset guard makes harmless."""
+        calls: list[_Call] = []
+        with _Connection(self._client) as connection:
+            for call in self._calls(plan):
+                connection.send(call.packed(self._sha))
+                calls.append(call)
+            replies = connection.replies(len(calls))
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:
+            # Redis restarted or its script cache was flushed: load it again, once.
+            log.info("Redis lost the apply script (NOSCRIPT); loading it again")
+            self._sha = self._client.script_load(APPLY_SCRIPT)
+            with _Connection(self._client) as connection:
+                for index in missing:
+                    connection.send(calls[index].packed(self._sha))
+                for index, reply in zip(missing, connection.replies(len(missing)), strict=True):
+                    replies[index] = reply
+        applied = stale = 0
+        for reply in replies:
+            if isinstance(reply, redis.exceptions.RedisError):
+                raise reply
+            applied += int(reply[0])
+            stale += int(reply[1])
+        return applied, stale
+
+    def _calls(self, plan: BatchPlan) -> Iterator[_Call]:
+        """The batch's keys in calls of at most ``mirror.redis_keys_per_call``."""
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        layout: list[int] = []
+        step = self._keys_per_call
+        for table, latest in plan.tables.items():
+            mirror = self._tables.get(table)
+            columns = mirror.redis_columns if mirror else None
+            row_ttl_ms = (mirror.redis_ttl_s or 0) * 1000 if mirror else 0
+            key_prefix = f"{self._prefix}:{table}:"
+            shard_members: dict[str, bytes] = {}
+            for key, change in latest.items():
+                if len(key) == 1:
+                    key_text = key_prefix + _key_part(key[0])
+                else:
+                    key_text = key_prefix + ":".join(_key_part(part) for part in key)
+                keys.append(key_text.encode())
+                member = shard_members.get(change.shard)
+                if member is None:
+                    member = shard_members[change.shard] = _shard_member(change.shard)
+                value = _encode(change, columns, member)
+                values.append(value)
+                layout += (len(value), self._tombstone_ttl_ms if change.deleted else row_ttl_ms)
+                if len(keys) == step:
+                    yield _Call.of(keys, layout, values)
+                    keys, values, layout = [], [], []
+        if keys:
+            yield _Call.of(keys, layout, values)
 
     def close(self) -> None:
         self._client.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One EVALSHA of the apply script, packed for the wire but for the script's SHA1, so a
+    reload after NOSCRIPT (a new SHA1 only if the script changed) reuses the packing."""
+
+    arguments: int
+    tail: bytes  # the RESP of the arguments after the SHA1
+
+    @classmethod
+    def of(cls, keys: list[bytes], layout: list[int], values: list[bytes]) -> _Call:
+        # Why not redis-py's packing: for thousands of keys per call it cost more than the
+        # script running them.
+        tail = [b"%d" % len(keys), *keys, orjson.dumps(layout), b"".join(values)]
+        return cls(len(tail) + 2, b"".join([b"$%d\r\n%b\r\n" % (len(a), a) for a in tail]))
+
+    def packed(self, sha: str) -> list[bytes]:
+        head = b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%b\r\n" % (self.arguments, len(sha), sha.encode())
+        return [head, self.tail]
+
+
+class _Connection:
+    """A connection of the client's pool for sending calls now and reading replies later.
+    A refused call's reply is its exception (the other replies are still read, keeping the
+    connection in step); on any other error the connection is closed, as replies may be
+    left unread on it."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._pool = client.connection_pool
+        self._connection = self._pool.get_connection()
+
+    def __enter__(self) -> _Connection:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is not None:
+            self._connection.disconnect()  # type: ignore[no-untyped-call]  # untyped in redis-py
+        self._pool.release(self._connection)
+
+    def send(self, packed: list[bytes]) -> None:
+        self._connection.send_packed_command(packed, check_health=False)  # type: ignore[no-untyped-call]
+
+    def replies(self, count: int) -> list[Any]:
+        replies: list[Any] = []
+        for _ in range(count):
+            try:
+                replies.append(self._connection.read_response())
+            except redis.exceptions.ResponseError as exc:
+                replies.append(exc)
+        return replies

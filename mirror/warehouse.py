@@ -42,7 +42,7 @@ import psycopg
 from psycopg import sql
 
 from mirror.applier import ApplyResult, ChangeApplier
-from mirror.pgtypes import pg_type, text_converter
+from mirror.pgtypes import RowConverters, pg_type
 from mirror.plan import RowChange, RowKey, latest_per_key
 from simple_binlog.config import MirrorSettings, PostgresSettings, TableMirror
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
@@ -96,6 +96,8 @@ class WarehouseApplier(ChangeApplier):
         self._tables = {t.name: t for t in tables}
         # Columns (name → PostgreSQL type) of each table as last seen; refreshed after errors.
         self._columns: dict[str, dict[str, str]] = {}
+        # The staging table of each logical table in this session, by the columns it holds.
+        self._stages: dict[str, list[str]] = {}
         self._conn = connect_warehouse(postgres)
         self._run(self._ensure_schema)
 
@@ -119,18 +121,21 @@ class WarehouseApplier(ChangeApplier):
     # -- one transaction with error translation ----------------------------------------------
     def _run(self, work: Callable[[Connection], R]) -> R:
         if self._conn.closed or self._conn.broken:
+            self._stages.clear()  # temporary tables die with their session
             self._conn = connect_warehouse(self._postgres)
         try:
             with self._conn.transaction():
                 return work(self._conn)
         except psycopg.OperationalError as exc:
             self._columns.clear()
+            self._stages.clear()
             raise ServiceUnavailableError(
                 f"the warehouse connection failed ({_one_line(exc)})."
             ) from None
         except psycopg.Error as exc:
             # DDL of a failed transaction is rolled back too: forget what we thought we added.
             self._columns.clear()
+            self._stages.clear()
             raise ServiceUnavailableError(
                 f"the warehouse refused a batch ({_reason_without_values(exc)})."
             ) from None
@@ -249,23 +254,27 @@ class WarehouseApplier(ChangeApplier):
         data_columns = self._ensure_table(conn, table, key_columns, types, soft)
         stage = sql.Identifier(f"_cdc_stage_{table}")
         target = sql.Identifier(self._schema, table)
-        conn.execute(
-            sql.SQL(
-                "CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS, {} boolean NOT NULL) "
-                "ON COMMIT DROP"
-            ).format(stage, target, sql.Identifier(_STAGE_DELETE))
-        )
+        if self._stages.get(table) != data_columns:
+            # Kept for the session and emptied at each commit: creating it for every batch
+            # cost catalog work and a fresh plan for every statement reading it. Made again
+            # when the target gained columns.
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(stage))
+            conn.execute(
+                sql.SQL(
+                    "CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS, {} boolean NOT NULL) "
+                    "ON COMMIT DELETE ROWS"
+                ).format(stage, target, sql.Identifier(_STAGE_DELETE))
+            )
+            self._stages[table] = data_columns
         copy_columns = [*data_columns, OFFSET_COLUMN, SHARD_COLUMN, _STAGE_DELETE]
         copy_sql = sql.SQL("COPY {} ({}) FROM STDIN").format(
             stage, sql.SQL(", ").join(sql.Identifier(c) for c in copy_columns)
         )
+        converters = RowConverters(data_columns)
         with conn.cursor() as cursor, cursor.copy(copy_sql) as copy:
             for change in latest.values():
-                row, change_types = change.row, change.column_types
-                values: list[str | None] = [
-                    text_converter(change_types.get(name))(row.get(name)) for name in data_columns
-                ]
-                values += [str(change.offset), change.shard, "t" if change.deleted else "f"]
+                values = converters.values(change.row, change.column_types)
+                values += (change.offset, change.shard, "t" if change.deleted else "f")
                 copy.write_row(values)
         # No ANALYZE of the stage: it cost ~10 % of a batch, and the planner's estimate from
         # the stage's page count already picks index lookups into the target.
