@@ -126,6 +126,86 @@ def test_tombstone_stops_an_older_insert(mirror_settings: Settings, target: str)
         assert pg_rows(mirror_settings, LOGICAL)[key]["_binlog_offset"] == newer.binlog_offset
 
 
+@pytest.mark.parametrize("target", ["redis", "warehouse"])
+def test_one_batch_with_a_key_many_times_a_delete_then_reinsert_and_stale_replays(
+    mirror_settings: Settings, target: str
+) -> None:
+    """Within one batch: a key inserted, updated many times, deleted and inserted again
+    (the re-insert wins), another key inserted then deleted (a tombstone); the whole batch
+    replayed, and an older part of it replayed alone, are no-ops."""
+    workload = Workload(random.Random(12))
+    shard = ("shop_01", "orders_00")
+    kept = workload._fresh_key()
+    rows = [workload._row(kept) for _ in range(8)]
+    batch = [workload._message(shard, EventType.INSERT, rows[0])]
+    batch += [
+        workload._message(shard, EventType.UPDATE, rows[n], dict(rows[n - 1])) for n in range(1, 7)
+    ]
+    batch.append(workload._message(shard, EventType.DELETE, dict(rows[6])))
+    batch.append(workload._message(shard, EventType.INSERT, rows[7]))
+    gone = workload._fresh_key()
+    gone_row = workload._row(gone)
+    batch.append(workload._message(shard, EventType.INSERT, gone_row))
+    batch.append(workload._message(shard, EventType.DELETE, dict(gone_row)))
+    router = _router(mirror_settings, target)
+    applier = _applier(mirror_settings, target)
+    try:
+        first = applier.apply_batch(_changes(router, batch))
+        assert (first.applied, first.stale, first.superseded) == (2, 0, len(batch) - 2)
+        _assert_equal(mirror_settings, target, _reference(router, batch))
+        replay = applier.apply_batch(_changes(router, batch))
+        assert (replay.applied, replay.stale) == (0, 2)
+        older = applier.apply_batch(_changes(router, [batch[3], batch[0], batch[-2]]))
+        assert (older.applied, older.stale) == (0, 2)
+    finally:
+        applier.close()
+    _assert_equal(mirror_settings, target, _reference(router, batch))
+    if target == "redis":
+        stored = redis_rows(mirror_settings, LOGICAL)
+        assert stored[kept] == (batch[8].binlog_offset, rows[7])
+        assert stored[gone] == (batch[-1].binlog_offset, None)
+    else:
+        assert pg_rows(mirror_settings, LOGICAL)[kept]["_binlog_offset"] == batch[8].binlog_offset
+        with pg_connect(mirror_settings) as conn:
+            tombstones = conn.execute(
+                f'SELECT id::text, _binlog_offset FROM "{mirror_settings.mirror.warehouse_schema}".'
+                f'"{LOGICAL}__tombstone"'
+            ).fetchall()
+        assert tombstones == [(gone, batch[-1].binlog_offset)]
+
+
+def test_redis_a_refused_call_fails_the_batch_and_the_connection_stays_usable(
+    mirror_settings: Settings,
+) -> None:
+    """One call of a batch's pipelined calls fails (a key of another type makes the script
+    fail): the batch raises one sentence, the other calls' keys are applied, and the next
+    batch on the same applier applies (the replies were all read)."""
+    from simple_binlog.errors import ServiceUnavailableError
+
+    workload = Workload(random.Random(13))
+    messages = workload.messages(400)  # several calls of 50 keys (the fixture's setting)
+    router = _router(mirror_settings, "redis")
+    changes = _changes(router, messages)
+    blocker = changes[len(changes) // 2]
+    client = redis.Redis.from_url(mirror_settings.redis.url.get_secret_value())
+    blocked_key = redis_key(mirror_settings.redis.key_prefix, LOGICAL, blocker.key)
+    client.hset(blocked_key, "not", "a string")
+    applier = RedisApplier(mirror_settings.redis, mirror_settings.mirror, mirror_settings.tables)
+    try:
+        with pytest.raises(ServiceUnavailableError, match=r"^Redis refused a mirror batch \("):
+            applier.apply_batch(changes)
+        client.delete(blocked_key)
+        assert len(redis_rows(mirror_settings, LOGICAL)) > 50  # the other calls did apply
+        applier.apply_batch(changes)  # the same batch again: the guard makes it safe
+        later = workload.messages(50)
+        assert applier.apply_batch(_changes(router, later)).applied > 0
+    finally:
+        applier.close()
+        client.close()
+    reference = _reference(router, messages + later)
+    _assert_equal(mirror_settings, "redis", reference)
+
+
 def test_warehouse_soft_delete_flags_the_row(mirror_settings: Settings) -> None:
     settings = mirror_settings.model_copy(
         update={"tables": [table_mirror(warehouse_delete="soft")]}
@@ -186,10 +266,12 @@ def test_redis_reloads_the_script_after_noscript(mirror_settings: Settings) -> N
     try:
         # As after a Redis restart: the SHA the applier holds is unknown to the server.
         applier._sha = "0" * 40
-        assert applier.apply_batch(_changes(router, workload.messages(20))).applied > 0
+        messages = workload.messages(300)  # several calls of 50 keys, all sent again
+        assert applier.apply_batch(_changes(router, messages)).applied > 0
         assert applier._sha != "0" * 40
     finally:
         applier.close()
+    _assert_equal(mirror_settings, "redis", _reference(router, messages))
 
 
 def test_unreachable_targets_fail_with_one_sentence(mirror_settings: Settings) -> None:

@@ -1,7 +1,8 @@
 """The consumer loop on the real Kafka: a target that fails is retried without committing or
 skipping; tables of other targets are skipped and counted; two consumers of one group share
 the partitions and a second one joining mid-stream (a rebalance) loses and repeats nothing
-that matters: the result equals the reference."""
+that matters: the result equals the reference; a batch is applied as soon as what has arrived
+is taken, not held for ``mirror.max_wait_ms``."""
 
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ def _consumer(
     stop: threading.Event,
     metrics: MirrorMetrics,
     batch_size: int = 200,
+    max_wait_ms: int = 50,
 ) -> MirrorConsumer:
     settings = scene.settings
     kafka = settings.kafka.model_copy(
@@ -57,7 +59,7 @@ def _consumer(
         update={
             "group_prefix": f"mt{scene.tag}",
             "batch_size": batch_size,
-            "max_wait_ms": 50,
+            "max_wait_ms": max_wait_ms,
         }
     )
     router = ChangeRouter(settings.tables, ShardRouter(list(settings.shard_rules)), "redis")
@@ -133,3 +135,31 @@ def test_a_second_consumer_joining_mid_stream_shares_the_work(mirror_settings: S
     assert consumers[0].batches > 0 and owned[0] and owned[1]
     assert not owned[0] & owned[1]
     assert applier.rows(LOGICAL) == _reference(mirror_settings, first + second)
+
+
+@pytest.mark.timeout(180)
+def test_what_has_arrived_is_applied_without_waiting_for_a_full_batch(
+    mirror_settings: Settings,
+) -> None:
+    """With batch_size and max_wait_ms far beyond the test's deadlines, a lone message and
+    then a few more are applied and committed anyway: a batch closes when the client's queue
+    is drained (a slow stream gets small batches, hence low freshness)."""
+    scene = MirrorScene(mirror_settings)
+    workload = Workload(random.Random(23))
+    applier, stop, metrics = FlakyApplier(failures=0), threading.Event(), MirrorMetrics("redis")
+    consumer = _consumer(scene, applier, stop, metrics, batch_size=100_000, max_wait_ms=600_000)
+    thread = threading.Thread(target=consumer.run)
+    thread.start()
+    try:
+        wait_for(lambda: consumer.assignment, 90, "the consumer to get partitions")
+        lone = workload.messages(1)
+        scene.publish(lone)
+        wait_for(lambda: consumer.batches == 1, 60, "the lone message's batch")
+        assert applier.rows(LOGICAL) == _reference(mirror_settings, lone)
+        more = workload.messages(5)
+        scene.publish(more)
+        wait_for(lambda: scene.committed_lag("redis") == 0, 60, "the next messages committed")
+    finally:
+        stop.set()
+        thread.join(30)
+    assert applier.rows(LOGICAL) == _reference(mirror_settings, lone + more)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mirror.pgtypes import pg_text, pg_type
+from mirror.pgtypes import RowConverters, pg_text, pg_type
 from mirror.plan import RowChange
 from mirror.redis_applier import OFFSET_WIDTH, decode_value, encode_value, redis_key
 
@@ -79,3 +79,27 @@ def test_values_become_postgres_input_text() -> None:
     assert pg_text("double", 0.1) == "0.1"
     assert pg_text("int(11)", None) is None
     assert pg_text("varchar(5)", "") == ""
+
+
+def test_copy_rows_convert_only_what_postgres_would_misread() -> None:
+    """Strings, numbers and NULL pass as they are (psycopg writes them as PostgreSQL reads
+    them); dates, timestamps, binaries and untyped values are converted as ``pg_text`` does,
+    by the change's own column types, which may differ from the previous change's."""
+    converters = RowConverters(["id", "at", "raw", "note", "gone"])
+    types = {"id": "bigint(20)", "at": "timestamp(3)", "raw": "blob", "note": "varchar(9)"}
+    row = {"id": 7, "at": "2026-01-02 03:04:05.123", "raw": "AQI=", "note": "a\tb"}
+    assert converters.values(row, types) == [
+        7,
+        "2026-01-02 03:04:05.123+00",
+        "\\x0102",
+        "a\tb",
+        None,
+    ]
+    # Another change whose types say otherwise (e.g. the column was retyped, or carries none).
+    retyped = {"id": "bigint(20)", "at": "varchar(30)", "raw": "varchar(9)"}
+    assert converters.values(row, retyped) == [7, "2026-01-02 03:04:05.123", "AQI=", "a\tb", None]
+    assert converters.values({"id": 8, "gone": 1.5}, {}) == ["8", None, None, None, "1.5"]
+    for row_types in (types, retyped, {}):
+        expected = [pg_text(row_types.get(c), row.get(c)) for c in ["id", "at", "raw", "note"]]
+        got = converters.values(row, row_types)[:4]
+        assert [None if v is None else str(v) for v in got] == expected
