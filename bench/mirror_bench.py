@@ -18,11 +18,18 @@ applied in batches of ``--batch`` (``mirror.batch_size``).
 
 Only the apply calls are timed (the changes are generated outside the timers).
 
-``--freshness-seconds N`` (default 20, 0: skip) adds the mirror's share of freshness: changes
-stamped with the current time are produced to a Kafka topic at ``--rate`` rows/s and
-``cdc-mirror``'s consumer loop applies them to Redis; printed are p50/p99 of "executeTime →
-applied in Redis". MySQL commit → Redis with the collector in front is left to the
-end-to-end benchmark (it adds the collector's delay).
+``--freshness-seconds N`` (default 20, 0: skip) adds freshness, for ``--freshness-source``
+``kafka``, ``mysql`` or ``both`` (default), at ``--rate`` rows/s:
+
+- ``kafka`` (the mirror's share): changes stamped with the current time are produced to a
+  Kafka topic and ``cdc-mirror``'s consumer loop applies them to Redis; p50/p99 of
+  "executeTime → applied in Redis".
+- ``mysql`` (the issue's figure): single-row autocommit INSERTs paced at ``--rate`` by 4 writer
+  processes into 4 shards of a fresh MariaDB database; a real collector (``collector.service
+  .Collector`` with its Kafka publisher, exactly-once on, in a process of its own as in
+  production) publishes them, and the mirror's consumer loop (in this process) applies them
+  to Redis; p50/p99 of "the INSERT's autocommit returned → the row is in Redis" (both clocks
+  are this machine's). Target p99 < 500 ms.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import random
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import orjson
 import redis
@@ -149,9 +157,15 @@ def bench_redis(settings: Settings, args: argparse.Namespace) -> Figure:
         base = _timed("baseline: redis-py pipelined HSET, no version check", args.changes, baseline)
         mine = _timed("RedisApplier: Lua batch with offset guard", args.changes, guarded)
         print(f"  ratio RedisApplier / baseline: {mine / base:.0%}; rejected as stale: {stale:,}")
-        figure = Figure("mirror.redis", f"Redis: {args.changes:,} changes over {args.keys:,} keys",
-                        mine, "rows/s", base, "redis-py pipelined HSET, no version check",
-                        extra={"stale": stale})
+        figure = Figure(
+            "mirror.redis",
+            f"Redis: {args.changes:,} changes over {args.keys:,} keys",
+            mine,
+            "rows/s",
+            base,
+            "redis-py pipelined HSET, no version check",
+            extra={"stale": stale},
+        )
     finally:
         applier.close()
         for pattern in (f"{prefix}:*", f"{prefix}b:*"):
@@ -222,9 +236,15 @@ def bench_warehouse(settings: Settings, args: argparse.Namespace) -> Figure:
         print(
             f"  ratio WarehouseApplier / baseline: {mine / base:.0%}; rejected as stale: {stale:,}"
         )
-        figure = Figure("mirror.warehouse", f"PostgreSQL: {args.changes:,} changes over "
-                        f"{args.keys:,} keys", mine, "rows/s", base,
-                        "plain COPY into a staging table", extra={"stale": stale})
+        figure = Figure(
+            "mirror.warehouse",
+            f"PostgreSQL: {args.changes:,} changes over {args.keys:,} keys",
+            mine,
+            "rows/s",
+            base,
+            "plain COPY into a staging table",
+            extra={"stale": stale},
+        )
     finally:
         applier.close()
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
@@ -326,10 +346,262 @@ def bench_freshness(settings: Settings, args: argparse.Namespace) -> Figure | No
         f"  applied {len(ordered):,} of {total:,}; executeTime → in Redis: p50 {p50:.0f} ms, p99 {p99:.0f} ms"
         f" (mirror.max_wait_ms = {mirror.max_wait_ms})"
     )
-    return Figure("mirror.freshness", f"executeTime → in Redis (Kafka → Redis, no collector), "
-                  f"{len(ordered):,} changes at {args.rate:,} rows/s", p99, "ms",
-                  higher_is_better=False, extra={"p50": p50, "p99": p99, "applied": len(ordered),
-                                                 "sent": total})
+    return Figure(
+        "mirror.freshness",
+        f"executeTime → in Redis (Kafka → Redis, no collector), "
+        f"{len(ordered):,} changes at {args.rate:,} rows/s",
+        p99,
+        "ms",
+        higher_is_better=False,
+        extra={"p50": p50, "p99": p99, "applied": len(ordered), "sent": total},
+    )
+
+
+def _run_collector(
+    instance_name: str,
+    server_id: int,
+    start_gtid: str,
+    include: str,
+    topic_prefix: str,
+    started: Any,
+    stop: Any,
+) -> None:
+    """A collector publishing ``include`` from ``start_gtid`` until ``stop`` is set; runs in a
+    process of its own (spawned), so it does not share a GIL with the mirror."""
+    import threading
+
+    from collector.decoding import fix_reader_quirks
+    from collector.metrics import CollectorMetrics
+    from collector.publisher import KafkaPublisher
+    from collector.service import Collector
+
+    settings = load_settings()
+    fix_reader_quirks()
+    kafka = settings.kafka.model_copy(update={"topic_prefix": topic_prefix})
+    collector_settings = settings.collector.model_copy(
+        update={"start": start_gtid, "include": [include]}
+    )
+    # An instance name and replica server id of its own: a collector running on the same
+    # stack (a test, the demo) is neither fenced nor disconnected by this one.
+    instance = settings.instances[0].model_copy(
+        update={"name": instance_name, "replica_server_id": server_id}
+    )
+    halt = threading.Event()
+    collector = Collector(
+        instance,
+        collector_settings,
+        KafkaPublisher(kafka, instance.name),
+        CollectorMetrics(),
+        stop=halt,
+    )
+    thread = threading.Thread(target=collector.run)
+    thread.start()
+    if collector.started.wait(60):
+        started.set()
+    stop.wait()
+    halt.set()
+    thread.join(60)
+
+
+def _mysql_admin(settings: Settings):
+    import pymysql
+
+    return pymysql.connect(
+        host=settings.instances[0].host,
+        port=settings.instances[0].port,
+        user=settings.stack.admin_user,
+        password=settings.stack.admin_password.get_secret_value(),
+        autocommit=True,
+    )
+
+
+def _paced_inserts(
+    database: str, worker: int, writers: int, total: int, rate: int, start_at: float
+) -> dict[int, float]:
+    """One writer process: ids ``worker+1, worker+1+writers, …`` into shard table
+    ``orders_<worker>``, paced to ``rate`` rows/s over all writers from ``start_at``; returns
+    id → wall-clock time its autocommit returned. (One connection's round trips cap a writer
+    near 2,500 rows/s, hence several processes.)"""
+    settings = load_settings()
+    committed: dict[int, float] = {}
+    with _mysql_admin(settings) as conn, conn.cursor() as cursor:
+        statement = (
+            f"INSERT INTO {database}.orders_{worker:02d} (id, amount, note) VALUES (%s, %s, %s)"
+        )
+        for key in range(1 + worker, total + 1, writers):
+            ahead = start_at + key / rate - time.time()
+            if ahead > 0:
+                time.sleep(ahead)  # pacing the writer to the rate
+            cursor.execute(statement, (key, f"{key % 10**6 / 100:.2f}", "gift"))
+            committed[key] = time.time()
+    return committed
+
+
+def _create_shards(settings: Settings, database: str, shards: int) -> str:
+    """``database`` with tables ``orders_00…``; returns the GTID position before them."""
+    from collector.reader import server_position
+
+    with _mysql_admin(settings) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE {database}")
+        for shard in range(shards):
+            cursor.execute(
+                f"CREATE TABLE {database}.orders_{shard:02d} (id BIGINT NOT NULL PRIMARY KEY, "
+                "amount DECIMAL(12,2) NOT NULL, note VARCHAR(64) NULL)"
+            )
+        return server_position(cursor).gtid
+
+
+def _drop_redis_keys(settings: Settings, prefix: str) -> None:
+    client = redis.Redis.from_url(settings.redis.url.get_secret_value())
+    for key in client.scan_iter(f"{prefix}:*", count=10_000):
+        client.delete(key)
+    client.close()
+
+
+def _write_paced(
+    database: str, writers: int, total: int, rate: int
+) -> tuple[dict[int, float], float]:
+    """id → commit time of ``total`` paced INSERTs, and the rate the writers achieved."""
+    import multiprocessing
+
+    start_at = time.time() + 2.0  # every writer paces from the same wall-clock start
+    with multiprocessing.get_context("spawn").Pool(writers) as pool:
+        results = pool.starmap(
+            _paced_inserts,
+            [(database, w, writers, total, rate, start_at) for w in range(writers)],
+        )
+    committed_at = {key: at for result in results for key, at in result.items()}
+    return committed_at, total / (max(committed_at.values()) - start_at)
+
+
+class _KeyTimedRedisApplier(RedisApplier):
+    """Notes when each key (first key column) was first applied."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.applied_at: dict[object, float] = {}
+
+    def apply_batch(self, changes):  # type: ignore[no-untyped-def]
+        changes = list(changes)
+        result = super().apply_batch(changes)
+        now = time.time()
+        for change in changes:
+            self.applied_at.setdefault(change.key[0], now)
+        return result
+
+
+def bench_mysql_freshness(settings: Settings, args: argparse.Namespace) -> Figure | None:
+    """MySQL commit → visible in Redis, with a real collector in front (see the docstring)."""
+    import multiprocessing
+    import threading
+
+    from mirror.consumer import MirrorConsumer
+    from mirror.metrics import MirrorMetrics
+    from mirror.plan import ChangeRouter
+    from simple_binlog.routing import ShardRouter
+
+    writers = 4
+    tag = uuid.uuid4().hex[:6]
+    database = f"bmf{tag}_00"
+    instance_name = f"bench-mf{tag}"
+    kafka = settings.kafka.model_copy(update={"topic_prefix": f"benchmf{tag}."})
+    tables = [
+        TableMirror(
+            instance=instance_name, db_prefix=f"bmf{tag}", table_prefix="orders", targets=["redis"]
+        )
+    ]
+    redis_settings = settings.redis.model_copy(update={"key_prefix": f"benchmf{tag}"})
+    mirror = settings.mirror.model_copy(update={"group_prefix": f"benchmf{tag}"})
+    start_gtid = _create_shards(settings, database, writers)
+    spawn = multiprocessing.get_context("spawn")
+    started, stop_collector = spawn.Event(), spawn.Event()
+    collector = spawn.Process(
+        target=_run_collector,
+        args=(
+            instance_name,
+            random.randrange(2 * 10**6, 3 * 10**6),
+            start_gtid,
+            rf"{database}\..*",
+            kafka.topic_prefix,
+            started,
+            stop_collector,
+        ),
+    )
+    collector.start()
+    applier = _KeyTimedRedisApplier(redis_settings, mirror, tables)
+    applied_at = applier.applied_at
+    stop = threading.Event()
+    router = ChangeRouter(tables, ShardRouter(list(settings.shard_rules)), "redis")
+    consumer = MirrorConsumer(
+        kafka, mirror, "redis", [instance_name], router, applier, MirrorMetrics("redis"), stop
+    )
+    thread = threading.Thread(target=consumer.run)
+    total = int(args.rate * args.freshness_seconds)
+    print(
+        f"Freshness (MySQL commit → Redis, collector in front): {total:,} single-row autocommits "
+        f"at {args.rate:,} rows/s by {writers} writers"
+    )
+    try:
+        if not started.wait(90):
+            print("  the collector did not start within 90 s")
+            return None
+        thread.start()
+        join_deadline = time.monotonic() + 60
+        while not consumer.assignment and time.monotonic() < join_deadline:
+            time.sleep(0.1)  # the clock starts once the consumer owns its partitions
+        committed_at, achieved = _write_paced(database, writers, total, args.rate)
+        deadline = time.monotonic() + 60
+        while len(applied_at) < total and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        if thread.is_alive():
+            thread.join(30)
+        stop_collector.set()
+        collector.join(60)
+        applier.close()
+        _drop_redis_keys(settings, redis_settings.key_prefix)
+        with _mysql_admin(settings) as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {database}")
+    return _mysql_freshness_figure(committed_at, applied_at, total, achieved, mirror.max_wait_ms)
+
+
+def _mysql_freshness_figure(
+    committed_at: dict[int, float],
+    applied_at: dict[object, float],
+    total: int,
+    achieved: float,
+    max_wait_ms: int,
+) -> Figure | None:
+    delays = sorted(
+        (applied_at[key] - at) * 1000 for key, at in committed_at.items() if key in applied_at
+    )
+    if not delays:
+        print("  nothing was applied")
+        return None
+    p50, p99 = delays[len(delays) // 2], delays[int(len(delays) * 0.99)]
+    print(
+        f"  {len(delays):,} of {total:,} in Redis (writers achieved {achieved:,.0f} rows/s); "
+        f"MySQL commit → in Redis: p50 {p50:.0f} ms, p99 {p99:.0f} ms "
+        f"(mirror.max_wait_ms = {max_wait_ms})"
+    )
+    if len(delays) < total:
+        print(f"  {total - len(delays):,} rows did not reach Redis within 60 s")
+    return Figure(
+        "mirror.freshness_mysql",
+        f"MySQL commit → in Redis (collector + mirror), {len(delays):,} autocommits at "
+        f"{achieved:,.0f} rows/s",
+        p99,
+        "ms",
+        higher_is_better=False,
+        extra={
+            "p50": p50,
+            "p99": p99,
+            "applied": len(delays),
+            "sent": total,
+            "achieved rows/s": achieved,
+        },
+    )
 
 
 def main() -> None:
@@ -340,10 +612,21 @@ def main() -> None:
     parser.add_argument("--only", choices=("redis", "warehouse", "freshness"))
     parser.add_argument("--freshness-seconds", type=float, default=20)
     parser.add_argument("--rate", type=int, default=5000)
-    parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for bench.report)")
+    parser.add_argument(
+        "--freshness-source",
+        choices=("kafka", "mysql", "both"),
+        default="both",
+        help="kafka: the mirror's share; mysql: MySQL commit → Redis with a collector in front",
+    )
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the figures to PATH (for bench.report)"
+    )
     args = parser.parse_args()
     settings = load_settings()
-    LocalStack(settings).up(["redis", "postgresql", "kafka"])
+    services = ["redis", "postgresql", "kafka"]
+    if args.freshness_source != "kafka":
+        services.append("mariadb")
+    LocalStack(settings).up(services)
     print(f"machine: {describe_machine()}")
     figures: list[Figure] = []
     if args.only in (None, "redis"):
@@ -351,9 +634,14 @@ def main() -> None:
     if args.only in (None, "warehouse"):
         figures.append(bench_warehouse(settings, args))
     if args.only in (None, "freshness") and args.freshness_seconds > 0:
-        freshness = bench_freshness(settings, args)
-        if freshness is not None:
-            figures.append(freshness)
+        if args.freshness_source in ("kafka", "both"):
+            freshness = bench_freshness(settings, args)
+            if freshness is not None:
+                figures.append(freshness)
+        if args.freshness_source in ("mysql", "both"):
+            freshness = bench_mysql_freshness(settings, args)
+            if freshness is not None:
+                figures.append(freshness)
     write_figures(args.json, "mirror", figures)
 
 
