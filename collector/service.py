@@ -456,6 +456,7 @@ class Collector:
             self._publisher.detections(detections)
         self._publisher.commit(position)
         self.committed = position
+        self._connection_switched = False  # the connection in force works
         if position.partial is not None and self._updates is not None:
             self._say_switch_waits(position)
         self._metrics.committed(self._instance.name, position)

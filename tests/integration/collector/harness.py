@@ -111,10 +111,13 @@ class CollectorProcess:
 
     def wait_for(self, condition, what: str, timeout_s: float = 120.0) -> None:
         deadline = time.monotonic() + timeout_s
+        # A process that dies during the wait fails it at once; one killed before may be
+        # waited on for a condition about the others (failover).
+        was_alive = self.alive()
         while time.monotonic() < deadline:
             if condition():
                 return
-            if self.process is not None and self.process.poll() is not None:
+            if was_alive and self.process is not None and self.process.poll() is not None:
                 raise AssertionError(
                     f"the collector exited ({self.process.returncode}) while waiting for "
                     f"{what}; log tail:\n{self.log.read_text()[-6000:]}"

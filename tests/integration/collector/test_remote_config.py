@@ -386,3 +386,28 @@ def test_a_password_change_reconnects_and_a_refused_one_waits(scene: Scene) -> N
     assert f"switched to config version {fixed} at GTID" in log and "(changed: password;" in log
     assert "refused the collector's user" in log
     assert "Wrong-password-1" not in log and "cdc-local" not in log
+
+
+def test_a_standby_takes_over_with_the_newest_config(scene: Scene) -> None:
+    active = scene.collector("active", ha=True).start()
+    active.wait_for(lambda: (active.health() or {}).get("role") == "active", "active")
+    standby = scene.collector("standby", ha=True).start()
+    standby.wait_for(lambda: (standby.health() or {}).get("role") == "standby", "standby")
+    scene.write("a", 5, 1)
+    version = scene.api.put_instance(
+        scene.instance, {**scene.body, "include": [rf"{scene.db_a}\..*", rf"{scene.db_b}\..*"]}
+    )
+    active.wait_for(lambda: _config(active).get("switchedAt"), "the switch")
+    standby.wait_for(lambda: _config(standby).get("version") == version, "the standby's config")
+    switch = _config(active)["switchedAt"]
+    epoch = (active.health() or {})["epoch"]
+    active.kill()
+
+    standby.wait_for(lambda: (standby.health() or {}).get("role") == "active", "the takeover")
+    assert (standby.health() or {})["epoch"] > epoch
+    scene.write("b", 5, 1)
+    end = scene.base.position_now()
+    standby.wait_for(lambda: reached(standby.committed_gtid(), end.gtid), "all committed")
+    received = scene.received(scene.written["a"] + scene.written["b"])
+    assert_exactly_once(received, scene.expected(switch, end))
+    assert sum(1 for m in received if m.schema_name == scene.db_b) == 10
