@@ -206,9 +206,9 @@ def _java_pattern(pattern: str) -> str:
     return "^(?:" + pattern.replace("(?P<", "(?<") + ")$"
 
 
-def logical_table_column(rules: list[ShardRule]) -> tuple[Column, Column]:
-    """(logical table, routing error) of each row, first matching rule wins, as
-    ``simple_binlog.routing.ShardRouter`` does; exactly one of the two is NULL."""
+def route_column(rules: list[ShardRule]) -> Column:
+    """The logical table of each row by the first matching rule, as
+    ``simple_binlog.routing.ShardRouter`` does, or NULL when no rule matches."""
     schema, table = F.col("schemaName"), F.col("tableName")
     logical: Column | None = None
     for rule in rules:
@@ -225,14 +225,20 @@ def logical_table_column(rules: list[ShardRule]) -> tuple[Column, Column]:
         )
         logical = F.when(matches, name) if logical is None else logical.when(matches, name)
     assert logical is not None  # ShardRouter refuses an empty rule list at start
-    usable = logical.rlike("^[a-z0-9_]{1,128}$") & (logical != DEAD_LETTER_TABLE)
+    return logical
+
+
+def route_checks(route: Column) -> tuple[Column, Column]:
+    """(logical table, routing error) from ``route_column``'s result; exactly one is NULL."""
+    schema, table = F.col("schemaName"), F.col("tableName")
+    usable = route.rlike("^[a-z0-9_]{1,128}$") & (route != DEAD_LETTER_TABLE)
     error = (
         F.when(
-            logical.isNull(),
+            route.isNull(),
             F.format_string("no shard routing rule matches %s.%s.", schema, table),
         )
         .when(
-            logical == DEAD_LETTER_TABLE,
+            route == DEAD_LETTER_TABLE,
             F.format_string(
                 "shard routing maps %s.%s to the dead-letter table's name; change the rules.",
                 schema,
@@ -246,11 +252,11 @@ def logical_table_column(rules: list[ShardRule]) -> tuple[Column, Column]:
                 "(lowercase letters, digits and '_').",
                 schema,
                 table,
-                logical,
+                route,
             ),
         )
     )
-    return F.when(usable, logical), error
+    return F.when(usable, route), error
 
 
 def lake_rows(kafka_rows: DataFrame, zone: str, rules: list[ShardRule]) -> DataFrame:
@@ -261,15 +267,20 @@ def lake_rows(kafka_rows: DataFrame, zone: str, rules: list[ShardRule]) -> DataF
     timestamp, ``error`` = one sentence, and keep their ``raw`` bytes and ``kafkaKey``. Files
     hold the union of both column sets; each Hive table declares (and readers read) its own.
     """
-    parsed = parse(kafka_rows, zone)
-    logical, route_error = logical_table_column(rules)
-    error = F.coalesce(F.col("error"), route_error)
-    dead = error.isNotNull()
-    return parsed.select(
+    # Each step its own projection: the regexes of the routing and the checks of a message
+    # run once per row. Spark does not share an expression used in several CASE branches,
+    # and does not merge projections where that would repeat an expensive one.
+    routed = parse(kafka_rows, zone).withColumn("_route", route_column(rules))
+    logical, route_error = route_checks(F.col("_route"))
+    checked = routed.withColumn("error", F.coalesce(F.col("error"), route_error)).withColumn(
+        "_logical", logical
+    )
+    dead = F.col("error").isNotNull()
+    return checked.select(
         *[name for name, _ in ROW_COLUMNS],
-        error.alias("error"),
+        "error",
         F.when(dead, F.col("key")).alias("kafkaKey"),
         F.when(dead, F.col("value")).alias("raw"),
-        F.when(dead, F.lit(DEAD_LETTER_TABLE)).otherwise(logical).alias("_table"),
+        F.when(dead, F.lit(DEAD_LETTER_TABLE)).otherwise(F.col("_logical")).alias("_table"),
         F.when(dead, F.col("kafkaDt")).otherwise(F.col("dt")).alias("_dt"),
     )
