@@ -8,9 +8,12 @@ ZooKeeper.
   the new one after it; B's rows after the switch arrive;
 - a change that arrives while a large MySQL transaction is being split waits for its end;
 - the instance deleted in the admin: the collector stops with one sentence, exit status 1;
-- the admin unreachable at start: the collector runs on its cached (encrypted) config.
+- the admin unreachable at start: the collector runs on its cached (encrypted) config;
+- a password change reconnects; a password MySQL refuses waits for a corrected config;
+- a standby keeps the newest config and takes over with it.
 
-About 1.5 minutes on the shared 2-core machine.
+The policy set comes in the same reply (``governance.source: webui``): one poller. About
+80 s on the shared 2-core machine.
 """
 
 from __future__ import annotations
@@ -175,6 +178,9 @@ def scene(local_stack: Settings, admin_api: AdminApi, tmp_path: Path) -> Iterato
             f'"replica_server_id": {random.randrange(3_000_000, 4_000_000)}}}]'
         ),
         "CDC_MIRROR_COLLECTOR__CONFIG_SOURCE": "webui",
+        # The policy set comes in the same reply: one poller serves both.
+        "CDC_MIRROR_GOVERNANCE__ENABLED": "true",
+        "CDC_MIRROR_GOVERNANCE__SOURCE": "webui",
         "CDC_MIRROR_COLLECTOR__MAX_ROWS_PER_TRANSACTION": "200",
         "CDC_MIRROR_GOVERNANCE__WEBUI__URL": admin_api.server.url,
         "CDC_MIRROR_GOVERNANCE__WEBUI__TOKEN": admin_api.collector_token,
@@ -282,6 +288,7 @@ def test_a_filter_change_switches_the_running_collector_exactly_once(scene: Scen
     log = collector.log.read_text()
     assert f"switched to config version {version} at GTID {switch['gtid']}" in log
     assert "need a history replay" in log
+    assert re.search(r"governance policy set version \d+ applied", log)  # from the same reply
     assert scene.api.collector_token not in log and "cdc-local" not in log
 
 
