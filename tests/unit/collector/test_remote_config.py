@@ -22,7 +22,7 @@ from collector.remote_config import (
     diff_configs,
     parse_remote_config,
 )
-from simple_binlog.config import Settings
+from simple_binlog.config import CollectorSettings, Settings
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
 from simple_binlog.governance import GovernanceSettings
 from simple_binlog.governance.model import GovernanceWebUISource
@@ -316,3 +316,12 @@ def test_one_reply_serves_the_policy_set_too(tmp_path: Path) -> None:
     runtime.poll_once()
     assert len(admin.requests) == requests + 1  # one request for both
     assert governance.at_boundary() is not None and governance.version == 2
+
+
+def test_the_web_admin_source_needs_a_collector_token(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"needs governance\.webui\.token"):
+        CollectorConfigFeed(GovernanceWebUISource(url="http://admin.test"), "orders", tmp_path)
+
+
+def test_the_file_stays_the_default_source() -> None:
+    assert CollectorSettings().config_source == "file"
