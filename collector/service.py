@@ -236,6 +236,7 @@ class Collector:
             return progress
         diff = diff_configs(self._config, newer)
         if not diff.needs_switch:
+            self._settings = newer.collector  # the same filters; e.g. only the GTID start
             self._in_force(newer)
             log.info(
                 "collector %s: config version %d in force (changed: %s; no switch needed)",
