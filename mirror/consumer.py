@@ -6,11 +6,12 @@ share the instance topics' partitions. Each round polls a batch, decodes and rou
 it, and only then commits the consumed offsets synchronously. A crash between apply and commit
 replays the batch, which the appliers' version guard turns into a no-op.
 
-Batch size adapts to the stream: a batch is closed as soon as the client's local queue is
-drained (what has arrived is applied at once), when it holds ``mirror.batch_size`` messages, or
-``mirror.max_wait_ms`` after its first message, whichever comes first. A slow stream thus gets
-small batches and a low freshness; a fast one piles up while a batch is applied, so the next
-batch is large and the per-batch costs (round trips, the commit) are shared by many rows.
+Batch size adapts to the stream: a batch is closed ``mirror.max_wait_ms`` after its first
+message arrived, or as soon as it holds ``mirror.batch_size`` messages. A slow stream thus gets
+small batches applied within a few milliseconds; a fast one piles up in the client while a
+batch is applied, so the next batch fills at once and the per-batch costs (round trips) are
+shared by many rows. Offsets are committed asynchronously and at most every 100 ms (see
+``_flush``), so a commit's round trip is not paid by every small batch.
 
 - A malformed message (not SimpleBinlog, or a configured table's row without a usable key)
   goes to the dead-letter topic ``cdc.mirror.<target>.dead-letter`` with its topic, partition,
@@ -54,6 +55,12 @@ _REBALANCE_CODES = {
 }
 
 
+# Asynchronous commits are sent at most this often: a synchronous commit per batch cost as
+# much as applying a small batch, and committing more often moves only the replay point.
+_COMMIT_INTERVAL_S = 0.1
+_IDLE_WAKE_S = 0.5
+
+
 def dead_letter_topic(target: MirrorTarget) -> str:
     return f"cdc.mirror.{target}.dead-letter"
 
@@ -91,6 +98,11 @@ class MirrorConsumer:
         self._clock = clock
         self._dead_topic = dead_letter_topic(target)
         self._pending: list[_Record] = []
+        # Next offset per (topic, partition) of the batches applied since the last commit the
+        # broker confirmed; committed again, waiting, before a hand-over and at the end.
+        self._applied_up_to: dict[tuple[str, int], int] = {}
+        self._uncommitted = False  # offsets applied since the last commit was sent
+        self._last_commit = 0.0  # time.monotonic() of the last commit sent
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self._last_warned: dict[int, float] = {}
@@ -107,6 +119,7 @@ class MirrorConsumer:
         group = f"{self._mirror.group_prefix}.{self._target}"
         config = consumer_config(self._kafka, group_id=group)
         config["error_cb"] = self._on_client_error
+        config["on_commit"] = self._on_commit
         self._consumer = Consumer(config)
         producer = producer_config(self._kafka, client_id=f"{group}.dead-letter")
         producer["error_cb"] = self._on_client_error
@@ -129,7 +142,7 @@ class MirrorConsumer:
                 self._flush()
         finally:
             try:
-                self._flush()
+                self._flush(wait_for_commit=True)
             finally:
                 self._consumer.close()
                 self._producer.flush(10)
@@ -144,13 +157,13 @@ class MirrorConsumer:
             deadline = time.monotonic() + max_wait_s
         while len(self._pending) < limit and not self._stop.is_set():
             if deadline is None:
-                # Nothing yet: wait for the first message (consume returns only when it has
-                # num_messages or at the timeout), waking up at least every second to see
-                # whether the loop was asked to stop.
-                wanted, timeout = 1, min(max_wait_s, 1.0)
+                # Nothing yet: wait for the first message (consume returns when it has
+                # num_messages or at the timeout), waking up now and then to see whether the
+                # loop was asked to stop and to commit what is due.
+                wanted, timeout = 1, _IDLE_WAKE_S
             else:
-                # Only what the client holds already.
-                wanted, timeout = min(limit - len(self._pending), 10_000), 0
+                wanted = min(limit - len(self._pending), 10_000)
+                timeout = max(0.0, deadline - time.monotonic())
             messages = self._consumer.consume(num_messages=wanted, timeout=timeout)
             for message in messages:
                 error = message.error()
@@ -170,12 +183,22 @@ class MirrorConsumer:
                 if not self._pending:
                     return  # idle: let the caller look at the stop flag
                 deadline = time.monotonic() + max_wait_s
-            if len(messages) < wanted or time.monotonic() >= deadline:
-                return  # drained (or waited long enough): apply what has arrived
+            elif time.monotonic() >= deadline:
+                return
 
     # -- one batch: route, dead-letter, apply, commit -----------------------------------------
-    def _flush(self) -> None:
-        if not self._pending or self._consumer is None:
+    def _flush(self, wait_for_commit: bool = False) -> None:
+        """Apply the pending batch, then commit the offsets of the applied batches.
+
+        In the loop the commit is asynchronous and at most every ``_COMMIT_INTERVAL_S`` (its
+        round trip overlaps the next batches instead of being paid by each small batch; what
+        is committed was applied, and a commit not made before a crash means a replay, which
+        the guard makes harmless). With ``wait_for_commit`` (before partitions are handed
+        over, and at the end) it waits for the broker."""
+        if self._consumer is None:
+            return
+        if not self._pending:
+            self._commit([], wait=wait_for_commit)  # what is due of earlier batches
             return
         records, self._pending = self._pending, []
         changes: list[RowChange] = []
@@ -211,7 +234,7 @@ class MirrorConsumer:
         now = self._clock()
         for execute_time_ms in execute_times:
             self._metrics.freshness.observe(max(0.0, now - execute_time_ms / 1000))
-        self._commit(records)
+        self._commit(records, wait=wait_for_commit)
         self.batches += 1
 
     def _apply(self, changes: list[RowChange]) -> bool:
@@ -233,30 +256,51 @@ class MirrorConsumer:
             self._metrics.superseded.inc(result.superseded)
             return True
 
-    def _commit(self, records: list[_Record]) -> None:
+    def _commit(self, records: list[_Record], wait: bool) -> None:
         assert self._consumer is not None
-        next_offsets: dict[tuple[str, int], int] = {}
         for record in records:
             key = (record.topic, record.partition)
-            next_offsets[key] = max(next_offsets.get(key, 0), record.offset + 1)
-        partitions = [TopicPartition(t, p, o) for (t, p), o in next_offsets.items()]
+            self._applied_up_to[key] = max(self._applied_up_to.get(key, 0), record.offset + 1)
+            self._uncommitted = True
+        now = time.monotonic()
+        if not self._applied_up_to or not (wait or self._uncommitted):
+            return
+        if not wait and now - self._last_commit < _COMMIT_INTERVAL_S:
+            return
+        self._last_commit, self._uncommitted = now, False
+        partitions = [TopicPartition(t, p, o) for (t, p), o in self._applied_up_to.items()]
         try:
-            self._consumer.commit(offsets=partitions, asynchronous=False)
+            if wait:
+                self._consumer.commit(offsets=partitions, asynchronous=False)
+            else:
+                self._consumer.commit(offsets=partitions, asynchronous=True)
         except KafkaException as exc:
-            error = exc.args[0]
-            if error.code() in _REBALANCE_CODES:
-                # The partitions moved on; their new owner re-reads from the last commit and
-                # the version guard makes the repeat harmless.
-                log.info("mirror → %s: commit skipped during a rebalance", self._target)
-                return
-            # Applied already, so nothing is lost: the next commit covers these offsets, and
-            # a restart before it replays them as no-ops.
-            log.warning(
-                "mirror → %s: committing Kafka offsets failed (%s)", self._target, error.str()
-            )
+            self._on_commit_error(exc.args[0])
+            return
+        if wait:
+            self._applied_up_to.clear()
+            for partition in partitions:
+                self._update_lag(partition)
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """The outcome of an asynchronous commit (served by the client during consume)."""
+        if error is not None:
+            self._on_commit_error(error)
             return
         for partition in partitions:
-            self._update_lag(partition)
+            if partition.error is None:
+                self._update_lag(partition)
+
+    def _on_commit_error(self, error: KafkaError) -> None:
+        if error.code() in _REBALANCE_CODES:
+            # The partitions moved on; their new owner re-reads from the last commit and
+            # the version guard makes the repeat harmless.
+            log.info("mirror → %s: commit skipped during a rebalance", self._target)
+            return
+        # Applied already, so nothing is lost: the next commit covers these offsets (sent
+        # again even if no batch follows), and a restart before it replays them as no-ops.
+        self._uncommitted = True
+        log.warning("mirror → %s: committing Kafka offsets failed (%s)", self._target, error.str())
 
     def _update_lag(self, partition: TopicPartition) -> None:
         assert self._consumer is not None
@@ -339,14 +383,20 @@ class MirrorConsumer:
         log.info(
             "mirror → %s: %d partitions revoked; committing first", self._target, len(partitions)
         )
-        self._flush()
-        self.assignment -= {(p.topic, p.partition) for p in partitions}
+        self._flush(wait_for_commit=True)
+        revoked = {(p.topic, p.partition) for p in partitions}
+        for key in revoked:
+            # Not ours any more, committed or not: never commit them again from here.
+            self._applied_up_to.pop(key, None)
+        self.assignment -= revoked
 
     def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         lost = {(p.topic, p.partition) for p in partitions}
         # They cannot be committed any more; their new owner reads them again from the last
         # commit, so they are not lost, only not ours.
         self._pending = [r for r in self._pending if (r.topic, r.partition) not in lost]
+        for key in lost:
+            self._applied_up_to.pop(key, None)
         self.assignment -= lost
         log.warning("mirror → %s: %d partitions lost", self._target, len(partitions))
 

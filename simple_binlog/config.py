@@ -373,10 +373,10 @@ class MirrorSettings(_Section):
 
     # Consumer group: "<group_prefix>.<target>" (one group per target, scaled by partitions).
     group_prefix: str = "cdc-mirror"
-    # A batch is applied as soon as the messages that have arrived are taken, when it holds
-    # batch_size messages, or max_wait_ms after its first message, whichever first.
+    # A batch is applied max_wait_ms after its first message arrived, or when it holds
+    # batch_size messages, whichever first (a fast stream fills batches at once).
     batch_size: int = Field(5_000, ge=1, le=1_000_000)
-    max_wait_ms: int = Field(200, ge=1)
+    max_wait_ms: int = Field(20, ge=1)
     # Redis: how long a DELETE's tombstone is kept; an event older than the delete replayed
     # after this could bring the row back, so keep it above the longest replay window.
     tombstone_ttl_s: int = Field(7 * 86_400, ge=1)
