@@ -752,6 +752,16 @@ class SparkChecks:
         )
 
 
+# The checks stream every row to the driver (``toLocalIterator``), one Spark partition at a
+# time: small partitions keep each task's result well inside the driver's heap, which a
+# 128 MB Parquet split of a million-row table decoded into JVM rows does not.
+CHECK_SPARK_CONF = {
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.files.maxPartitionBytes": str(8 * 1024 * 1024),
+    "spark.driver.memory": "2g",
+}
+
+
 def spark_checks(
     spark: SparkSession, settings: Settings, table: str, days: Sequence[str], raw: bool
 ) -> SparkChecks:
@@ -820,9 +830,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings()
         from simple_binlog.spark import build_session  # noqa: PLC0415
 
-        spark = build_session(
-            settings, f"cdc-verify-{args.table}", {"spark.ui.showConsoleProgress": "false"}
-        )
+        spark = build_session(settings, f"cdc-verify-{args.table}", CHECK_SPARK_CONF)
         try:
             found = spark_checks(spark, settings, args.table, args.dt, not args.no_raw)
         finally:

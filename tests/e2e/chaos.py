@@ -164,11 +164,13 @@ class Faults:
             started = time.monotonic()
             standby.kill()
             standby.start()
-            self.pipeline.wait(
-                lambda: self.pipeline.role(standby) == "standby",
-                RECOVERY_TIMEOUT_S,
-                f"{standby.name} to rejoin as standby",
-            )
+        # Held only while killed: should the restarted process exit, the watchdog restarts it
+        # (and counts the crash) instead of the fault waiting for a process that is gone.
+        self.pipeline.wait(
+            lambda: self.pipeline.role(standby) == "standby",
+            RECOVERY_TIMEOUT_S,
+            f"{standby.name} to rejoin as standby",
+        )
         assert self.pipeline.role(active) == "active", "the active collector lost its role"
         return time.monotonic() - started
 
@@ -202,11 +204,11 @@ class Faults:
             started = time.monotonic()
             writer.kill()
             writer.start()
-            self.pipeline.wait(
-                lambda: (self.pipeline.writer_rows() or 0) > 0,
-                RECOVERY_TIMEOUT_S,
-                "the restarted stream writer to write rows",
-            )
+        self.pipeline.wait(
+            lambda: (self.pipeline.writer_rows() or 0) > 0,
+            RECOVERY_TIMEOUT_S,
+            "the restarted stream writer to write rows",
+        )
         return time.monotonic() - started
 
     def _kill_mirror(self, target: str) -> float:
@@ -215,11 +217,11 @@ class Faults:
             started = time.monotonic()
             mirror.kill()
             mirror.start()
-            self.pipeline.wait(
-                lambda: (self.pipeline.mirror_rows(target) or 0) > 0,
-                RECOVERY_TIMEOUT_S,
-                f"the restarted {target} mirror to apply rows",
-            )
+        self.pipeline.wait(
+            lambda: (self.pipeline.mirror_rows(target) or 0) > 0,
+            RECOVERY_TIMEOUT_S,
+            f"the restarted {target} mirror to apply rows",
+        )
         return time.monotonic() - started
 
     def kill_mirror_redis(self) -> float:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from cdc_mirror.verify import spark_checks
+from cdc_mirror.verify import CHECK_SPARK_CONF, spark_checks
 from simple_binlog.config import load_settings
 from simple_binlog.spark import build_session
 
@@ -27,7 +27,7 @@ def main() -> int:
     parser.add_argument("--drop", action="append", default=[])
     args = parser.parse_args()
     settings = load_settings()
-    spark = build_session(settings, "chaos-spark-job", {"spark.ui.showConsoleProgress": "false"})
+    spark = build_session(settings, "chaos-spark-job", CHECK_SPARK_CONF)
     try:
         if args.table:
             found = spark_checks(spark, settings, args.table, args.dt, raw=True)
