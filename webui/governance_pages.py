@@ -7,6 +7,7 @@ a refused form comes back with one sentence per problem and the values typed, no
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -72,6 +73,27 @@ def _refused(
     return _governance_page(request, db, who, 422, errors=errors, typed={form: typed})
 
 
+def _submit(
+    request: Request,
+    db: Session,
+    who: Principal,
+    form: str,
+    typed: Any,
+    change: Callable[[], object],
+    done: str,
+) -> Response:
+    """Apply one form's change and go to ``done``; a refused change (invalid values or a
+    problem the admin layer names) brings the page back with the messages and what was
+    typed in the form ``form``, nothing saved."""
+    try:
+        change()
+    except ValidationError as exc:
+        return _refused(request, db, who, admin.validation_messages(exc), form, typed)
+    except admin.Problems as exc:
+        return _refused(request, db, who, exc.messages, form, typed)
+    return _see(done)
+
+
 @router.get("/governance")
 def governance_page(request: Request, db: DB, who: PageUser, detector: str = "") -> Response:
     """``?detector=<name>``: the detector form holds that rule, to change it."""
@@ -91,13 +113,15 @@ def save_settings_form(request: Request, db: DB, who: PageUser, form: EditForm) 
         "default_action": _text(form, "default_action") or "pass",
         "builtin_detectors": [v for v in form.getlist("builtin_detectors") if isinstance(v, str)],
     }
-    try:
-        governance.save_state(db, who.name, GovernanceStateIn.model_validate(values))
-    except ValidationError as exc:
-        return _refused(request, db, who, admin.validation_messages(exc), "settings", values)
-    except admin.Problems as exc:
-        return _refused(request, db, who, exc.messages, "settings", values)
-    return _see("/governance")
+    return _submit(
+        request,
+        db,
+        who,
+        "settings",
+        values,
+        lambda: governance.save_state(db, who.name, GovernanceStateIn.model_validate(values)),
+        "/governance",
+    )
 
 
 @router.post("/governance/detectors")
@@ -111,25 +135,32 @@ def save_detector_form(request: Request, db: DB, who: PageUser, form: EditForm) 
         "enabled": _text(form, "enabled") == "on",
     }
     typed = {**values, "existing": existing}  # a refused edit stays an edit
-    try:
-        rule = DetectorRule.model_validate(values)
-        governance.save_detector(db, who.name, rule, existing=existing)
-    except ValidationError as exc:
-        return _refused(request, db, who, admin.validation_messages(exc), "detector", typed)
-    except admin.Problems as exc:
-        return _refused(request, db, who, exc.messages, "detector", typed)
-    return _see("/governance#detectors")
+    return _submit(
+        request,
+        db,
+        who,
+        "detector",
+        typed,
+        lambda: governance.save_detector(
+            db, who.name, DetectorRule.model_validate(values), existing=existing
+        ),
+        "/governance#detectors",
+    )
 
 
 @router.post("/governance/detectors/{name}/delete")
 def delete_detector_form(
     name: str, request: Request, db: DB, who: PageUser, form: EditForm
 ) -> Response:
-    try:
-        governance.delete_detector(db, who.name, name)
-    except admin.Problems as exc:
-        return _refused(request, db, who, exc.messages, "detector", {})
-    return _see("/governance#detectors")
+    return _submit(
+        request,
+        db,
+        who,
+        "detector",
+        {},
+        lambda: governance.delete_detector(db, who.name, name),
+        "/governance#detectors",
+    )
 
 
 @router.post("/governance/policies")
@@ -140,25 +171,32 @@ def save_policy_form(request: Request, db: DB, ctx: Ctx, who: PageUser, form: Ed
         "action": _text(form, "action"),
         "keep_last": _text(form, "keep_last") or "4",
     }
-    try:
-        policy = ColumnPolicy.model_validate(values)
-        governance.save_policy(db, ctx.keys, ctx.schemas, who.name, policy)
-    except ValidationError as exc:
-        return _refused(request, db, who, admin.validation_messages(exc), "policy", values)
-    except admin.Problems as exc:
-        return _refused(request, db, who, exc.messages, "policy", values)
-    return _see("/governance#policies")
+    return _submit(
+        request,
+        db,
+        who,
+        "policy",
+        values,
+        lambda: governance.save_policy(
+            db, ctx.keys, ctx.schemas, who.name, ColumnPolicy.model_validate(values)
+        ),
+        "/governance#policies",
+    )
 
 
 @router.post("/governance/policies/{table}/{column}/delete")
 def delete_policy_form(
     table: str, column: str, request: Request, db: DB, who: PageUser, form: EditForm
 ) -> Response:
-    try:
-        governance.delete_policy(db, who.name, table, column)
-    except admin.Problems as exc:
-        return _refused(request, db, who, exc.messages, "policy", {})
-    return _see("/governance#policies")
+    return _submit(
+        request,
+        db,
+        who,
+        "policy",
+        {},
+        lambda: governance.delete_policy(db, who.name, table, column),
+        "/governance#policies",
+    )
 
 
 @router.post("/governance/standardise")
@@ -174,25 +212,32 @@ def save_standardise_form(
         "function": _optional(form, "function") if kind == "recrypt" else None,
         "on_missing": _text(form, "on_missing") or "keep",
     }
-    try:
-        rule = StandardiseRule.model_validate(values)
-        governance.save_standardise(db, ctx.keys, ctx.schemas, who.name, rule)
-    except ValidationError as exc:
-        return _refused(request, db, who, admin.validation_messages(exc), "standardise", values)
-    except admin.Problems as exc:
-        return _refused(request, db, who, exc.messages, "standardise", values)
-    return _see("/governance#standardise")
+    return _submit(
+        request,
+        db,
+        who,
+        "standardise",
+        values,
+        lambda: governance.save_standardise(
+            db, ctx.keys, ctx.schemas, who.name, StandardiseRule.model_validate(values)
+        ),
+        "/governance#standardise",
+    )
 
 
 @router.post("/governance/standardise/{table}/{column}/delete")
 def delete_standardise_form(
     table: str, column: str, request: Request, db: DB, who: PageUser, form: EditForm
 ) -> Response:
-    try:
-        governance.delete_standardise(db, who.name, table, column)
-    except admin.Problems as exc:
-        return _refused(request, db, who, exc.messages, "standardise", {})
-    return _see("/governance#standardise")
+    return _submit(
+        request,
+        db,
+        who,
+        "standardise",
+        {},
+        lambda: governance.delete_standardise(db, who.name, table, column),
+        "/governance#standardise",
+    )
 
 
 def _lookup_entries(form: FormData) -> dict[str, str]:
@@ -216,14 +261,17 @@ def _lookup_entries(form: FormData) -> dict[str, str]:
 @router.post("/governance/lookup-tables")
 def create_lookup_form(request: Request, db: DB, who: PageUser, form: EditForm) -> Response:
     values = {"name": _text(form, "name"), "entries": _text(form, "entries")}
-    try:
-        table = LookupTable(name=values["name"], entries=_lookup_entries(form))
-        governance.save_lookup_table(db, who.name, table)
-    except ValidationError as exc:
-        return _refused(request, db, who, admin.validation_messages(exc), "lookup", values)
-    except admin.Problems as exc:
-        return _refused(request, db, who, exc.messages, "lookup", values)
-    return _see(f"/governance/lookup-tables/{quote(values['name'])}")
+    return _submit(
+        request,
+        db,
+        who,
+        "lookup",
+        values,
+        lambda: governance.save_lookup_table(
+            db, who.name, LookupTable(name=values["name"], entries=_lookup_entries(form))
+        ),
+        f"/governance/lookup-tables/{quote(values['name'])}",
+    )
 
 
 @router.get("/governance/lookup-tables/{name}")
@@ -267,11 +315,15 @@ def update_lookup_form(
 def delete_lookup_form(
     name: str, request: Request, db: DB, who: PageUser, form: EditForm
 ) -> Response:
-    try:
-        governance.delete_lookup_table(db, who.name, name)
-    except admin.Problems as exc:
-        return _refused(request, db, who, exc.messages, "lookup", {})
-    return _see("/governance#lookup-tables")
+    return _submit(
+        request,
+        db,
+        who,
+        "lookup",
+        {},
+        lambda: governance.delete_lookup_table(db, who.name, name),
+        "/governance#lookup-tables",
+    )
 
 
 # --- detections over time -----------------------------------------------------------------
