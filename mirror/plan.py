@@ -54,6 +54,11 @@ class Routed:
     skipped: bool = False  # not configured for this target (by configuration, counted)
 
 
+_SKIPPED = Routed((), skipped=True)
+# What a physical table's messages become: (logical table, configured key or None, shard).
+_Target = tuple[str, tuple[str, ...] | None, str]
+
+
 class ChangeRouter:
     """Messages of one or more instances → row changes of the logical tables for ``target``."""
 
@@ -63,6 +68,7 @@ class ChangeRouter:
         self._tables = {(t.instance, t.name): t for t in tables if target in t.targets}
         self._router = router
         self._cache: dict[tuple[str, str, str], TableMirror | None] = {}
+        self._targets: dict[tuple[str, str, str], _Target | None] = {}
 
     def table_for(self, instance: str, schema: str, table: str) -> TableMirror | None:
         cache_key = (instance, schema, table)
@@ -78,38 +84,56 @@ class ChangeRouter:
 
     def route(self, instance: str, message: SimpleBinlog) -> Routed:
         """Raises ContractError when a configured table's message cannot be keyed."""
-        mirror = self.table_for(instance, message.schema_name, message.table_name)
-        if mirror is None:
-            return Routed((), skipped=True)
-        key_columns = tuple(mirror.key) if mirror.key else message.primary_keys
-        shard = f"{message.schema_name}.{message.table_name}"
+        target = self._target_of(instance, message.schema_name, message.table_name)
+        if target is None:
+            return _SKIPPED
+        table, configured_key, shard = target
+        key_columns = configured_key or message.primary_keys
         if not key_columns:
-            raise ContractError(
-                f"{shard} has no primary key; set 'key' of table mirror {mirror.name!r}."
-            )
+            raise ContractError(f"{shard} has no primary key; set 'key' of table mirror {table!r}.")
         key = _key_of(message.content, key_columns, shard, "content")
-        deleted = message.event_type is EventType.DELETE
-
-        def change(row: Mapping[str, JsonScalar], row_key: RowKey, is_delete: bool) -> RowChange:
-            return RowChange(
-                table=mirror.name,
-                key=row_key,
-                offset=message.binlog_offset,
-                deleted=is_delete,
-                row=row,
-                column_types=message.column_types,
-                key_columns=key_columns,
-                shard=shard,
-                execute_time_ms=message.execute_time,
-            )
-
-        changes = [change(message.content, key, deleted)]
+        offset, types, executed = message.binlog_offset, message.column_types, message.execute_time
+        change = RowChange(
+            table,
+            key,
+            offset,
+            message.event_type is EventType.DELETE,
+            message.content,
+            types,
+            key_columns,
+            shard,
+            executed,
+        )
         if message.event_type is EventType.UPDATE and message.before_content is not None:
             old_key = _key_of(message.before_content, key_columns, shard, "beforeContent")
             if old_key != key:
                 # A key change is a delete of the old key and a write of the new one.
-                changes.insert(0, change(message.before_content, old_key, True))
-        return Routed(tuple(changes))
+                old = RowChange(
+                    table,
+                    old_key,
+                    offset,
+                    True,
+                    message.before_content,
+                    types,
+                    key_columns,
+                    shard,
+                    executed,
+                )
+                return Routed((old, change))
+        return Routed((change,))
+
+    def _target_of(self, instance: str, schema: str, table: str) -> _Target | None:
+        """(logical table, configured key or None, shard name) of a physical table, or None
+        if it is not mirrored to this target; cached, as it runs for every message."""
+        cache_key = (instance, schema, table)
+        if cache_key in self._targets:
+            return self._targets[cache_key]
+        mirror = self.table_for(instance, schema, table)
+        found = None
+        if mirror is not None:
+            found = (mirror.name, tuple(mirror.key) if mirror.key else None, f"{schema}.{table}")
+        self._targets[cache_key] = found
+        return found
 
 
 def _key_of(
@@ -121,7 +145,7 @@ def _key_of(
         raise ContractError(
             f"a message of {shard} lacks the key column {exc.args[0]!r} in '{field}'."
         ) from None
-    if any(value is None for value in key):
+    if None in key:
         raise ContractError(f"a message of {shard} has a NULL key column in '{field}'.")
     return key
 

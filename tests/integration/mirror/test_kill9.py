@@ -25,7 +25,7 @@ from tests.unit.mirror.workload import LOGICAL, Workload
 def _offsets(settings: Settings, target: str) -> dict[str, int]:
     """key → stored offset (rows and tombstones)."""
     if target == "redis":
-        client = redis.Redis.from_url(settings.redis.url.get_secret_value())
+        client = redis.Redis.from_url(settings.redis.url.get_secret_value(), socket_timeout=10)
         try:
             keys = list(client.scan_iter(f"{settings.redis.key_prefix}:{LOGICAL}:*", count=5000))
             values = client.mget(keys) if keys else []
@@ -55,16 +55,21 @@ class _Monotonic(threading.Thread):
         self.seen: dict[str, int] = {}
         self.backwards: list[tuple[str, int, int]] = []
         self.samples = 0
+        self.error: BaseException | None = None  # what stopped the sampler, if anything
         self.halt = threading.Event()
 
     def run(self) -> None:
-        while not self.halt.is_set():
-            for key, offset in _offsets(self.settings, self.target).items():
-                if offset < self.seen.get(key, 0):
-                    self.backwards.append((key, self.seen[key], offset))
-                self.seen[key] = max(offset, self.seen.get(key, 0))
-            self.samples += 1
-            self.halt.wait(0.05)  # pacing of the sampler, not synchronisation
+        try:
+            while not self.halt.is_set():
+                for key, offset in _offsets(self.settings, self.target).items():
+                    if offset < self.seen.get(key, 0):
+                        self.backwards.append((key, self.seen[key], offset))
+                    self.seen[key] = max(offset, self.seen.get(key, 0))
+                self.samples += 1
+                self.halt.wait(0.05)  # pacing of the sampler, not synchronisation
+        except BaseException as exc:
+            self.error = exc  # the test fails with it instead of waiting for samples
+            raise
 
 
 @pytest.mark.timeout(300)
@@ -101,7 +106,12 @@ def test_kill9_mid_stream_then_restart_ends_equal_and_nothing_went_backwards(
         assert process.stop() == 0
         # A fast mirror gets through the stream in a few samples' time; the later samples
         # check the final state as well.
-        wait_for(lambda: sampler.samples > 10, 60, "ten samples of the stored offsets")
+        wait_for(
+            lambda: sampler.samples > 10 or sampler.error is not None,
+            60,
+            "ten samples of the stored offsets",
+        )
+        assert sampler.error is None, repr(sampler.error)
     finally:
         sampler.halt.set()
         sampler.join(10)
