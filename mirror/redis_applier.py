@@ -23,8 +23,11 @@ Why a fixed-width string offset at a fixed place: binlogOffsets exceed 2^53 and 
 are doubles, so the script compares the stored offset (``GETRANGE key 12 31``, no JSON
 parsing) with the new one as equal-length digit strings, which orders them exactly.
 
-One ``EVALSHA`` applies up to ``mirror.redis_keys_per_call`` keys atomically. The script is
-loaded once; after a Redis restart or ``SCRIPT FLUSH`` (``NOSCRIPT``) it is loaded again.
+One ``EVALSHA`` applies up to ``mirror.redis_keys_per_call`` keys atomically; a batch's calls
+are pipelined (each sent as soon as it is packed, the replies read at the end: one round trip
+per batch, and Redis runs a call while the next is packed). The script is loaded once; after a
+Redis restart or ``SCRIPT FLUSH`` (``NOSCRIPT``) it is loaded again and the refused calls sent
+again.
 All keys of one call must live on one node: this targets a single Redis (or a primary with
 replicas), not Redis Cluster.
 """

@@ -11,7 +11,7 @@ Layout, in the schema ``mirror.warehouse_schema`` of database ``postgres.warehou
   of the key removes its tombstone.
 
 One batch is one transaction. Per logical table: the latest change of each key is COPYed into a
-temporary staging table, then
+temporary staging table (kept for the session, emptied at each commit), then
 
 1. ``INSERT … SELECT … ON CONFLICT (key) DO UPDATE … WHERE target._binlog_offset <
    excluded._binlog_offset`` for writes with no tombstone at the same or a newer offset,
