@@ -3,8 +3,8 @@ effect.
 
 One consumer group per target (``<mirror.group_prefix>.<target>``), so several processes
 share the instance topics' partitions. Each round polls a batch, decodes and routes it, applies
-it, and only then commits the consumed offsets synchronously. A crash between apply and commit
-replays the batch, which the appliers' version guard turns into a no-op.
+it, and only then commits the consumed offsets. A crash between apply and commit replays the
+batch, which the appliers' version guard turns into a no-op.
 
 Batch size adapts to the stream: a batch is closed ``mirror.max_wait_ms`` after its first
 message arrived, or as soon as it holds ``mirror.batch_size`` messages. A slow stream thus gets
