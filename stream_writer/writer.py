@@ -232,7 +232,10 @@ class BatchWriter:
         )
 
     def _staged_stats(self, target: Path) -> _StagedStats:
-        if not target.exists():  # an empty batch (e.g. only transaction markers)
+        # A batch whose offsets hold no committed record (only aborted transactions and their
+        # markers, as a broker restart leaves behind) is written as a bare directory with
+        # _SUCCESS and no Parquet file, which Spark cannot read back: nothing to name then.
+        if not any(target.glob("_table=*/_dt=*/*.parquet")):
             return _StagedStats([], {}, {}, 0)
         valid = F.col("error").isNull()
         # Only the small columns are read back (Parquet is columnar): cheap next to the write.
