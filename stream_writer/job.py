@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import signal
 import sys
 import threading
@@ -177,20 +178,36 @@ def run_stream_writer(
                 query.stop()
             query.awaitTermination()
         except StreamingQueryException as exc:
-            raise CdcMirrorError(f"the stream writer's query failed: {_first_line(exc)}") from None
+            raise CdcMirrorError(
+                f"the stream writer's query failed: {query_failure(str(exc))}"
+            ) from None
         writer.check_readiness()
     finally:
         latest.close()
         spark.stop()
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    # Spark wraps our own one-sentence errors; show that sentence, not the JVM stack.
+# The last line of a Python traceback carried inside the JVM's message ("module.Error: …").
+_PYTHON_ERROR = re.compile(r"^(?P<kind>[A-Za-z_][\w.]*(?:Error|Exception)): (?P<text>.+)$")
+
+
+def query_failure(text: str) -> str:
+    """Pure: the sentence worth showing from a failed query's message.
+
+    Spark wraps an error of the batch function in several JVM layers that quote its Python
+    traceback; the first Python exception line names the cause (our own one-sentence errors
+    included), so that line is shown, not the wrappers."""
     for line in text.splitlines():
-        if "CdcMirrorError:" in line or "Error:" in line:
-            return line.split("Error:", 1)[1].strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+        match = _PYTHON_ERROR.match(line.strip())
+        if match and not match["kind"].startswith(("org.", "java.", "py4j.", "scala.")):
+            kind = match["kind"].rsplit(".", 1)[-1]
+            return (
+                match["text"]
+                if kind in {"CdcMirrorError", "CommitError"}
+                else (f"{kind}: {match['text']}")
+            )
+    lines = text.strip().splitlines()
+    return lines[0] if lines else "unknown error"
 
 
 def main(argv: list[str] | None = None) -> int:

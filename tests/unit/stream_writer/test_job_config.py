@@ -8,7 +8,7 @@ import pytest
 
 from simple_binlog.config import MySQLInstance, Settings, StreamWriterSettings
 from simple_binlog.errors import ConfigError
-from stream_writer.job import kafka_options, plan_run
+from stream_writer.job import kafka_options, plan_run, query_failure
 
 
 def _settings(**stream_writer: object) -> Settings:
@@ -63,3 +63,35 @@ def test_kafka_options_read_committed_from_earliest_with_a_batch_cap() -> None:
 def test_bad_settings_are_refused(field: str, value: object, fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         StreamWriterSettings(**{field: value})  # type: ignore[arg-type]
+
+
+SPARK_WRAPPED = """[STREAM_FAILED] Query  terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch sink.
+org.apache.spark.sql.execution.streaming.sources.ForeachBatchUserFuncException: [FOREACH_BATCH_USER_FUNCTION_ERROR] Reason: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):
+  File "/work/stream_writer/writer.py", line 154, in __call__
+    manifest = self._stage(batch, batch_id)
+{cause}
+\tat org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink.callBatchWriter(ForeachBatchSink.scala:60)
+Caused by: py4j.Py4JException: An exception was raised by the Python Proxy."""
+
+
+@pytest.mark.parametrize(
+    ("cause", "shown"),
+    [
+        (
+            "stream_writer.commit.CommitError: batch 7 is committed but its file x is gone.",
+            "batch 7 is committed but its file x is gone.",
+        ),
+        (
+            "pyspark.errors.exceptions.captured.AnalysisException: [UNABLE_TO_INFER_SCHEMA] no.",
+            "AnalysisException: [UNABLE_TO_INFER_SCHEMA] no.",
+        ),
+    ],
+)
+def test_a_failed_query_shows_the_python_cause_not_the_jvm_wrappers(cause: str, shown: str) -> None:
+    assert query_failure(SPARK_WRAPPED.format(cause=cause)) == shown
+
+
+def test_a_failure_without_a_python_cause_shows_its_first_line() -> None:
+    assert query_failure("java.lang.IllegalStateException: broker gone\n\tat x") == (
+        "java.lang.IllegalStateException: broker gone"
+    )
