@@ -151,11 +151,13 @@ class Collector:
     # -- outer loop: reconnects --------------------------------------------------------------
     def run(self) -> None:
         """Publish until stopped. Raises for what a restart cannot cure (fencing, config)."""
-        self.committed = self._publisher.start() or self._initial_position()
+        stored = self._start_publisher()
         if self._stop.is_set():
-            # Paused while fencing its predecessor and no longer the leader: publish nothing.
+            # Paused while fencing its predecessor and no longer the leader (or stopped while
+            # Kafka was away): publish nothing.
             self._publisher.close()
             return
+        self.committed = stored or self._initial_position()
         self.started.set()
         self._metrics.role.labels(self._instance.name).set(1)
         log.info(
@@ -173,6 +175,22 @@ class Collector:
             if self._updates is not None:
                 self._updates.collector_active = False
         self._publisher.close()
+
+    def _start_publisher(self) -> CollectorPosition | None:
+        """Fence earlier owners and read the stored position; while Kafka does not answer
+        (e.g. a broker restarting as this collector takes over), wait and retry, keeping the
+        leadership, instead of exiting."""
+        backoff = 0.5
+        while True:
+            try:
+                return self._publisher.start()
+            except ServiceUnavailableError as exc:
+                self._publisher.close()
+                log.warning("%s Retrying in %.1f s.", exc, backoff)
+                self._metrics.errors.labels(self._instance.name, "unavailable").inc()
+                if self._stop.wait(backoff):
+                    return None
+                backoff = min(backoff * 2, self._settings.reconnect_backoff_max_s)
 
     def _run_streams(self) -> None:
         assert self.committed is not None

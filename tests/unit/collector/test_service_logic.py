@@ -3,6 +3,7 @@ and the in-memory publisher's transaction semantics."""
 
 import datetime as dt
 import io
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -17,11 +18,12 @@ from collector.decoding import (
     fix_reader_quirks,
     messages_from_rows,
 )
+from collector.metrics import CollectorMetrics
 from collector.position import CollectorPosition
 from collector.publisher import MemoryPublisher
-from collector.service import TableFilter
-from simple_binlog.config import CollectorSettings
-from simple_binlog.errors import ContractError
+from collector.service import Collector, TableFilter
+from simple_binlog.config import CollectorSettings, MySQLInstance
+from simple_binlog.errors import ContractError, ServiceUnavailableError
 from simple_binlog.message import EventType, Source
 from simple_binlog.offsets import OffsetGenerator, OffsetState, compose
 from simple_binlog.values import encode, parse_column_type
@@ -490,3 +492,47 @@ def test_memory_publisher_close_aborts():
     publisher.commit(at("0-1-1"))
     assert publisher.committed == []
     assert publisher.dead == []
+
+
+# -- taking over while Kafka is away ---------------------------------------------------------------
+
+
+class _KafkaAwayAtFirst(MemoryPublisher):
+    """Kafka does not answer the first ``failures`` starts; the next one stops the collector
+    (as a lost leadership would), so the test ends without MySQL."""
+
+    def __init__(self, failures: int, stop: threading.Event) -> None:
+        super().__init__()
+        self.failures, self.stop, self.starts, self.closes = failures, stop, 0, 0
+
+    def start(self) -> CollectorPosition | None:
+        self.starts += 1
+        if self.starts <= self.failures:
+            raise ServiceUnavailableError("Kafka at 127.0.0.1:1 did not answer.")
+        self.stop.set()
+        return super().start()
+
+    def close(self) -> None:
+        self.closes += 1
+        super().close()
+
+
+def test_a_collector_waits_for_kafka_at_start_instead_of_exiting():
+    stop = threading.Event()
+    publisher = _KafkaAwayAtFirst(failures=2, stop=stop)
+    metrics = CollectorMetrics()
+    collector = Collector(
+        MySQLInstance(name="away", host="127.0.0.1"),
+        CollectorSettings(reconnect_backoff_max_s=0.01),
+        publisher,
+        metrics,
+        stop=stop,
+    )
+    collector.run()  # returns: stopped after the third start, nothing published
+    assert publisher.starts == 3
+    assert not collector.started.is_set()
+    assert publisher.closes == 3  # each failed start let go of its producer, then the stop
+    unavailable = metrics.registry.get_sample_value(
+        "cdc_collector_errors_total", {"instance": "away", "kind": "unavailable"}
+    )
+    assert unavailable == 2
