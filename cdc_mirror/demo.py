@@ -512,7 +512,6 @@ def run_demo(
     with run.supervisor.running():
         with _step(console, "3. the pipeline's processes"):
             run.start_pipeline()
-            run.register_in_webui()
         with _step(console, "4. history replay (source=MOCK, executeTime yesterday)"):
             run.replay(history)
         with _step(console, f"5. live workload for {options.live_seconds:.0f} s"):
@@ -563,9 +562,16 @@ class DemoRun:
     def topic(self) -> str:
         return topic_name(self.settings.kafka, INSTANCE)
 
-    def component(self, name: str, args: list[str], health: str | None = None) -> Component:
+    def component(
+        self,
+        name: str,
+        args: list[str],
+        health: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> Component:
         cwd = Path(__file__).resolve().parents[1]
-        return Component(name, args, self.env, self.names.logs / f"{name}.log", health, cwd=cwd)
+        log_path = self.names.logs / f"{name}.log"
+        return Component(name, args, {**self.env, **(env or {})}, log_path, health, cwd=cwd)
 
     def reset(self, history_rows: int) -> int:
         _clear_kafka(self.settings, self.names)
@@ -583,18 +589,38 @@ class DemoRun:
         return history
 
     def start_pipeline(self) -> None:
+        """The web admin first: the instance and the table mirror are entered there, and the
+        collectors take their connection and filters from it (``config_source: webui``)."""
         names, add = self.names, self.supervisor.add
-        webui = add(self.component("webui", ["webui"]))
+        webui = add(self.component("webui", ["webui"])).start()
+        login = f"http://127.0.0.1:{names.webui_port}/login"
+        webui.wait_until(lambda: http_ok(login), 120, "the web admin to answer")
+        collector_token = self.register_in_webui()
+        from_webui = config_env(
+            {
+                "collector": {"config_source": "webui"},
+                "governance": {
+                    "webui": {
+                        "url": f"http://127.0.0.1:{names.webui_port}",
+                        "token": collector_token,
+                        "poll_interval_s": 2,
+                        "cache_dir": str(names.home),
+                    }
+                },
+            }
+        )
         for letter, port in zip("ab", names.collector_ports, strict=True):
             args = ["collector", "run", "--instance", INSTANCE, "--metrics-port", str(port)]
             health = f"http://127.0.0.1:{port}/health"
-            self.collectors.append(add(self.component(f"collector-{letter}", args, health)))
+            collector = self.component(f"collector-{letter}", args, health, from_webui)
+            self.collectors.append(add(collector))
         add(self.component("stream-writer", ["stream-writer", "run", "--instance", INSTANCE]))
         for target, port in names.mirror_ports.items():
             args = ["mirror", "run", "--target", target, "--instance", INSTANCE]
             add(self.component(f"mirror-{target}", [*args, "--metrics-port", str(port)]))
         for part in self.supervisor.components.values():
-            part.start()
+            if not part.running:
+                part.start()
         for collector in self.collectors:
             collector.wait_healthy(120)
         wait_until(
@@ -602,19 +628,19 @@ class DemoRun:
             120,
             "one collector to become active",
         )
-        login = f"http://127.0.0.1:{names.webui_port}/login"
-        webui.wait_until(lambda: http_ok(login), 120, "the web admin to answer")
         started = ", ".join(f"{p.name} ({p.pid})" for p in self.supervisor.components.values())
         self.console.print(f"  started {started}; logs in {self.names.logs}")
         active = _active_collector(self.collectors)
         self.console.print(
             f"  active collector: {active.name if active else '?'}; the other "
-            "stands by (ZooKeeper election, fenced by Kafka transactions)"
+            "stands by (ZooKeeper election, fenced by Kafka transactions); both take their "
+            "connection and filters from the web admin"
         )
 
-    def register_in_webui(self) -> None:
+    def register_in_webui(self) -> str:
         """Enter the demo's instance and table mirror in the web admin, through its API as an
-        admin would, so its pages (tables, live schema, lineage, monitoring) show the demo."""
+        admin would, so its pages (tables, live schema, lineage, monitoring) show the demo;
+        returns a new token of role 'collector', with which the collectors read their config."""
         import re  # noqa: PLC0415
 
         import httpx  # noqa: PLC0415
@@ -660,9 +686,20 @@ class DemoRun:
                         f"the web admin refused the demo's {path.rsplit('/', 1)[-1]}: "
                         f"{answer.text[:300]}"
                     )
+            made = client.post(
+                "/api/tokens",
+                json={"name": "demo-collectors", "role": "collector"},
+                headers=headers,
+            )
+            if made.status_code != 201:
+                raise CdcMirrorError(
+                    f"the web admin refused the demo's collector token: {made.text[:300]}"
+                )
         self.console.print(
-            f"  web admin: instance {INSTANCE!r} and table {LOGICAL_TABLE!r} entered"
+            f"  web admin: instance {INSTANCE!r}, table {LOGICAL_TABLE!r} and a collector "
+            "token entered"
         )
+        return str(made.json()["token"])
 
     def replay(self, history: int) -> None:
         replay = self.component(

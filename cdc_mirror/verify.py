@@ -670,10 +670,34 @@ def lake_days(spark: SparkSession, settings: Settings, table: str) -> list[str]:
 
 
 def kafka_coordinates(
-    settings: Settings, mirror: TableMirror, idle_timeout_s: float = 60.0
+    settings: Settings, mirror: TableMirror, idle_timeout_s: float = 60.0, attempts: int = 5
 ) -> list[tuple[str, int, int, int | None]]:
     """(topic, partition, offset, binlogOffset) of every committed message of ``mirror``'s
-    shards in its instance's topic, read from the beginning to the end (read_committed)."""
+    shards in its instance's topic, read from the beginning to the end (read_committed).
+
+    A broker that does not answer (e.g. restarting) is waited for: the read starts over,
+    up to ``attempts`` times, before it fails with one sentence."""
+    from confluent_kafka import KafkaException  # noqa: PLC0415
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return _read_coordinates(settings, mirror, idle_timeout_s)
+        except KafkaException as exc:
+            reason = exc.args[0].str()
+            if attempt == attempts:
+                raise ServiceUnavailableError(
+                    f"Kafka at {settings.kafka.bootstrap_servers} did not answer while the "
+                    f"topic of {mirror.name} was read ({reason})."
+                ) from None
+            wait_s = min(30.0, 5.0 * attempt)
+            log.warning("Kafka did not answer (%s); reading again in %.0f s", reason, wait_s)
+            time.sleep(wait_s)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _read_coordinates(
+    settings: Settings, mirror: TableMirror, idle_timeout_s: float
+) -> list[tuple[str, int, int, int | None]]:
     from confluent_kafka import Consumer, KafkaError, TopicPartition  # noqa: PLC0415
 
     router = ShardRouter(list(settings.shard_rules))
