@@ -111,11 +111,26 @@ class MirrorConsumer:
         self.assignment: set[tuple[str, int]] = set()  # (topic, partition) owned now
 
     # -- lifecycle ----------------------------------------------------------------------------
+    def _ensure_topics(self) -> bool:
+        """Make sure the topics exist; while Kafka does not answer (a broker restarting as
+        this mirror starts), wait and retry instead of exiting. False: stopped meanwhile."""
+        backoff = 1.0
+        while not self._stop.is_set():
+            try:
+                for topic in self._instance_by_topic:
+                    ensure_topic(self._kafka, topic)
+                ensure_topic(self._kafka, self._dead_topic)
+                return True
+            except ServiceUnavailableError as exc:
+                log.warning("%s Retrying in %.0f s.", exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+        return False
+
     def run(self) -> None:
         """Consume until ``stop`` is set; the pending batch is applied and committed first."""
-        for topic in self._instance_by_topic:
-            ensure_topic(self._kafka, topic)
-        ensure_topic(self._kafka, self._dead_topic)
+        if not self._ensure_topics():
+            return
         group = f"{self._mirror.group_prefix}.{self._target}"
         config = consumer_config(self._kafka, group_id=group)
         config["error_cb"] = self._on_client_error

@@ -1,0 +1,46 @@
+"""A mirror started while Kafka does not answer (e.g. a broker restarting) waits for it and
+keeps trying to make its topics, instead of exiting; a stop ends the wait."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import mirror.consumer
+from mirror.applier import MemoryApplier
+from mirror.consumer import MirrorConsumer
+from mirror.metrics import MirrorMetrics
+from mirror.plan import ChangeRouter
+from simple_binlog.config import KafkaSettings, MirrorSettings, Settings
+from simple_binlog.errors import ServiceUnavailableError
+from simple_binlog.routing import ShardRouter
+
+
+def test_a_mirror_waits_for_kafka_to_make_its_topics_and_a_stop_ends_the_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stop = threading.Event()
+    calls: list[str] = []
+
+    def kafka_away(_kafka: KafkaSettings, topic: str, *_args: object, **_kw: object) -> bool:
+        calls.append(topic)
+        if len(calls) == 3:
+            stop.set()  # the operator gives up while Kafka is still away
+        raise ServiceUnavailableError("Kafka at 127.0.0.1:1 did not answer.")
+
+    monkeypatch.setattr(mirror.consumer, "ensure_topic", kafka_away)
+    monkeypatch.setattr(mirror.consumer, "Consumer", None)  # never reached: nothing to consume
+    settings = Settings()
+    consumer = MirrorConsumer(
+        settings.kafka,
+        MirrorSettings(),
+        "redis",
+        ["local"],
+        ChangeRouter([], ShardRouter(list(settings.shard_rules)), "redis"),
+        MemoryApplier(),
+        MirrorMetrics("redis"),
+        stop,
+    )
+    consumer.run()  # returns once stopped, having retried instead of raising
+    assert calls == ["cdc.binlog.local"] * 3
