@@ -39,7 +39,7 @@ def test_schema_counts_and_lineage(mirror_settings: Settings) -> None:
                     targets=["hive", "redis", "warehouse"],
                 ),
                 TableMirror(db_prefix=prefix, table_prefix="nothing"),
-            ]
+            ],
         }
     )
     today = dt.datetime.now(dt.UTC).date()
