@@ -168,19 +168,36 @@ def run_stream_writer(
             latest,
             metrics,
         )
-        query = start_query(spark, settings, run, writer, available_now)
         poll_s = min(settings.stream_writer.trigger_interval_s, 5.0)
-        try:
-            while query.isActive and not stop.is_set():
-                query.awaitTermination(poll_s)
-                writer.check_readiness()
-            if query.isActive:
-                query.stop()
-            query.awaitTermination()
-        except StreamingQueryException as exc:
-            raise CdcMirrorError(
-                f"the stream writer's query failed: {query_failure(str(exc))}"
-            ) from None
+        backoff_s = 5.0
+        while True:
+            query = start_query(spark, settings, run, writer, available_now)
+            try:
+                while query.isActive and not stop.is_set():
+                    query.awaitTermination(poll_s)
+                    writer.check_readiness()
+                if query.isActive:
+                    query.stop()
+                query.awaitTermination()
+                break
+            except StreamingQueryException as exc:
+                text = str(exc)
+                if not kafka_away(text) or stop.is_set():
+                    raise CdcMirrorError(
+                        f"the stream writer's query failed: {query_failure(text)}"
+                    ) from None
+                # The failed batch runs again in the new query, from the checkpoint: the
+                # BatchWriter redoes or completes it, exactly as after a process restart.
+                log.warning(
+                    "Kafka did not answer (%s); the query starts again from its checkpoint "
+                    "in %.0f s",
+                    query_failure(text),
+                    backoff_s,
+                )
+                metrics.restarts.labels(run.name).inc()
+                if stop.wait(backoff_s):
+                    break
+                backoff_s = min(backoff_s * 2, 60.0)
         writer.check_readiness()
     finally:
         latest.close()
@@ -189,25 +206,38 @@ def run_stream_writer(
 
 # The last line of a Python traceback carried inside the JVM's message ("module.Error: …").
 _PYTHON_ERROR = re.compile(r"^(?P<kind>[A-Za-z_][\w.]*(?:Error|Exception)): (?P<text>.+)$")
+_JVM_CAUSE = re.compile(r"^Caused by: (?P<kind>[\w.$]+): (?P<text>.+)$")
+# Kafka client errors that say the broker is away for a while (a restart, a leader election),
+# not that something is wrong with the stream: the query is started again from its checkpoint.
+_KAFKA_AWAY = re.compile(
+    r"org\.apache\.kafka\.common\.errors\.(?:Timeout|Disconnect|Network|NotLeaderOrFollower|"
+    r"LeaderNotAvailable|CoordinatorNotAvailable|CoordinatorLoadInProgress)Exception"
+)
 
 
 def query_failure(text: str) -> str:
     """Pure: the sentence worth showing from a failed query's message.
 
     Spark wraps an error of the batch function in several JVM layers that quote its Python
-    traceback; the first Python exception line names the cause (our own one-sentence errors
-    included), so that line is shown, not the wrappers."""
-    for line in text.splitlines():
-        match = _PYTHON_ERROR.match(line.strip())
+    traceback. A Python exception line names the cause (our own one-sentence errors shown
+    verbatim); without one, the innermost JVM cause ("Caused by: …") does."""
+    lines = [line.strip() for line in text.splitlines()]
+    for line in lines:
+        match = _PYTHON_ERROR.match(line)
         if match and not match["kind"].startswith(("org.", "java.", "py4j.", "scala.")):
             kind = match["kind"].rsplit(".", 1)[-1]
-            return (
-                match["text"]
-                if kind in {"CdcMirrorError", "CommitError"}
-                else (f"{kind}: {match['text']}")
-            )
-    lines = text.strip().splitlines()
-    return lines[0] if lines else "unknown error"
+            if kind in {"CdcMirrorError", "CommitError"}:
+                return match["text"]
+            return f"{kind}: {match['text']}"
+    causes = [m for m in map(_JVM_CAUSE.match, lines) if m is not None]
+    if causes:
+        return f"{causes[-1]['kind'].rsplit('.', 1)[-1]}: {causes[-1]['text']}"
+    return next((line for line in lines if line), "unknown error")
+
+
+def kafka_away(text: str) -> bool:
+    """Pure: whether a failed query failed because Kafka did not answer for a while."""
+    return _KAFKA_AWAY.search(text) is not None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -66,6 +66,12 @@ class WriterMetrics:
             ["writer"],
             registry=self.registry,
         )
+        self.restarts = Counter(
+            "cdc_stream_writer_query_restarts",
+            "Queries started again from the checkpoint because Kafka did not answer.",
+            ["writer"],
+            registry=self.registry,
+        )
 
     def observe_state(self, state: WriterState) -> None:
         for progress in state.partitions.values():

@@ -8,7 +8,7 @@ import pytest
 
 from simple_binlog.config import MySQLInstance, Settings, StreamWriterSettings
 from simple_binlog.errors import ConfigError
-from stream_writer.job import kafka_options, plan_run, query_failure
+from stream_writer.job import kafka_away, kafka_options, plan_run, query_failure
 
 
 def _settings(**stream_writer: object) -> Settings:
@@ -95,3 +95,27 @@ def test_a_failure_without_a_python_cause_shows_its_first_line() -> None:
     assert query_failure("java.lang.IllegalStateException: broker gone\n\tat x") == (
         "java.lang.IllegalStateException: broker gone"
     )
+
+
+KAFKA_TIMEOUT = """py4j.protocol.Py4JJavaError: An error occurred while calling o499.parquet.
+: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 0.0 failed
+Caused by: org.apache.spark.SparkException: Exception thrown in awaitResult:
+Caused by: org.apache.kafka.common.errors.TimeoutException: Timeout of 60000ms expired before \
+the position for partition cdc.binlog.orders-0 could be determined"""
+
+
+def test_without_a_python_cause_the_innermost_jvm_cause_is_shown() -> None:
+    assert query_failure(KAFKA_TIMEOUT) == (
+        "TimeoutException: Timeout of 60000ms expired before the position for partition "
+        "cdc.binlog.orders-0 could be determined"
+    )
+
+
+def test_kafka_away_is_told_apart_from_errors_a_restart_cannot_cure() -> None:
+    assert kafka_away(KAFKA_TIMEOUT)
+    assert kafka_away("Caused by: org.apache.kafka.common.errors.DisconnectException")
+    assert not kafka_away(
+        "java.lang.IllegalStateException: Cannot fetch offset 17 (GroupId: x). Some data may "
+        "have been lost because they are not available in Kafka any more"
+    )
+    assert not kafka_away(SPARK_WRAPPED.format(cause="stream_writer.commit.CommitError: gone."))
