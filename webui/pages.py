@@ -400,26 +400,20 @@ def _save_instance(
         data = InstanceIn.model_validate(values)
         admin.save_instance(db, ctx.settings, ctx.keys, who.name, data, existing=existing)
     except ValidationError as exc:
-        return _form_again(
-            request,
-            db,
-            who,
-            "instance_form.html",
-            admin.validation_messages(exc),
-            values=_typed_back(values),
-            existing=existing,
-        )
+        errors = admin.validation_messages(exc)
     except admin.Problems as exc:
-        return _form_again(
-            request,
-            db,
-            who,
-            "instance_form.html",
-            exc.messages,
-            values=_typed_back(values),
-            existing=existing,
-        )
-    return _see("/instances")
+        errors = exc.messages
+    else:
+        return _see("/instances")
+    return _form_again(
+        request,
+        db,
+        who,
+        "instance_form.html",
+        errors,
+        values=_typed_back(values),
+        existing=existing,
+    )
 
 
 def _form_again(
