@@ -57,7 +57,7 @@ from simple_binlog.governance.model import (
     describe_governance_error,
 )
 from simple_binlog.governance.policy import Governance, compile_governance
-from simple_binlog.governance.source import GovernanceRuntime, PolicySource
+from simple_binlog.governance.source import GovernanceRuntime, StaticPolicySource
 from simple_binlog.kafka import topic_name
 from simple_binlog.routing import ShardRouter, ShardRule
 
@@ -381,7 +381,7 @@ class RemoteConfigRuntime:
             return None
         first = self._policy_set(self.current)
         runtime = GovernanceRuntime(
-            _FirstPolicySet(first), self._compile, local.webui.poll_interval_s
+            StaticPolicySource(first), self._compile, local.webui.poll_interval_s
         )
         runtime.start(poll=False)  # this runtime's poller offers each new set
         self._governance = runtime
@@ -476,19 +476,6 @@ class RemoteConfigRuntime:
         if self._thread is not None:
             self._thread.join(10)
         self._feed.close()
-
-
-class _FirstPolicySet(PolicySource):
-    """The first policy set of the shared reply; later ones are offered by the poller."""
-
-    def __init__(self, first: GovernanceSettings) -> None:
-        self._first = first
-
-    def initial(self) -> GovernanceSettings:
-        return self._first
-
-    def poll(self) -> GovernanceSettings | None:
-        return None
 
 
 def start_remote_config(

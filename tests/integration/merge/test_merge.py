@@ -86,6 +86,19 @@ def random_day(shop: Shop, day: date, placed: dict[str, int], changes: int) -> N
             shop.delete(placed.pop(order_no), order_no)
 
 
+def merged_first_day(spark: Any, shop: Shop, merger: Merger, changes: int) -> dict[str, int]:
+    """History replayed as MOCK rows, ``changes`` random changes on DAY1, DAY1 merged; returns
+    where each key lives (for the next day's changes)."""
+    placed = history(shop, 10)
+    shop.start_day(DAY1)
+    shop.mock_replay(shop._second)
+    shop._second += 400
+    random_day(shop, DAY1, placed, changes)
+    shop.write_raw(spark, DAY1)
+    merger.merge(MergeRequest(shop.table, DAY1))
+    return placed
+
+
 def assert_snapshot_equals_mysql(spark: Any, shop: Shop, merger: Merger, day: date) -> None:
     snapshot = snapshot_rows(spark, merger.settings, shop.table, day)
     mysql = shop.mysql_rows()
@@ -301,13 +314,7 @@ def test_command_in_another_process_and_a_killed_merge_leaves_the_previous_state
 ) -> None:
     settings = shop.merge_settings(check=False)
     merger = Merger(settings, spark)
-    placed = history(shop, 10)
-    shop.start_day(DAY1)
-    shop.mock_replay(shop._second)
-    shop._second += 400
-    random_day(shop, DAY1, placed, 20)
-    shop.write_raw(spark, DAY1)
-    merger.merge(MergeRequest(shop.table, DAY1))
+    placed = merged_first_day(spark, shop, merger, 20)
     shop.start_day(DAY2)
     random_day(shop, DAY2, placed, 30)
     shop.write_raw(spark, DAY2)

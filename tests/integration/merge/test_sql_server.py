@@ -15,9 +15,9 @@ from typing import Any
 import pyspark
 
 from cdc_mirror.processes import Component, free_port, port_free
-from merge.job import Merger, MergeRequest
+from merge.job import Merger
 from tests.integration.merge.harness import Shop, snapshot_rows
-from tests.integration.merge.test_merge import DAY1, ROOT, history, random_day
+from tests.integration.merge.test_merge import DAY1, ROOT, merged_first_day
 
 SPARK_HOME = Path(pyspark.__file__).parent
 STARTUP_TIMEOUT_S = 300.0
@@ -60,13 +60,7 @@ def test_snapshot_through_the_thrift_server_with_beeline(
 ) -> None:
     settings = shop.merge_settings(check=False)
     merger = Merger(settings, spark)
-    placed = history(shop, 10)
-    shop.start_day(DAY1)
-    shop.mock_replay(shop._second)
-    shop._second += 400
-    random_day(shop, DAY1, placed, 30)
-    shop.write_raw(spark, DAY1)
-    merger.merge(MergeRequest(shop.table, DAY1))
+    merged_first_day(spark, shop, merger, 30)
     expected = snapshot_rows(spark, settings, shop.table, DAY1)
     mysql = shop.mysql_rows()
     assert sorted(expected) == sorted(mysql)
