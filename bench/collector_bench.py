@@ -26,7 +26,7 @@ from collector.metrics import CollectorMetrics
 from collector.position import parse_gtid
 from collector.publisher import KafkaPublisher
 from collector.reader import ServerPosition, connect, server_position
-from collector.service import Collector
+from collector.service import Collector, tune_gc
 from simple_binlog.config import Settings, load_settings
 from simple_binlog.kafka import topic_name
 from stack.manager import LocalStack
@@ -143,9 +143,13 @@ def start_collector(settings: Settings, start: ServerPosition, governance=None):
 
 def collector_run(settings: Settings, start: ServerPosition, stop: ServerPosition,
                   governance=None) -> tuple[int, float]:
-    """The collector publishing the range into Kafka, exactly once, until it has committed it."""
-    began = time.perf_counter()
+    """The collector publishing the range into Kafka, exactly once, until it has committed it;
+    timed from the moment it publishes (its topics made, earlier owners fenced: a one-off of
+    about a second at a new instance's start, not a cost per row)."""
     collector, metrics, halt, thread, _topic, _kafka = start_collector(settings, start, governance)
+    if not collector.started.wait(60):
+        raise SystemExit("the collector did not start within 60 s")
+    began = time.perf_counter()
     target = parse_gtid(stop.gtid.split(",")[0])[2]
     while True:
         committed = collector.committed
@@ -175,54 +179,65 @@ def _paced_writer(worker: int, writers: int, total: int, rate: int, start_at: fl
     return committed
 
 
-def latency(settings: Settings, seconds: float, rate: int, writers: int = 4) -> tuple[float, float, float, int]:
-    """MySQL commit → readable by a read_committed consumer, for single-row autocommits paced
-    at ``rate`` rows/s by ``writers`` connections. Returns (p50 ms, p99 ms, achieved rows/s,
-    rows)."""
+def _receiver(kafka, topic: str, total: int, ready, writers_done, results) -> None:
+    """A read_committed consumer in a process of its own (in the collector's process it would
+    compete with it for the GIL): key → wall-clock time each row became readable."""
     import orjson
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     from simple_binlog.kafka import consumer_config
+
+    consumer = Consumer(consumer_config(kafka, group_id=f"bench-{uuid.uuid4().hex[:6]}"))
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    received_at: dict[int, float] = {}
+    ready.set()
+    deadline = None
+    while len(received_at) < total:
+        for record in consumer.consume(1000, 0.05):
+            if record.error() is None:
+                received_at[int(orjson.loads(record.value())["content"]["id"])] = time.time()
+        if deadline is None and writers_done.is_set():  # then wait at most 60 s more
+            deadline = time.monotonic() + 60
+        if deadline and time.monotonic() > deadline:
+            break
+    consumer.close()
+    results.put(received_at)
+
+
+def latency(settings: Settings, seconds: float, rate: int, writers: int = 4) -> tuple[float, float, float, int]:
+    """MySQL commit → readable by a read_committed consumer, for single-row autocommits paced
+    at ``rate`` rows/s by ``writers`` connections. Returns (p50 ms, p99 ms, achieved rows/s,
+    rows). Writers and the consumer are processes of their own, so the collector's process
+    runs the collector only."""
+    import multiprocessing
 
     with _admin(settings) as conn, conn.cursor() as cursor:
         start = server_position(cursor)
     collector, _metrics, halt, thread, topic, kafka = start_collector(settings, start)
     if not collector.started.wait(60):
         raise SystemExit("the collector did not start within 60 s")
-    consumer = Consumer(consumer_config(kafka, group_id=f"bench-{uuid.uuid4().hex[:6]}"))
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-    committed_at: dict[int, float] = {}
-    received_at: dict[int, float] = {}
     total = int(seconds * rate)
-    done = threading.Event()
-
-    def receive() -> None:
-        while not done.is_set() and len(received_at) < total:
-            for record in consumer.consume(1000, 0.05):
-                if record.error() is None:
-                    received_at[int(orjson.loads(record.value())["content"]["id"])] = time.time()
-
-    receiver = threading.Thread(target=receive)
+    context = multiprocessing.get_context("spawn")
+    ready, writers_done, results = context.Event(), context.Event(), context.Queue()
+    receiver = context.Process(
+        target=_receiver, args=(kafka, topic, total, ready, writers_done, results)
+    )
     receiver.start()
-    # Writer processes, not threads: in this process they would compete with the collector
-    # for the GIL (and one connection's round trips cap a writer near 2,500 rows/s).
-    import multiprocessing
-
+    if not ready.wait(60):
+        raise SystemExit("the bench's consumer did not start within 60 s")
     start_at = time.time() + 2.0  # every writer paces from the same wall-clock start
-    with multiprocessing.get_context("spawn").Pool(writers) as pool:
-        results = pool.starmap(
+    with context.Pool(writers) as pool:
+        results_by_writer = pool.starmap(
             _paced_writer, [(w, writers, total, rate, start_at) for w in range(writers)]
         )
-    for result in results:
+    committed_at: dict[int, float] = {}
+    for result in results_by_writer:
         committed_at.update(result)
     achieved = total / (max(committed_at.values()) - start_at)
-    deadline = time.monotonic() + 60
-    while len(received_at) < total and time.monotonic() < deadline:
-        time.sleep(0.05)
-    done.set()
-    receiver.join()
-    consumer.close()
+    writers_done.set()
+    received_at: dict[int, float] = results.get(timeout=120)
+    receiver.join(10)
     halt.set()
     thread.join()
     delays = sorted((received_at[k] - committed_at[k]) * 1000 for k in committed_at if k in received_at)
@@ -239,6 +254,9 @@ def main() -> None:
     parser.add_argument("--latency-rate", type=int, default=5000, help="rows/s written during the latency run")
     parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for bench.report)")
     args = parser.parse_args()
+    # The collector's entry point tunes the garbage collector (collector.service.tune_gc);
+    # here it is done before anything runs, so the baseline runs with the same settings.
+    tune_gc()
     settings = load_settings()
     LocalStack(settings).up()
     fix_reader_quirks()

@@ -17,7 +17,7 @@ from collector.ha import LeaderElection
 from collector.metrics import CollectorMetrics
 from collector.publisher import FencedError, KafkaPublisher
 from collector.remote_config import RemoteConfigRuntime, start_remote_config
-from collector.service import Collector
+from collector.service import Collector, tune_gc
 from simple_binlog.config import MySQLInstance, Settings
 from simple_binlog.governance.source import GovernanceRuntime, start_governance
 
@@ -169,6 +169,7 @@ def run_collector(
             status.leading = False
             metrics.role.labels(instance.name).set(0)
 
+    tune_gc()  # after start-up: what it made is frozen out of the collector's sight
     try:
         if ha:
             LeaderElection(settings.zookeeper, instance.name).run(lead, shutdown)

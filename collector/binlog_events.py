@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pymysql.charset import charset_by_id
 
@@ -68,11 +69,13 @@ _SET_STR_VALUE, _ENUM_STR_VALUE, _GEOMETRY_TYPE = 5, 6, 7
 _SIMPLE_PRIMARY_KEY, _PRIMARY_KEY_WITH_PREFIX = 8, 9
 _ENUM_AND_SET_DEFAULT_CHARSET, _ENUM_AND_SET_COLUMN_CHARSET = 10, 11
 
-_HEADER = struct.Struct("<IBIIIH")
+# The header's fields up to the log position (its 2 flag bytes are not needed).
+_HEADER = struct.Struct("<IBIII")
 
 
-@dataclass(frozen=True, slots=True)
-class EventHeader:
+class EventHeader(NamedTuple):
+    # A named tuple, not a frozen dataclass: one is made per event (four per single-row
+    # transaction), and a tuple is built in a third of the time.
     timestamp: int
     type: int
     server_id: int
@@ -80,9 +83,11 @@ class EventHeader:
     log_pos: int
 
 
+_make_header = EventHeader._make
+
+
 def read_header(data: bytes | memoryview, offset: int = 0) -> EventHeader:
-    timestamp, kind, server_id, size, log_pos, _flags = _HEADER.unpack_from(data, offset)
-    return EventHeader(timestamp, kind, server_id, size, log_pos)
+    return _make_header(_HEADER.unpack_from(data, offset))
 
 
 def lenenc(data: bytes | memoryview, offset: int) -> tuple[int, int]:

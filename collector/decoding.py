@@ -135,7 +135,9 @@ def encode_row(
     return row
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is made per rows event (a frozen dataclass's __init__ costs several times
+# a plain one's); nothing changes it after creation.
+@dataclass(slots=True)
 class EventContext:
     """Where a rows event sits in the binlog, shared by all its rows."""
 

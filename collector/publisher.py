@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from collector.encoder import MessageEncoder
 from collector.position import CollectorPosition
 from simple_binlog.config import KafkaSettings
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
@@ -149,6 +150,7 @@ class KafkaPublisher(Publisher):
         self._producer: Producer | None = None
         self._in_transaction = False
         self._last_warned: dict[int, float] = {}
+        self._encoder = MessageEncoder()
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> CollectorPosition | None:
@@ -185,7 +187,7 @@ class KafkaPublisher(Publisher):
         self._produce(
             self._topic,
             partition_key(message.schema_name, message.table_name),
-            message.encode(),
+            self._encoder.encode(message),
         )
 
     def dead_letter(self, message: SimpleBinlog, error: str) -> None:
