@@ -42,7 +42,9 @@ class DeleteCounts:
 
     deletes: int
     old_deletes: int  # DELETEs whose row is older than the cut-off by the time column
-    increment: int  # BINLOG INSERTs of the day
+    # BINLOG INSERTs of the day. None: not counted, because without a DELETE of an old row
+    # the rule cannot fire whatever the increment (it saves a pass over the raw day).
+    increment: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +52,7 @@ class ArchiveDecision:
     archiving: bool
     reason: str
     counts: DeleteCounts
-    threshold: int
+    threshold: int | None  # None when the increment was not counted
     time_column: str | None
     cutoff: date | None
     override: ArchiveOverride
@@ -83,8 +85,10 @@ def cutoff_day(rule: ArchiveDeleteRule, dt: date) -> date:
     return dt - timedelta(days=rule.older_than_days)
 
 
-def threshold(rule: ArchiveDeleteRule, increment: int) -> int:
+def threshold(rule: ArchiveDeleteRule, increment: int | None) -> int | None:
     """DELETEs above this count are archiving-sized: the smaller of the two limits."""
+    if increment is None:
+        return None
     return min(rule.min_deletes, int(rule.increment_factor * increment))
 
 
@@ -114,6 +118,8 @@ def decide(
         return decision(False, "no DELETE of a row older than the cut-off")
     if override is ArchiveOverride.FORCE:
         return decision(True, "rule forced for this run: DELETEs of old rows are ignored")
+    if limit is None:
+        raise ValueError("the day's increment must be counted when old rows were deleted")
     if counts.deletes > limit:
         return decision(
             True,

@@ -51,6 +51,7 @@ from merge.transform import (
     files_holding,
     flatten,
     in_key_ranges,
+    key_span,
     latest,
     latest_in_key_ranges,
 )
@@ -278,11 +279,10 @@ class Merger:
         raw = self._load_raw(mirror.name, dt)
         changes = flatten(raw, plan).persist()
         try:
-            decision = self._archive_decision(mirror, plan, request, raw, changes)
+            change_count, decision = self._archive_decision(mirror, plan, request, raw, changes)
             applied = changes
             if decision.archiving and decision.time_column and decision.cutoff:
                 applied = drop_archived(changes, decision.time_column, decision.cutoff)
-            change_count = changes.count()
             self.store.evolve(mirror.name, plan)
             run_id = f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
             layout = self._snapshot_rows(mirror.name, request.dt, plan, previous, applied)
@@ -362,7 +362,8 @@ class Merger:
         before = (dt - timedelta(days=1)).isoformat()
         location = self.store.partition_location(table, before)
         keys = changed_keys(changes, key)
-        key_count = keys.count() if config.incremental else 0
+        span = key_span(keys, key) if config.incremental else None
+        key_count = span.count if span is not None else 0
         if (
             not config.incremental
             or plan.changed
@@ -384,7 +385,7 @@ class Merger:
             files = math.ceil((total_rows + key_count) / config.rows_per_file)
             return _Layout(self._full(changes, previous, plan, files), [], "full (compaction)")
         keys = F.broadcast(keys)
-        touched = {_local_path(uri) for uri in files_holding(version, keys, key)}
+        touched = {_local_path(uri) for uri in files_holding(version, keys, key, span)}
         carried = [p for p in data_files if p not in touched]
         if len(touched) > config.max_touched_fraction * len(data_files):
             # Scattered changes: splitting most files into kept and changed rows costs more
@@ -393,7 +394,12 @@ class Merger:
             full = self._full(changes, previous, plan, files)
             return _Layout(full, [], "full (most files touched)")
         if touched:
-            reread = self.spark.read.format(fmt).load([str(p) for p in sorted(touched)])
+            # The version's schema is known: no second footer read to infer it.
+            reread = (
+                self.spark.read.format(fmt)
+                .schema(version.schema)
+                .load([str(p) for p in sorted(touched)])
+            )
             # Rows of touched files whose key did not change are written as they are read
             # (no shuffle); only the changed keys go through the latest-per-key window.
             kept = align(reread.join(keys, on=key, how="left_anti"), plan).select(*columns)
@@ -492,7 +498,8 @@ class Merger:
         request: MergeRequest,
         raw: DataFrame,
         changes: DataFrame,
-    ) -> ArchiveDecision:
+    ) -> tuple[int, ArchiveDecision]:
+        """The day's change count and the archive rule's decision on its DELETEs."""
         column = time_column(mirror)
         if column is not None and column not in plan.types:
             raise ConfigError(
@@ -502,7 +509,7 @@ class Merger:
         from merge.archive import cutoff_day  # noqa: PLC0415
 
         cutoff = cutoff_day(rule, request.dt) if column else None
-        counts = delete_counts(raw, changes, column, cutoff)
+        change_count, counts = delete_counts(raw, changes, column, cutoff)
         decision = decide(rule, column, request.dt, counts, request.override)
         if decision.archiving:
             log.warning(
@@ -512,7 +519,7 @@ class Merger:
                 decision.ignored_deletes,
                 decision.reason,
             )
-        return decision
+        return change_count, decision
 
     # -- check ------------------------------------------------------------------------------
     def check(self, mirror: TableMirror, dt: date) -> CheckResult:

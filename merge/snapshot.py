@@ -100,11 +100,15 @@ class SnapshotStore:
         return sorted(str(row[0]).removeprefix("dt=") for row in rows)
 
     def partition_location(self, table: str, dt: str) -> str | None:
-        if dt not in self.partitions(table):
+        from pyspark.errors import AnalysisException  # noqa: PLC0415
+
+        try:
+            # One metastore call; a missing table or partition is an AnalysisException.
+            rows = self.spark.sql(
+                f"DESCRIBE FORMATTED {self.qualified(table)} PARTITION (dt={_quote(dt)})"
+            ).collect()
+        except AnalysisException:
             return None
-        rows = self.spark.sql(
-            f"DESCRIBE FORMATTED {self.qualified(table)} PARTITION (dt={_quote(dt)})"
-        ).collect()
         for row in rows:
             if str(row[0]).strip() == "Location":
                 # The metastore keeps URIs; a local lake's are reported as plain paths.

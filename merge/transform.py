@@ -13,8 +13,9 @@ a value that does not fit rather than writing NULL (see ``merge.types``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, Window
 from pyspark.sql import functions as F
@@ -78,8 +79,10 @@ def flatten(raw: DataFrame, plan: SchemaPlan) -> DataFrame:
 
 def delete_counts(
     raw: DataFrame, changes: DataFrame, time_column: str | None, cutoff: date | None
-) -> DeleteCounts:
-    """One aggregation over the flattened changes (plus the raw source for the increment)."""
+) -> tuple[int, DeleteCounts]:
+    """The number of changes and what the archive rule needs, in one aggregation over the
+    flattened changes; the raw day is read again for the increment only when a DELETE of an
+    old row makes the rule possible."""
     is_delete = F.col(EVENT_COLUMN) == "DELETE"
     old = (
         is_delete & (F.col(time_column) < F.lit(cutoff).cast("timestamp"))
@@ -87,14 +90,20 @@ def delete_counts(
         else F.lit(False)
     )
     row = changes.agg(
+        F.count(F.lit(1)).alias("changes"),
         F.count(F.when(is_delete, 1)).alias("deletes"),
         F.count(F.when(old, 1)).alias("old"),
     ).first()
-    increment = raw.where((F.col("eventType") == "INSERT") & (F.col("source") == "BINLOG")).count()
     assert row is not None
-    return DeleteCounts(
+    increment = (
+        raw.where((F.col("eventType") == "INSERT") & (F.col("source") == "BINLOG")).count()
+        if row["old"]
+        else None
+    )
+    counts = DeleteCounts(
         deletes=int(row["deletes"]), old_deletes=int(row["old"]), increment=increment
     )
+    return int(row["changes"]), counts
 
 
 def drop_archived(changes: DataFrame, time_column: str, cutoff: date) -> DataFrame:
@@ -140,12 +149,36 @@ def changed_keys(changes: DataFrame, key: list[str]) -> DataFrame:
     return changes.select(*[F.col(f"`{k}`") for k in key]).distinct()
 
 
-def files_holding(previous: DataFrame, keys: DataFrame, key: list[str]) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class KeySpan:
+    """How many distinct keys changed, and the range of the key's first column they span."""
+
+    count: int
+    low: Any
+    high: Any
+
+
+def key_span(keys: DataFrame, key: list[str]) -> KeySpan:
+    """One aggregation over the (small) changed keys."""
+    first = F.col(f"`{key[0]}`")
+    row = keys.agg(F.count(F.lit(1)), F.min(first), F.max(first)).first()
+    assert row is not None
+    return KeySpan(int(row[0]), row[1], row[2])
+
+
+def files_holding(
+    previous: DataFrame, keys: DataFrame, key: list[str], span: KeySpan | None = None
+) -> list[str]:
     """The files (URIs) of a snapshot version holding one of ``keys``; reads only key columns.
 
-    ``keys`` is broadcast: the snapshot is scanned once, never shuffled.
+    ``keys`` is broadcast: the snapshot is scanned once, never shuffled. With the keys'
+    ``span``, files whose min/max statistics lie outside it are not read at all: snapshot
+    files are cut by key range (``in_key_ranges``), so changes clustered by key (new and
+    recent orders) leave most files unopened beyond their footer.
     """
     located = previous.select(*[F.col(f"`{k}`") for k in key], F.input_file_name().alias("_file"))
+    if span is not None and span.low is not None:
+        located = located.where(F.col(f"`{key[0]}`").between(span.low, span.high))
     touched = located.join(F.broadcast(keys), on=key, how="left_semi").select("_file").distinct()
     return sorted(str(row["_file"]) for row in touched.collect())
 

@@ -88,3 +88,18 @@ def test_time_column_defaults_to_check_column() -> None:
         archive_delete=ArchiveDeleteRule(time_column="updated_at"),
     )
     assert time_column(mirror) == "updated_at"
+
+
+def test_without_old_deletes_the_increment_is_not_needed() -> None:
+    decision = decide(
+        RULE, "created_at", DT, DeleteCounts(deletes=10_000, old_deletes=0, increment=None)
+    )
+    assert not decision.archiving
+    record = decision.to_json()
+    assert record["increment"] is None
+    assert record["threshold"] is None
+
+
+def test_old_deletes_without_a_counted_increment_are_a_bug_not_a_guess() -> None:
+    with pytest.raises(ValueError, match="increment"):
+        decide(RULE, "created_at", DT, DeleteCounts(deletes=10, old_deletes=10, increment=None))
