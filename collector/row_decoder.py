@@ -89,32 +89,34 @@ def _decimal(column: BinlogColumn) -> Reader:
     full_fraction, rest_fraction = divmod(column.decimals, 9)
     integral_groups = [rest_integral] * bool(rest_integral) + [9] * full_integral
     fraction_groups = [9] * full_fraction + [rest_fraction] * bool(rest_fraction)
-    # (start, end, digits, all-ones mask) of every group, integral part first.
+    # (start, end, 10 ** digits) of every group, integral part first: each side's groups are
+    # accumulated as one integer and formatted once (a third of the cost of formatting each).
     layout = []
     position = 0
     for count in integral_groups + fraction_groups:
         width = _COMPRESSED_BYTES[count]
-        layout.append((position, position + width, count, (1 << (8 * width)) - 1))
+        layout.append((position, position + width, 10**count))
         position += width
     size = position
-    split = len(integral_groups)
-    sign_bit = 0x80 << (8 * (layout[0][1] - 1)) if layout else 0
+    integral_layout = layout[: len(integral_groups)]
+    fraction_layout = layout[len(integral_groups) :]
+    decimals = column.decimals
 
     def read(data: bytes, offset: int) -> tuple[JsonScalar, int]:
-        raw = data[offset : offset + size]
+        raw = bytearray(data[offset : offset + size])
         negative = not raw[0] & 0x80
-        groups = []
-        for index, (start, end, count, mask) in enumerate(layout):
-            value = int.from_bytes(raw[start:end], "big")
-            if index == 0:
-                value ^= sign_bit
-            if negative:
-                value ^= mask
-            groups.append(f"{value:0{count}d}")
-        whole = "".join(groups[:split]).lstrip("0") or "0"
-        text = "-" + whole if negative else whole
-        if split < len(groups):
-            text += "." + "".join(groups[split:])
+        raw[0] ^= 0x80
+        if negative:
+            raw = bytearray(byte ^ 0xFF for byte in raw)
+        whole = 0
+        for start, end, shift in integral_layout:
+            whole = whole * shift + int.from_bytes(raw[start:end], "big")
+        text = f"-{whole}" if negative else str(whole)
+        if decimals:
+            fraction = 0
+            for start, end, shift in fraction_layout:
+                fraction = fraction * shift + int.from_bytes(raw[start:end], "big")
+            text += f".{fraction:0{decimals}d}"
         return text, offset + size
 
     return read
