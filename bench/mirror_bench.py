@@ -50,7 +50,7 @@ from bench.machine import describe as describe_machine
 from mirror.plan import RowChange
 from mirror.redis_applier import RedisApplier, redis_key
 from mirror.warehouse import WarehouseApplier, connect_warehouse
-from simple_binlog.config import Settings, TableMirror, load_settings
+from simple_binlog.config import KafkaSettings, Settings, TableMirror, load_settings
 from stack.manager import LocalStack
 
 TABLE = "bench_orders"
@@ -342,10 +342,7 @@ def bench_freshness(settings: Settings, args: argparse.Namespace) -> Figure | No
     stop.set()
     thread.join(30)
     applier.close()
-    client = redis.Redis.from_url(settings.redis.url.get_secret_value())
-    for key in client.scan_iter(f"benchf{tag}:*", count=10_000):
-        client.delete(key)
-    client.close()
+    _drop_run_data(settings, redis_settings.key_prefix, kafka)
     ordered = sorted(lags)
     if not ordered:
         print("  nothing was applied")
@@ -477,6 +474,21 @@ def _drop_redis_keys(settings: Settings, prefix: str) -> None:
     client.close()
 
 
+def _drop_run_data(settings: Settings, redis_prefix: str, kafka: KafkaSettings) -> None:
+    """The run's Redis keys and topics (named by its own prefixes): runs leave nothing behind."""
+    _drop_redis_keys(settings, redis_prefix)
+    from confluent_kafka.admin import AdminClient
+
+    from simple_binlog.kafka import admin_config
+
+    admin = AdminClient(admin_config(kafka))
+    listed = admin.list_topics(timeout=10).topics
+    topics = [name for name in listed if name.startswith(kafka.topic_prefix)]
+    if topics:
+        for future in admin.delete_topics(topics, operation_timeout=30).values():
+            future.result()
+
+
 def _write_paced(
     database: str, writers: int, total: int, rate: int, first_id: int = 1
 ) -> tuple[dict[int, float], float]:
@@ -581,7 +593,7 @@ def bench_mysql_freshness(settings: Settings, args: argparse.Namespace) -> Figur
         stop_collector.set()
         collector.join(60)
         applier.close()
-        _drop_redis_keys(settings, redis_settings.key_prefix)
+        _drop_run_data(settings, redis_settings.key_prefix, kafka)
         with _mysql_admin(settings) as conn, conn.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS {database}")
     return _mysql_freshness_figure(committed_at, applied_at, total, achieved, mirror.max_wait_ms)
