@@ -249,6 +249,9 @@ def _optional_metadata(  # noqa: PLR0912 - one branch per metadata kind
     """Apply the TLV optional metadata; True if it named the columns."""
     has_names = False
     end = len(data)
+    # ENUM/SET labels are written in the column's character set, which MariaDB lists after
+    # them: decoded once the whole metadata is read (a latin1 'é' is not UTF-8).
+    labels: dict[int, list[bytes]] = {}
     while offset < end:
         kind = data[offset]
         length, offset = lenenc(data, offset + 1)
@@ -271,16 +274,12 @@ def _optional_metadata(  # noqa: PLR0912 - one branch per metadata kind
             position = offset
             while position < stop:
                 count, position = lenenc(data, position)
-                labels = []
+                raw = []
                 for _ in range(count):
                     size, position = lenenc(data, position)
-                    labels.append(bytes(data[position : position + size]).decode("utf-8"))
+                    raw.append(bytes(data[position : position + size]))
                     position += size
-                column = next(targets)
-                if wanted == SET:
-                    column.set_values = labels
-                else:
-                    column.enum_values = labels
+                labels[next(targets).index] = raw
         elif kind == _SIMPLE_PRIMARY_KEY:
             for index in _ints(data, offset, stop):
                 columns[index].is_primary = True
@@ -288,7 +287,24 @@ def _optional_metadata(  # noqa: PLR0912 - one branch per metadata kind
             for index in _ints(data, offset, stop)[::2]:
                 columns[index].is_primary = True
         offset = stop
+    for index, raw in labels.items():
+        column = columns[index]
+        text = [label.decode(column.encoding) for label in raw]
+        if column.type == SET:
+            column.set_values = text
+        else:
+            column.enum_values = text
     return has_names
+
+
+def table_names(body: bytes | memoryview) -> tuple[str, str]:
+    """The schema and table a TABLE_MAP event names, without parsing its columns."""
+    offset = 8
+    schema_length = body[offset]
+    schema = bytes(body[offset + 1 : offset + 1 + schema_length]).decode("utf-8")
+    offset += 2 + schema_length
+    table_length = body[offset]
+    return schema, bytes(body[offset + 1 : offset + 1 + table_length]).decode("utf-8")
 
 
 def table_map_event(body: bytes | memoryview) -> TableMap:

@@ -427,9 +427,10 @@ class TableDecoders:
         if decoder is _MISSING:
             if len(self._by_map) >= self._limit:
                 self._by_map.clear()
-            table_map = ev.table_map_event(body)
             decoder = None
-            if self._include(table_map.schema, table_map.table):
+            # The names first: an excluded table's columns are never parsed.
+            if self._include(*ev.table_names(body)):
+                table_map = ev.table_map_event(body)
                 decoder = RowDecoder(table_map, self._schemas.for_event(table_map))
             self._by_map[body] = decoder
         self._by_table_id[int.from_bytes(body[0:6], "little")] = decoder
