@@ -4,7 +4,9 @@ Reading resumes from the last committed ``CollectorPosition`` (a GTID position, 
 already published of a transaction that was split). Rows are added to an open Kafka
 transaction; the transaction is committed, together with the position after its last row,
 when it holds ``max_rows_per_transaction`` rows, or at the end of a MySQL transaction once
-``commit_interval_ms`` has passed since it began. A MySQL transaction is never published
+``commit_interval_ms`` has passed since it began — and, when nothing follows that
+transaction, as soon as the interval is over (an idle timer, not the next binlog heartbeat),
+so commit → readable stays near the interval. A MySQL transaction is never published
 partly unless it alone exceeds the row limit, and then its position says which row comes
 next. Any failure aborts the open transaction and resumes from the last committed position,
 so a reader sees each row change once, in binlog order, with the same binlogOffsets.
