@@ -21,8 +21,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import time
 import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pymysql
 import pymysql.cursors
@@ -36,6 +40,7 @@ from mock_replay.runner import Cancellation, ReplayRequest, execute_run, start_r
 from simple_binlog.config import Settings, load_settings
 from simple_binlog.kafka import admin_config, topic_name
 from stack.manager import LocalStack
+from stack.process import PidFile
 
 COLUMNS = """
   id BIGINT UNSIGNED NOT NULL PRIMARY KEY, user_id INT NOT NULL, shop_id INT NOT NULL,
@@ -52,6 +57,44 @@ SELECT s.seq * 100 + {shard}, s.seq % 1000003, s.seq % 997, (s.seq % 100000) / 1
        TIMESTAMP'2026-11-02 00:00:00.654321' + INTERVAL s.seq SECOND, b'101', s.seq / 7
 FROM seq_1_to_{rows} AS s
 """
+
+
+class CpuMeter:
+    """CPU seconds spent during a measurement by MariaDB, the Kafka broker and this process
+    with its reader processes: where the 2 cores went, and how far from their ceiling."""
+
+    def __init__(self, stack: LocalStack) -> None:
+        self._pids = {
+            name: PidFile(stack.paths.run / f"{name}.pid").read() for name in ("mariadb", "kafka")
+        }
+        self.seconds: dict[str, float] = {}
+
+    @staticmethod
+    def _of(pid: int | None) -> float:
+        if pid is None:
+            return 0.0
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def _now(self) -> dict[str, float]:
+        own = os.times()
+        mine = own.user + own.system + own.children_user + own.children_system
+        return {"replay": mine} | {name: self._of(pid) for name, pid in self._pids.items()}
+
+    def measure(self, work: Callable[[], Any]) -> Any:
+        before = self._now()
+        result = work()
+        self.seconds = {name: value - before[name] for name, value in self._now().items()}
+        return result
+
+    def describe(self, rows: int, label: str = "replay") -> str:
+        parts = [f"{name if name != 'replay' else label} {seconds:.1f} s"
+                 for name, seconds in self.seconds.items()]  # fmt: skip
+        total = sum(self.seconds.values())
+        return f"cpu: {', '.join(parts)} = {1e6 * total / max(rows, 1):.1f} µs of CPU per row"
 
 
 def _admin(settings: Settings) -> pymysql.connections.Connection:
@@ -128,7 +171,8 @@ def main() -> None:
     args = parser.parse_args()
 
     base = load_settings()
-    LocalStack(base).up()
+    stack = LocalStack(base)
+    stack.up()
     prefix = f"bench_replay_{uuid.uuid4().hex[:6]}"
     kafka = base.kafka.model_copy(update={"topic_prefix": f"{prefix}."})
     settings = base.model_copy(update={"kafka": kafka})
@@ -144,16 +188,21 @@ def main() -> None:
         source = MySQLSource(settings.instances[0])
         shapes = [source.shape(*name.split(".")) for name in tables]
         source.close()
-        rows, seconds = read_limit(settings, shapes)
+        cpu = CpuMeter(stack)
+        rows, seconds = cpu.measure(lambda: read_limit(settings, shapes))
         limit_rate = rows / seconds
         print(f"read limit (PyMySQL SSCursor, nothing published): {rows:,} rows in {seconds:.1f} s"
               f" = {limit_rate:,.0f} rows/s")  # fmt: skip
+        print(f"  {cpu.describe(rows, 'reader')}")
         for workers in args.workers:
-            published, seconds = replay(settings, prefix, workers, args.batch_size)
+            published, seconds = cpu.measure(
+                lambda w=workers: replay(settings, prefix, w, args.batch_size)
+            )
             rate = published / seconds
             print(f"replay, {workers} reader process(es), batch {args.batch_size:,}: {published:,} rows"
                   f" in {seconds:.1f} s = {rate:,.0f} rows/s = {rate / limit_rate:.0%} of the read limit"
                   f" (targets: 100,000 rows/s, 50 %)", flush=True)  # fmt: skip
+            print(f"  {cpu.describe(published)}", flush=True)
             figures.append(Figure(f"replay.workers_{workers}", f"replay, {workers} reader process(es), "
                                   f"{published:,} rows in {args.shards} shards", rate, "rows/s",
                                   limit_rate, "read limit (PyMySQL SSCursor)"))  # fmt: skip

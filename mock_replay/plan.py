@@ -127,8 +127,15 @@ def _time_text(quoted: str) -> str:
     )
 
 
+# Kinds whose MySQL text form (text protocol, session time_zone '+00:00') already is the
+# contract's wire form: DECIMAL prints exactly its scale's decimals, DATE/DATETIME/TIMESTAMP
+# exactly their fsp fraction digits. ``MySQLSource`` reads them as text, skipping a parse into
+# Decimal/datetime and a format back per value.
+TEXT_IS_WIRE = (Kind.DECIMAL, Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP)
+
+
 def _json_value(name: str, spec: str) -> str | None:  # noqa: PLR0911
-    """The SQL giving a column's wire value inside JSON_OBJECT, or None if the server cannot
+    """The SQL giving a column's wire value (a number or a text), or None if the server cannot
     produce it (the table is then encoded in Python)."""
     column = parse_column_type(spec)
     quoted = quote_identifier(name)
@@ -144,7 +151,7 @@ def _json_value(name: str, spec: str) -> str | None:  # noqa: PLR0911
     if kind in (*TEXT_IS_WIRE, Kind.UINT64, Kind.UUID, Kind.INET4, Kind.INET6):
         return f"CAST({quoted} AS CHAR)"
     if kind is Kind.TEXT:
-        # MariaDB's JSON is a LONGTEXT, which JSON_OBJECT would embed as JSON, not as text.
+        # MariaDB's JSON is a LONGTEXT; as CHAR it is quoted as the text it holds.
         return f"CAST({quoted} AS CHAR)" if spec.lower().startswith("longtext") else quoted
     if kind is Kind.TIME:
         return _time_text(quoted)
@@ -155,6 +162,34 @@ def _json_value(name: str, spec: str) -> str | None:  # noqa: PLR0911
     return None
 
 
+# Kinds whose wire value is a JSON number, and kinds whose text never needs JSON escaping
+# (digits, dates, hex, base64): those are quoted without JSON_QUOTE.
+_NUMBER_KINDS = (Kind.INT, Kind.DOUBLE, Kind.YEAR, Kind.FLOAT, Kind.BIT)
+_PLAIN_TEXT_KINDS = (
+    *TEXT_IS_WIRE,
+    Kind.UINT64,
+    Kind.UUID,
+    Kind.INET4,
+    Kind.INET6,
+    Kind.TIME,
+    Kind.BINARY,
+    Kind.GEOMETRY,
+)
+
+
+def _json_member(name: str, spec: str) -> str | None:
+    """A column's value as JSON text (``null`` for NULL), for the row's CONCAT."""
+    value = _json_value(name, spec)
+    if value is None:
+        return None
+    kind = parse_column_type(spec).kind
+    if kind in _NUMBER_KINDS:
+        return f"IFNULL({value}, 'null')"
+    if kind in _PLAIN_TEXT_KINDS:
+        return f"IFNULL(CONCAT('\"', {value}, '\"'), 'null')"
+    return f"IFNULL(JSON_QUOTE({value}), 'null')"
+
+
 def json_chunk_query(
     shape: TableShape,
     condition: Condition | None,
@@ -162,8 +197,8 @@ def json_chunk_query(
     limit: int,
 ) -> tuple[str, tuple[object, ...]] | None:
     """The SELECT of the next chunk as one column per row: the row's ``content`` as JSON
-    text, built by the server (``JSON_OBJECT``) in the contract's wire form. None if a column
-    type or name (a backslash) keeps the server from building it."""
+    text, built by the server in the contract's wire form. None if a column type or name keeps
+    the server from building it."""
     content = _json_object(shape)
     if content is None:
         return None
@@ -171,28 +206,38 @@ def json_chunk_query(
 
 
 def _json_object(shape: TableShape) -> str | None:
-    pairs = []
-    for name, spec in shape.column_types.items():
-        value = _json_value(name, spec)
-        if value is None or "\\" in name:
+    """The row's content as compact JSON text, written out with CONCAT: about a quarter less
+    server CPU per row than JSON_OBJECT (the replay's bottleneck when it reads one table at a
+    time), the same text orjson writes, and no "illegal mix of collations" when the table's
+    text columns differ in character set or collation (JSON_OBJECT refuses those)."""
+    pieces = []
+    for position, (name, spec) in enumerate(shape.column_types.items()):
+        member = _json_member(name, spec)
+        label = orjson.dumps(name).decode()
+        if member is None or "\\" in label:
+            # A name JSON must escape would need a backslash inside a SQL literal, whose
+            # meaning depends on the server's sql_mode: such a table is encoded in Python.
             return None
-        label = name.replace("'", "''").replace("%", "%%")
-        pairs.append(f"'{label}', {value}")
-    return f"JSON_OBJECT({', '.join(pairs)})"
+        lead = "{" if position == 0 else ","
+        literal = f"{lead}{label}:".replace("'", "''").replace("%", "%%")
+        pieces.append(f"'{literal}', {member}")
+    if not pieces:
+        return None
+    return f"CONCAT({', '.join(pieces)}, '}}')"
 
 
 # Between the rows of a batch: JSON text never holds a raw newline (it is escaped as \n).
-BATCH_SEPARATOR = "\n"
+BATCH_SEPARATOR = b"\n"
 _CONTENT_ALIAS = "_cdc_replay_content"
 
 
-def batch_is_whole(count: int, characters: object, joined: str | None) -> bool:
+def batch_is_whole(count: int, length: object, joined: bytes | None) -> bool:
     """Whether a ``json_batch_query`` result holds all of its rows, uncut."""
     if count == 0:
         return True
-    if joined is None or characters is None:
+    if joined is None or length is None:
         return False
-    return len(joined) == int(str(characters)) + count - 1
+    return len(joined) == int(str(length)) + count - 1
 
 
 def json_batch_query(
@@ -201,13 +246,14 @@ def json_batch_query(
     last_key: Sequence[object] | None,
     limit: int,
 ) -> tuple[str, tuple[object, ...]] | None:
-    """The next chunk as ONE row: ``(row count, total characters of the rows' JSON, the rows'
-    content JSON joined by newlines in key order)``. One protocol row per chunk instead of one
-    per table row: the per-row cost of the client's protocol parsing goes away.
+    """The next chunk as ONE row: ``(row count, total bytes of the rows' JSON, the rows'
+    content JSON joined by newlines in key order, as bytes)``. One protocol row per chunk
+    instead of one per table row: the per-row cost of the client's protocol parsing goes away,
+    and as bytes the rows go to Kafka without being decoded and encoded again.
 
     GROUP_CONCAT cuts a result longer than ``group_concat_max_len`` with a warning, not an
     error, and a cut can fall inside the last row: the caller checks that the joined text is
-    exactly ``characters + count - 1`` long (``batch_is_whole``) and reads a cut chunk again
+    exactly ``length + count - 1`` bytes long (``batch_is_whole``) and reads a cut chunk again
     row by row."""
     content = _json_object(shape)
     if content is None or _CONTENT_ALIAS in shape.column_types:
@@ -216,8 +262,8 @@ def json_batch_query(
     inner, params = _chunk_sql(
         shape, f"{keys}, {content} AS `{_CONTENT_ALIAS}`", condition, last_key, limit
     )
-    joined = f"GROUP_CONCAT(`{_CONTENT_ALIAS}` ORDER BY {keys} SEPARATOR '{BATCH_SEPARATOR}')"
-    lengths = f"SUM(CHAR_LENGTH(`{_CONTENT_ALIAS}`))"
+    joined = f"CAST(GROUP_CONCAT(`{_CONTENT_ALIAS}` ORDER BY {keys} SEPARATOR '\n') AS BINARY)"
+    lengths = f"SUM(LENGTH(`{_CONTENT_ALIAS}`))"
     sql = f"SELECT COUNT(*), {lengths}, {joined} FROM ({inner}) AS `_cdc_replay_chunk`"  # noqa: S608
     return sql, params
 
@@ -243,13 +289,6 @@ def _chunk_sql(
     table = f"{quote_identifier(shape.schema)}.{quote_identifier(shape.table)}"
     sql = f"SELECT {columns} FROM {table}{where} ORDER BY {order} LIMIT {int(limit)}"  # noqa: S608
     return sql, tuple(params)
-
-
-# Kinds whose MySQL text form (text protocol, session time_zone '+00:00') already is the
-# contract's wire form: DECIMAL prints exactly its scale's decimals, DATE/DATETIME/TIMESTAMP
-# exactly their fsp fraction digits. ``MySQLSource`` reads them as text, skipping a parse into
-# Decimal/datetime and a format back per value.
-TEXT_IS_WIRE = (Kind.DECIMAL, Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP)
 
 
 def _encoder(name: str, column: ColumnType) -> Callable[[Any], JsonScalar]:  # noqa: PLR0911
@@ -308,6 +347,8 @@ class RowEncoder:
         if not template.endswith(suffix):
             raise AssertionError("SimpleBinlog.to_json no longer ends with content")
         self._prefix = template[: -len(suffix)] + b'"content":'
+        if BATCH_SEPARATOR in self._prefix:  # encode_batch splits on it; JSON escapes it
+            raise AssertionError("a message prefix holds a raw newline")
 
     def content(self, row: Sequence[Any]) -> dict[str, JsonScalar]:
         values = list(row)
@@ -340,6 +381,15 @@ class RowEncoder:
     def encode_json_text(self, content_json: str) -> bytes:
         """The message of a row whose content the server built as JSON text."""
         return self._prefix + content_json.encode() + b"}"
+
+    def encode_batch(self, joined: bytes) -> list[bytes]:
+        """The messages of a batch of server-built contents joined by newlines: the same as
+        ``encode_json_text`` of each, but each newline becomes "end of this message, start of
+        the next" in one pass in C, with no Python step per row."""
+        between = b"}" + BATCH_SEPARATOR + self._prefix
+        return (self._prefix + joined.replace(BATCH_SEPARATOR, between) + b"}").split(
+            BATCH_SEPARATOR
+        )
 
     def key_of(self, content: dict[str, JsonScalar]) -> tuple[JsonScalar, ...]:
         """A row's key in the wire form: what the progress topic stores as the last key."""

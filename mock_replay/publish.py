@@ -57,12 +57,13 @@ class ChunkPublisher(ABC):
     @abstractmethod
     def publish(
         self,
-        rows: Sequence[Record],
+        key: bytes,
+        values: Sequence[bytes],
         progress: TableProgress,
         detections: Sequence[DetectionRecord] = (),
     ) -> None:
-        """Publish the rows, the progress and the rows' governance detections atomically;
-        raise if they are not committed."""
+        """Publish one table's rows (all under its partition key), the progress and the rows'
+        governance detections atomically; raise if they are not committed."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -101,13 +102,14 @@ class MemoryChunkPublisher(ChunkPublisher):
 
     def publish(
         self,
-        rows: Sequence[Record],
+        key: bytes,
+        values: Sequence[bytes],
         progress: TableProgress,
         detections: Sequence[DetectionRecord] = (),
     ) -> None:
         if self.fail_after is not None and len(self.progress) >= self.fail_after:
             raise ServiceUnavailableError("the memory publisher was told to fail.")
-        self.rows.extend(rows)
+        self.rows.extend((key, value) for value in values)
         self.detections.extend(detections)
         self.progress.append(progress)
         if self.store is not None:
@@ -159,7 +161,6 @@ class KafkaChunkPublisher(ChunkPublisher):
         self._detections_topic_ready = False
         self._transactional_id = transactional_id(instance, run_id, worker)
         self._producer: Producer | None = None
-        self._delivery_errors: list[KafkaError] = []
 
     def start(self) -> None:
         config = producer_config(
@@ -180,7 +181,8 @@ class KafkaChunkPublisher(ChunkPublisher):
 
     def publish(
         self,
-        rows: Sequence[Record],
+        key: bytes,
+        values: Sequence[bytes],
         progress: TableProgress,
         detections: Sequence[DetectionRecord] = (),
     ) -> None:
@@ -192,8 +194,7 @@ class KafkaChunkPublisher(ChunkPublisher):
             self._detections_topic_ready = True
         try:
             producer.begin_transaction()
-            for key, value in rows:
-                self._produce(producer, self._topic, key, value)
+            self._produce_rows(producer, key, values)
             for record in detections:
                 self._produce(
                     producer,
@@ -204,28 +205,39 @@ class KafkaChunkPublisher(ChunkPublisher):
             self._produce(
                 producer, self._progress_topic, progress.key, orjson.dumps(progress.to_json())
             )
+            # No delivery callbacks: a message that fails for good fails the commit, and the
+            # transaction with it (a Python callback per row cost more than the row's produce).
             producer.commit_transaction(self._timeout_s)
         except KafkaException as exc:
             self._abort_quietly(producer)
             raise _kafka_failure(
                 self._settings, f"publishing a chunk of {progress.table}", exc
             ) from None
-        if self._delivery_errors:
-            error = self._delivery_errors[0]
-            self._delivery_errors.clear()
-            raise ServiceUnavailableError(f"a replayed row was not delivered ({error.str()}).")
+
+    def _produce_rows(self, producer: Producer, key: bytes, values: Sequence[bytes]) -> None:
+        """All of a chunk's rows in one call (the configured partitioner places each by its
+        key, as ``produce`` would); rows the local queue had no room for are produced again
+        once deliveries made room, other failures raise."""
+        pending: list[dict[str, Any]] = [{"key": key, "value": value} for value in values]
+        while pending:
+            queued = producer.produce_batch(self._topic, pending)
+            if queued == len(pending):
+                return
+            failed = [message for message in pending if "_error" in message]
+            for message in failed:
+                error: KafkaError = message.pop("_error")
+                if error.code() != KafkaError._QUEUE_FULL:
+                    raise KafkaException(error)
+            producer.poll(0.05)  # the local queue is full: let deliveries drain
+            pending = failed
 
     def _produce(self, producer: Producer, topic: str, key: bytes, value: bytes) -> None:
         while True:
             try:
-                producer.produce(topic, key=key, value=value, on_delivery=self._on_delivery)
+                producer.produce(topic, key=key, value=value)
                 return
             except BufferError:
                 producer.poll(0.05)  # the local queue is full: let deliveries drain
-
-    def _on_delivery(self, error: KafkaError | None, _message: Any) -> None:
-        if error is not None:
-            self._delivery_errors.append(error)
 
     def _abort_quietly(self, producer: Producer) -> None:
         try:

@@ -299,14 +299,13 @@ class ReplayWorker:
         if reading == "batch":
             query = json_batch_query(shape, condition, after, limit)
             assert query is not None
-            ((count, characters, joined),) = self._source.read_chunk(*query, shape.name)
-            if not batch_is_whole(count, characters, joined):
+            ((count, length, joined),) = self._source.read_chunk(*query, shape.name)
+            if not batch_is_whole(count, length, joined):
                 return [], None
-            pieces = joined.split(BATCH_SEPARATOR) if count else []
-            if not pieces:
+            if not count:
                 return [], ()
-            values = [encoder.encode_json_text(piece) for piece in pieces]
-            return values, encoder.key_of(orjson.loads(pieces[-1]))
+            last = joined[joined.rfind(BATCH_SEPARATOR) + 1 :]
+            return encoder.encode_batch(joined), encoder.key_of(orjson.loads(last))
         if reading == "rows":
             query = json_chunk_query(shape, condition, after, limit)
             assert query is not None
@@ -337,8 +336,8 @@ class ReplayWorker:
         if reading == "batch":
             query = json_batch_query(shape, condition, after, limit)
             assert query is not None
-            ((count, characters, joined),) = self._source.read_chunk(*query, shape.name)
-            if not batch_is_whole(count, characters, joined):
+            ((count, length, joined),) = self._source.read_chunk(*query, shape.name)
+            if not batch_is_whole(count, length, joined):
                 return [], None
             contents = [orjson.loads(p) for p in joined.split(BATCH_SEPARATOR)] if count else []
         elif reading == "rows":
@@ -408,7 +407,7 @@ class ReplayWorker:
         with ReadAhead(self._chunks(shape, after, encoder)) as chunks:
             for chunk in chunks:
                 if chunk is None or self._cancel.is_set():
-                    self._publisher.publish([], progress.finished("cancelled"))
+                    self._publisher.publish(key, [], progress.finished("cancelled"))
                     raise ReplayCancelled(f"replay run {spec.run_id} was cancelled.")
                 if not chunk.values:
                     break
@@ -416,16 +415,14 @@ class ReplayWorker:
                 if len(chunk.values) < spec.batch_size:
                     # A short chunk is the last one: "done" commits with its rows.
                     progress = progress.finished("done")
-                self._publisher.publish(
-                    [(key, value) for value in chunk.values], progress, chunk.detections
-                )
+                self._publisher.publish(key, chunk.values, progress, chunk.detections)
                 self._on_progress(progress)
                 delay = self._bucket.take(len(chunk.values))
                 if delay > 0:
                     self._cancel.wait(delay)  # the next round's check sees a cancellation
         if progress.state != "done":
             progress = progress.finished("done")
-            self._publisher.publish([], progress)
+            self._publisher.publish(key, [], progress)
             self._on_progress(progress)
         return progress
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
 from collector.reader import read_range, server_position
 from mock_replay.runner import ReplayRequest
+from mock_replay.source import MySQLSource
 from simple_binlog.config import Settings
 from simple_binlog.message import EventType, Source
 from simple_binlog.offsets import OffsetGenerator, mock_offset
@@ -57,9 +60,23 @@ ROWS = [
 ]
 
 
+@pytest.fixture()
+def chunk_queries(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The SQL of every chunk the replay reads, to tell which path was taken."""
+    queries: list[str] = []
+    read_chunk = MySQLSource.read_chunk
+
+    def recording(self: MySQLSource, sql: str, params: Sequence[object], table: str) -> Any:
+        queries.append(sql)
+        return read_chunk(self, sql, params, table)
+
+    monkeypatch.setattr(MySQLSource, "read_chunk", recording)
+    return queries
+
+
 @pytest.mark.parametrize("server_json", [True, False], ids=["server-json", "python-encoding"])
 def test_replayed_values_equal_the_collectors_and_mysqls(
-    local_stack: Settings, shards: Shards, server_json: bool
+    local_stack: Settings, shards: Shards, server_json: bool, chunk_queries: list[str]
 ) -> None:
     replay = local_stack.replay.model_copy(update={"server_json": server_json})
     settings = local_stack.model_copy(update={"replay": replay})
@@ -78,15 +95,16 @@ def test_replayed_values_equal_the_collectors_and_mysqls(
     }
     query_start = dt.datetime.now(dt.UTC)
 
-    replayed, publisher, prepared = replay_to_memory(
+    replayed, _, prepared = replay_to_memory(
         settings,
         ReplayRequest("local", shards.db, shards.table, batch_size=2, execute_day="2026-11-21"),
         now=query_start,
     )
 
     assert len(replayed) == len(ROWS) == len(binlog)
-    # MariaDB's JSON_OBJECT writes '": ', orjson '":': the path under test was taken.
-    assert all((b'"content":{"id": ' in value) == server_json for _, value in publisher.rows)
+    # The path under test was taken: one batch row per chunk built by the server, or columns.
+    assert chunk_queries
+    assert all(("GROUP_CONCAT(" in sql) == server_json for sql in chunk_queries)
     for message in replayed:
         collected = binlog[message.content["id"]]
         assert collected.event_type is EventType.INSERT
@@ -113,6 +131,47 @@ def test_replayed_values_equal_the_collectors_and_mysqls(
     assert second["fl"] == 1.2345677614212036  # the float32 value, not the text protocol's 1.23457
     nulls = next(m.content for m in replayed if m.content["id"] == "3")
     assert all(value is None for name, value in nulls.items() if name != "id")
+
+
+MIXED_CHARSETS = """
+  id INT NOT NULL PRIMARY KEY,
+  l1 VARCHAR(20) CHARACTER SET latin1, bn VARCHAR(20) COLLATE utf8mb4_bin,
+  uc VARCHAR(20) COLLATE utf8mb4_unicode_ci, asc_ VARCHAR(20) CHARACTER SET ascii,
+  u3 VARCHAR(20) CHARACTER SET utf8mb3, u16 TEXT CHARACTER SET utf16,
+  e ENUM('say "hi"', 'back\\\\slash', 'é') CHARACTER SET latin1,
+  s SET('a', 'b') COLLATE utf8mb4_bin
+"""
+
+
+@pytest.mark.parametrize("server_json", [True, False], ids=["server-json", "python-encoding"])
+def test_text_columns_of_different_charsets_and_collations_in_one_table(
+    local_stack: Settings, shards: Shards, server_json: bool, chunk_queries: list[str]
+) -> None:
+    """One row's text comes from columns of several character sets and collations (MariaDB's
+    JSON_OBJECT refuses to mix them); quotes, backslashes and control characters arrive as
+    the text MySQL holds."""
+    replay = local_stack.replay.model_copy(update={"server_json": server_json})
+    settings = local_stack.model_copy(update={"replay": replay})
+    shards.create(1, 1, MIXED_CHARSETS, 0, "")
+    table = f"{shards.db}_00.{shards.table}_00"
+    rows = [
+        (1, 'é"\\', "x\ny\t", "ü", "plain", "€", "😀 \x00 \x1f end", 'say "hi"', "a,b"),
+        (2, "", "", "", "", "", "", "back\\slash", ""),
+        (3, *[None] * 8),
+    ]
+    with admin(local_stack) as conn, conn.cursor() as cursor:
+        cursor.executemany(f"INSERT INTO {table} VALUES ({', '.join(['%s'] * 9)})", rows)
+
+    replayed, _, prepared = replay_to_memory(
+        settings, ReplayRequest("local", shards.db, shards.table, batch_size=2)
+    )
+
+    assert all(("GROUP_CONCAT(" in sql) == server_json for sql in chunk_queries)
+    expected = mysql_rows(local_stack, prepared.shapes[table])
+    assert {(m.decoded_content()["id"],): m.decoded_content() for m in replayed} == expected
+    first = next(m.content for m in replayed if m.content["id"] == 1)
+    assert first["l1"] == 'é"\\' and first["bn"] == "x\ny\t" and first["u16"] == "😀 \x00 \x1f end"
+    assert first["e"] == 'say "hi"' and first["s"] == "a,b"
 
 
 def test_a_batch_too_long_for_the_server_is_read_row_by_row(

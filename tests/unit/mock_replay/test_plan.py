@@ -22,6 +22,7 @@ from mock_replay.plan import (
     encode_key,
     execute_day,
     execute_time_ms,
+    json_batch_query,
     json_chunk_query,
     keyset_params,
     keyset_predicate,
@@ -215,6 +216,8 @@ def test_server_json_query_builds_the_wire_form_for_every_supported_type() -> No
             "bn": "binary(4)",
             "js": "longtext",
             "v": "varchar(10)",
+            "e": "enum('a','b')",
+            "p%": "decimal(5,2)",
             "g": "point",
         },
         ("id",),
@@ -222,22 +225,43 @@ def test_server_json_query_builds_the_wire_form_for_every_supported_type() -> No
     )
     sql, params = json_chunk_query(shape, None, ("5",), 10)
     assert sql.startswith(
-        "SELECT JSON_OBJECT('id', CAST(`id` AS CHAR), 'it''s', `it's`, "
-        "'f', CAST(`f` AS DOUBLE), 'tm', CONCAT(IF(`tm` < 0, '-', ''), HOUR(`tm`), "
+        """SELECT CONCAT('{"id":', IFNULL(CONCAT('"', CAST(`id` AS CHAR), '"'), 'null'), """
+        """',"it''s":', IFNULL(`it's`, 'null'), ',"f":', IFNULL(CAST(`f` AS DOUBLE), 'null'), """
+        """',"tm":', IFNULL(CONCAT('"', CONCAT(IF(`tm` < 0, '-', ''), HOUR(`tm`), """
     )
     assert (
-        "'bn', REPLACE(TO_BASE64(TRIM(TRAILING x'00' FROM `bn`)), CHAR(10 USING utf8mb4), '')"
-        in sql
-    )
-    assert "'js', CAST(`js` AS CHAR)" in sql and "'v', `v`" in sql
-    assert sql.endswith("FROM `d`.`t` WHERE ((`id` > %s)) ORDER BY `id` LIMIT 10")
+        """',"bn":', IFNULL(CONCAT('"', REPLACE(TO_BASE64(TRIM(TRAILING x'00' FROM `bn`)), """
+        """CHAR(10 USING utf8mb4), ''), '"'), 'null')"""
+    ) in sql
+    # Text that may need escaping goes through JSON_QUOTE; '%' is doubled for the driver.
+    assert """',"js":', IFNULL(JSON_QUOTE(CAST(`js` AS CHAR)), 'null')""" in sql
+    assert """',"v":', IFNULL(JSON_QUOTE(`v`), 'null')""" in sql
+    assert """',"e":', IFNULL(JSON_QUOTE(`e`), 'null')""" in sql
+    assert """',"p%%":', IFNULL(CONCAT('"', CAST(`p%%` AS CHAR), '"'), 'null')""" in sql
+    assert """, '}') FROM `d`.`t` WHERE ((`id` > %s)) ORDER BY `id` LIMIT 10""" in sql
     assert params == ("5",)
 
 
-def test_server_json_is_not_used_for_a_column_name_with_a_backslash() -> None:
+def test_server_json_is_not_used_for_a_column_name_json_must_escape() -> None:
+    for name in ("a\\b", 'say "hi"', "tab\there"):
+        shape = TableShape("d", "t", {"id": "int(11)", name: "int(11)"}, ("id",), 0)
+        assert json_chunk_query(shape, None, None, 10) is None, name
+        assert json_batch_query(shape, None, None, 10) is None, name
     shape = TableShape("d", "t", {"id": "int(11)", "a\\b": "int(11)"}, ("id",), 0)
-    assert json_chunk_query(shape, None, None, 10) is None
     assert chunk_query(shape, None, None, 10)[0].startswith("SELECT `id`, `a\\b` FROM")
+
+
+def test_a_batch_query_returns_the_rows_joined_as_bytes_in_key_order() -> None:
+    shape = TableShape("d", "t", {"a": "int(11)", "b": "int(11)"}, ("a", "b"), 0)
+    query = json_batch_query(shape, None, (1, 2), 100)
+    assert query is not None
+    sql, params = query
+    assert sql.startswith(
+        "SELECT COUNT(*), SUM(LENGTH(`_cdc_replay_content`)), CAST(GROUP_CONCAT("
+        "`_cdc_replay_content` ORDER BY `a`, `b` SEPARATOR '\n') AS BINARY) FROM (SELECT `a`, `b`, "
+    )
+    assert sql.endswith("ORDER BY `a`, `b` LIMIT 100) AS `_cdc_replay_chunk`")
+    assert params == (1, 1, 2)
 
 
 def test_a_row_built_by_the_server_gets_the_same_envelope() -> None:
@@ -249,13 +273,27 @@ def test_a_row_built_by_the_server_gets_the_same_envelope() -> None:
     )
 
 
+def test_a_batch_becomes_the_same_messages_as_its_rows_one_by_one() -> None:
+    encoder = RowEncoder(SHAPE, 7, 0)
+    contents = [
+        {"shop": 1, "order_no": "a\nb", "amount": "1.00", "weight": 0.5, "big": "1"},
+        {"shop": 2, "order_no": "héllo 😀", "amount": None, "weight": None, "big": "2"},
+        {"shop": 3, "order_no": "", "amount": "3.10", "weight": 1e300, "big": "3"},
+    ]
+    joined = b"\n".join(orjson.dumps(content) for content in contents)
+    messages = encoder.encode_batch(joined)
+    assert messages == [encoder.encode(content) for content in contents]
+    assert [decode_message(m).content for m in messages] == contents
+    assert encoder.encode_batch(orjson.dumps(contents[0])) == [encoder.encode(contents[0])]
+
+
 def test_a_cut_batch_is_recognised_even_when_the_cut_falls_inside_the_last_row() -> None:
-    rows = ['{"id": 1}', '{"id": 2, "v": "abc"}', '{"id": 3, "v": "héllo"}']
-    joined = "\n".join(rows)
-    characters = sum(len(r) for r in rows)
-    assert batch_is_whole(3, characters, joined)
-    assert not batch_is_whole(3, characters, joined[:-3])  # still 3 pieces, the last one cut
-    assert not batch_is_whole(3, characters, None)
+    rows = [b'{"id":1}', b'{"id":2,"v":"abc"}', '{"id":3,"v":"héllo"}'.encode()]
+    joined = b"\n".join(rows)
+    length = sum(len(r) for r in rows)  # bytes, as SUM(LENGTH()) counts them
+    assert batch_is_whole(3, length, joined)
+    assert not batch_is_whole(3, length, joined[:-3])  # still 3 pieces, the last one cut
+    assert not batch_is_whole(3, length, None)
     assert batch_is_whole(0, None, None)
 
 

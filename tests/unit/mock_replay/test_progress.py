@@ -82,10 +82,10 @@ def test_memory_publisher_commits_rows_with_progress_or_nothing() -> None:
     store.write(SPEC.key, SPEC.to_json())
     publisher = MemoryChunkPublisher(store)
     progress = TableProgress("r1", "a.b", ("id",))
-    publisher.publish([(b"a.b", b"{}")], progress.advanced((1,), 1))
+    publisher.publish(b"a.b", [b"{}"], progress.advanced((1,), 1))
     publisher.fail_after = 1
     with pytest.raises(ServiceUnavailableError):
-        publisher.publish([(b"a.b", b"{}")], progress.advanced((2,), 2))
+        publisher.publish(b"a.b", [b"{}"], progress.advanced((2,), 2))
     assert publisher.rows == [(b"a.b", b"{}")]
     assert store.run("r1").tables["a.b"].last_key == (1,)
 
