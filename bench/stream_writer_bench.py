@@ -70,6 +70,80 @@ def produce(settings: Settings, topic: str, messages: int, tables: int, hot: int
     return time.monotonic() - started
 
 
+def delete_topic(settings: Settings, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    from simple_binlog.kafka import admin_config
+    AdminClient(admin_config(settings.kafka)).delete_topics([topic], operation_timeout=30)
+
+
+def print_progress(label: str, query) -> None:
+    """Each micro-batch's rows and phase durations (StreamingQueryProgress.durationMs)."""
+    for progress in query.recentProgress:
+        rows = progress["numInputRows"]
+        if not rows:
+            continue
+        phases = progress["durationMs"]
+        total = phases.get("triggerExecution", 0)
+        detail = ", ".join(f"{k} {v / 1000:.1f}" for k, v in sorted(phases.items())
+                           if k != "triggerExecution" and v >= 50)
+        print(f"  {label} batch {progress['batchId']}: {rows:,} rows in {total / 1000:.1f} s "
+              f"= {rows / max(total, 1) * 1000:,.0f} rows/s ({detail})", flush=True)
+
+
+def print_stages(event_dir: Path, since_ms: int, label: str) -> None:
+    """Spark stages completed after ``since_ms``, from the event log: name, tasks, seconds."""
+    import json
+
+    stages = []
+    # Spark 4 writes a directory per application (rolling event files inside).
+    for log_file in (path for path in event_dir.rglob("*") if path.is_file()):
+        with log_file.open() as handle:
+            for line in handle:
+                if '"SparkListenerStageCompleted"' not in line:
+                    continue
+                info = json.loads(line)["Stage Info"]
+                if info.get("Submission Time", 0) < since_ms:
+                    continue
+                stages.append((info["Submission Time"], info["Stage Name"], info["Number of Tasks"],
+                               (info["Completion Time"] - info["Submission Time"]) / 1000))
+    by_name: dict[str, list[float]] = {}
+    for _start, name, _tasks, seconds in sorted(stages):
+        by_name.setdefault(name.split(" at ")[0] + " at " + name.split(" at ")[-1], []).append(seconds)
+    print(f"  {label} Spark stages (name: count, total s, max s):", flush=True)
+    for name, times in sorted(by_name.items(), key=lambda kv: -sum(kv[1])):
+        print(f"    {name}: {len(times)}, {sum(times):.1f}, {max(times):.1f}", flush=True)
+
+
+def run_noop(spark, settings: Settings, topic: str, out: Path, max_offsets: int,
+             parse: bool) -> tuple[float, int]:
+    """Spark's Kafka source into the ``noop`` sink (optionally with the JSON parse): the most
+    the source (and the parse) can deliver on this machine."""
+    from pyspark.sql import functions as F
+
+    from stream_writer.transform import MESSAGE_SCHEMA
+
+    frame = (spark.readStream.format("kafka")
+             .option("kafka.bootstrap.servers", settings.kafka.bootstrap_servers)
+             .option("kafka.isolation.level", "read_committed")
+             .option("subscribe", topic).option("startingOffsets", "earliest")
+             .option("maxOffsetsPerTrigger", str(max_offsets)).load())
+    if parse:
+        frame = frame.select(F.from_json(F.col("value").cast("string"), MESSAGE_SCHEMA).alias("m"),
+                             "topic", "partition", "offset", "timestamp"
+                             ).select("m.*", "topic", "partition", "offset", "timestamp")
+    started = time.monotonic()
+    query = (frame.writeStream.format("noop").option("checkpointLocation", str(out / "checkpoint"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    seconds = time.monotonic() - started
+    rows = sum(p["numInputRows"] for p in query.recentProgress)
+    label = "Kafka → from_json → noop" if parse else "Kafka → noop"
+    print(f"{label}: {rows:,} rows in {seconds:.1f} s = {rows / seconds:,.0f} rows/s", flush=True)
+    print_progress(label, query)
+    return seconds, rows
+
+
 def run_baseline(spark, settings: Settings, topic: str, out: Path, max_offsets: int) -> tuple[float, int]:
     from pyspark.sql import functions as F
 
@@ -90,6 +164,7 @@ def run_baseline(spark, settings: Settings, topic: str, out: Path, max_offsets: 
              .trigger(availableNow=True).start())
     query.awaitTermination()
     seconds = time.monotonic() - started
+    print_progress("baseline", query)
     rows = spark.read.parquet(str(out / "data")).count()
     return seconds, rows
 
@@ -106,8 +181,10 @@ def run_writer(spark, settings: Settings, topic: str, name: str) -> tuple[float,
     started = time.monotonic()
     query = start_query(spark, settings, run, writer, available_now=True)
     query.awaitTermination()
+    writer.close()  # the last batch's publication
     seconds = time.monotonic() - started
     latest.close()
+    print_progress("stream writer", query)
     return seconds, writer
 
 
@@ -149,8 +226,8 @@ def file_report(lake: Path, database: str, target_bytes: int, hot_table: str) ->
 def measure_latency(spark, settings: Settings, rate: int, seconds: int) -> Figure:
     """Kafka → queryable delay at ``rate`` msg/s with the configured (default) trigger.
 
-    A message is queryable when its file is renamed into place, right after the batch's
-    manifest is written; delay = manifest time − the message's Kafka timestamp.
+    A message is queryable when its batch is published (files renamed into place, new
+    partitions in the metastore); delay = that moment − the message's Kafka timestamp.
     """
     import json
     import threading
@@ -166,8 +243,10 @@ def measure_latency(spark, settings: Settings, rate: int, seconds: int) -> Figur
     name = f"bench-lat-{uuid.uuid4().hex[:6]}"
     run = plan_run(settings, [], [topic], name)
     latest = KafkaLatestOffsets(settings, name)
+    published_ms: dict[int, int] = {}
     writer = BatchWriter(spark, settings.stream_writer, run.paths,
-                         settings.shard_rules, latest, WriterMetrics(name))
+                         settings.shard_rules, latest, WriterMetrics(name),
+                         on_published=lambda m: published_ms.setdefault(m.batch_id, int(time.time() * 1000)))
     query = start_query(spark, settings, run, writer, available_now=False)
     producer = Producer({**producer_config(settings.kafka, "bench-sw-lat"), "linger.ms": 5})
     total = rate * seconds
@@ -197,22 +276,20 @@ def measure_latency(spark, settings: Settings, rate: int, seconds: int) -> Figur
         else:
             query.awaitTermination(1)
     query.stop()
+    writer.close()
     latest.close()
     committed = {}
     for path in (run.paths.checkpoint_dir / "cdc_batches").glob("*.json"):
         manifest = json.loads(path.read_text())
         for item in manifest["files"]:
-            committed[item["final"].rsplit("/", 1)[-1]] = manifest["createdMs"]
+            committed[item["final"].rsplit("/", 1)[-1]] = published_ms[manifest["batchId"]]
     times = spark.createDataFrame(list(committed.items()), "file string, committedMs long")
     rows = (spark.read.parquet(*[str(p) for p in (settings.lake_dir / f"{settings.stream_writer.database}.db").glob("lat_orders")])
             .withColumn("file", F.element_at(F.split(F.input_file_name(), "/"), -1)))
     delays = rows.join(F.broadcast(times), "file").select(
         ((F.col("committedMs") - F.unix_millis(F.col("kafkaTimestamp"))) / 1000).alias("delay"))
     p50, p99 = delays.select(F.percentile_approx("delay", [0.5, 0.99])).first()[0]
-    from confluent_kafka.admin import AdminClient
-
-    from simple_binlog.kafka import admin_config
-    AdminClient(admin_config(settings.kafka)).delete_topics([topic], operation_timeout=30)
+    delete_topic(settings, topic)
     print(f"Kafka → queryable delay at {rate:,} msg/s, trigger {settings.stream_writer.trigger_interval_s:.0f} s: "
           f"p50 {p50:.1f} s, p99 {p99:.1f} s over {delays.count():,} rows", flush=True)
     return Figure("stream_writer.latency", f"Kafka → queryable at {rate:,} msg/s, trigger "
@@ -221,16 +298,27 @@ def measure_latency(spark, settings: Settings, rate: int, seconds: int) -> Figur
 
 
 def throughput(spark, settings: Settings, args, topic: str, work: Path, database: str) -> Figure:
+    events = work / "eventlog"
+    if args.noop:
+        run_noop(spark, settings, topic, work / "noop", args.max_offsets_per_trigger, parse=False)
+        run_noop(spark, settings, topic, work / "noop-parse", args.max_offsets_per_trigger,
+                 parse=True)
+    since = int(time.time() * 1000)
     base_s, base_rows = run_baseline(spark, settings, topic, work / "baseline",
                                      args.max_offsets_per_trigger)
     print(f"baseline (plain writeStream parquet): {base_rows:,} rows in {base_s:.1f} s = "
           f"{base_rows / base_s:,.0f} rows/s", flush=True)
+    if args.profile:
+        print_stages(events, since, "baseline")
+    since = int(time.time() * 1000)
     ours_s, _writer = run_writer(spark, settings, topic, f"bench-{uuid.uuid4().hex[:6]}")
     total = 0
     for table in spark.sql(f"SHOW TABLES IN {database}").collect():
         total += spark.table(f"{database}.{table['tableName']}").count()
     print(f"stream writer: {total:,} rows in {ours_s:.1f} s = {total / ours_s:,.0f} rows/s",
           flush=True)
+    if args.profile:
+        print_stages(events, since, "stream writer")
     print(f"ratio stream writer / baseline: {(total / ours_s) / (base_rows / base_s):.2f}")
     report = file_report(settings.lake_dir, database, int(args.target_file_mb * 2**20),
                          "shop000_orders")
@@ -245,7 +333,7 @@ def throughput(spark, settings: Settings, args, topic: str, work: Path, database
                              report["below 1/20 target (not last of group)"]})
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="stream writer vs plain Spark Kafka → Parquet")
     parser.add_argument("--messages", type=int, default=5_000_000)
     parser.add_argument("--tables", type=int, default=200)
@@ -257,8 +345,16 @@ def main() -> None:
                         help="also measure Kafka → queryable delay for this long (0: skip)")
     parser.add_argument("--latency-rate", type=int, default=5_000)
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--noop", action="store_true",
+                        help="first measure Kafka → noop sink, with and without the JSON parse")
+    parser.add_argument("--profile", action="store_true",
+                        help="Spark event log on: print the Spark stages of each run")
     parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for bench.report)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
@@ -283,8 +379,12 @@ def main() -> None:
                   f"(one {args.hot_factor}× hotter), {args.partitions} partitions …", flush=True)
             seconds = produce(settings, topic, args.messages, args.tables, args.hot_factor)
             print(f"produced in {seconds:.1f} s ({args.messages / seconds:,.0f} msg/s)", flush=True)
-        spark = build_session(settings, "bench-stream-writer",
-                              {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": "3g"})
+        conf = {"spark.ui.showConsoleProgress": "false", "spark.driver.memory": "3g"}
+        if args.profile:
+            (work / "eventlog").mkdir(parents=True, exist_ok=True)
+            conf |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": str(work / "eventlog"),
+                     "spark.eventLog.compress": "false"}
+        spark = build_session(settings, "bench-stream-writer", conf)
         figures: list[Figure] = []
         if topic is not None:
             figures.append(throughput(spark, settings, args, topic, work, database))
@@ -297,10 +397,7 @@ def main() -> None:
             spark.stop()
         shutil.rmtree(work, ignore_errors=True)
         if topic is not None:
-            from confluent_kafka.admin import AdminClient
-
-            from simple_binlog.kafka import admin_config
-            AdminClient(admin_config(settings.kafka)).delete_topics([topic], operation_timeout=30)
+            delete_topic(settings, topic)
 
 
 if __name__ == "__main__":

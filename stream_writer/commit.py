@@ -163,6 +163,16 @@ class ManifestStore:
     def save(self, manifest: BatchManifest) -> None:
         atomic_write_json(self.path(manifest.batch_id), manifest.to_json())
 
+    def committed_after(self, batch_id: int) -> list[int]:
+        """The ids of the manifests after ``batch_id``, in order."""
+        if not self.directory.exists():
+            return []
+        return sorted(
+            int(path.stem)
+            for path in self.directory.glob("*.json")
+            if path.stem.isdigit() and int(path.stem) > batch_id
+        )
+
     def prune(self, latest: int) -> None:
         """Drop manifests of batches far behind ``latest`` (Spark never replays those)."""
         for path in self.directory.glob("*.json"):
@@ -195,6 +205,16 @@ def complete(manifest: BatchManifest, lake_dir: Path) -> list[CommittedFile]:
     for directory in touched_dirs:
         fsync_dir(directory)
     return moved
+
+
+def discard_attempts(staging_root: Path, batch_id: int) -> None:
+    """Remove the staging directories of earlier attempts of batch ``batch_id`` only (a batch
+    before it may still be moving its files out of its own)."""
+    if not staging_root.exists():
+        return
+    for attempt in staging_root.iterdir():
+        if attempt.name.split("-", 1)[0] == str(batch_id):
+            shutil.rmtree(attempt, ignore_errors=True)
 
 
 def discard_staging(staging_root: Path, up_to_batch: int) -> None:

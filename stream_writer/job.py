@@ -159,6 +159,7 @@ def run_stream_writer(
         settings, f"cdc-stream-writer-{run.name}", {"spark.ui.showConsoleProgress": "false"}
     )
     latest = KafkaLatestOffsets(settings, run.name)
+    writer: BatchWriter | None = None
     try:
         writer = BatchWriter(
             spark,
@@ -168,6 +169,8 @@ def run_stream_writer(
             latest,
             metrics,
         )
+        # Batches committed but not published before a restart go first.
+        writer.start()
         poll_s = min(settings.stream_writer.trigger_interval_s, 5.0)
         backoff_s = 5.0
         while True:
@@ -198,8 +201,13 @@ def run_stream_writer(
                 if stop.wait(backoff_s):
                     break
                 backoff_s = min(backoff_s * 2, 60.0)
+        writer.close()
         writer.check_readiness()
     finally:
+        if writer is not None:
+            # The last batch's publication, when the query failed; its own error, if any,
+            # would hide the query's, and a restart publishes the batch anyway.
+            writer.close_quietly()
         latest.close()
         spark.stop()
 

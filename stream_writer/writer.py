@@ -14,7 +14,12 @@ the same id and the same offsets. The writer makes that repetition harmless:
 3. **Publish.** The files are renamed into ``<lake>/<database>.db/<table>/dt=<day>/`` (a
    rename is atomic: a reader sees a whole file or none), new ``dt`` partitions are added to
    the metastore, and the writer's state (watermarks, ready days, late rows) is replaced
-   atomically in ``<checkpoint>/cdc_state.json``, tagged with the batch id.
+   atomically in ``<checkpoint>/cdc_state.json``, tagged with the batch id. This step runs in
+   a thread of its own while Spark stages the next batch (a first batch registering hundreds
+   of tables would otherwise hold the stream); batches are published one at a time, in
+   order, and the next manifest is written only after the previous batch is published.
+   Spark may therefore mark a batch done before it is published: at start the writer
+   publishes every manifest newer than its state (``BatchWriter.start``) before any batch.
 
 On a repeated batch id: with a manifest, step 3 is finished (renames skip files already in
 place, ``ADD IF NOT EXISTS`` repeats nothing, the state update is skipped if its batch id is
@@ -30,12 +35,14 @@ part of the newest batch, never a row twice.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,6 +50,7 @@ from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlparse
 from zoneinfo import ZoneInfo
 
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from simple_binlog.config import StreamWriterSettings
@@ -59,6 +67,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SUCCESS = "_SUCCESS"
+# Hadoop options of the staging write only. A lake on the local filesystem: Hadoop's default
+# one writes a checksum file beside each file and, without Hadoop's native library (the
+# PyPI pyspark has none), sets each new file's mode by running `chmod` in a child process:
+# two processes per file, a third of a batch's time with 200 tables. The raw local
+# filesystem writes no checksum file (a fresh, uncached instance, so only this write uses
+# it). Other filesystems (HDFS, S3) are not affected.
+_STAGING_WRITE_OPTIONS = {
+    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "fs.file.impl.disable.cache": "true",
+}
+# The columns of the staged files that name them and advance the watermarks.
+_READ_BACK_SCHEMA = "kafkaTopic STRING, kafkaPartition INT, kafkaOffset BIGINT, executeTime BIGINT"
 
 
 class LatestOffsets(Protocol):
@@ -110,7 +130,9 @@ class BatchWriter:
         latest_offsets: LatestOffsets,
         metrics: WriterMetrics,
         clock: Callable[[], float] = time.time,
+        on_published: Callable[[commit.BatchManifest], None] | None = None,
     ) -> None:
+        """``on_published`` is told of each batch once its rows are queryable in Hive."""
         self.spark = spark
         self.config = config
         self.paths = paths
@@ -119,6 +141,7 @@ class BatchWriter:
         self.latest_offsets = latest_offsets
         self.metrics = metrics
         self.clock = clock
+        self.on_published = on_published
         self.zone = ZoneInfo(config.time_zone)
         self.rule = ReadinessRule(
             zone=self.zone,
@@ -130,8 +153,12 @@ class BatchWriter:
         self.catalog = HiveCatalog(spark, config.database, paths.lake_dir)
         self.manifests = commit.ManifestStore(paths.checkpoint_dir)
         self.state = self._load_state()
+        # Guards the state, the catalog and the markers: the publication of a batch runs in a
+        # thread of its own, and ``check_readiness`` in the caller's.
         self._lock = threading.Lock()
-        self._catalog_ready = False
+        self._started = False
+        self._publisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cdc-publish")
+        self._pending: Future[None] | None = None
 
     # -- state ------------------------------------------------------------------------------
 
@@ -143,27 +170,101 @@ class BatchWriter:
     # -- foreachBatch -----------------------------------------------------------------------
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        """Stage and commit one batch; its publication runs on while Spark reads the next.
+
+        The publication of batch N (renames, metastore, state) overlaps the staging of batch
+        N+1 (a Spark job): a first batch creating hundreds of tables in the metastore no
+        longer holds the stream up for that long. Batches are still published one at a
+        time and in order, and a batch is committed (its manifest) only after the one
+        before it is published; ``close`` waits for the last one. Spark may consider a
+        batch done before it is published: its manifest is then published by ``start``
+        when the writer starts again (``_recover``), before any new batch.
+        """
+        started = time.monotonic()
+        self.start()
+        manifest = self.manifests.load(batch_id)
+        phases: dict[str, float] = {}
+        if manifest is None:
+            commit.discard_attempts(self.paths.staging_root, batch_id)
+            manifest = self._stage(batch, batch_id, phases)
+            waited = time.monotonic()
+            self._wait_published()
+            phases["wait for previous"] = time.monotonic() - waited
+            self.manifests.save(manifest)
+        else:
+            log.info("batch %d was committed before a restart; completing it", batch_id)
+            self._wait_published()
+        staged_s = time.monotonic() - started
+        self._pending = self._publisher.submit(
+            self._publish_batch, manifest, phases, started, staged_s
+        )
+
+    def start(self) -> None:
+        """Create the Hive database and publish the batches committed but not published
+        before a restart; idempotent, also run by the first batch."""
+        if self._started:
+            # Without taking the lock: a batch must not wait here for the publication of
+            # the one before it (that is what overlapping them is for).
+            return
         with self._lock:
-            started = time.monotonic()
-            if not self._catalog_ready:
-                self.catalog.ensure_database()
-                self._catalog_ready = True
+            if self._started:
+                return
+            self.catalog.ensure_database()
+            self._recover()
+            self._started = True
+
+    def close(self) -> None:
+        """Wait for the last batch's publication (raises its error, if any)."""
+        self._wait_published()
+
+    def close_quietly(self) -> None:
+        """``close`` that logs the publication's error instead of raising it."""
+        try:
+            self.close()
+        except Exception as exc:  # noqa: BLE001 - reported, and the batch is published on restart
+            log.warning("the last batch was not published (%s); a restart publishes it", exc)
+
+    def _wait_published(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def _recover(self) -> None:
+        """Publish the committed but unpublished batches (the caller holds the lock)."""
+        for batch_id in self.manifests.committed_after(self.state.last_batch):
             manifest = self.manifests.load(batch_id)
-            if manifest is None:
-                commit.discard_staging(self.paths.staging_root, batch_id)
-                manifest = self._stage(batch, batch_id)
-                self.manifests.save(manifest)
-            else:
-                log.info("batch %d was committed before a restart; completing it", batch_id)
-            staged_s = time.monotonic() - started
-            published = self._publish(manifest)
-            if published is not None:
-                self._observe(manifest, *published, staged_s, time.monotonic() - started)
-            commit.discard_staging(self.paths.staging_root, batch_id)
-            self.manifests.prune(batch_id)
+            if manifest is not None:
+                log.info("batch %d was committed before a restart; publishing it", batch_id)
+                self._publish_locked(manifest, {}, time.monotonic(), 0.0)
+
+    def _publish_batch(
+        self,
+        manifest: commit.BatchManifest,
+        phases: dict[str, float],
+        started: float,
+        staged_s: float,
+    ) -> None:
+        with self._lock:
+            self._publish_locked(manifest, phases, started, staged_s)
+
+    def _publish_locked(
+        self,
+        manifest: commit.BatchManifest,
+        phases: dict[str, float],
+        started: float,
+        staged_s: float,
+    ) -> None:
+        published = self._publish(manifest, phases)
+        if self.on_published is not None:
+            self.on_published(manifest)
+        if published is not None:
+            self._observe(manifest, *published, phases, staged_s, time.monotonic() - started)
+        commit.discard_staging(self.paths.staging_root, manifest.batch_id)
+        self.manifests.prune(manifest.batch_id)
 
     def check_readiness(self) -> list[str]:
         """Mark days that turned ready while no batch ran (the clock part of the rule)."""
+        self.start()
         with self._lock:
             ready = self.state.newly_ready(self.rule, int(self.clock() * 1000))
             if ready:
@@ -176,13 +277,21 @@ class BatchWriter:
 
     # -- stage ------------------------------------------------------------------------------
 
-    def _stage(self, batch: DataFrame, batch_id: int) -> commit.BatchManifest:
+    def _stage(
+        self, batch: DataFrame, batch_id: int, phases: dict[str, float]
+    ) -> commit.BatchManifest:
         """Write the batch under a fresh staging directory in one pass and describe it.
 
         Rows are sorted by (table, day, Kafka offset) within each task; Spark's Kafka source
         reads one topic partition per task, so each (table, day, partition) is written by one
         task, rolling to a new file every ``rows_per_file`` rows: a hot table gets several
         files, a quiet one a single file, and every file holds a contiguous offset range.
+        (The sort costs little: measured, a write without it through Spark's concurrent
+        output writers, one open file per table and day, was slower with 200 tables.)
+
+        The physical tables of each logical table (for the routing check) are collected while
+        the rows are written (``observe``); the staged files are then read back, three
+        integer columns, for their offsets, rows and newest event.
         """
         batch_ts = layout.batch_timestamp(datetime.fromtimestamp(self.clock(), UTC))
         staging = self.paths.staging_root / f"{batch_id}-{uuid.uuid4().hex[:8]}"
@@ -191,14 +300,29 @@ class BatchWriter:
             int(self.config.target_file_mb * 1024 * 1024),
             self.state.bytes_per_row or layout.DEFAULT_BYTES_PER_ROW,
         )
+        began = time.monotonic()
+        rows = transform.lake_rows(batch, self.config.time_zone, self.rules)
+        observation = Observation(f"cdc_stream_writer_{batch_id}_{uuid.uuid4().hex[:8]}")
+        observed = rows.observe(
+            observation,
+            # As JSON text: PySpark hands an observed array back as a bare Java object.
+            F.to_json(
+                F.collect_set(
+                    F.when(F.col("error").isNull(), F.struct("_table", "schemaName", "tableName"))
+                )
+            ).alias("physical"),
+        )
         (
-            transform.lake_rows(batch, self.config.time_zone, self.rules)
-            .sortWithinPartitions("_table", "_dt", "kafkaOffset")
-            .write.option("maxRecordsPerFile", rows_per_file)
+            observed.sortWithinPartitions("_table", "_dt", "kafkaOffset")
+            .write.options(**_STAGING_WRITE_OPTIONS)
+            .option("maxRecordsPerFile", rows_per_file)
             .partitionBy("_table", "_dt")
             .parquet(str(target))
         )
-        stats = self._staged_stats(target)
+        phases["write"] = time.monotonic() - began
+        began = time.monotonic()
+        stats = self._staged_stats(target, observation)
+        phases["read back"] = time.monotonic() - began
         self._check_routes(stats)
         if stats.dead_letters:
             self._log_samples(target)
@@ -231,17 +355,24 @@ class BatchWriter:
             rows_by_table_day=dict(rows_by_table_day),
         )
 
-    def _staged_stats(self, target: Path) -> _StagedStats:
+    def _staged_stats(self, target: Path, observation: Observation) -> _StagedStats:
         # A batch whose offsets hold no committed record (only aborted transactions and their
         # markers, as a broker restart leaves behind) is written as a bare directory with
         # _SUCCESS and no Parquet file, which Spark cannot read back: nothing to name then.
         if not any(target.glob("_table=*/_dt=*/*.parquet")):
             return _StagedStats([], {}, {}, 0)
-        valid = F.col("error").isNull()
-        # Only the small columns are read back (Parquet is columnar): cheap next to the write.
+        physical: dict[str, set[tuple[str, str]]] = defaultdict(set)
+        for item in json.loads(observation.get["physical"]):
+            physical[item["_table"]].add((item["schemaName"], item["tableName"]))
+        # Only small columns are read back (Parquet is columnar), with the schema given and
+        # the files found by one recursive listing: no schema inference, no partition
+        # discovery jobs. Dead-letter rows are in files of their own (``_table=dead_letter``).
         rows = (
-            self.spark.read.parquet(str(target))
-            .groupBy(F.input_file_name().alias("file"))
+            self.spark.read.schema(_READ_BACK_SCHEMA)
+            .option("recursiveFileLookup", "true")
+            .option("pathGlobFilter", "*.parquet")
+            .parquet(str(target))
+            .groupBy(F.col("_metadata.file_path").alias("file"))
             .agg(
                 F.count(F.lit(1)).alias("rows"),
                 F.min("kafkaTopic").alias("topic"),
@@ -250,13 +381,11 @@ class BatchWriter:
                 F.max("kafkaPartition").alias("lastPartition"),
                 F.min("kafkaOffset").alias("minOffset"),
                 F.max("kafkaOffset").alias("maxOffset"),
-                F.max(F.when(valid, F.col("executeTime"))).alias("maxEventMs"),
-                F.collect_set(F.when(valid, F.struct("schemaName", "tableName"))).alias("physical"),
+                F.max("executeTime").alias("maxEventMs"),
             )
             .collect()
         )
         files: list[layout.StagedFile] = []
-        physical: dict[str, set[tuple[str, str]]] = defaultdict(set)
         max_event: dict[tuple[str, int], int] = {}
         dead = 0
         for row in rows:
@@ -284,7 +413,6 @@ class BatchWriter:
             if table == layout.DEAD_LETTER_TABLE:
                 dead += int(row["rows"])
                 continue
-            physical[table].update((p["schemaName"], p["tableName"]) for p in row["physical"])
             key = (row["topic"], int(row["partition"]))
             if row["maxEventMs"] is not None:
                 max_event[key] = max(max_event.get(key, row["maxEventMs"]), row["maxEventMs"])
@@ -340,15 +468,19 @@ class BatchWriter:
     # -- publish ----------------------------------------------------------------------------
 
     def _publish(
-        self, manifest: commit.BatchManifest
+        self, manifest: commit.BatchManifest, phases: dict[str, float]
     ) -> tuple[dict[str, dict[str, int]], list[str]] | None:
         """Make a committed batch visible; returns its late rows and newly ready days, or
         None when a run before a restart had done all of it."""
+        began = time.monotonic()
         commit.complete(manifest, self.paths.lake_dir)
+        phases["rename"] = time.monotonic() - began
         days_by_table: dict[str, list[str]] = defaultdict(list)
         for table, dt in manifest.rows_by_table_day:
             days_by_table[table].append(dt)
+        began = time.monotonic()
         self.catalog.add_all(days_by_table)
+        phases["metastore"] = time.monotonic() - began
         if self.state.last_batch >= manifest.batch_id:
             return None  # state, markers and metrics of this batch were done before a restart
         # Work on a copy: markers and records first, the state file last, so a crash in
@@ -430,6 +562,7 @@ class BatchWriter:
         manifest: commit.BatchManifest,
         late: dict[str, dict[str, int]],
         ready: list[str],
+        phases: dict[str, float],
         staged_s: float,
         seconds: float,
     ) -> None:
@@ -449,13 +582,14 @@ class BatchWriter:
         self.metrics.rows_per_second.labels(writer).set(rows / seconds if seconds > 0 else 0)
         self.metrics.observe_state(self.state)
         log.info(
-            "batch %d: %d rows in %d files, %d dead letters, %.1f s (staged in %.1f s)%s",
+            "batch %d: %d rows in %d files, %d dead letters, %.1f s (staged in %.1f s; %s)%s",
             manifest.batch_id,
             rows,
             len(manifest.files),
             manifest.dead_letters,
             seconds,
             staged_s,
+            ", ".join(f"{phase} {spent:.1f} s" for phase, spent in phases.items()),
             f", ready: {', '.join(ready)}" if ready else "",
         )
 
@@ -466,8 +600,6 @@ def read_batch_end_offsets(checkpoint_dir: Path, batch_id: int) -> dict[tuple[st
     Spark writes ``<checkpoint>/offsets/<batchId>`` before running the batch: a version line,
     the batch metadata, then one JSON line per source (``{"topic": {"0": 42, ...}}``).
     """
-    import json  # noqa: PLC0415
-
     path = checkpoint_dir / "offsets" / str(batch_id)
     try:
         lines = path.read_text().splitlines()

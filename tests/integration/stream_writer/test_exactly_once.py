@@ -116,6 +116,11 @@ def test_each_message_exactly_once_after_repeated_kill9(
         wait_until(
             lambda: caught_up(env, ends), WAIT_S, "the writer to catch up", writer.diagnostics
         )
+        # The staging write goes through Hadoop's raw local filesystem: the lake holds the
+        # data files and markers only, no checksum files beside them.
+        lake_files = list((env.lake / f"{env.database}.db").rglob("*"))
+        assert any(p.suffix == ".parquet" for p in lake_files)
+        assert not [p for p in lake_files if p.name.endswith(".crc")]
         # Queried while the writer still runs, from a Spark session of its own.
         result = query_lake(env, tmp_path / "query.log", drop=True)
         dropped = True

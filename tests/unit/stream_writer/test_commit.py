@@ -13,6 +13,7 @@ from stream_writer.commit import (
     ManifestStore,
     atomic_write_json,
     complete,
+    discard_attempts,
     discard_staging,
     read_json,
 )
@@ -93,3 +94,23 @@ def test_discard_staging_keeps_later_batches(tmp_path: Path) -> None:
         (tmp_path / name).mkdir()
     discard_staging(tmp_path, 4)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["5-cc", "notes"]
+
+
+def test_discard_attempts_keeps_the_batch_being_published(tmp_path: Path) -> None:
+    # Batch 4 is still moving its files out of its staging directory while batch 5 starts
+    # over: only batch 5's earlier attempts go.
+    root = tmp_path / "_staging"
+    for name in ("4-aaa", "5-bbb", "5-ccc", "50-ddd"):
+        (root / name).mkdir(parents=True)
+    discard_attempts(root, 5)
+    assert sorted(p.name for p in root.iterdir()) == ["4-aaa", "50-ddd"]
+
+
+def test_committed_after_lists_unpublished_manifests_in_order(tmp_path: Path) -> None:
+    store = ManifestStore(tmp_path / "checkpoint")
+    assert store.committed_after(-1) == []
+    for batch_id in (12, 3, 10, 11):
+        store.save(_manifest(tmp_path / "lake", batch_id, [f"f{batch_id}"]))
+    assert store.committed_after(10) == [11, 12]
+    assert store.committed_after(-1) == [3, 10, 11, 12]
+    assert store.committed_after(12) == []
