@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -151,10 +151,13 @@ class KafkaChunkPublisher(ChunkPublisher):
         run_id: str,
         worker: int = 0,
         timeout_s: float = 60.0,
+        producer_overrides: Mapping[str, Any] | None = None,
     ) -> None:
         self._settings = settings
         self._instance = instance
         self._timeout_s = timeout_s
+        # librdkafka settings over the replay's own (e.g. a tiny local queue in a test).
+        self._overrides = dict(producer_overrides or {})
         self._topic = topic_name(settings, instance)
         self._progress_topic = progress_topic(settings, instance)
         self._detections_topic = detections_topic(self._topic)
@@ -170,6 +173,7 @@ class KafkaChunkPublisher(ChunkPublisher):
         )
         # Bigger batches: a chunk is produced in one go and committed at once.
         config["linger.ms"] = 20
+        config.update(self._overrides)
         try:
             self._producer = Producer(config)
             # Fences an earlier incarnation of this worker and aborts its open transaction.
