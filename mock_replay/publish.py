@@ -228,6 +228,15 @@ class KafkaChunkPublisher(ChunkPublisher):
             if queued == len(pending):
                 return
             failed = [message for message in pending if "_error" in message]
+            if len(failed) != len(pending) - queued:
+                # Every row not queued must say why, or a row would be left out unseen.
+                raise KafkaException(
+                    KafkaError(
+                        KafkaError._FAIL,
+                        f"{len(pending) - queued} rows were not queued but "
+                        f"{len(failed)} reported an error",
+                    )
+                )
             for message in failed:
                 error: KafkaError = message.pop("_error")
                 if error.code() != KafkaError._QUEUE_FULL:

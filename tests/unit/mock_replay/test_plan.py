@@ -233,13 +233,24 @@ def test_server_json_query_builds_the_wire_form_for_every_supported_type() -> No
         """',"bn":', IFNULL(CONCAT('"', REPLACE(TO_BASE64(TRIM(TRAILING x'00' FROM `bn`)), """
         """CHAR(10 USING utf8mb4), ''), '"'), 'null')"""
     ) in sql
-    # Text that may need escaping goes through JSON_QUOTE; '%' is doubled for the driver.
-    assert """',"js":', IFNULL(JSON_QUOTE(CAST(`js` AS CHAR)), 'null')""" in sql
-    assert """',"v":', IFNULL(JSON_QUOTE(`v`), 'null')""" in sql
-    assert """',"e":', IFNULL(JSON_QUOTE(`e`), 'null')""" in sql
+    # Text that may need escaping goes through JSON_QUOTE, whose NULL for bytes invalid in
+    # the column's character set nulls the whole row (refused), never one value; '%' is
+    # doubled for the driver.
+    assert (
+        """',"js":', IF(CAST(`js` AS CHAR) IS NULL, 'null', JSON_QUOTE(CAST(`js` AS CHAR)))"""
+    ) in sql
+    assert """',"v":', IF(`v` IS NULL, 'null', JSON_QUOTE(`v`))""" in sql
+    assert """',"e":', IF(`e` IS NULL, 'null', JSON_QUOTE(`e`))""" in sql
     assert """',"p%%":', IFNULL(CONCAT('"', CAST(`p%%` AS CHAR), '"'), 'null')""" in sql
     assert """, '}') FROM `d`.`t` WHERE ((`id` > %s)) ORDER BY `id` LIMIT 10""" in sql
     assert params == ("5",)
+
+
+def test_server_json_is_not_used_for_a_zerofill_number() -> None:
+    # The server prints 00042 for a ZEROFILL column: not a JSON number.
+    shape = TableShape("d", "t", {"id": "int(11)", "n": "int(5) unsigned zerofill"}, ("id",), 0)
+    assert json_chunk_query(shape, None, None, 10) is None
+    assert json_batch_query(shape, None, None, 10) is None
 
 
 def test_server_json_is_not_used_for_a_column_name_json_must_escape() -> None:
