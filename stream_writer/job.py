@@ -178,6 +178,7 @@ def run_stream_writer(
             try:
                 while query.isActive and not stop.is_set():
                     query.awaitTermination(poll_s)
+                    writer.check_published()
                     writer.check_readiness()
                 if query.isActive:
                     query.stop()

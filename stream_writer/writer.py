@@ -120,6 +120,14 @@ class _StagedStats:
     dead_letters: int
 
 
+def publication_error(pending: Future[None] | None) -> BaseException | None:
+    """The error of a background publication that has finished, or None (none, still
+    running, or succeeded)."""
+    if pending is None or not pending.done() or pending.cancelled():
+        return None
+    return pending.exception()
+
+
 class BatchWriter:
     def __init__(
         self,
@@ -224,10 +232,29 @@ class BatchWriter:
         except Exception as exc:  # noqa: BLE001 - reported, and the batch is published on restart
             log.warning("the last batch was not published (%s); a restart publishes it", exc)
 
+    def check_published(self) -> None:
+        """Raise the error of a background publication that failed, without waiting for one
+        that runs: on a quiet stream no next batch comes to report it, and the batch's rows
+        would stay invisible while the job looks healthy. A restart publishes the batch."""
+        error = publication_error(self._pending)  # read only: the batch thread owns the slot
+        if error is not None:
+            self._started = False
+            raise CdcMirrorError(
+                f"publishing a batch failed ({error}); it is committed and a restart of the "
+                "stream writer publishes it."
+            )
+
     def _wait_published(self) -> None:
         pending, self._pending = self._pending, None
-        if pending is not None:
+        if pending is None:
+            return
+        try:
             pending.result()
+        except BaseException:
+            # The batch is committed (its manifest) but not published: whoever goes on in
+            # this process (a query restarted in-process) must publish it first.
+            self._started = False
+            raise
 
     def _recover(self) -> None:
         """Publish the committed but unpublished batches (the caller holds the lock)."""
