@@ -186,14 +186,15 @@ def _json_member(name: str, spec: str) -> str | None:
     if value is None:
         return None
     kind = parse_column_type(spec).kind
+    # Only the column's own NULL is JSON null. A NULL the conversion makes of a value
+    # (JSON_QUOTE of bytes invalid in the column's character set, TO_BASE64 of a value over
+    # max_allowed_packet) makes the whole row NULL instead, which the chunk refuses loudly.
+    is_null = f"{quote_identifier(name)} IS NULL"
     if kind in _NUMBER_KINDS:
-        return f"IFNULL({value}, 'null')"
+        return f"IF({is_null}, 'null', {value})"
     if kind in _PLAIN_TEXT_KINDS:
-        return f"IFNULL(CONCAT('\"', {value}, '\"'), 'null')"
-    # Not IFNULL(JSON_QUOTE(…)): JSON_QUOTE also returns NULL for bytes that are invalid in
-    # the column's character set, and that must not become a JSON null. As written, it makes
-    # the whole row NULL, which the chunk's check refuses loudly.
-    return f"IF({value} IS NULL, 'null', JSON_QUOTE({value}))"
+        return f"IF({is_null}, 'null', CONCAT('\"', {value}, '\"'))"
+    return f"IF({is_null}, 'null', JSON_QUOTE({value}))"
 
 
 def json_chunk_query(

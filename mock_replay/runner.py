@@ -312,6 +312,13 @@ class ReplayWorker:
             rows = self._source.read_chunk(*query, shape.name)
             if not rows:
                 return [], ()
+            unwritable = next((row for row in rows if row[0] is None), None)
+            if unwritable is not None:
+                raise ReplayError(
+                    f"the server could not write a row of {shape.name} after key "
+                    f"{after} as JSON (a text value invalid in its character set, or a value "
+                    "over max_allowed_packet); nothing of this chunk was published."
+                )
             values = [encoder.encode_json_text(row[0]) for row in rows]
             return values, encoder.key_of(orjson.loads(rows[-1][0]))
         rows = self._source.read_chunk(*chunk_query(shape, condition, after, limit), shape.name)
