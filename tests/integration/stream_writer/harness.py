@@ -205,6 +205,37 @@ class WriterProcess:
         return code
 
 
+class LakeRun:
+    """A test's writer process and Hive database, cleaned up whatever the test does: on
+    leaving, the writer is killed if still running, and the database is dropped unless the
+    test's final query (``query_and_drop``) dropped it."""
+
+    def __init__(self, env: WriterEnv, tmp_path: Path) -> None:
+        self.env = env
+        self._tmp = tmp_path
+        self.writer = WriterProcess(env, tmp_path / "writer.log")
+        self._dropped = False
+
+    def restart_writer(self) -> WriterProcess:
+        self.writer = WriterProcess(self.env, self._tmp / "writer.log")
+        return self.writer
+
+    def query_and_drop(self) -> dict[str, Any]:
+        """Every table read from a Spark session of its own, then the database dropped."""
+        result = query_lake(self.env, self._tmp / "query.log", drop=True)
+        self._dropped = True
+        return result
+
+    def __enter__(self) -> LakeRun:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.writer.proc.poll() is None:
+            self.writer.kill9()
+        if not self._dropped:
+            query_lake(self.env, self._tmp / "drop.log", drop=True)
+
+
 def wait_until(
     condition: Callable[[], bool], timeout_s: float, what: str, diagnostics: Callable[[], str]
 ) -> None:

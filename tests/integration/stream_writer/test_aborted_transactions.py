@@ -10,14 +10,13 @@ from pathlib import Path
 
 from simple_binlog.config import Settings
 from tests.integration.stream_writer.harness import (
+    LakeRun,
     WriterEnv,
-    WriterProcess,
     caught_up,
     end_offsets,
     message,
     produce_aborted,
     produce_messages,
-    query_lake,
     wait_until,
 )
 
@@ -38,9 +37,8 @@ def test_batch_of_aborted_transactions_only_is_passed_over(
     ends = end_offsets(local_stack, topic)
     assert sum(ends.values()) > 0  # the aborted records and their markers take offsets
 
-    writer = WriterProcess(env, tmp_path / "writer.log")
-    dropped = False
-    try:
+    with LakeRun(env, tmp_path) as run:
+        writer = run.writer
         wait_until(
             lambda: caught_up(env, ends),
             WAIT_S,
@@ -58,14 +56,8 @@ def test_batch_of_aborted_transactions_only_is_passed_over(
             "the writer to write the committed rows",
             writer.diagnostics,
         )
-        result = query_lake(env, tmp_path / "query.log", drop=True)
-        dropped = True
+        result = run.query_and_drop()
         assert writer.stop() == 0, writer.diagnostics()
-    finally:
-        if writer.proc.poll() is None:
-            writer.kill9()
-        if not dropped:
-            query_lake(env, tmp_path / "drop.log", drop=True)
 
     rows = result["shop_orders"]["rows"]
     assert sorted(r[7] for r in rows) == [m.content["id"] for m in committed]

@@ -19,13 +19,12 @@ from pathlib import Path
 from simple_binlog.config import Settings
 from stream_writer.layout import FileName
 from tests.integration.stream_writer.harness import (
+    LakeRun,
     WriterEnv,
-    WriterProcess,
     caught_up,
     end_offsets,
     message,
     produce_messages,
-    query_lake,
     wait_until,
 )
 
@@ -92,9 +91,8 @@ def test_each_message_exactly_once_after_repeated_kill9(
 
     produce_phase(TABLES)
     kills: list[tuple[str, bool]] = []
-    writer = WriterProcess(env, tmp_path / "writer.log")
-    dropped = False
-    try:
+    with LakeRun(env, tmp_path) as run:
+        writer = run.writer
         for kill in range(KILLS):
             phase = PHASES[kill % len(PHASES)]
             committed_before = _last_batch(env)
@@ -110,7 +108,7 @@ def test_each_message_exactly_once_after_repeated_kill9(
             writer.kill9()
             kills.append((phase, _last_batch(env) < max(_manifests(env), default=-1)))
             produce_phase([*TABLES, NEW_TABLE])
-            writer = WriterProcess(env, tmp_path / "writer.log")
+            writer = run.restart_writer()
 
         ends = end_offsets(local_stack, topic)
         wait_until(
@@ -122,15 +120,9 @@ def test_each_message_exactly_once_after_repeated_kill9(
         assert any(p.suffix == ".parquet" for p in lake_files)
         assert not [p for p in lake_files if p.name.endswith(".crc")]
         # Queried while the writer still runs, from a Spark session of its own.
-        result = query_lake(env, tmp_path / "query.log", drop=True)
-        dropped = True
+        result = run.query_and_drop()
         assert writer.proc.poll() is None, writer.diagnostics()
         assert writer.stop() == 0, writer.diagnostics()
-    finally:
-        if writer.proc.poll() is None:
-            writer.kill9()
-        if not dropped:
-            query_lake(env, tmp_path / "drop.log", drop=True)
 
     assert len(kills) == KILLS
     rows = [row for table in result.values() for row in table["rows"]]

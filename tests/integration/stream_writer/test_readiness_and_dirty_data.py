@@ -18,14 +18,13 @@ import orjson
 
 from simple_binlog.config import Settings
 from tests.integration.stream_writer.harness import (
+    LakeRun,
     WriterEnv,
-    WriterProcess,
     caught_up,
     end_offsets,
     message,
     produce,
     produce_messages,
-    query_lake,
     wait_until,
 )
 
@@ -84,8 +83,8 @@ def test_readiness_late_events_and_dead_letters(
     dirty = _dirty()
     produce(local_stack, topic, [(k, v) for k, v, _ in dirty])
 
-    writer = WriterProcess(env, tmp_path / "writer.log")
-    dropped = False
+    run = LakeRun(env, tmp_path)
+    writer = run.writer
 
     def settle() -> None:
         ends = end_offsets(local_stack, topic)
@@ -96,7 +95,7 @@ def test_readiness_late_events_and_dead_letters(
     def success(table: str, dt: str) -> Path:
         return env.lake / f"{env.database}.db" / table / f"dt={dt}" / "_SUCCESS"
 
-    try:
+    with run:
         settle()
         state = env.state()
         assert state is not None
@@ -128,17 +127,11 @@ def test_readiness_late_events_and_dead_letters(
         assert late["lateRows"] == {"shop_orders": 2} and late["total"] == 2
         assert env.state()["lateRows"] == {DAY1: {"shop_orders": 2}}
 
-        result = query_lake(env, tmp_path / "query.log", drop=True)
-        dropped = True
+        result = run.query_and_drop()
         assert writer.proc.poll() is None, (
             "the writer stopped on dirty data\n" + writer.diagnostics()
         )
         assert writer.stop() == 0, writer.diagnostics()
-    finally:
-        if writer.proc.poll() is None:
-            writer.kill9()
-        if not dropped:
-            query_lake(env, tmp_path / "drop.log", drop=True)
 
     written = sorted(
         (r[5], r[6], r[7]) for t, c in result.items() if t != "dead_letter" for r in c["rows"]
