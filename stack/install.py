@@ -2,7 +2,7 @@
 
 Everything is installed on demand by ``stack up`` so a fresh machine needs nothing by hand.
 Debian packages need root (``apt-get``); jars are resolved by ``mvn`` from ``stack/jvm/pom.xml``
-into ``<home>/jars/<module>/``, re-resolved whenever a pom changes.
+into ``<home>/jars/<module>/``, re-resolved whenever a pom or a Java source changes.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def apt_install(service: str, packages: tuple[str, ...]) -> None:
 
 def _poms_digest() -> str:
     digest = hashlib.sha256()
-    for pom in sorted(JVM_DIR.rglob("pom.xml")):
+    # The Java sources too: the poms compile the repository's own classes (stack/jvm/localfs).
+    for pom in sorted([*JVM_DIR.rglob("pom.xml"), *JVM_DIR.rglob("src/**/*.java")]):
         digest.update(pom.read_bytes())
     return digest.hexdigest()[:16]
 
