@@ -112,9 +112,10 @@ def read_range(
     offsets: OffsetGenerator,
     only_schemas: list[str] | None = None,
     schemas: SchemaCache | None = None,
+    native: bool = True,
 ) -> Iterator[SimpleBinlog]:
     """Every row change after ``start_gtid`` up to ``stop``, in binlog order, decoded like
-    the collector decodes (``collector.row_decoder``).
+    the collector decodes (``collector.row_decoder``; ``native=False``: its Python reference).
 
     Uses a replica server id of its own (the server drops an older connection with the same
     id), so a bounded read never disturbs a running collector.
@@ -123,6 +124,7 @@ def read_range(
     decoders = TableDecoders(
         BinlogTableSchemas(lookup.get),
         lambda schema, _table: only_schemas is None or schema in only_schemas,
+        native=native,
     )
     stream = BinlogStream(
         instance, _ONE_OFF_SERVER_IDS.randrange(2_000_000_000, 2_100_000_000), start_gtid

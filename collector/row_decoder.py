@@ -6,12 +6,20 @@ forms), so a row costs one call per column and no intermediate driver values. Th
 the same as ``encode()`` gives for python-mysql-replication's values; the integration test
 ``tests/integration/collector/test_fast_decoder.py`` decodes the same binlog both ways and
 compares every message.
+
+The same plan runs natively when the C extension ``collector._native`` is built (the editable
+install compiles ``collector/_native.c``): ``native_spec`` describes each column to it, and a
+column or value it does not handle is read by the Python reader described here. The Python
+path stays the reference (``RowDecoder.reference_rows``); without the extension it is the
+path, and ``NATIVE_DECODER`` says which one runs.
 """
 
 from __future__ import annotations
 
 import base64
+import codecs
 import datetime as dt
+import logging
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -23,8 +31,42 @@ from collector.schema import BinlogTableSchemas
 from simple_binlog.errors import ContractError, UnsupportedTypeError
 from simple_binlog.values import ColumnType, JsonScalar, Kind, encode, parse_column_type
 
+try:
+    from collector import _native
+except ImportError:  # built without a compiler: the Python readers do all the work
+    _native = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+# The interface version this module speaks; a stale build of the extension is not used.
+_NATIVE_API_VERSION = 1
+NATIVE_DECODER = _native is not None and _native.API_VERSION == _NATIVE_API_VERSION
+
 Row = dict[str, JsonScalar]
 Reader = Callable[[bytes, int], tuple[JsonScalar, int]]
+# (name, code, width, fsp, unit, labels, fallback): one column for ``_native.RowPlan``.
+NativeSpec = tuple[str, int, int, int, int, tuple[str, ...] | None, Callable[..., Any] | None]
+
+
+def decoder_name() -> str:
+    """Which row decoder this process runs: ``native`` or ``python``."""
+    return "native" if NATIVE_DECODER else "python"
+
+
+def log_decoder() -> None:
+    """One line at start-up saying which decoder runs, and why not the native one."""
+    if NATIVE_DECODER:
+        log.info("row decoding: native (collector._native)")
+    elif _native is None:
+        log.warning(
+            "row decoding: Python (the C extension collector._native is not built; install "
+            "the project with a C compiler and the Python headers for about twice the speed)"
+        )
+    else:
+        log.warning(
+            "row decoding: Python (collector._native is a stale build; reinstall the project)"
+        )
+
 
 _EPOCH = dt.datetime(1970, 1, 1)
 _COMPRESSED_BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
@@ -257,11 +299,14 @@ def _bytes_value(
     return lambda raw: encode(column_type, raw, name)
 
 
-def _string(column: BinlogColumn, kind: Kind, column_type: ColumnType) -> Reader:
+def _length_prefix(column: BinlogColumn) -> int:
     if column.type in (ev.BLOB, ev.GEOMETRY):
-        prefix = column.length_size
-    else:
-        prefix = 2 if column.max_length > 255 else 1
+        return column.length_size
+    return 2 if column.max_length > 255 else 1
+
+
+def _string(column: BinlogColumn, kind: Kind, column_type: ColumnType) -> Reader:
+    prefix = _length_prefix(column)
     convert = _bytes_value(kind, column_type, column)
 
     def read(data: bytes, offset: int) -> tuple[JsonScalar, int]:
@@ -341,16 +386,101 @@ def column_reader(  # noqa: PLR0911, PLR0912 - one reader per wire type
     )
 
 
-class RowDecoder:
-    """Decodes the rows of the rows events that follow one table map."""
+_INTEGER_WIDTHS = {ev.TINY: 1, ev.SHORT: 2, ev.INT24: 3, ev.LONG: 4, ev.LONGLONG: 8}
 
-    def __init__(self, table_map: TableMap, schema: TableSchema) -> None:
+
+def _native_code(  # noqa: PLR0911, PLR0912 - one case per wire type, as column_reader
+    column: BinlogColumn, column_type: ColumnType
+) -> tuple[int, int, int, int, tuple[str, ...] | None]:
+    """(code, width, fsp, unit, labels) of a column for the native plan; code FALLBACK
+    where the native decoder would not give exactly what ``column_reader``'s reader gives."""
+    native: Any = _native
+    kind = column_type.kind
+    wire = column.type
+    if wire in _INTEGER_WIDTHS:
+        width = _INTEGER_WIDTHS[wire]
+        integer = native.UINT if column.unsigned else native.INT
+        if width == 3:
+            return integer, width, 0, 0, None
+        if kind is Kind.UINT64:
+            if width == 8 and column.unsigned:
+                return native.UINT64_TEXT, width, 0, 0, None
+            return native.FALLBACK, 0, 0, 0, None
+        return integer, width, 0, 0, None
+    if wire == ev.NEWDECIMAL:
+        if 1 <= column.precision <= 65 and 0 <= column.decimals <= column.precision:
+            # The plan's ``unit`` carries the precision, its ``fsp`` the scale.
+            return native.DECIMAL, 0, column.decimals, column.precision, None
+        return native.FALLBACK, 0, 0, 0, None
+    if wire == ev.FLOAT:
+        return native.FLOAT, 4, 0, 0, None
+    if wire == ev.DOUBLE:
+        return native.DOUBLE, 8, 0, 0, None
+    if wire in (ev.DATETIME2, ev.TIMESTAMP2, ev.TIME2):
+        width, unit = _fraction_reader(column.fsp)
+        code = {
+            ev.DATETIME2: native.DATETIME2,
+            ev.TIMESTAMP2: native.TIMESTAMP2,
+            ev.TIME2: native.TIME2,
+        }[wire]
+        return code, width, column.fsp, unit, None
+    if wire in (ev.DATE, ev.NEWDATE):
+        return native.DATE, 3, 0, 0, None
+    if wire == ev.YEAR:
+        return native.YEAR, 1, 0, 0, None
+    if wire == ev.BIT and column.bits <= 64:
+        return native.BIT, (column.bits + 7) // 8, 0, 0, None
+    if wire == ev.ENUM and column.size <= 8:
+        return native.ENUM, column.size, 0, 0, ("", *(column.enum_values or []))
+    if wire == ev.SET and column.size <= 8:
+        return native.SET, column.size, 0, 0, tuple(column.set_values or [])
+    if wire in (ev.STRING, ev.VARCHAR, ev.VAR_STRING, ev.BLOB, ev.GEOMETRY):
+        prefix = _length_prefix(column)
+        if not 1 <= prefix <= 4:
+            return native.FALLBACK, 0, 0, 0, None
+        if kind is Kind.BINARY or kind is Kind.GEOMETRY:
+            return native.BASE64, prefix, 0, 0, None
+        if (
+            kind is Kind.TEXT
+            and column.character_set_name != "binary"
+            and codecs.lookup(column.encoding).name == "utf-8"
+        ):
+            return native.TEXT_UTF8, prefix, 0, 0, None
+        return native.CONVERT, prefix, 0, 0, None
+    return native.FALLBACK, 0, 0, 0, None
+
+
+def native_spec(column: BinlogColumn, column_type: ColumnType, reader: Reader) -> NativeSpec:
+    """One column of a ``_native.RowPlan``: its native reading and the Python reader it falls
+    back to (for CONVERT columns: the bytes → value conversion)."""
+    code, width, fsp, unit, labels = _native_code(column, column_type)
+    fallback: Callable[..., Any] = reader
+    if code == getattr(_native, "CONVERT", None):
+        fallback = _bytes_value(column_type.kind, column_type, column)
+    return (column.name or f"?{column.index}", code, width, fsp, unit, labels, fallback)
+
+
+class RowDecoder:
+    """Decodes the rows of the rows events that follow one table map: natively when the
+    extension is built (``native``), else, and always in ``reference_rows``, in Python."""
+
+    def __init__(self, table_map: TableMap, schema: TableSchema, native: bool = True) -> None:
         self.schema = schema
         self._names = [column.name or f"?{column.index}" for column in table_map.columns]
+        column_types = [parse_column_type(schema.column_types[name]) for name in self._names]
         self._readers = [
-            column_reader(column, parse_column_type(schema.column_types[name]))
-            for column, name in zip(table_map.columns, self._names, strict=True)
+            column_reader(column, column_type)
+            for column, column_type in zip(table_map.columns, column_types, strict=True)
         ]
+        self._plan: Any = None
+        if native and NATIVE_DECODER:
+            specs = tuple(
+                native_spec(column, column_type, reader)
+                for column, column_type, reader in zip(
+                    table_map.columns, column_types, self._readers, strict=True
+                )
+            )
+            self._plan = _native.RowPlan(schema.schema, schema.table, specs)
         self._columns = list(zip(self._names, self._readers, strict=True))
         self._count = len(self._readers)
         self._bitmap_bytes = (self._count + 7) // 8
@@ -358,8 +488,27 @@ class RowDecoder:
             bytes([(1 << (self._count % 8)) - 1]) if self._count % 8 else b""
         )
 
+    @property
+    def native(self) -> bool:
+        return self._plan is not None
+
     def rows(self, body: bytes, event_type: int) -> list[tuple[Row | None, Row]]:
         """(before image of an UPDATE or None, content) per row, in binlog order."""
+        if self._plan is None:
+            return self.reference_rows(body, event_type)
+        try:
+            rows: list[tuple[Row | None, Row]] = self._plan.rows(body, event_type)
+        except (struct.error, IndexError, ValueError) as exc:
+            # Raised by a Python reader the plan fell back to, or a text column's bytes that
+            # are not in its character set: the event is malformed, said in one sentence.
+            raise ContractError(
+                f"a rows event of {self.schema.schema}.{self.schema.table} is malformed "
+                f"({type(exc).__name__}: {exc})."
+            ) from None
+        return rows
+
+    def reference_rows(self, body: bytes, event_type: int) -> list[tuple[Row | None, Row]]:
+        """``rows`` in Python: the reference the native decoder is tested against."""
         offset = 8
         if event_type >= ev.WRITE_ROWS_V2:
             offset += _U16.unpack_from(body, offset)[0]
@@ -414,11 +563,17 @@ class TableDecoders:
     """
 
     def __init__(
-        self, schemas: BinlogTableSchemas, include: Callable[[str, str], bool], limit: int = 4096
+        self,
+        schemas: BinlogTableSchemas,
+        include: Callable[[str, str], bool],
+        limit: int = 4096,
+        native: bool = True,
     ) -> None:
+        """``native``: decode with the C extension when it is built (False: the reference)."""
         self._schemas = schemas
         self._include = include
         self._limit = limit
+        self._native = native
         self._by_map: dict[bytes, RowDecoder | None] = {}
         self._by_table_id: dict[int, RowDecoder | None] = {}
 
@@ -431,7 +586,7 @@ class TableDecoders:
             # The names first: an excluded table's columns are never parsed.
             if self._include(*ev.table_names(body)):
                 table_map = ev.table_map_event(body)
-                decoder = RowDecoder(table_map, self._schemas.for_event(table_map))
+                decoder = RowDecoder(table_map, self._schemas.for_event(table_map), self._native)
             self._by_map[body] = decoder
         self._by_table_id[int.from_bytes(body[0:6], "little")] = decoder
 

@@ -3,8 +3,8 @@
 Every column type (the table of tests/integration/test_binlog_values.py), NULLs, empty values,
 multi-row events, updates with key changes and deletes, and a DDL in the middle: the range is
 read once through python-mysql-replication's event objects (``messages_from_rows``, the
-reference) and once through ``read_range`` (raw events, compiled row decoders); every message
-must be the same, field for field.
+reference) and once through ``read_range`` (raw events, compiled row decoders: the native
+decoder, then its Python reference); every message must be the same, field for field.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import random
 
 from collector.decoding import EventContext, fix_reader_quirks, messages_from_rows
 from collector.reader import SchemaCache, ServerPosition, read_range, server_position
+from collector.row_decoder import NATIVE_DECODER
 from collector.schema import BinlogTableSchemas
 from simple_binlog.config import Settings
 from simple_binlog.offsets import OffsetGenerator
@@ -113,3 +114,13 @@ def test_fast_decoder_equals_the_library(local_stack: Settings, admin) -> None: 
     assert len(fast) == len(expected)
     for position, (mine, theirs) in enumerate(zip(fast, expected, strict=True)):
         assert mine == _normalised(theirs), f"message {position} differs"
+
+    # The same events through the Python row readers, the native decoder's reference.
+    python = [
+        m.to_json()
+        for m in read_range(
+            local_stack.instances[0], start.gtid, stop, OffsetGenerator(), [DB], native=False
+        )
+    ]
+    assert NATIVE_DECODER, "collector._native is not built; this test compares it"
+    assert python == fast

@@ -1,0 +1,38 @@
+"""Types of the C extension built from collector/_native.c (see there)."""
+
+from collections.abc import Callable
+from typing import Any
+
+API_VERSION: int
+FALLBACK: int
+INT: int
+UINT: int
+UINT64_TEXT: int
+FLOAT: int
+DOUBLE: int
+DECIMAL: int
+DATETIME2: int
+TIMESTAMP2: int
+TIME2: int
+DATE: int
+YEAR: int
+BIT: int
+ENUM: int
+SET: int
+TEXT_UTF8: int
+BASE64: int
+CONVERT: int
+
+class RowPlan:
+    def __init__(
+        self,
+        schema: str,
+        table: str,
+        columns: tuple[
+            tuple[str, int, int, int, int, tuple[str, ...] | None, Callable[..., Any] | None],
+            ...,
+        ],
+    ) -> None: ...
+    def rows(
+        self, body: bytes, event_type: int
+    ) -> list[tuple[dict[str, Any] | None, dict[str, Any]]]: ...

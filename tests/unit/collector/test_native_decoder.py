@@ -1,0 +1,258 @@
+"""The native row decoder (collector/_native.c) against its Python reference, on the same bytes.
+
+A table of every column type the collector decodes natively (and one it leaves to its Python
+reader) gets rows of arbitrary bytes per column — valid values, values the server never
+writes, NULLs — and each rows event is decoded by ``RowDecoder.rows`` (native) and
+``RowDecoder.reference_rows`` (Python): both must give the same values, or both fail.
+Truncated and garbage events must raise ``ContractError`` (never crash, never read past the
+buffer); bytes the native decoder accepts, the reference reads the same.
+
+Skipped when the extension is not built (a machine without a C compiler); the integration
+test ``test_fast_decoder.py`` requires it.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collector import _native
+from collector import binlog_events as ev
+from collector.binlog_events import BinlogColumn, TableMap
+from collector.row_decoder import NATIVE_DECODER, RowDecoder, column_reader, native_spec
+from simple_binlog.errors import ContractError
+from simple_binlog.values import parse_column_type
+from tests.unit.collector.test_fast_decoding import packed_decimal, schema_of
+
+pytestmark = pytest.mark.skipif(not NATIVE_DECODER, reason="collector._native is not built")
+
+UTF8MB4, LATIN1, BINARY = 45, 8, 63
+
+# (column, how many bytes a value takes or None for a length-prefixed one)
+COLUMNS: list[tuple[BinlogColumn, int | None]] = [
+    (BinlogColumn(0, ev.TINY, "ti"), 1),
+    (BinlogColumn(0, ev.TINY, "tu", unsigned=True), 1),
+    (BinlogColumn(0, ev.SHORT, "si"), 2),
+    (BinlogColumn(0, ev.SHORT, "su", unsigned=True), 2),
+    (BinlogColumn(0, ev.INT24, "mi"), 3),
+    (BinlogColumn(0, ev.INT24, "mu", unsigned=True), 3),
+    (BinlogColumn(0, ev.LONG, "id", is_primary=True), 4),
+    (BinlogColumn(0, ev.LONG, "iu", unsigned=True), 4),
+    (BinlogColumn(0, ev.LONGLONG, "bi"), 8),
+    (BinlogColumn(0, ev.LONGLONG, "bu", unsigned=True), 8),
+    (BinlogColumn(0, ev.FLOAT, "f", length_size=4), 4),
+    (BinlogColumn(0, ev.DOUBLE, "d", length_size=8), 8),
+    (BinlogColumn(0, ev.NEWDECIMAL, "dec", precision=30, decimals=10), 14),
+    (BinlogColumn(0, ev.NEWDECIMAL, "d50", precision=5, decimals=0), 3),
+    (BinlogColumn(0, ev.NEWDECIMAL, "d99", precision=18, decimals=9), 8),
+    (BinlogColumn(0, ev.NEWDECIMAL, "d33", precision=3, decimals=3, unsigned=True), 2),
+    (BinlogColumn(0, ev.DATETIME2, "dt0"), 5),
+    (BinlogColumn(0, ev.DATETIME2, "dt6", fsp=6), 8),
+    (BinlogColumn(0, ev.TIMESTAMP2, "ts0"), 4),
+    (BinlogColumn(0, ev.TIMESTAMP2, "ts3", fsp=3), 6),
+    (BinlogColumn(0, ev.TIME2, "t0"), 3),
+    (BinlogColumn(0, ev.TIME2, "t1", fsp=1), 4),
+    (BinlogColumn(0, ev.TIME2, "t5", fsp=5), 6),
+    (BinlogColumn(0, ev.DATE, "da"), 3),
+    (BinlogColumn(0, ev.YEAR, "y"), 1),
+    (BinlogColumn(0, ev.BIT, "b1", bits=1), 1),
+    (BinlogColumn(0, ev.BIT, "b13", bits=13), 2),
+    (BinlogColumn(0, ev.BIT, "b64", bits=64), 8),
+    (BinlogColumn(0, ev.ENUM, "e", size=1, enum_values=["a", "b", "c"], collation=UTF8MB4), 1),
+    (BinlogColumn(0, ev.SET, "s", size=1, set_values=["x", "y", "zz"], collation=UTF8MB4), 1),
+    (BinlogColumn(0, ev.SET, "s9", size=2, set_values=[str(i) for i in range(9)]), 2),
+    (BinlogColumn(0, ev.VARCHAR, "vc", max_length=400, collation=UTF8MB4), None),
+    (BinlogColumn(0, ev.STRING, "c", max_length=20, collation=LATIN1), None),
+    (BinlogColumn(0, ev.VARCHAR, "vb", max_length=10, collation=BINARY), None),
+    (BinlogColumn(0, ev.BLOB, "bl", length_size=2, collation=BINARY), None),
+    (BinlogColumn(0, ev.BLOB, "tx", length_size=2, collation=UTF8MB4), None),
+    (BinlogColumn(0, ev.BLOB, "lt", length_size=4, collation=UTF8MB4), None),
+    (BinlogColumn(0, ev.DATETIME, "legacy"), 8),  # no native reading: its Python reader
+]
+for index, (column, _) in enumerate(COLUMNS):
+    column.index = index
+
+
+def table() -> TableMap:
+    return TableMap(7, "shop", "every", [c for c, _ in COLUMNS], has_names=True)
+
+
+def prefix_bytes(column: BinlogColumn) -> int:
+    if column.type == ev.BLOB:
+        return column.length_size
+    return 2 if column.max_length > 255 else 1
+
+
+@st.composite
+def values(draw: st.DrawFn, column: BinlogColumn, width: int | None) -> bytes | None:
+    if not column.is_primary and draw(st.integers(0, 9)) == 0:
+        return None
+    if width is None:
+        raw = draw(
+            st.one_of(
+                st.text(max_size=12).map(lambda text: text.encode("utf-8")),
+                st.binary(max_size=12),
+            )
+        )
+        return len(raw).to_bytes(prefix_bytes(column), "little") + raw
+    if column.type == ev.NEWDECIMAL and draw(st.booleans()):
+        digits = column.precision - column.decimals
+        whole = draw(st.integers(0, 10**digits - 1)) if digits else 0
+        fraction = draw(st.integers(0, 10**column.decimals - 1)) if column.decimals else 0
+        sign = "-" if draw(st.booleans()) else ""
+        text = f"{sign}{whole}" + (f".{fraction:0{column.decimals}d}" if column.decimals else "")
+        return packed_decimal(text, column.precision, column.decimals)
+    return draw(st.binary(min_size=width, max_size=width))
+
+
+@st.composite
+def row_images(draw: st.DrawFn) -> bytes:
+    parts = [draw(values(column, width)) for column, width in COLUMNS]
+    nulls = sum(1 << index for index, part in enumerate(parts) if part is None)
+    bitmap = nulls.to_bytes((len(COLUMNS) + 7) // 8, "little")
+    return bitmap + b"".join(part for part in parts if part is not None)
+
+
+def rows_event(images: list[bytes], update: bool, v2: bool) -> bytes:
+    count = len(COLUMNS)
+    present = ((1 << count) - 1).to_bytes((count + 7) // 8, "little")
+    body = (7).to_bytes(6, "little") + b"\x01\x00"
+    if v2:
+        body += struct.pack("<H", 2)  # no extra data
+    body += bytes([count]) + present * (2 if update else 1)
+    return body + b"".join(images)
+
+
+def outcome(decode, body: bytes, event_type: int) -> tuple[str, str]:
+    try:
+        # repr: NaN equals itself there, and -0.0 differs from 0.0.
+        return "rows", repr(decode(body, event_type))
+    except Exception as exc:  # noqa: BLE001 - the type is what is compared
+        return "error", type(exc).__name__
+
+
+DECODER = RowDecoder(table(), schema_of(table()))
+EVENT_TYPES = [
+    (ev.WRITE_ROWS_V1, False, False),
+    (ev.UPDATE_ROWS_V2, True, True),
+    (ev.DELETE_ROWS_V2, False, True),
+]
+
+
+def test_every_column_type_is_decoded_natively_but_the_legacy_one() -> None:
+    assert DECODER.native
+    schema = schema_of(table())
+    left_to_python = []
+    for column, _ in COLUMNS:
+        column_type = parse_column_type(schema.column_types[column.name])
+        spec = native_spec(column, column_type, column_reader(column, column_type))
+        if spec[1] == _native.FALLBACK:
+            left_to_python.append(column.name)
+    assert left_to_python == ["legacy"]
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(row_images(), min_size=1, max_size=4), st.sampled_from(EVENT_TYPES))
+def test_native_rows_equal_the_reference(images: list[bytes], kind) -> None:
+    event_type, update, v2 = kind
+    if update and len(images) % 2:
+        images = [*images, images[0]]
+    body = rows_event(images, update, v2)
+    native = outcome(DECODER.rows, body, event_type)
+    reference = outcome(DECODER.reference_rows, body, event_type)
+    if native[0] == "error":
+        assert native[1] == "ContractError"
+        assert reference[0] == "error", f"the reference reads it: {reference[1]}"
+    else:
+        assert native == reference
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(row_images(), st.data())
+def test_a_truncated_event_raises_a_contract_error(image: bytes, data: st.DataObject) -> None:
+    body = rows_event([image], update=False, v2=False)
+    cut = data.draw(st.integers(0, len(body) - 1))
+    try:
+        rows = DECODER.rows(body[:cut], ev.WRITE_ROWS_V1)
+    except ContractError as exc:
+        assert "shop.every" in str(exc) or "length-encoded" in str(exc)
+    else:
+        # Only a cut that leaves the row images out entirely reads (as no rows).
+        assert rows == []
+        assert DECODER.reference_rows(body[:cut], ev.WRITE_ROWS_V1) == []
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=300), st.sampled_from([t for t, _, _ in EVENT_TYPES]))
+def test_garbage_raises_a_contract_error_or_reads_as_the_reference(
+    garbage: bytes, event_type: int
+) -> None:
+    try:
+        rows = DECODER.rows(garbage, event_type)
+    except ContractError:
+        return
+    assert repr(rows) == repr(DECODER.reference_rows(garbage, event_type))
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(row_images(), st.data())
+def test_flipped_bytes_raise_a_contract_error_or_read_as_the_reference(
+    image: bytes, data: st.DataObject
+) -> None:
+    body = bytearray(rows_event([image, image], update=False, v2=True))
+    for _ in range(data.draw(st.integers(1, 4))):
+        body[data.draw(st.integers(8, len(body) - 1))] = data.draw(st.integers(0, 255))
+    try:
+        rows = DECODER.rows(bytes(body), ev.WRITE_ROWS_V2)
+    except ContractError:
+        return
+    assert repr(rows) == repr(DECODER.reference_rows(bytes(body), ev.WRITE_ROWS_V2))
+
+
+def test_a_malformed_value_is_one_sentence_naming_the_table() -> None:
+    image = bytearray(rows_event([b""], update=False, v2=False))
+    body = bytes(image) + b"\x00" * 4  # a NULL bitmap and then too few bytes for the row
+    with pytest.raises(ContractError, match=r"rows event of shop\.every is truncated"):
+        DECODER.rows(body, ev.WRITE_ROWS_V1)
+
+
+def test_known_values_read_natively() -> None:
+    """A few values written by hand, so the comparison above is not two equal mistakes."""
+    columns = [
+        BinlogColumn(0, ev.LONGLONG, "bu", unsigned=True, is_primary=True),
+        BinlogColumn(1, ev.NEWDECIMAL, "amount", precision=12, decimals=2),
+        BinlogColumn(2, ev.TIMESTAMP2, "at", fsp=3),
+        BinlogColumn(3, ev.TIME2, "t", fsp=0),
+        BinlogColumn(4, ev.SET, "s", size=1, set_values=["x", "y", "z"]),
+        BinlogColumn(5, ev.BLOB, "bl", length_size=2, collation=BINARY),
+    ]
+    parsed = TableMap(8, "shop", "known", columns, has_names=True)
+    decoder = RowDecoder(parsed, schema_of(parsed))
+    assert decoder.native
+    values = (
+        struct.pack("<Q", 2**64 - 1)
+        + packed_decimal("-1234567890.05", 12, 2)
+        + (1_800_000_000).to_bytes(4, "big")
+        + (1230).to_bytes(2, "big")  # fsp 3: hundreds of microseconds
+        + (0x800000 - ((838 << 12) | (59 << 6) | 59)).to_bytes(3, "big")
+        + bytes([0b101])
+        + (3).to_bytes(2, "little")
+        + b"\x00\xff\x10"
+    )
+    body = (8).to_bytes(6, "little") + b"\x01\x00" + bytes([6, 0x3F]) + b"\x00" + values
+    assert decoder.rows(body, ev.WRITE_ROWS_V1) == [
+        (
+            None,
+            {
+                "bu": "18446744073709551615",
+                "amount": "-1234567890.05",
+                "at": "2027-01-15 08:00:00.123",
+                "t": "-838:59:59.000000",
+                "s": "x,z",
+                "bl": "AP8Q",
+            },
+        )
+    ]
