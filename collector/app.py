@@ -17,6 +17,7 @@ from collector.ha import LeaderElection
 from collector.metrics import CollectorMetrics
 from collector.publisher import FencedError, KafkaPublisher
 from collector.remote_config import RemoteConfigRuntime, start_remote_config
+from collector.row_decoder import decoder_name, log_decoder
 from collector.service import Collector, tune_gc
 from simple_binlog.config import MySQLInstance, Settings
 from simple_binlog.governance.source import GovernanceRuntime, start_governance
@@ -47,6 +48,7 @@ class _Status:
             "role": self.role,
             "epoch": self.epoch,
             "committed": committed.to_json() if committed else None,
+            "decoder": decoder_name(),
         }
         if self.remote is not None:
             active = self.collector if self.leading else None
@@ -142,6 +144,8 @@ def run_collector(
         metrics.governance_version.labels(instance.name).set(governance.version)
     server = _serve(metrics_port, metrics, status) if metrics_port else None
     metrics.role.labels(instance.name).set(0)
+    log_decoder()
+    metrics.native_decoder.labels(instance.name).set(decoder_name() == "native")
 
     def lead(stop: threading.Event, epoch: int) -> None:
         status.leading, status.epoch = True, epoch

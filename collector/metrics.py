@@ -90,6 +90,12 @@ class CollectorMetrics:
             labels,
             registry=self.registry,
         )
+        self.native_decoder = Gauge(
+            "cdc_collector_native_decoder",
+            "1 when rows are decoded by the C extension collector._native, 0 in Python.",
+            labels,
+            registry=self.registry,
+        )
         self.epoch = Gauge(
             "cdc_collector_epoch",
             "Leader epoch of this process (0 before it first led).",

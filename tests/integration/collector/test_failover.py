@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import signal
 
+from collector.row_decoder import NATIVE_DECODER
 from tests.integration.collector.harness import CollectorScene, assert_exactly_once, reached
 from tests.integration.collector.test_exactly_once import background
 
@@ -49,6 +50,12 @@ def test_failover_and_a_paused_leader_cannot_publish(scene: CollectorScene) -> N
         paused = _active(survivors)[0]
         assert _role(paused)[1] > epoch
         assert 'cdc_collector_active{instance="local"} 1.0' in paused.metrics()
+        # Which row decoder runs, in the health document and the metrics.
+        decoder = "native" if NATIVE_DECODER else "python"
+        assert paused.health()["decoder"] == decoder
+        assert f'cdc_collector_native_decoder{{instance="local"}} {float(NATIVE_DECODER)}' in (
+            paused.metrics()
+        )
 
         # 2. The new active is paused past its session: the last process takes over.
         paused_epoch = _role(paused)[1]
