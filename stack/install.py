@@ -64,7 +64,7 @@ def apt_install(service: str, packages: tuple[str, ...]) -> None:
 
 def _poms_digest() -> str:
     digest = hashlib.sha256()
-    # The Java sources too: the poms compile the repository's own classes (stack/jvm/localfs).
+    # The Java sources too: the poms compile the repository's own classes (stack/jvm/writer).
     for pom in sorted([*JVM_DIR.rglob("pom.xml"), *JVM_DIR.rglob("src/**/*.java")]):
         digest.update(pom.read_bytes())
     return digest.hexdigest()[:16]
