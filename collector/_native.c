@@ -1,4 +1,10 @@
-/* The collector's native hot path: a rows event's row images decoded in C.
+/* The collector's native hot path: the dump's packets split into events, and a rows event's
+ * row images decoded, in C.
+ *
+ * ``scan_packets(buffer, offset, trailer, header_class)`` splits the complete packets of a
+ * buffer read from the binlog dump connection into (header, body) pairs, as
+ * ``collector.binlog_stream`` does packet by packet in Python: one call per buffer instead of
+ * two buffered reads, a header and a slice per event.
  *
  * ``RowPlan`` is built once per table map by ``collector.row_decoder.RowDecoder`` from the
  * same column facts its Python readers are compiled from; ``RowPlan.rows(body, event_type)``
@@ -19,7 +25,7 @@
 #include <string.h>
 
 /* Bumped with every change of RowPlan's interface: the Python side refuses a stale build. */
-#define NATIVE_API_VERSION 1
+#define NATIVE_API_VERSION 2
 
 enum code {
     C_FALLBACK = 0, /* the column's Python reader: fallback(body, offset) -> (value, end) */
@@ -866,6 +872,137 @@ RowPlan_init(RowPlan *plan, PyObject *args, PyObject *kwargs)
     return 0;
 }
 
+/* -- the dump's packets ------------------------------------------------------------------ */
+
+#define PACKET_HEADER 4
+#define EVENT_HEADER 19
+#define MAX_PACKET 0xFFFFFF
+
+enum scan_stop { SCAN_MORE = 0, SCAN_LARGE = 1, SCAN_ERROR = 2, SCAN_EOF = 3 };
+
+PyDoc_STRVAR(scan_doc,
+             "scan_packets(buffer, offset, trailer, header_class) -> (events, offset, stop)\n\n"
+             "The events of the complete packets in buffer[offset:], each (header, body) with "
+             "header = header_class(timestamp, type, server_id, size, log_pos) and body the event "
+             "after its header without the trailer (checksum) bytes; offset: where the first "
+             "packet not consumed starts; stop: 0 more bytes are needed, 1 a packet of 16 MiB "
+             "or more starts there (continued in further packets), 2 an error packet starts "
+             "there, 3 the server ended the stream (EOF packet, consumed).");
+
+static PyObject *
+scan_packets(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4 || !PyBytes_Check(args[0]) || !PyType_Check(args[3]) ||
+        !PyType_IsSubtype((PyTypeObject *)args[3], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "scan_packets(buffer: bytes, offset: int, trailer: int, header_class)");
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t length = PyBytes_GET_SIZE(args[0]);
+    Py_ssize_t offset = PyLong_AsSsize_t(args[1]);
+    if (offset == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    long trailer = PyLong_AsLong(args[2]);
+    if (trailer == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (offset < 0 || offset > length || trailer < 0 || trailer > 8) {
+        PyErr_SetString(PyExc_ValueError, "scan_packets: offset or trailer out of range");
+        return NULL;
+    }
+    PyTypeObject *header_class = (PyTypeObject *)args[3];
+    PyObject *events = PyList_New(0);
+    if (events == NULL) {
+        return NULL;
+    }
+    int stop = SCAN_MORE;
+    while (length - offset >= PACKET_HEADER) {
+        const unsigned char *packet = data + offset;
+        Py_ssize_t size = (Py_ssize_t)little_endian(packet, 3);
+        if (size == MAX_PACKET) {
+            stop = SCAN_LARGE;
+            break;
+        }
+        if (size > length - offset - PACKET_HEADER) {
+            break; /* incomplete: the caller reads more */
+        }
+        const unsigned char *payload = packet + PACKET_HEADER;
+        if (size == 0) {
+            PyErr_SetString(ContractError, "the binlog dump sent an empty packet.");
+            goto failed;
+        }
+        unsigned marker = payload[0];
+        if (marker == 0xFF) {
+            stop = SCAN_ERROR;
+            break;
+        }
+        offset += PACKET_HEADER + size;
+        if (marker == 0xFE && size < 9) {
+            stop = SCAN_EOF;
+            break;
+        }
+        if (marker != 0x00) {
+            continue; /* not an event: the Python reader skips these too */
+        }
+        if (size < 1 + EVENT_HEADER + trailer) {
+            PyErr_Format(ContractError,
+                         "the binlog dump sent a packet of %zd bytes, too short for an event.",
+                         size);
+            goto failed;
+        }
+        const unsigned char *event = payload + 1;
+        PyObject *header = header_class->tp_alloc(header_class, 5);
+        if (header == NULL) {
+            goto failed;
+        }
+        PyObject *fields[5] = {
+            PyLong_FromUnsignedLong((unsigned long)little_endian(event, 4)),
+            PyLong_FromLong(event[4]),
+            PyLong_FromUnsignedLong((unsigned long)little_endian(event + 5, 4)),
+            PyLong_FromUnsignedLong((unsigned long)little_endian(event + 9, 4)),
+            PyLong_FromUnsignedLong((unsigned long)little_endian(event + 13, 4)),
+        };
+        int missing = 0;
+        for (int i = 0; i < 5; i++) {
+            missing |= fields[i] == NULL;
+            PyTuple_SET_ITEM(header, i, fields[i]);
+        }
+        if (missing) {
+            Py_DECREF(header);
+            goto failed;
+        }
+        PyObject *body = PyBytes_FromStringAndSize(
+            (const char *)(event + EVENT_HEADER), size - 1 - EVENT_HEADER - trailer);
+        if (body == NULL) {
+            Py_DECREF(header);
+            goto failed;
+        }
+        PyObject *pair = PyTuple_Pack(2, header, body);
+        Py_DECREF(header);
+        Py_DECREF(body);
+        if (pair == NULL) {
+            goto failed;
+        }
+        int appended = PyList_Append(events, pair);
+        Py_DECREF(pair);
+        if (appended < 0) {
+            goto failed;
+        }
+    }
+    return Py_BuildValue("(Nni)", events, offset, stop);
+failed:
+    Py_DECREF(events);
+    return NULL;
+}
+
+static PyMethodDef native_functions[] = {
+    {"scan_packets", (PyCFunction)(void (*)(void))scan_packets, METH_FASTCALL, scan_doc},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMethodDef RowPlan_methods[] = {
     {"rows", (PyCFunction)(void (*)(void))RowPlan_rows, METH_FASTCALL, rows_doc},
     {NULL, NULL, 0, NULL},
@@ -888,6 +1025,7 @@ static struct PyModuleDef native_module = {
     .m_name = "collector._native",
     .m_doc = PyDoc_STR("The collector's hot path in C (see collector/_native.c)."),
     .m_size = -1,
+    .m_methods = native_functions,
 };
 
 PyMODINIT_FUNC
@@ -911,6 +1049,13 @@ PyInit__native(void)
     }
     if (PyModule_AddIntConstant(module, "API_VERSION", NATIVE_API_VERSION) < 0 ||
         PyModule_AddObjectRef(module, "RowPlan", (PyObject *)&RowPlanType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(module, "SCAN_MORE", SCAN_MORE) < 0 ||
+        PyModule_AddIntConstant(module, "SCAN_LARGE", SCAN_LARGE) < 0 ||
+        PyModule_AddIntConstant(module, "SCAN_ERROR", SCAN_ERROR) < 0 ||
+        PyModule_AddIntConstant(module, "SCAN_EOF", SCAN_EOF) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -23,6 +23,15 @@ TEXT_UTF8: int
 BASE64: int
 CONVERT: int
 
+SCAN_MORE: int
+SCAN_LARGE: int
+SCAN_ERROR: int
+SCAN_EOF: int
+
+def scan_packets(
+    buffer: bytes, offset: int, trailer: int, header_class: type[tuple[int, ...]]
+) -> tuple[list[tuple[tuple[int, ...], bytes]], int, int]: ...
+
 class RowPlan:
     def __init__(
         self,

@@ -4,6 +4,9 @@ python-mysql-replication opens the connection and speaks the replication protoco
 negotiation, heartbeat period, replica registration, the GTID dump command); from there on
 this module reads the packets itself and hands out the event bytes, which
 ``collector.binlog_events`` and ``collector.row_decoder`` decode (see there for why).
+With the C extension built, the socket is read in large chunks and each chunk's complete
+packets are split into events by ``collector._native.scan_packets``; without it, packet by
+packet in Python (``_packets``), the reference.
 The library is pinned (pyproject.toml): the two private members used here are its stream
 connection and its checksum flag.
 """
@@ -18,7 +21,13 @@ from typing import Any
 import pymysql
 
 from collector import binlog_events as ev
+from collector.row_decoder import NATIVE_DECODER, native_module
 from simple_binlog.config import MySQLInstance
+
+# Bytes asked of the socket per read by the native scanner: a few hundred single-row
+# transactions, so the reader thread releases and re-takes the GIL once per chunk, not per
+# 8 KiB buffer of pymysql's socket file.
+_CHUNK = 1 << 18
 
 
 class BinlogStream:
@@ -63,6 +72,9 @@ class BinlogStream:
         if self._silence_limit is not None:
             library._stream_connection._sock.settimeout(self._silence_limit)
         trailer = ev.CHECKSUM_LENGTH if library._BinLogStreamReader__use_checksum else 0
+        if NATIVE_DECODER:
+            yield from self._scanned(library._stream_connection, trailer)
+            return
         for data in _packets(library._stream_connection):
             header = ev.read_header(data, 1)
             body = data[1 + ev.HEADER_LENGTH : len(data) - trailer]
@@ -71,6 +83,55 @@ class BinlogStream:
             elif header.log_pos and header.type != ev.HEARTBEAT:
                 self.log_pos = header.log_pos
             yield header, body
+
+    def _scanned(self, connection: Any, trailer: int) -> Iterator[tuple[ev.EventHeader, bytes]]:
+        """The events of the dump, split natively from chunks of the socket's bytes."""
+        native = native_module()
+        scan, scan_eof, scan_error, scan_large = (
+            native.scan_packets,
+            native.SCAN_EOF,
+            native.SCAN_ERROR,
+            native.SCAN_LARGE,
+        )
+        read1, read = connection._rfile.read1, connection._rfile.read
+        buffer, offset = b"", 0
+        while True:
+            events, offset, stop = scan(buffer, offset, trailer, ev.EventHeader)
+            for header, body in events:
+                if header.type == ev.ROTATE:
+                    self.log_file, self.log_pos = ev.rotate_event(body)
+                elif header.log_pos and header.type != ev.HEARTBEAT:
+                    self.log_pos = header.log_pos
+                yield header, body
+            if stop == scan_eof:
+                return
+            if stop == scan_error:
+                pymysql.err.raise_mysql_exception(buffer[offset + 4 :])
+            buffer = buffer[offset:]
+            offset = 0
+            if stop == scan_large:
+                # A payload of 16 MiB or more, continued over several packets (a rows event
+                # that large): joined and split in Python, as ``_packets`` does.
+                payload, buffer = _joined_payload(buffer, read)
+                if payload[:1] == b"\x00":
+                    header = ev.read_header(payload, 1)
+                    if header.log_pos:
+                        self.log_pos = header.log_pos
+                    yield header, payload[1 + ev.HEADER_LENGTH : len(payload) - trailer]
+                continue
+            # The rest of a packet whose length is known at once, else what the socket has.
+            missing = 0
+            if len(buffer) >= 4:
+                missing = 4 + int.from_bytes(buffer[:3], "little") - len(buffer)
+            try:
+                chunk = read(missing) if missing > _CHUNK else read1(_CHUNK)
+            except OSError as exc:
+                raise pymysql.err.OperationalError(
+                    _LOST, f"lost the binlog connection ({exc})"
+                ) from None
+            if not chunk:
+                raise pymysql.err.OperationalError(_LOST, "the server closed the binlog connection")
+            buffer += chunk
 
     def close(self) -> None:
         """Safe from another thread: a shutdown wakes a reader blocked on the socket."""
@@ -84,6 +145,32 @@ class BinlogStream:
 
 _MAX_PACKET = 0xFFFFFF
 _LOST = 2013  # CR_SERVER_LOST
+
+
+def _joined_payload(buffer: bytes, read: Any) -> tuple[bytes, bytes]:
+    """A payload continued over packets of 16 MiB - 1 bytes, from ``buffer`` then the socket:
+    (the payload, the bytes after it)."""
+    parts = []
+    while True:
+        while len(buffer) < 4:
+            buffer += _read_some(read, 4 - len(buffer))
+        length = int.from_bytes(buffer[:3], "little")
+        while len(buffer) < 4 + length:
+            buffer += _read_some(read, 4 + length - len(buffer))
+        parts.append(buffer[4 : 4 + length])
+        buffer = buffer[4 + length :]
+        if length != _MAX_PACKET:
+            return b"".join(parts), buffer
+
+
+def _read_some(read: Any, size: int) -> bytes:
+    try:
+        chunk: bytes = read(size)
+    except OSError as exc:
+        raise pymysql.err.OperationalError(_LOST, f"lost the binlog connection ({exc})") from None
+    if not chunk:
+        raise pymysql.err.OperationalError(_LOST, "the server closed the binlog connection")
+    return chunk
 
 
 def _packets(connection: Any) -> Iterator[bytes]:

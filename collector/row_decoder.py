@@ -39,13 +39,18 @@ except ImportError:  # built without a compiler: the Python readers do all the w
 log = logging.getLogger(__name__)
 
 # The interface version this module speaks; a stale build of the extension is not used.
-_NATIVE_API_VERSION = 1
+_NATIVE_API_VERSION = 2
 NATIVE_DECODER = _native is not None and _native.API_VERSION == _NATIVE_API_VERSION
 
 Row = dict[str, JsonScalar]
 Reader = Callable[[bytes, int], tuple[JsonScalar, int]]
 # (name, code, width, fsp, unit, labels, fallback): one column for ``_native.RowPlan``.
 NativeSpec = tuple[str, int, int, int, int, tuple[str, ...] | None, Callable[..., Any] | None]
+
+
+def native_module() -> Any:
+    """The C extension (check ``NATIVE_DECODER`` first)."""
+    return _native
 
 
 def decoder_name() -> str:

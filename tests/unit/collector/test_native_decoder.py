@@ -7,14 +7,19 @@ writes, NULLs — and each rows event is decoded by ``RowDecoder.rows`` (native)
 Truncated and garbage events must raise ``ContractError`` (never crash, never read past the
 buffer); bytes the native decoder accepts, the reference reads the same.
 
+The packet scanner (``scan_packets``, used by ``BinlogStream``) is held to the Python
+packet reading the same way, with packets split across socket reads at every size.
+
 Skipped when the extension is not built (a machine without a C compiler); the integration
 test ``test_fast_decoder.py`` requires it.
 """
 
 from __future__ import annotations
 
+import io
 import struct
 
+import pymysql
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -22,6 +27,7 @@ from hypothesis import strategies as st
 from collector import _native
 from collector import binlog_events as ev
 from collector.binlog_events import BinlogColumn, TableMap
+from collector.binlog_stream import BinlogStream, _packets
 from collector.row_decoder import NATIVE_DECODER, RowDecoder, column_reader, native_spec
 from simple_binlog.errors import ContractError
 from simple_binlog.values import parse_column_type
@@ -256,3 +262,116 @@ def test_known_values_read_natively() -> None:
             },
         )
     ]
+
+
+# -- the dump's packets ------------------------------------------------------------------------
+
+
+class Trickle(io.RawIOBase):
+    """A socket that hands out at most ``step`` bytes per read: packets arrive split."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        self._data, self._at, self._step = data, 0, step
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target) -> int:
+        size = min(len(target), self._step, len(self._data) - self._at)
+        target[:size] = self._data[self._at : self._at + size]
+        self._at += size
+        return size
+
+
+def packet(payload: bytes) -> bytes:
+    return len(payload).to_bytes(3, "little") + b"\x00" + payload
+
+
+def event_packet(kind: int, body: bytes, log_pos: int, trailer: int = 4) -> bytes:
+    header = struct.pack("<IBIIIH", 1_800_000_000, kind, 1, 19 + len(body) + trailer, log_pos, 0)
+    return packet(b"\x00" + header + body + b"\xee" * trailer)
+
+
+EOF_PACKET = packet(b"\xfe\x00\x00\x02\x00")
+
+
+def connection_over(data: bytes, step: int):
+    class Connection:
+        _rfile = io.BufferedReader(Trickle(data, step), buffer_size=64)
+
+    return Connection()
+
+
+def python_events(data: bytes, trailer: int) -> list:
+    """The reference: ``_packets`` and the Python header reading."""
+    events = []
+    for payload in _packets(connection_over(data, len(data) or 1)):
+        header = ev.read_header(payload, 1)
+        events.append((header, payload[1 + ev.HEADER_LENGTH : len(payload) - trailer]))
+    return events
+
+
+def scanned_events(data: bytes, trailer: int, step: int) -> list:
+    stream = BinlogStream.__new__(BinlogStream)
+    stream.log_file, stream.log_pos = "", 0
+    return list(stream._scanned(connection_over(data, step), trailer))
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([2, 15, 16, 19, 27, 30, 162]), st.binary(max_size=700)),
+        max_size=12,
+    ),
+    st.integers(1, 900),
+    st.sampled_from([0, 4]),
+)
+def test_scanned_packets_equal_the_python_reading(events, step: int, trailer: int) -> None:
+    data = b"".join(
+        event_packet(kind, body, 1000 + i, trailer) for i, (kind, body) in enumerate(events)
+    )
+    data += packet(b"\x01 not an event") + EOF_PACKET
+    expected = python_events(data, trailer)
+    assert len(expected) == len(events)
+    assert scanned_events(data, trailer, step) == expected
+
+
+def test_a_server_error_packet_is_raised_as_pymysql_does() -> None:
+    error = packet(b"\xff" + struct.pack("<H", 1236) + b"#HY000" + b"binlog purged")
+    data = event_packet(2, b"x" * 20, 100) + error
+    with pytest.raises(pymysql.err.OperationalError, match="binlog purged"):
+        scanned_events(data, 4, 7)
+
+
+def test_a_closed_connection_mid_packet_is_a_lost_connection() -> None:
+    data = event_packet(2, b"x" * 50, 100)
+    with pytest.raises(pymysql.err.OperationalError, match="closed the binlog connection"):
+        scanned_events(data[:-10], 4, 13)
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=400), st.integers(0, 8))
+def test_scanning_garbage_raises_a_contract_error_or_returns(garbage: bytes, trailer: int) -> None:
+    try:
+        events, offset, stop = _native.scan_packets(garbage, 0, trailer, ev.EventHeader)
+    except ContractError:
+        return
+    assert 0 <= offset <= len(garbage)
+    assert stop in (_native.SCAN_MORE, _native.SCAN_LARGE, _native.SCAN_ERROR, _native.SCAN_EOF)
+    for header, body in events:
+        assert isinstance(header, ev.EventHeader)
+        assert len(body) <= len(garbage)
+
+
+def test_a_payload_over_16_mib_is_joined() -> None:
+    body = bytes(range(256)) * (17 * 4096)  # 17 MiB: two packets on the wire
+    header = struct.pack("<IBIIIH", 1_800_000_000, 30, 1, 19 + len(body) + 4, 777, 0)
+    payload = b"\x00" + header + body + b"\xee" * 4
+    wire = b""
+    for start in range(0, len(payload) + 1, 0xFFFFFF):
+        part = payload[start : start + 0xFFFFFF]
+        wire += len(part).to_bytes(3, "little") + b"\x00" + part
+    wire += EOF_PACKET
+    [(parsed, read_body)] = scanned_events(wire, 4, 1 << 20)
+    assert (parsed.type, parsed.log_pos) == (30, 777)
+    assert read_body == body
