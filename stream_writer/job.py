@@ -25,6 +25,7 @@ from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.kafka import consumer_config, topic_name
 from simple_binlog.spark import build_session
+from stream_writer import localfs
 from stream_writer.metrics import WriterMetrics
 from stream_writer.writer import BatchWriter, WriterPaths
 
@@ -156,7 +157,12 @@ def run_stream_writer(
         "stream writer %s reads %s into %s", run.name, ", ".join(run.topics), settings.lake_dir
     )
     spark = build_session(
-        settings, f"cdc-stream-writer-{run.name}", {"spark.ui.showConsoleProgress": "false"}
+        settings,
+        f"cdc-stream-writer-{run.name}",
+        {
+            "spark.ui.showConsoleProgress": "false",
+            **localfs.session_conf_for(settings.stack.home.resolve() / "jars" / "spark"),
+        },
     )
     latest = KafkaLatestOffsets(settings, run.name)
     writer: BatchWriter | None = None

@@ -46,17 +46,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 from zoneinfo import ZoneInfo
 
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+from pyspark import SparkContext
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from simple_binlog.config import StreamWriterSettings
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.routing import ShardRouter, ShardRule
-from stream_writer import commit, layout, transform
+from stream_writer import commit, layout, localfs, transform
 from stream_writer.catalog import HiveCatalog
 from stream_writer.metrics import WriterMetrics
 from stream_writer.readiness import UNKNOWN_LAG, BatchProgress, ReadinessRule, WriterState
@@ -67,18 +69,52 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SUCCESS = "_SUCCESS"
-# Hadoop options of the staging write only. A lake on the local filesystem: Hadoop's default
-# one writes a checksum file beside each file and, without Hadoop's native library (the
-# PyPI pyspark has none), sets each new file's mode by running `chmod` in a child process:
-# two processes per file, a third of a batch's time with 200 tables. The raw local
-# filesystem writes no checksum file (a fresh, uncached instance, so only this write uses
-# it). Other filesystems (HDFS, S3) are not affected.
-_STAGING_WRITE_OPTIONS = {
-    "fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
-    "fs.file.impl.disable.cache": "true",
-}
 # The columns of the staged files that name them and advance the watermarks.
 _READ_BACK_SCHEMA = "kafkaTopic STRING, kafkaPartition INT, kafkaOffset BIGINT, executeTime BIGINT"
+_FOOTER_COLUMNS = ("kafkaTopic", "kafkaPartition", "kafkaOffset", "executeTime")
+_FOOTER_SUMMARY = "io.cdcmirror.parquet.FooterSummary"
+# How long the observed metrics of a finished write may take to arrive (Spark delivers them
+# through its listener bus); past it the batch fails with one sentence instead of hanging.
+_OBSERVATION_TIMEOUT_S = 300
+
+
+@dataclass(frozen=True, slots=True)
+class FileSummary:
+    """What a staged file's Parquet footer (or its rows, read back) says about it."""
+
+    path: str
+    rows: int
+    first_topic: str
+    last_topic: str
+    first_partition: int
+    last_partition: int
+    min_offset: int
+    max_offset: int
+    max_event_ms: int | None
+
+
+def parse_footer_summary(text: str) -> list[FileSummary]:
+    """Pure: ``FooterSummary.summarise``'s lines (path, rows, then min and max of each of
+    ``_FOOTER_COLUMNS``, tab-separated; empty when a column held only nulls)."""
+    summaries = []
+    for line in text.splitlines():
+        if not line:
+            continue
+        path, rows, t_min, t_max, p_min, p_max, o_min, o_max, _e_min, e_max = line.split("\t")
+        summaries.append(
+            FileSummary(
+                path=path,
+                rows=int(rows),
+                first_topic=t_min,
+                last_topic=t_max,
+                first_partition=int(p_min),
+                last_partition=int(p_max),
+                min_offset=int(o_min),
+                max_offset=int(o_max),
+                max_event_ms=int(e_max) if e_max else None,
+            )
+        )
+    return summaries
 
 
 class LatestOffsets(Protocol):
@@ -159,8 +195,15 @@ class BatchWriter:
             ),
         )
         self.catalog = HiveCatalog(spark, config.database, paths.lake_dir)
+        # The staging write's own local filesystem: no checksum files, and no `chmod` child
+        # process per file when the session loaded the java.nio one (stream_writer.localfs).
+        # The same jar holds FooterSummary: with it, staged files are described from their
+        # footers instead of a Spark job reading their columns back.
+        self._writer_jar = localfs.nio_in_session(spark.conf.get("spark.hadoop.fs.file.impl", None))
+        self._staging_options = localfs.staging_write_options(self._writer_jar)
         self.manifests = commit.ManifestStore(paths.checkpoint_dir)
         self.state = self._load_state()
+        self.catalog.remember(self.state.table_days)
         # Guards the state, the catalog and the markers: the publication of a batch runs in a
         # thread of its own, and ``check_readiness`` in the caller's.
         self._lock = threading.Lock()
@@ -202,7 +245,7 @@ class BatchWriter:
         else:
             log.info("batch %d was committed before a restart; completing it", batch_id)
             self._wait_published()
-        staged_s = time.monotonic() - started
+        staged_s = time.monotonic() - started - phases.get("wait for previous", 0.0)
         self._pending = self._publisher.submit(
             self._publish_batch, manifest, phases, started, staged_s
         )
@@ -285,7 +328,9 @@ class BatchWriter:
         if self.on_published is not None:
             self.on_published(manifest)
         if published is not None:
-            self._observe(manifest, *published, phases, staged_s, time.monotonic() - started)
+            # The batch's own time: not the wait for the previous batch's publication.
+            seconds = time.monotonic() - started - phases.get("wait for previous", 0.0)
+            self._observe(manifest, *published, phases, staged_s, seconds)
         commit.discard_staging(self.paths.staging_root, manifest.batch_id)
         self.manifests.prune(manifest.batch_id)
 
@@ -341,7 +386,7 @@ class BatchWriter:
         )
         (
             observed.sortWithinPartitions("_table", "_dt", "kafkaOffset")
-            .write.options(**_STAGING_WRITE_OPTIONS)
+            .write.options(**self._staging_options)
             .option("maxRecordsPerFile", rows_per_file)
             .partitionBy("_table", "_dt")
             .parquet(str(target))
@@ -385,12 +430,82 @@ class BatchWriter:
     def _staged_stats(self, target: Path, observation: Observation) -> _StagedStats:
         # A batch whose offsets hold no committed record (only aborted transactions and their
         # markers, as a broker restart leaves behind) is written as a bare directory with
-        # _SUCCESS and no Parquet file, which Spark cannot read back: nothing to name then.
-        if not any(target.glob("_table=*/_dt=*/*.parquet")):
+        # _SUCCESS and no Parquet file: nothing to name then.
+        staged = sorted(target.glob("_table=*/_dt=*/*.parquet"))
+        if not staged:
             return _StagedStats([], {}, {}, 0)
         physical: dict[str, set[tuple[str, str]]] = defaultdict(set)
-        for item in json.loads(observation.get["physical"]):
+        for item in json.loads(observed_metrics(observation)["physical"]):
             physical[item["_table"]].add((item["schemaName"], item["tableName"]))
+        files: list[layout.StagedFile] = []
+        max_event: dict[tuple[str, int], int] = {}
+        dead = 0
+        for summary in self._summarise(target, staged):
+            path = Path(urlparse(summary.path).path)
+            table = path.parent.parent.name.removeprefix("_table=")
+            dt = path.parent.name.removeprefix("_dt=")
+            if (summary.first_topic, summary.first_partition) != (
+                summary.last_topic,
+                summary.last_partition,
+            ):
+                raise CdcMirrorError(
+                    f"staged file {path.name} mixes Kafka partitions; Spark's Kafka source "
+                    "must read each topic partition in one task (do not set minPartitions)."
+                )
+            files.append(
+                layout.StagedFile(
+                    path=str(path),
+                    table=table,
+                    dt=dt,
+                    topic=summary.first_topic,
+                    partition=summary.first_partition,
+                    min_offset=summary.min_offset,
+                    max_offset=summary.max_offset,
+                    rows=summary.rows,
+                    size=path.stat().st_size,
+                )
+            )
+            if table == layout.DEAD_LETTER_TABLE:
+                dead += summary.rows
+                continue
+            key = (summary.first_topic, summary.first_partition)
+            if summary.max_event_ms is not None:
+                max_event[key] = max(max_event.get(key, summary.max_event_ms), summary.max_event_ms)
+        return _StagedStats(files, dict(physical), max_event, dead)
+
+    def _summarise(self, target: Path, staged: list[Path]) -> list[FileSummary]:
+        """Rows, offset range and newest event of each staged file.
+
+        Parquet records each row group's row count and every column's minimum and maximum in
+        the file's footer, so reading the footers (one JVM call for the batch, a few ms a
+        file) answers without reading rows. Without the writer's jar, or should a footer lack
+        statistics, Spark reads the four columns back instead (seconds a batch).
+        """
+        if self._writer_jar:
+            try:
+                return self._footer_summaries(staged)
+            except Py4JJavaError as exc:
+                log.warning(
+                    "the staged files' footers cannot say what they hold (%s); reading them back",
+                    exc.java_exception.getMessage(),
+                )
+        return self._read_back(target)
+
+    def _footer_summaries(self, staged: list[Path]) -> list[FileSummary]:
+        gateway = self.spark.sparkContext._gateway
+        jvm = self.spark.sparkContext._jvm
+        assert gateway is not None and jvm is not None  # a classic (non-Connect) session
+        paths = gateway.new_array(jvm.java.lang.String, len(staged))
+        for index, path in enumerate(staged):
+            paths[index] = str(path)
+        columns = gateway.new_array(jvm.java.lang.String, len(_FOOTER_COLUMNS))
+        for index, column in enumerate(_FOOTER_COLUMNS):
+            columns[index] = column
+        hadoop_conf = self.spark.sparkContext._jsc.hadoopConfiguration()
+        summary_class = getattr(jvm, _FOOTER_SUMMARY)
+        return parse_footer_summary(str(summary_class.summarise(hadoop_conf, paths, columns)))
+
+    def _read_back(self, target: Path) -> list[FileSummary]:
         # Only small columns are read back (Parquet is columnar), with the schema given and
         # the files found by one recursive listing: no schema inference, no partition
         # discovery jobs. Dead-letter rows are in files of their own (``_table=dead_letter``).
@@ -412,38 +527,20 @@ class BatchWriter:
             )
             .collect()
         )
-        files: list[layout.StagedFile] = []
-        max_event: dict[tuple[str, int], int] = {}
-        dead = 0
-        for row in rows:
-            path = Path(urlparse(row["file"]).path)
-            table = path.parent.parent.name.removeprefix("_table=")
-            dt = path.parent.name.removeprefix("_dt=")
-            if (row["topic"], row["partition"]) != (row["lastTopic"], row["lastPartition"]):
-                raise CdcMirrorError(
-                    f"staged file {path.name} mixes Kafka partitions; Spark's Kafka source "
-                    "must read each topic partition in one task (do not set minPartitions)."
-                )
-            files.append(
-                layout.StagedFile(
-                    path=str(path),
-                    table=table,
-                    dt=dt,
-                    topic=row["topic"],
-                    partition=int(row["partition"]),
-                    min_offset=int(row["minOffset"]),
-                    max_offset=int(row["maxOffset"]),
-                    rows=int(row["rows"]),
-                    size=path.stat().st_size,
-                )
+        return [
+            FileSummary(
+                path=row["file"],
+                rows=int(row["rows"]),
+                first_topic=row["topic"],
+                last_topic=row["lastTopic"],
+                first_partition=int(row["partition"]),
+                last_partition=int(row["lastPartition"]),
+                min_offset=int(row["minOffset"]),
+                max_offset=int(row["maxOffset"]),
+                max_event_ms=None if row["maxEventMs"] is None else int(row["maxEventMs"]),
             )
-            if table == layout.DEAD_LETTER_TABLE:
-                dead += int(row["rows"])
-                continue
-            key = (row["topic"], int(row["partition"]))
-            if row["maxEventMs"] is not None:
-                max_event[key] = max(max_event.get(key, row["maxEventMs"]), row["maxEventMs"])
-        return _StagedStats(files, dict(physical), max_event, dead)
+            for row in rows
+        ]
 
     def _check_routes(self, stats: _StagedStats) -> None:
         """Spark routed with Java regexes; the contract's router is Python's. They must agree."""
@@ -640,3 +737,23 @@ def read_batch_end_offsets(checkpoint_dir: Path, batch_id: int) -> dict[tuple[st
         for topic, partitions in offsets.items()
         for partition, offset in partitions.items()
     }
+
+
+def observed_metrics(
+    observation: Observation, timeout_s: float = _OBSERVATION_TIMEOUT_S
+) -> dict[str, Any]:
+    """``Observation.get`` with a deadline (PySpark's waits forever for metrics that Spark's
+    listener bus may never deliver)."""
+    jvm = SparkContext._jvm
+    observed = observation._jo
+    assert jvm is not None and observed is not None  # observed by a finished action
+    try:
+        jvm.scala.concurrent.Await.ready(
+            observed.future(), jvm.scala.concurrent.duration.Duration.apply(int(timeout_s), "s")
+        )
+    except Py4JJavaError:
+        raise CdcMirrorError(
+            f"Spark did not report the batch's observed metrics within {timeout_s:.0f} s of "
+            "its write; the batch is not committed and runs again."
+        ) from None
+    return observation.get
