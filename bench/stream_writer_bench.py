@@ -170,7 +170,10 @@ def run_baseline(spark, settings: Settings, topic: str, out: Path, max_offsets: 
     return seconds, rows
 
 
-def run_writer(spark, settings: Settings, topic: str, name: str) -> tuple[float, object]:
+def run_writer(spark, settings: Settings, topic: str, name: str,
+               registered: dict[str, set[str]] | None = None) -> tuple[float, object]:
+    """``registered``: partitions to tell the writer's catalog about, as a writer's state does
+    after a restart (the steady state: no metastore call for what exists)."""
     from stream_writer.job import KafkaLatestOffsets, plan_run, start_query
     from stream_writer.metrics import WriterMetrics
     from stream_writer.writer import BatchWriter
@@ -179,6 +182,8 @@ def run_writer(spark, settings: Settings, topic: str, name: str) -> tuple[float,
     latest = KafkaLatestOffsets(settings, name)
     writer = BatchWriter(spark, settings.stream_writer, run.paths,
                          settings.shard_rules, latest, WriterMetrics(name))
+    if registered:
+        writer.catalog.remember(registered)
     started = time.monotonic()
     query = start_query(spark, settings, run, writer, available_now=True)
     query.awaitTermination()
@@ -320,7 +325,9 @@ def file_create_cost(spark, work: Path, files: int = 200) -> None:
 def count_lake_rows(spark, database: str) -> int:
     total = 0
     for table in spark.sql(f"SHOW TABLES IN {database}").collect():
-        total += spark.table(f"{database}.{table['tableName']}").count()
+        name = f"{database}.{table['tableName']}"
+        spark.catalog.refreshTable(name)  # the session caches a table's file listing
+        total += spark.table(name).count()
     return total
 
 
@@ -339,7 +346,7 @@ def throughput(spark, settings: Settings, args, topic: str, work: Path, database
     if args.profile:
         print_stages(events, since, "baseline")
     since = int(time.time() * 1000)
-    ours_s, _writer = run_writer(spark, settings, topic, f"bench-{uuid.uuid4().hex[:6]}")
+    ours_s, first_writer = run_writer(spark, settings, topic, f"bench-{uuid.uuid4().hex[:6]}")
     total = count_lake_rows(spark, database)
     print(f"stream writer, first run (creates the {args.tables} tables): {total:,} rows in "
           f"{ours_s:.1f} s = {total / ours_s:,.0f} rows/s", flush=True)
@@ -360,10 +367,12 @@ def throughput(spark, settings: Settings, args, topic: str, work: Path, database
                                  report["below 1/20 target (not last of group)"]})]
     if args.steady_state:
         # A second writer (fresh checkpoint) over the same topic into the same tables, which
-        # now exist with their partitions: the metastore work of a table's lifetime is done,
+        # now exist with their partitions, told what the first one registered (as a writer's
+        # state tells it after a restart): the metastore work of a table's lifetime is done,
         # as for a writer that has run for a while. Its rows are copies of the first run's.
         since = int(time.time() * 1000)
-        steady_s, _writer = run_writer(spark, settings, topic, f"bench-{uuid.uuid4().hex[:6]}")
+        steady_s, _writer = run_writer(spark, settings, topic, f"bench-{uuid.uuid4().hex[:6]}",
+                                       registered=first_writer.state.table_days)
         steady_total = count_lake_rows(spark, database) - total
         print(f"stream writer, steady state (tables exist): {steady_total:,} rows in "
               f"{steady_s:.1f} s = {steady_total / steady_s:,.0f} rows/s", flush=True)

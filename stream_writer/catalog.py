@@ -85,11 +85,17 @@ class HiveCatalog:
         self._tables.add(table)
 
     def _list_partitions(self, table: str) -> None:
-        """Learn the partitions of a table that existed before this process (one call)."""
-        rows = self.spark.sql(f"SHOW PARTITIONS {self.database}.`{table}`").collect()
-        self._partitions.update(
-            (table, dt) for dt in partition_days([row["partition"] for row in rows])
-        )
+        """Learn the partitions of a table that existed before this process (one call).
+
+        Asked of Spark's external catalog directly: ``SHOW PARTITIONS`` resolves the table
+        as a query would, ~10× the cost of the metastore call itself (~250 ms against ~20).
+        """
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None  # a classic (non-Connect) session
+        external = self.spark._jsparkSession.sessionState().catalog().externalCatalog()
+        names = external.listPartitionNames(self.database, table, jvm.scala.Option.empty())
+        listed = [str(name) for name in jvm.scala.jdk.javaapi.CollectionConverters.asJava(names)]
+        self._partitions.update((table, dt) for dt in partition_days(listed))
         self._listed.add(table)
 
     def add_partitions(self, table: str, days: list[str]) -> None:
@@ -131,5 +137,5 @@ class HiveCatalog:
 
 
 def partition_days(names: list[str]) -> list[str]:
-    """Pure: the ``dt`` values of ``SHOW PARTITIONS`` rows (``dt=2024-03-01``)."""
+    """Pure: the ``dt`` values of partition names (``dt=2024-03-01``)."""
     return [name.removeprefix("dt=") for name in names if name.startswith("dt=")]

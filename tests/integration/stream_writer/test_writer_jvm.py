@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from simple_binlog.config import Settings
 from simple_binlog.spark import build_session
 from stream_writer import localfs
+from stream_writer.catalog import HiveCatalog
 from stream_writer.metrics import WriterMetrics
 from stream_writer.writer import BatchWriter, WriterPaths
 
@@ -130,3 +132,37 @@ def test_footer_summaries_equal_the_rows_read_back(
         ), path
     assert sum(s.rows for s in from_footers) == 40_000
     assert any(s.max_event_ms is None for s in from_footers)  # the dead letters' files
+
+
+def test_a_new_catalog_learns_existing_partitions_and_adds_only_new_ones(
+    spark: Any, tmp_path: Path
+) -> None:
+    database = f"test_sw_catalog_{uuid.uuid4().hex[:8]}"
+    first = HiveCatalog(spark, database, tmp_path)
+    first.ensure_database()
+    try:
+        first.add_all({"shop_orders": ["2024-03-01"], "crm_users": ["2024-03-01"]})
+        # A writer started later (fresh process): the tables exist, one day is new.
+        later = HiveCatalog(spark, database, tmp_path)
+        later.add_all(
+            {"shop_orders": ["2024-03-01", "2024-03-02"], "billing_invoices": ["2024-03-02"]}
+        )
+        assert later._listed == {"shop_orders"}  # listed once, not re-added
+        assert ("shop_orders", "2024-03-01") in later._partitions
+
+        def partitions(table: str) -> list[str]:
+            rows = spark.sql(f"SHOW PARTITIONS {database}.{table}").collect()
+            return sorted(row["partition"] for row in rows)
+
+        assert partitions("shop_orders") == ["dt=2024-03-01", "dt=2024-03-02"]
+        assert partitions("crm_users") == ["dt=2024-03-01"]
+        assert partitions("billing_invoices") == ["dt=2024-03-02"]
+        location = (
+            spark.sql(f"DESCRIBE FORMATTED {database}.shop_orders PARTITION (dt='2024-03-02')")
+            .where("col_name = 'Location'")
+            .first()
+        )
+        assert location is not None
+        assert location["data_type"].endswith(f"{database}.db/shop_orders/dt=2024-03-02")
+    finally:
+        spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
