@@ -44,9 +44,10 @@ from merge.check import CheckResult, check_days, compare
 from merge.schema import OFFSET_COLUMN, SHARD_COLUMN, SchemaPlan, choose_key, plan_schema
 from merge.snapshot import SnapshotStore
 from merge.transform import (
+    ChangeSummary,
+    KeySpan,
     align,
     changed_keys,
-    delete_counts,
     drop_archived,
     files_holding,
     flatten,
@@ -54,6 +55,7 @@ from merge.transform import (
     key_span,
     latest,
     latest_in_key_ranges,
+    summarize_changes,
 )
 from merge.types import SchemaChangeError
 from simple_binlog.config import Settings, TableMirror
@@ -73,10 +75,20 @@ class _Layout:
     carried: list[Path]  # files of the previous version kept as they are
     mode: str  # first | full | incremental
     cached: list[DataFrame] = field(default_factory=list)  # unpersisted after the publish
+    carried_rows: int = 0  # rows in the carried files
 
 
 # Files beyond twice the ideal count (plus this) make the next merge a full one (compaction).
 _COMPACTION_SLACK = 4
+
+
+def _data_files(version: Path) -> list[Path]:
+    """A version directory's data files (Spark's ``_SUCCESS`` and ``.crc`` files are not)."""
+    return sorted(
+        path
+        for path in version.iterdir()
+        if path.is_file() and not path.name.startswith(("_", "."))
+    )
 
 
 def _local_path(uri: str) -> Path:
@@ -273,29 +285,36 @@ class Merger:
                 live.shards[0],
             )
         key = choose_key(mirror.name, mirror.key, live.key)
-        plan = plan_schema(mirror.name, self.store.data_columns(mirror.name), live.columns, key)
-        previous = self._previous_snapshot(mirror.name, request.dt)
+        existing = self.store.data_columns(mirror.name)
+        plan = plan_schema(mirror.name, existing, live.columns, key)
+        days = self.store.partitions(mirror.name) if existing is not None else []
+        previous = self._previous_snapshot(mirror.name, request.dt, days)
 
         raw = self._load_raw(mirror.name, dt)
         changes = flatten(raw, plan).persist()
         try:
-            change_count, decision = self._archive_decision(mirror, plan, request, raw, changes)
+            summary, decision = self._archive_decision(mirror, plan, request, raw, changes)
             applied = changes
+            span: KeySpan | None = summary.keys
             if decision.archiving and decision.time_column and decision.cutoff:
                 applied = drop_archived(changes, decision.time_column, decision.cutoff)
-            self.store.evolve(mirror.name, plan)
+                span = None  # the summary's span includes the ignored DELETEs' keys
+            self.store.evolve(mirror.name, plan, exists=existing is not None)
             run_id = f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
-            layout = self._snapshot_rows(mirror.name, request.dt, plan, previous, applied)
+            layout = self._snapshot_rows(
+                mirror.name, request.dt, plan, previous, applied, summary.count, span
+            )
             try:
-                location = self.store.publish(mirror.name, dt, run_id, layout.rows, layout.carried)
+                location = self.store.publish(
+                    mirror.name, dt, run_id, layout.rows, layout.carried, replace=dt in days
+                )
+                row_count = layout.carried_rows + self._rows_in_new_files(location, layout)
             finally:
                 for frame in layout.cached:
                     frame.unpersist()
         finally:
             changes.unpersist()
-        row_count = (
-            self.spark.read.format(self.settings.merge.file_format).load(str(location)).count()
-        )
+        change_count = summary.count
         result = MergeResult(
             table=mirror.name,
             dt=request.dt,
@@ -329,6 +348,12 @@ class Merger:
             )
         return result
 
+    def _rows_in_new_files(self, version: Path, layout: _Layout) -> int:
+        """Rows of the files this merge wrote (the carried files are counted already)."""
+        carried = {path.name for path in layout.carried}
+        written = [path for path in _data_files(version) if path.name not in carried]
+        return sum(self.store.file_rows(written).values())
+
     def _snapshot_rows(
         self,
         table: str,
@@ -336,6 +361,8 @@ class Merger:
         plan: SchemaPlan,
         previous: DataFrame | None,
         changes: DataFrame,
+        change_count: int,
+        span: KeySpan | None,
     ) -> _Layout:
         """The rows to write for snapshot ``dt`` and the previous files carried forward.
 
@@ -356,13 +383,14 @@ class Merger:
         key = plan.key
         columns = [*[f"`{name}`" for name, _ in plan.columns], OFFSET_COLUMN, SHARD_COLUMN]
         if previous is None:
-            files = math.ceil(changes.count() / config.rows_per_file)
+            files = math.ceil(change_count / config.rows_per_file)
             rows = latest_in_key_ranges(changes, key, files).select(*columns)
             return _Layout(rows, [], "first")
         before = (dt - timedelta(days=1)).isoformat()
         location = self.store.partition_location(table, before)
         keys = changed_keys(changes, key)
-        span = key_span(keys, key) if config.incremental else None
+        if config.incremental and span is None:
+            span = key_span(keys, key)
         key_count = span.count if span is not None else 0
         if (
             not config.incremental
@@ -370,14 +398,13 @@ class Merger:
             or location is None
             or key_count > config.max_incremental_keys
         ):
-            files = math.ceil((previous.count() + changes.count()) / config.rows_per_file)
+            files = math.ceil((previous.count() + change_count) / config.rows_per_file)
             return _Layout(self._full(changes, previous, plan, files), [], "full")
         fmt = config.file_format
         version = self.spark.read.format(fmt).load(location)
-        data_files = sorted(
-            p for p in Path(location).iterdir() if p.is_file() and not p.name.startswith(("_", "."))
-        )
-        total_rows = version.count()  # Parquet/ORC footers: no data read
+        data_files = _data_files(Path(location))
+        file_rows = self.store.file_rows(data_files)
+        total_rows = sum(file_rows.values())
         ideal_files = max(1, math.ceil(total_rows / config.rows_per_file))
         if len(data_files) > 2 * ideal_files + _COMPACTION_SLACK:
             # Each incremental day adds small files of changed rows; past twice the ideal
@@ -423,7 +450,8 @@ class Merger:
             len(data_files),
             len(carried),
         )
-        return _Layout(rows, carried, "incremental", [changed_rows])
+        carried_rows = sum(file_rows.get(path, 0) for path in carried)
+        return _Layout(rows, carried, "incremental", [changed_rows], carried_rows)
 
     @staticmethod
     def _full(changes: DataFrame, previous: DataFrame, plan: SchemaPlan, files: int) -> DataFrame:
@@ -459,8 +487,7 @@ class Merger:
         )
         return [before]
 
-    def _previous_snapshot(self, table: str, dt: date) -> DataFrame | None:
-        partitions = self.store.partitions(table)
+    def _previous_snapshot(self, table: str, dt: date, partitions: list[str]) -> DataFrame | None:
         before = (dt - timedelta(days=1)).isoformat()
         if before in partitions:
             return self.store.read(table, before)
@@ -498,8 +525,8 @@ class Merger:
         request: MergeRequest,
         raw: DataFrame,
         changes: DataFrame,
-    ) -> tuple[int, ArchiveDecision]:
-        """The day's change count and the archive rule's decision on its DELETEs."""
+    ) -> tuple[ChangeSummary, ArchiveDecision]:
+        """The day's changes summarized and the archive rule's decision on their DELETEs."""
         column = time_column(mirror)
         if column is not None and column not in plan.types:
             raise ConfigError(
@@ -509,8 +536,8 @@ class Merger:
         from merge.archive import cutoff_day  # noqa: PLC0415
 
         cutoff = cutoff_day(rule, request.dt) if column else None
-        change_count, counts = delete_counts(raw, changes, column, cutoff)
-        decision = decide(rule, column, request.dt, counts, request.override)
+        summary = summarize_changes(raw, changes, plan.key, column, cutoff)
+        decision = decide(rule, column, request.dt, summary.deletes, request.override)
         if decision.archiving:
             log.warning(
                 "%s %s: ignoring %d archiving DELETEs (%s)",
@@ -519,7 +546,7 @@ class Merger:
                 decision.ignored_deletes,
                 decision.reason,
             )
-        return change_count, decision
+        return summary, decision
 
     # -- check ------------------------------------------------------------------------------
     def check(self, mirror: TableMirror, dt: date) -> CheckResult:

@@ -33,7 +33,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from merge.schema import META_COLUMNS, SchemaPlan
 
@@ -94,9 +94,15 @@ class SnapshotStore:
         ]
 
     def partitions(self, table: str) -> list[str]:
-        if not self.exists(table):
+        """The table's days; none for a table that does not exist (one metastore call)."""
+        from pyspark.errors import AnalysisException  # noqa: PLC0415
+
+        try:
+            rows = self.spark.sql(f"SHOW PARTITIONS {self.qualified(table)}").collect()
+        except AnalysisException:
+            if self.exists(table):
+                raise  # not a missing table: the caller must hear of it
             return []
-        rows = self.spark.sql(f"SHOW PARTITIONS {self.qualified(table)}").collect()
         return sorted(str(row[0]).removeprefix("dt=") for row in rows)
 
     def partition_location(self, table: str, dt: str) -> str | None:
@@ -115,8 +121,8 @@ class SnapshotStore:
                 return str(row[1]).strip().removeprefix("file:")
         return None
 
-    def evolve(self, table: str, plan: SchemaPlan) -> None:
-        """Create the table, or bring it to ``plan``'s columns.
+    def evolve(self, table: str, plan: SchemaPlan, exists: bool | None = None) -> None:
+        """Create the table, or bring it to ``plan``'s columns (``exists``: already known).
 
         Added columns: ``ADD COLUMNS`` (Spark puts them after the existing ones, so the
         bookkeeping columns of the plan go before them in files; columns are matched by
@@ -131,7 +137,7 @@ class SnapshotStore:
             f"PARTITIONED BY (dt STRING) STORED AS {stored} "
             f"LOCATION {_quote(str(self.table_dir(table)))}"
         )
-        if not self.exists(table):
+        if not (self.exists(table) if exists is None else exists):
             self.spark.sql(create)
             return
         if plan.widened:
@@ -161,15 +167,49 @@ class SnapshotStore:
             log.info("snapshot table %s: added %s", table, ", ".join(plan.added))
 
     # -- data -----------------------------------------------------------------------------------
+    def file_rows(self, paths: list[Path]) -> dict[Path, int]:
+        """Rows in each data file, from its footer (Parquet) or file tail (ORC), read by the
+        driver: no Spark job, no column data. Counting through a Spark job costs more than
+        the rest of a small incremental merge, and grouping rows by file scans every row."""
+        jvm: Any = self.spark.sparkContext._jvm
+        conf = self.spark.sparkContext._jsc.hadoopConfiguration()
+        counts: dict[Path, int] = {}
+        for path in paths:
+            hadoop_path = jvm.org.apache.hadoop.fs.Path(str(path))
+            if self.file_format == "parquet":
+                source = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
+                    hadoop_path, conf
+                )
+                reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(source)
+                try:
+                    counts[path] = int(reader.getRecordCount())
+                finally:
+                    reader.close()
+            else:
+                options = jvm.org.apache.orc.OrcFile.readerOptions(conf)
+                reader = jvm.org.apache.orc.OrcFile.createReader(hadoop_path, options)
+                try:
+                    counts[path] = int(reader.getNumberOfRows())
+                finally:
+                    reader.close()
+        return counts
+
     def read(self, table: str, dt: str) -> DataFrame:
         self.spark.catalog.refreshTable(f"{self.database}.{table}")
         return self.spark.table(f"{self.database}.{table}").where(f"dt = {_quote(dt)}").drop("dt")
 
     def publish(
-        self, table: str, dt: str, run_id: str, rows: DataFrame, carried: list[Path]
+        self,
+        table: str,
+        dt: str,
+        run_id: str,
+        rows: DataFrame,
+        carried: list[Path],
+        replace: bool | None = None,
     ) -> Path:
         """Write ``rows`` (plus the ``carried`` files of an earlier version) as partition ``dt``
-        atomically; returns the new version directory."""
+        atomically; returns the new version directory. ``replace``: whether ``dt`` is known to
+        exist already (one metastore call instead of two); None when unknown."""
         staging = self.staging_dir(table, dt, run_id)
         target = self.version_dir(table, dt, run_id)
         rows.write.format(self.file_format).mode("overwrite").save(str(staging))
@@ -185,14 +225,16 @@ class SnapshotStore:
         os.replace(staging, target)
         location = _quote(str(target))
         qualified = self.qualified(table)
-        self.spark.sql(
-            f"ALTER TABLE {qualified} ADD IF NOT EXISTS PARTITION (dt={_quote(dt)}) "
-            f"LOCATION {location}"
-        )
-        # A re-merge of the day: move the existing partition (the commit point).
-        self.spark.sql(
-            f"ALTER TABLE {qualified} PARTITION (dt={_quote(dt)}) SET LOCATION {location}"
-        )
+        spec = f"PARTITION (dt={_quote(dt)})"
+        if replace is None:
+            self.spark.sql(f"ALTER TABLE {qualified} ADD IF NOT EXISTS {spec} LOCATION {location}")
+        elif not replace:
+            # Without IF NOT EXISTS: a day that appeared meanwhile (another merge of it) fails
+            # here rather than silently keeping the other run's location.
+            self.spark.sql(f"ALTER TABLE {qualified} ADD {spec} LOCATION {location}")
+        if replace is None or replace:
+            # A re-merge of the day: move the existing partition (the commit point).
+            self.spark.sql(f"ALTER TABLE {qualified} {spec} SET LOCATION {location}")
         self.spark.catalog.refreshTable(f"{self.database}.{table}")
         self._clean(table, dt, keep=target)
         return target

@@ -77,22 +77,50 @@ def flatten(raw: DataFrame, plan: SchemaPlan) -> DataFrame:
     return changes.unionByName(old_keys)
 
 
-def delete_counts(
-    raw: DataFrame, changes: DataFrame, time_column: str | None, cutoff: date | None
-) -> tuple[int, DeleteCounts]:
-    """The number of changes and what the archive rule needs, in one aggregation over the
-    flattened changes; the raw day is read again for the increment only when a DELETE of an
-    old row makes the rule possible."""
+@dataclass(frozen=True, slots=True)
+class KeySpan:
+    """How many distinct keys changed, and the range of the key's first column they span."""
+
+    count: int
+    low: Any
+    high: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSummary:
+    """What the merge needs to know of a day's changes before it plans the snapshot."""
+
+    count: int
+    deletes: DeleteCounts
+    keys: KeySpan  # over every change, archived DELETEs included
+
+
+def summarize_changes(
+    raw: DataFrame,
+    changes: DataFrame,
+    key: list[str],
+    time_column: str | None,
+    cutoff: date | None,
+) -> ChangeSummary:
+    """The number of changes, what the archive rule needs and the changed keys' span, in one
+    aggregation over the flattened changes (every Spark job costs a fixed ~0.1–0.3 s here, a
+    large part of a small merge); the raw day is read again for the increment only when a
+    DELETE of an old row makes the rule possible."""
     is_delete = F.col(EVENT_COLUMN) == "DELETE"
     old = (
         is_delete & (F.col(time_column) < F.lit(cutoff).cast("timestamp"))
         if time_column is not None and cutoff is not None
         else F.lit(False)
     )
+    key_columns = [F.col(f"`{k}`") for k in key]
     row = changes.agg(
         F.count(F.lit(1)).alias("changes"),
         F.count(F.when(is_delete, 1)).alias("deletes"),
         F.count(F.when(old, 1)).alias("old"),
+        # A struct counts a key with a NULL part as a key, as ``distinct()`` does.
+        F.count_distinct(F.struct(*key_columns)).alias("keys"),
+        F.min(key_columns[0]).alias("low"),
+        F.max(key_columns[0]).alias("high"),
     ).first()
     assert row is not None
     increment = (
@@ -103,7 +131,9 @@ def delete_counts(
     counts = DeleteCounts(
         deletes=int(row["deletes"]), old_deletes=int(row["old"]), increment=increment
     )
-    return int(row["changes"]), counts
+    return ChangeSummary(
+        int(row["changes"]), counts, KeySpan(int(row["keys"]), row["low"], row["high"])
+    )
 
 
 def drop_archived(changes: DataFrame, time_column: str, cutoff: date) -> DataFrame:
@@ -147,15 +177,6 @@ def latest(rows: DataFrame, key: list[str]) -> DataFrame:
 def changed_keys(changes: DataFrame, key: list[str]) -> DataFrame:
     """The keys the day's changes touch (old keys of key changes included: they are DELETEs)."""
     return changes.select(*[F.col(f"`{k}`") for k in key]).distinct()
-
-
-@dataclass(frozen=True, slots=True)
-class KeySpan:
-    """How many distinct keys changed, and the range of the key's first column they span."""
-
-    count: int
-    low: Any
-    high: Any
 
 
 def key_span(keys: DataFrame, key: list[str]) -> KeySpan:
