@@ -14,6 +14,11 @@
  * over its digits, an ENUM index past its labels), is read by that column's Python reader,
  * so the two paths cannot disagree on rare inputs.
  *
+ * ``build_messages(images, first_row, next_offset, template)`` makes the SimpleBinlog messages
+ * of one rows event as ``collector.decoding.build_messages`` does (the offsets still come from
+ * the Python OffsetGenerator, one call per row), without a Python-level constructor call per
+ * message and position: the frozen dataclasses' slots are filled as object.__setattr__ would.
+ *
  * Every read is bounds-checked: a truncated or malformed event raises
  * simple_binlog.errors.ContractError with one sentence, never reads past the buffer.
  * Python's reference path is kept as the specification; this file only makes it fast.
@@ -25,7 +30,7 @@
 #include <string.h>
 
 /* Bumped with every change of RowPlan's interface: the Python side refuses a stale build. */
-#define NATIVE_API_VERSION 2
+#define NATIVE_API_VERSION 3
 
 enum code {
     C_FALLBACK = 0, /* the column's Python reader: fallback(body, offset) -> (value, end) */
@@ -998,8 +1003,149 @@ failed:
     return NULL;
 }
 
+/* -- messages ------------------------------------------------------------------------------ */
+
+/* Field names of simple_binlog.message.SimpleBinlog and BinlogPosition, in the order the
+ * template and the rows fill them; the Python side checks the dataclasses still have exactly
+ * these fields before it uses build_messages. */
+static const char *MESSAGE_FIELDS[] = {
+    "binlog_offset", "execute_time", "event_type",  "schema_name", "table_name",
+    "source",        "content",      "column_types", "primary_keys", "before_content",
+    "position",      "version",      "extra"};
+static const char *POSITION_FIELDS[] = {"server_id", "file", "pos", "row_index", "gtid"};
+#define MESSAGE_FIELD_COUNT 13
+#define POSITION_FIELD_COUNT 5
+static PyObject *message_names[MESSAGE_FIELD_COUNT];
+static PyObject *position_names[POSITION_FIELD_COUNT];
+
+enum template_item {
+    T_MESSAGE_CLASS,
+    T_POSITION_CLASS,
+    T_SECOND,
+    T_EXECUTE_TIME,
+    T_EVENT_TYPE,
+    T_SCHEMA,
+    T_TABLE,
+    T_SOURCE,
+    T_COLUMN_TYPES,
+    T_PRIMARY_KEYS,
+    T_SERVER_ID,
+    T_FILE,
+    T_POS,
+    T_GTID,
+    T_VERSION,
+    T_COUNT
+};
+
+static PyObject *
+new_instance(PyObject *cls, PyObject **names, PyObject **values, int count)
+{
+    PyTypeObject *type = (PyTypeObject *)cls;
+    PyObject *instance = type->tp_alloc(type, 0);
+    if (instance == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < count; i++) {
+        if (PyObject_GenericSetAttr(instance, names[i], values[i]) < 0) {
+            Py_DECREF(instance);
+            return NULL;
+        }
+    }
+    return instance;
+}
+
+PyDoc_STRVAR(build_messages_doc,
+             "build_messages(images, first_row, next_offset, template) -> [SimpleBinlog, ...]\n\n"
+             "One message per (before, content) image, row_index from first_row, binlog_offset "
+             "= next_offset(second); template: (message class, position class, second, "
+             "execute_time, event_type, schema, table, source, column_types, primary_keys, "
+             "server_id, file, pos, gtid, version).");
+
+static PyObject *
+build_messages(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4 || !PyList_Check(args[0]) || !PyTuple_Check(args[3]) ||
+        PyTuple_GET_SIZE(args[3]) != T_COUNT || !PyType_Check(PyTuple_GET_ITEM(args[3], 0)) ||
+        !PyType_Check(PyTuple_GET_ITEM(args[3], 1))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "build_messages(images: list, first_row: int, next_offset, template)");
+        return NULL;
+    }
+    PyObject *images = args[0];
+    Py_ssize_t first_row = PyLong_AsSsize_t(args[1]);
+    if (first_row == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *next_offset = args[2];
+    PyObject *const *template = &PyTuple_GET_ITEM(args[3], 0);
+    Py_ssize_t count = PyList_GET_SIZE(images);
+    PyObject *messages = PyList_New(count);
+    if (messages == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *image = PyList_GET_ITEM(images, i);
+        if (!PyTuple_Check(image) || PyTuple_GET_SIZE(image) != 2) {
+            PyErr_SetString(PyExc_TypeError, "an image is (before or None, content)");
+            goto failed;
+        }
+        PyObject *offset = PyObject_CallOneArg(next_offset, template[T_SECOND]);
+        if (offset == NULL) {
+            goto failed;
+        }
+        PyObject *row_index = PyLong_FromSsize_t(first_row + i);
+        if (row_index == NULL) {
+            Py_DECREF(offset);
+            goto failed;
+        }
+        PyObject *position_values[POSITION_FIELD_COUNT] = {
+            template[T_SERVER_ID], template[T_FILE], template[T_POS], row_index,
+            template[T_GTID]};
+        PyObject *position =
+            new_instance(template[T_POSITION_CLASS], position_names, position_values,
+                         POSITION_FIELD_COUNT);
+        Py_DECREF(row_index);
+        PyObject *extra = position == NULL ? NULL : PyDict_New();
+        if (extra == NULL) {
+            Py_XDECREF(position);
+            Py_DECREF(offset);
+            goto failed;
+        }
+        PyObject *message_values[MESSAGE_FIELD_COUNT] = {
+            offset,
+            template[T_EXECUTE_TIME],
+            template[T_EVENT_TYPE],
+            template[T_SCHEMA],
+            template[T_TABLE],
+            template[T_SOURCE],
+            PyTuple_GET_ITEM(image, 1),
+            template[T_COLUMN_TYPES],
+            template[T_PRIMARY_KEYS],
+            PyTuple_GET_ITEM(image, 0),
+            position,
+            template[T_VERSION],
+            extra};
+        PyObject *message = new_instance(template[T_MESSAGE_CLASS], message_names,
+                                         message_values, MESSAGE_FIELD_COUNT);
+        Py_DECREF(offset);
+        Py_DECREF(position);
+        Py_DECREF(extra);
+        if (message == NULL) {
+            goto failed;
+        }
+        PyList_SET_ITEM(messages, i, message);
+    }
+    return messages;
+failed:
+    Py_DECREF(messages);
+    return NULL;
+}
+
 static PyMethodDef native_functions[] = {
     {"scan_packets", (PyCFunction)(void (*)(void))scan_packets, METH_FASTCALL, scan_doc},
+    {"build_messages", (PyCFunction)(void (*)(void))build_messages, METH_FASTCALL,
+     build_messages_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1043,8 +1189,44 @@ PyInit__native(void)
     if (PyType_Ready(&RowPlanType) < 0) {
         return NULL;
     }
+    for (int i = 0; i < MESSAGE_FIELD_COUNT; i++) {
+        message_names[i] = PyUnicode_InternFromString(MESSAGE_FIELDS[i]);
+        if (message_names[i] == NULL) {
+            return NULL;
+        }
+    }
+    for (int i = 0; i < POSITION_FIELD_COUNT; i++) {
+        position_names[i] = PyUnicode_InternFromString(POSITION_FIELDS[i]);
+        if (position_names[i] == NULL) {
+            return NULL;
+        }
+    }
     PyObject *module = PyModule_Create(&native_module);
     if (module == NULL) {
+        return NULL;
+    }
+    PyObject *message_fields = PyTuple_New(MESSAGE_FIELD_COUNT);
+    PyObject *position_fields = PyTuple_New(POSITION_FIELD_COUNT);
+    if (message_fields == NULL || position_fields == NULL) {
+        Py_XDECREF(message_fields);
+        Py_XDECREF(position_fields);
+        Py_DECREF(module);
+        return NULL;
+    }
+    for (int i = 0; i < MESSAGE_FIELD_COUNT; i++) {
+        Py_INCREF(message_names[i]);
+        PyTuple_SET_ITEM(message_fields, i, message_names[i]);
+    }
+    for (int i = 0; i < POSITION_FIELD_COUNT; i++) {
+        Py_INCREF(position_names[i]);
+        PyTuple_SET_ITEM(position_fields, i, position_names[i]);
+    }
+    int added = PyModule_AddObjectRef(module, "MESSAGE_FIELDS", message_fields) < 0 ||
+                PyModule_AddObjectRef(module, "POSITION_FIELDS", position_fields) < 0;
+    Py_DECREF(message_fields);
+    Py_DECREF(position_fields);
+    if (added) {
+        Py_DECREF(module);
         return NULL;
     }
     if (PyModule_AddIntConstant(module, "API_VERSION", NATIVE_API_VERSION) < 0 ||

@@ -32,6 +32,16 @@ def scan_packets(
     buffer: bytes, offset: int, trailer: int, header_class: type[tuple[int, ...]]
 ) -> tuple[list[tuple[tuple[int, ...], bytes]], int, int]: ...
 
+MESSAGE_FIELDS: tuple[str, ...]
+POSITION_FIELDS: tuple[str, ...]
+
+def build_messages(
+    images: list[tuple[dict[str, Any] | None, dict[str, Any]]],
+    first_row: int,
+    next_offset: Callable[[int], int],
+    template: tuple[Any, ...],
+) -> list[Any]: ...
+
 class RowPlan:
     def __init__(
         self,

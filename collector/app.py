@@ -15,9 +15,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from collector.ha import LeaderElection
 from collector.metrics import CollectorMetrics
+from collector.native import decoder_name, log_decoder
 from collector.publisher import FencedError, KafkaPublisher
 from collector.remote_config import RemoteConfigRuntime, start_remote_config
-from collector.row_decoder import decoder_name, log_decoder
 from collector.service import Collector, tune_gc
 from simple_binlog.config import MySQLInstance, Settings
 from simple_binlog.governance.source import GovernanceRuntime, start_governance

@@ -21,7 +21,7 @@ from typing import Any
 import pymysql
 
 from collector import binlog_events as ev
-from collector.row_decoder import NATIVE_DECODER, native_module
+from collector import native
 from simple_binlog.config import MySQLInstance
 
 # Bytes asked of the socket per read by the native scanner: a few hundred single-row
@@ -72,7 +72,7 @@ class BinlogStream:
         if self._silence_limit is not None:
             library._stream_connection._sock.settimeout(self._silence_limit)
         trailer = ev.CHECKSUM_LENGTH if library._BinLogStreamReader__use_checksum else 0
-        if NATIVE_DECODER:
+        if native.AVAILABLE:
             yield from self._scanned(library._stream_connection, trailer)
             return
         for data in _packets(library._stream_connection):
@@ -86,12 +86,12 @@ class BinlogStream:
 
     def _scanned(self, connection: Any, trailer: int) -> Iterator[tuple[ev.EventHeader, bytes]]:
         """The events of the dump, split natively from chunks of the socket's bytes."""
-        native = native_module()
+        extension = native.module()
         scan, scan_eof, scan_error, scan_large = (
-            native.scan_packets,
-            native.SCAN_EOF,
-            native.SCAN_ERROR,
-            native.SCAN_LARGE,
+            extension.scan_packets,
+            extension.SCAN_EOF,
+            extension.SCAN_ERROR,
+            extension.SCAN_LARGE,
         )
         read1, read = connection._rfile.read1, connection._rfile.read
         buffer, offset = b"", 0

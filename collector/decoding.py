@@ -22,11 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from collector import native as _native_extension
 from simple_binlog.errors import ContractError
-from simple_binlog.message import BinlogPosition, EventType, SimpleBinlog, Source
+from simple_binlog.message import FORMAT_VERSION, BinlogPosition, EventType, SimpleBinlog, Source
 from simple_binlog.offsets import OffsetGenerator
 from simple_binlog.values import JsonScalar, Kind, encode, parse_column_type
 
+_native_messages = _native_extension.MESSAGES
+_native_build: Any = _native_extension.module().build_messages if _native_messages else None
 _FRACTION_UNIT = {0: 0, 1: 10_000, 2: 100, 3: 1}  # microseconds per unit, by fraction bytes
 
 
@@ -197,10 +200,37 @@ def build_messages(
     context: EventContext,
     offsets: OffsetGenerator,
     first_row: int = 0,
+    native: bool = True,
 ) -> list[SimpleBinlog]:
     """Messages for decoded row images ``(before image of an UPDATE, content)`` of one rows
-    event, the first of them being row ``first_row``; offsets assigned in row order."""
+    event, the first of them being row ``first_row``; offsets assigned in row order.
+    ``native``: made by the C extension when it is built (the same messages, see
+    ``collector.native``); otherwise, and as the reference, by the dataclasses' constructors."""
     execute_time = context.timestamp * 1000
+    if native and _native_messages:
+        messages: list[SimpleBinlog] = _native_build(
+            images,
+            first_row,
+            offsets.next,
+            (
+                SimpleBinlog,
+                BinlogPosition,
+                context.timestamp,
+                execute_time,
+                event_type,
+                table.schema,
+                table.table,
+                Source.BINLOG,
+                table.column_types,
+                table.primary_keys,
+                context.server_id,
+                context.file,
+                context.pos,
+                context.gtid,
+                FORMAT_VERSION,
+            ),
+        )
+        return messages
     return [
         SimpleBinlog(
             binlog_offset=offsets.next(context.timestamp),

@@ -147,7 +147,9 @@ def read_range(
                     )
                     event_type = EventType(ev.ROWS_EVENTS[header.type])
                     images = decoder.rows(body, header.type)
-                    yield from build_messages(event_type, images, decoder.schema, context, offsets)
+                    yield from build_messages(
+                        event_type, images, decoder.schema, context, offsets, native=native
+                    )
             if here >= (stop.file, stop.pos):
                 break
     finally:

@@ -19,58 +19,25 @@ from __future__ import annotations
 import base64
 import codecs
 import datetime as dt
-import logging
 import struct
 from collections.abc import Callable
 from typing import Any
 
 from collector import binlog_events as ev
+from collector import native
 from collector.binlog_events import BinlogColumn, TableMap, lenenc
 from collector.decoding import TableSchema
 from collector.schema import BinlogTableSchemas
 from simple_binlog.errors import ContractError, UnsupportedTypeError
 from simple_binlog.values import ColumnType, JsonScalar, Kind, encode, parse_column_type
 
-try:
-    from collector import _native
-except ImportError:  # built without a compiler: the Python readers do all the work
-    _native = None  # type: ignore[assignment]
-
-log = logging.getLogger(__name__)
-
-# The interface version this module speaks; a stale build of the extension is not used.
-_NATIVE_API_VERSION = 2
-NATIVE_DECODER = _native is not None and _native.API_VERSION == _NATIVE_API_VERSION
+NATIVE_DECODER = native.AVAILABLE
+_native = native.module()
 
 Row = dict[str, JsonScalar]
 Reader = Callable[[bytes, int], tuple[JsonScalar, int]]
 # (name, code, width, fsp, unit, labels, fallback): one column for ``_native.RowPlan``.
 NativeSpec = tuple[str, int, int, int, int, tuple[str, ...] | None, Callable[..., Any] | None]
-
-
-def native_module() -> Any:
-    """The C extension (check ``NATIVE_DECODER`` first)."""
-    return _native
-
-
-def decoder_name() -> str:
-    """Which row decoder this process runs: ``native`` or ``python``."""
-    return "native" if NATIVE_DECODER else "python"
-
-
-def log_decoder() -> None:
-    """One line at start-up saying which decoder runs, and why not the native one."""
-    if NATIVE_DECODER:
-        log.info("row decoding: native (collector._native)")
-    elif _native is None:
-        log.warning(
-            "row decoding: Python (the C extension collector._native is not built; install "
-            "the project with a C compiler and the Python headers for about twice the speed)"
-        )
-    else:
-        log.warning(
-            "row decoding: Python (collector._native is a stale build; reinstall the project)"
-        )
 
 
 _EPOCH = dt.datetime(1970, 1, 1)

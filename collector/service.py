@@ -469,7 +469,8 @@ class Collector:
         try:
             while not self._stop.is_set():
                 try:
-                    entry = queue.get(timeout=idle_after())
+                    # Only an empty queue makes the idle timeout worth working out.
+                    entry = queue.get(timeout=idle_after()) if queue.empty() else queue.get()
                 except Empty:
                     yield IDLE
                     continue

@@ -16,6 +16,7 @@ test ``test_fast_decoder.py`` requires it.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
 
@@ -26,10 +27,14 @@ from hypothesis import strategies as st
 
 from collector import _native
 from collector import binlog_events as ev
+from collector import native as collector_native
 from collector.binlog_events import BinlogColumn, TableMap
 from collector.binlog_stream import BinlogStream, _packets
+from collector.decoding import EventContext, build_messages
 from collector.row_decoder import NATIVE_DECODER, RowDecoder, column_reader, native_spec
 from simple_binlog.errors import ContractError
+from simple_binlog.message import EventType
+from simple_binlog.offsets import OffsetGenerator, OffsetState
 from simple_binlog.values import parse_column_type
 from tests.unit.collector.test_fast_decoding import packed_decimal, schema_of
 
@@ -375,3 +380,55 @@ def test_a_payload_over_16_mib_is_joined() -> None:
     [(parsed, read_body)] = scanned_events(wire, 4, 1 << 20)
     assert (parsed.type, parsed.log_pos) == (30, 777)
     assert read_body == body
+
+
+# -- messages --------------------------------------------------------------------------------
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(row_images(), min_size=1, max_size=5),
+    st.sampled_from(list(EventType)),
+    st.integers(0, 3),
+    st.sampled_from([None, "0-1-42"]),
+    st.integers(1_700_000_000, 1_900_000_000),
+)
+def test_native_messages_equal_the_dataclasses(images, event_type, first_row, gtid, second):
+    body = rows_event(images, update=False, v2=False)
+    decoded = (
+        DECODER.reference_rows(body, ev.WRITE_ROWS_V1)
+        if _decodes(body)
+        else [(None, {"id": index, "vc": None}) for index in range(len(images))]
+    )
+    rows = [
+        (content if event_type is EventType.UPDATE else None, content) for _, content in decoded
+    ]
+    context = EventContext(7, "mariadb-bin.000009", 4321, second, gtid)
+    schema = DECODER.schema
+    made = {}
+    for native in (True, False):
+        offsets = OffsetGenerator(OffsetState((second - 1) * 1_000_000 + 5))
+        made[native] = build_messages(
+            event_type, rows, schema, context, offsets, first_row, native=native
+        )
+        made[native].append(offsets.state)  # the generator advanced the same way
+    assert made[True] == made[False]
+    assert [m.encode() for m in made[True][:-1]] == [m.encode() for m in made[False][:-1]]
+    extras = [message.extra for message in made[True][:-1]]
+    assert all(extra == {} for extra in extras)
+    assert len({id(extra) for extra in extras}) == len(extras)  # a dict of its own each
+    for message in made[True][:-1]:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            message.binlog_offset = 0
+
+
+def _decodes(body: bytes) -> bool:
+    try:
+        DECODER.reference_rows(body, ev.WRITE_ROWS_V1)
+    except Exception:  # noqa: BLE001 - arbitrary bytes: only the readable ones are used
+        return False
+    return True
+
+
+def test_messages_are_built_natively() -> None:
+    assert collector_native.MESSAGES
