@@ -31,6 +31,7 @@ import pytest
 from merge import records
 from merge.archive import ArchiveOverride
 from merge.job import Merger, MergeRequest, NotReadyError, merge_tables
+from merge.snapshot import SnapshotStore
 from simple_binlog.errors import ConfigError
 from tests.integration.merge.harness import Shop, history_times, snapshot_rows
 
@@ -448,3 +449,21 @@ def test_widened_column_keeps_old_partitions_readable(spark: Any, shop: Shop) ->
     assert {k: (r["amount"], r["qty"]) for k, r in day1_after.items()} == {
         k: (f"{r['amount']}00", r["qty"]) for k, r in day1_before.items()
     }
+
+
+@pytest.mark.parametrize("file_format", ["parquet", "orc"])
+def test_file_rows_are_the_row_counts_spark_reads(
+    spark: Any, tmp_path: Path, file_format: str
+) -> None:
+    """The incremental merge counts carried and written rows from file footers, not a job."""
+    store = SnapshotStore(spark, "unused", tmp_path, file_format)
+    version = tmp_path / "version"
+    spark.range(12_345).repartition(3).write.format(file_format).save(str(version))
+    files = sorted(
+        p for p in version.iterdir() if p.is_file() and not p.name.startswith(("_", "."))
+    )
+    counts = store.file_rows(files)
+    assert set(counts) == set(files) and len(files) == 3
+    for path in files:
+        assert counts[path] == spark.read.format(file_format).load(str(path)).count()
+    assert sum(counts.values()) == 12_345
