@@ -66,12 +66,15 @@ class CollectorPosition:
             self.instance, self.gtid, OffsetState(offset), gtid, rows_done, file, pos, self.epoch
         )
 
-    def after_transaction(self, gtid: str, file: str, pos: int) -> CollectorPosition:
-        """``gtid`` is published completely."""
+    def after_transaction(
+        self, gtid: str, file: str, pos: int, last_offset: int | None = None
+    ) -> CollectorPosition:
+        """``gtid`` is published completely (its last row's offset ``last_offset``, if rows
+        were published since this position)."""
         return CollectorPosition(
             self.instance,
             advance_gtid_position(self.gtid, gtid),
-            self.offset_state,
+            self.offset_state if last_offset is None else OffsetState(last_offset),
             None,
             0,
             file,

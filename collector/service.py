@@ -20,7 +20,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from queue import Empty, SimpleQueue
 from typing import Any
 
@@ -124,17 +123,51 @@ class _ConfigSwitch(Exception):  # control flow inside Collector, never escapes
         self.diff = diff
 
 
-@dataclass
 class _Progress:
-    """What has been added to the open Kafka transaction but not committed yet."""
+    """What has been added to the open Kafka transaction but not committed yet.
 
-    position: CollectorPosition
-    rows: int = 0
-    began: float = field(default_factory=time.monotonic)
-    event_second: int = 0  # event time of the last MySQL transaction ended in it
-    # Rows added per table (the metric's child): counted once at the commit, so an aborted
-    # transaction counts nothing and a single-row transaction costs no metric update.
-    rows_by_table: dict[Any, int] = field(default_factory=dict)
+    ``position`` is where a restart would resume if this were committed now. After a rows
+    event it is "after that event's last row" (``CollectorPosition.after_row``); that
+    position is only worked out when read, since the transaction's end usually follows at
+    once and replaces it (a single-row transaction then builds one position, not two).
+    """
+
+    __slots__ = ("_after_rows", "_position", "began", "event_second", "rows", "rows_by_table")
+
+    def __init__(self, position: CollectorPosition) -> None:
+        self._position = position
+        # (gtid, rows done, file, pos, last offset) of the last rows event added, if any.
+        self._after_rows: tuple[str, int, str, int, int] | None = None
+        self.rows = 0
+        self.began = time.monotonic()
+        self.event_second = 0  # event time of the last MySQL transaction ended in it
+        # Rows added per table (the metric's child): counted once at the commit, so an
+        # aborted transaction counts nothing and a single-row transaction costs no metric
+        # update.
+        self.rows_by_table: dict[Any, int] = {}
+
+    @property
+    def position(self) -> CollectorPosition:
+        if self._after_rows is not None:
+            self._position = self._position.after_row(*self._after_rows)
+            self._after_rows = None
+        return self._position
+
+    @position.setter
+    def position(self, position: CollectorPosition) -> None:
+        self._position, self._after_rows = position, None
+
+    def rows_added(self, gtid: str, rows_done: int, file: str, pos: int, offset: int) -> None:
+        """A rows event's rows are added: ``rows_done`` rows of ``gtid``, the last offset."""
+        self._after_rows = (gtid, rows_done, file, pos, offset)
+
+    def transaction_ended(self, gtid: str, file: str, pos: int) -> None:
+        after_rows = self._after_rows
+        if after_rows is None:
+            self._position = self._position.after_transaction(gtid, file, pos)
+        else:  # the same as after_row(...).after_transaction(...), without the middle one
+            self._position = self._position.after_transaction(gtid, file, pos, after_rows[4])
+            self._after_rows = None
 
 
 class Collector:
@@ -529,8 +562,8 @@ class Collector:
                 counted = added
                 progress = self._commit(progress)
         if messages:
-            # The position after the event's last row, built once per event, not per row.
-            progress.position = progress.position.after_row(
+            # The position after the event's last row, once per event, not per row.
+            progress.rows_added(
                 gtid,
                 changes.rows_before + changes.first + len(messages),
                 context.file,
@@ -587,7 +620,7 @@ class Collector:
 
     def _end_transaction(self, progress: _Progress, end: TransactionEnd) -> _Progress:
         """A MySQL transaction ended: commit if the open Kafka transaction is old enough."""
-        progress.position = progress.position.after_transaction(end.gtid, end.file, end.pos)
+        progress.transaction_ended(end.gtid, end.file, end.pos)
         progress.event_second = end.timestamp
         if self._governance is not None:
             policies = self._governance.at_boundary()

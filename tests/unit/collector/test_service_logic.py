@@ -536,3 +536,29 @@ def test_a_collector_waits_for_kafka_at_start_instead_of_exiting():
         "cdc_collector_errors_total", {"instance": "away", "kind": "unavailable"}
     )
     assert unavailable == 2
+
+
+def test_progress_works_out_the_position_after_rows_only_when_read() -> None:
+    from collector.service import _Progress
+
+    start = CollectorPosition("local", "0-1-10", OffsetState(compose(1_800_000_000, 4)), epoch=3)
+    offset = compose(1_800_000_001, 1)
+    after_rows = start.after_row("0-1-11", 2, "mariadb-bin.000002", 900, offset)
+    expected = after_rows.after_transaction("0-1-11", "mariadb-bin.000002", 1000)
+
+    progress = _Progress(start)
+    progress.rows_added("0-1-11", 2, "mariadb-bin.000002", 900, offset)
+    progress.transaction_ended("0-1-11", "mariadb-bin.000002", 1000)
+    assert progress.position == expected
+    assert progress.position.offset_state.last_offset == offset
+
+    read_between = _Progress(start)
+    read_between.rows_added("0-1-11", 2, "mariadb-bin.000002", 900, offset)
+    assert read_between.position == after_rows  # inside the transaction: rows done, partial
+    read_between.transaction_ended("0-1-11", "mariadb-bin.000002", 1000)
+    assert read_between.position == expected
+
+    no_rows = _Progress(start)  # e.g. a DDL: the offset state stays
+    no_rows.transaction_ended("0-1-11", "mariadb-bin.000002", 1000)
+    assert no_rows.position == start.after_transaction("0-1-11", "mariadb-bin.000002", 1000)
+    assert no_rows.position.offset_state == start.offset_state
