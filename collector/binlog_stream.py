@@ -65,6 +65,9 @@ class BinlogStream:
         self._silence_limit = heartbeat_s * 5 + 5 if heartbeat_s else None
         self.log_file = ""
         self.log_pos = 0
+        # False while events already received follow the last one handed out: a reader may
+        # gather them before handing work over, as nothing waits on the network meanwhile.
+        self.drained = True
 
     def __iter__(self) -> Iterator[tuple[ev.EventHeader, bytes]]:
         library: Any = self._library
@@ -97,7 +100,11 @@ class BinlogStream:
         buffer, offset = b"", 0
         while True:
             events, offset, stop = scan(buffer, offset, trailer, ev.EventHeader)
+            last = events[-1][0] if events else None
+            self.drained = last is None
             for header, body in events:
+                if header is last:
+                    self.drained = True
                 if header.type == ev.ROTATE:
                     self.log_file, self.log_pos = ev.rotate_event(body)
                 elif header.log_pos and header.type != ev.HEARTBEAT:
@@ -119,19 +126,7 @@ class BinlogStream:
                         self.log_pos = header.log_pos
                     yield header, payload[1 + ev.HEADER_LENGTH : len(payload) - trailer]
                 continue
-            # The rest of a packet whose length is known at once, else what the socket has.
-            missing = 0
-            if len(buffer) >= 4:
-                missing = 4 + int.from_bytes(buffer[:3], "little") - len(buffer)
-            try:
-                chunk = read(missing) if missing > _CHUNK else read1(_CHUNK)
-            except OSError as exc:
-                raise pymysql.err.OperationalError(
-                    _LOST, f"lost the binlog connection ({exc})"
-                ) from None
-            if not chunk:
-                raise pymysql.err.OperationalError(_LOST, "the server closed the binlog connection")
-            buffer += chunk
+            buffer += _next_chunk(buffer, read, read1)
 
     def close(self) -> None:
         """Safe from another thread: a shutdown wakes a reader blocked on the socket."""
@@ -145,6 +140,23 @@ class BinlogStream:
 
 _MAX_PACKET = 0xFFFFFF
 _LOST = 2013  # CR_SERVER_LOST
+
+
+def _next_chunk(buffer: bytes, read: Any, read1: Any) -> bytes:
+    """The rest of the packet ``buffer`` begins, at once when its length is known and large;
+    else what the socket has (up to ``_CHUNK`` bytes)."""
+    missing = 0
+    if len(buffer) >= 4:
+        missing = 4 + int.from_bytes(buffer[:3], "little") - len(buffer)
+    if missing > _CHUNK:
+        return _read_some(read, missing)
+    try:
+        chunk: bytes = read1(_CHUNK)
+    except OSError as exc:
+        raise pymysql.err.OperationalError(_LOST, f"lost the binlog connection ({exc})") from None
+    if not chunk:
+        raise pymysql.err.OperationalError(_LOST, "the server closed the binlog connection")
+    return chunk
 
 
 def _joined_payload(buffer: bytes, read: Any) -> tuple[bytes, bytes]:

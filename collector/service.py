@@ -451,10 +451,12 @@ class Collector:
         batches that end with a MySQL transaction (or hold ``_BATCH_ROWS`` rows of a large
         one): rows are not committable before their transaction ends, so holding them back
         until then costs no latency, and a single-row transaction costs one hand-over
-        instead of two. When nothing has arrived for ``idle_after()`` seconds, ``IDLE`` is
-        yielded so the caller can commit what is complete without waiting for more. The
-        reader's errors are raised here, in order; leaving the loop (stop, error, abort)
-        closes the stream and ends the reader.
+        instead of two. Transactions whose events are received already (``stream.drained``
+        false) are gathered into the same batch: nothing waits on the network meanwhile, and
+        a burst of small transactions is one hand-over. When nothing has arrived for
+        ``idle_after()`` seconds, ``IDLE`` is yielded so the caller can commit what is
+        complete without waiting for more. The reader's errors are raised here, in order;
+        leaving the loop (stop, error, abort) closes the stream and ends the reader.
         """
         # SimpleQueue: its put and get cost a fraction of Queue's (no Python-level locks).
         # It is unbounded, so the reader holds back while the queue is full.
@@ -484,8 +486,13 @@ class Collector:
                             continue
                     else:
                         weight += 1
-                        if isinstance(item, SchemaChange):
-                            continue  # its transaction's end follows at once
+                        # A DDL's transaction end follows at once; and while more events are
+                        # received already, they are gathered without waiting: a burst of
+                        # small transactions is one hand-over, not one each.
+                        if isinstance(item, SchemaChange) or (
+                            not stream.drained and weight < _BATCH_ROWS
+                        ):
+                            continue
                     if not hand_over((batch, weight)):
                         return
                     batch, weight = [], 0

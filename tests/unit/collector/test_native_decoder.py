@@ -432,3 +432,12 @@ def _decodes(body: bytes) -> bool:
 
 def test_messages_are_built_natively() -> None:
     assert collector_native.MESSAGES
+
+
+def test_the_stream_says_when_no_received_event_is_left() -> None:
+    data = b"".join(event_packet(2, b"q" * 30, 100 + i) for i in range(3)) + EOF_PACKET
+    stream = BinlogStream.__new__(BinlogStream)
+    stream.log_file, stream.log_pos = "", 0
+    drained = [stream.drained for _ in stream._scanned(connection_over(data, len(data)), 4)]
+    assert drained == [False, False, True]
+    assert stream.log_pos == 102
