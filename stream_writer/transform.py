@@ -228,10 +228,43 @@ def route_column(rules: list[ShardRule]) -> Column:
     return logical
 
 
-def route_checks(route: Column) -> tuple[Column, Column]:
-    """(logical table, routing error) from ``route_column``'s result; exactly one is NULL."""
+# Separates schema and table in the keys of the known routes (not a character of a name).
+_KEY_SEPARATOR = "\u0001"
+# Known routes beyond this many are left to the regexes (the map is a literal of the plan).
+MAX_KNOWN_ROUTES = 10_000
+
+
+def route_key(schema_name: str, table_name: str) -> str:
+    """Pure: the key of a physical table in the known routes' map."""
+    return f"{schema_name}{_KEY_SEPARATOR}{table_name}"
+
+
+def known_route_column(known_routes: dict[tuple[str, str], str]) -> Column:
+    """The logical table of each row from the routes of physical tables already seen (the
+    contract's Python router decided them), or NULL for a table not seen yet: a hash lookup
+    instead of four regexes a row."""
+    if not known_routes:
+        return F.lit(None).cast("string")
+    pairs = sorted(known_routes.items())[:MAX_KNOWN_ROUTES]
+    literal = F.create_map(
+        *[
+            F.lit(part)
+            for (schema, table), logical in pairs
+            for part in (route_key(schema, table), logical)
+        ]
+    )
+    return F.try_element_at(
+        literal, F.concat_ws(_KEY_SEPARATOR, F.col("schemaName"), F.col("tableName"))
+    )
+
+
+def route_checks(route: Column, known: Column | None = None) -> tuple[Column, Column]:
+    """(logical table, routing error) from ``route_column``'s result; exactly one is NULL.
+    ``known``: true where the route came from the known routes (checked when first seen)."""
     schema, table = F.col("schemaName"), F.col("tableName")
     usable = route.rlike("^[a-z0-9_]{1,128}$") & (route != DEAD_LETTER_TABLE)
+    if known is not None:
+        usable = known | usable  # Or stops at a known route: no regex for it
     error = (
         F.when(
             route.isNull(),
@@ -259,7 +292,12 @@ def route_checks(route: Column) -> tuple[Column, Column]:
     return F.when(usable, route), error
 
 
-def lake_rows(kafka_rows: DataFrame, zone: str, rules: list[ShardRule]) -> DataFrame:
+def lake_rows(
+    kafka_rows: DataFrame,
+    zone: str,
+    rules: list[ShardRule],
+    known_routes: dict[tuple[str, str], str] | None = None,
+) -> DataFrame:
     """Every message of the batch as a row of the lake, in one pass.
 
     Valid, routable messages get ``_table`` = their logical table and ``_dt`` = the day of
@@ -270,8 +308,14 @@ def lake_rows(kafka_rows: DataFrame, zone: str, rules: list[ShardRule]) -> DataF
     # Each step its own projection: the regexes of the routing and the checks of a message
     # run once per row. Spark does not share an expression used in several CASE branches,
     # and does not merge projections where that would repeat an expensive one.
-    routed = parse(kafka_rows, zone).withColumn("_route", route_column(rules))
-    logical, route_error = route_checks(F.col("_route"))
+    # A physical table routed in an earlier batch is looked up (``known_routes``); only new
+    # ones run the rules' regexes (coalesce evaluates its second argument only when needed).
+    routed = (
+        parse(kafka_rows, zone)
+        .withColumn("_known", known_route_column(known_routes or {}))
+        .withColumn("_route", F.coalesce(F.col("_known"), route_column(rules)))
+    )
+    logical, route_error = route_checks(F.col("_route"), F.col("_known").isNotNull())
     checked = routed.withColumn("error", F.coalesce(F.col("error"), route_error)).withColumn(
         "_logical", logical
     )

@@ -182,6 +182,8 @@ class BatchWriter:
         self.paths = paths
         self.rules = rules
         self.router = ShardRouter(rules)
+        # (schemaName, tableName) → logical table, for the physical tables seen so far.
+        self._routes: dict[tuple[str, str], str] = {}
         self.latest_offsets = latest_offsets
         self.metrics = metrics
         self.clock = clock
@@ -373,7 +375,7 @@ class BatchWriter:
             self.state.bytes_per_row or layout.DEFAULT_BYTES_PER_ROW,
         )
         began = time.monotonic()
-        rows = transform.lake_rows(batch, self.config.time_zone, self.rules)
+        rows = transform.lake_rows(batch, self.config.time_zone, self.rules, self._routes)
         observation = Observation(f"cdc_stream_writer_{batch_id}_{uuid.uuid4().hex[:8]}")
         observed = rows.observe(
             observation,
@@ -396,6 +398,10 @@ class BatchWriter:
         stats = self._staged_stats(target, observation)
         phases["read back"] = time.monotonic() - began
         self._check_routes(stats)
+        # Checked: later batches look these physical tables up instead of matching regexes.
+        for table, physicals in stats.physical_tables.items():
+            for physical in physicals:
+                self._routes[physical] = table
         if stats.dead_letters:
             self._log_samples(target)
         named = layout.name_files(stats.files, batch_ts, batch_id)

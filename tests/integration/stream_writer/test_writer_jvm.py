@@ -9,6 +9,7 @@ import os
 import stat
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,9 @@ import pytest
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 
 from simple_binlog.config import Settings
+from simple_binlog.routing import ShardRouter
 from simple_binlog.spark import build_session
-from stream_writer import localfs
+from stream_writer import localfs, transform
 from stream_writer.catalog import HiveCatalog
 from stream_writer.metrics import WriterMetrics
 from stream_writer.writer import BatchWriter, WriterPaths
@@ -166,3 +168,47 @@ def test_a_new_catalog_learns_existing_partitions_and_adds_only_new_ones(
         assert location["data_type"].endswith(f"{database}.db/shop_orders/dt=2024-03-02")
     finally:
         spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
+
+
+def test_known_routes_are_looked_up_and_new_tables_still_routed_by_the_rules(
+    spark: Any, local_stack: Settings
+) -> None:
+    def record(schema: str, table: str, offset: int) -> dict[str, Any]:
+        value = (
+            f'{{"version": 1, "binlogOffset": {offset}, "executeTime": 1709251200000, '
+            f'"eventType": "INSERT", "schemaName": "{schema}", "tableName": "{table}", '
+            '"source": "BINLOG", "content": {"id": 1}}'
+        )
+        return {
+            "key": None,
+            "value": bytearray(value.encode()),
+            "topic": "cdc.t",
+            "partition": 0,
+            "offset": offset,
+            "timestamp": datetime(2024, 3, 1, tzinfo=UTC),
+        }
+
+    kafka_rows = spark.createDataFrame(
+        [record("shop_00", "orders_00", 1), record("crm", "users", 2)],
+        "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP",
+    )
+    router = ShardRouter(local_stack.shard_rules)
+    by_rules = {
+        (row["schemaName"], row["tableName"]): row["_table"]
+        for row in transform.lake_rows(kafka_rows, "UTC", local_stack.shard_rules).collect()
+    }
+    assert by_rules == {
+        ("shop_00", "orders_00"): router.route("shop_00", "orders_00").name,
+        ("crm", "users"): router.route("crm", "users").name,
+    }
+    # A known route wins over the rules (it is what the contract's router said when the
+    # table was first seen); a table not in the map is still routed by the rules.
+    known = {("shop_00", "orders_00"): "looked_up"}
+    looked_up = {
+        (row["schemaName"], row["tableName"]): (row["_table"], row["error"])
+        for row in transform.lake_rows(kafka_rows, "UTC", local_stack.shard_rules, known).collect()
+    }
+    assert looked_up == {
+        ("shop_00", "orders_00"): ("looked_up", None),
+        ("crm", "users"): (router.route("crm", "users").name, None),
+    }
