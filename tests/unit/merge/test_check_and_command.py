@@ -117,7 +117,9 @@ def test_command_plans_all_hive_tables() -> None:
 
 
 def test_command_may_skip_readiness_but_not_also_wait_for_it() -> None:
-    requests = plan_requests(SETTINGS, "2026-11-21", ["shop_orders"], False, False, False, None, True)
+    requests = plan_requests(
+        SETTINGS, "2026-11-21", ["shop_orders"], False, False, False, None, True
+    )
     assert [(r.table, r.skip_readiness) for r in requests] == [("shop_orders", True)]
     with pytest.raises(ConfigError, match="--skip-readiness and --wait-ready-s exclude each other"):
         plan_requests(SETTINGS, "2026-11-21", ["shop_orders"], False, False, False, 5.0, True)
