@@ -155,6 +155,8 @@ def collector_run(settings: Settings, start: ServerPosition, stop: ServerPositio
         committed = collector.committed
         if committed and committed.partial is None and committed.gtid and parse_gtid(committed.gtid.split(",")[0])[2] >= target:
             break
+        if not thread.is_alive():  # e.g. the range's binlog was purged: its error is printed
+            raise SystemExit("the collector stopped before publishing the whole range")
         time.sleep(0.01)
     elapsed = time.perf_counter() - began
     halt.set()

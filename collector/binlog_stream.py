@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +23,7 @@ import pymysql
 
 from collector import binlog_events as ev
 from collector import native
+from collector.ddl import TRANSACTION_STARTS
 from simple_binlog.config import MySQLInstance
 
 # Bytes asked of the socket per read by the native scanner: a few hundred single-row
@@ -65,8 +67,9 @@ class BinlogStream:
         self._silence_limit = heartbeat_s * 5 + 5 if heartbeat_s else None
         self.log_file = ""
         self.log_pos = 0
-        # False while events already received follow the last one handed out: a reader may
-        # gather them before handing work over, as nothing waits on the network meanwhile.
+        # False while the events already received hold another transaction end after the
+        # last event handed out: a reader may gather work up to it before handing it over,
+        # as it reaches it without waiting on the network.
         self.drained = True
 
     def __iter__(self) -> Iterator[tuple[ev.EventHeader, bytes]]:
@@ -100,7 +103,7 @@ class BinlogStream:
         buffer, offset = b"", 0
         while True:
             events, offset, stop = scan(buffer, offset, trailer, ev.EventHeader)
-            last = events[-1][0] if events else None
+            last = _last_transaction_end(events)
             self.drained = last is None
             for header, body in events:
                 if header is last:
@@ -140,6 +143,26 @@ class BinlogStream:
 
 _MAX_PACKET = 0xFFFFFF
 _LOST = 2013  # CR_SERVER_LOST
+
+
+def _last_transaction_end(events: list[tuple[ev.EventHeader, bytes]]) -> ev.EventHeader | None:
+    """The header of the last event that ends a transaction (XID, or a query other than
+    BEGIN: ``collector.work`` ends a transaction there), if any."""
+    for header, body in reversed(events):
+        if header.type == ev.XID:
+            return header
+        if header.type == ev.QUERY and _ends_transaction(body):
+            return header
+    return None
+
+
+def _ends_transaction(query: bytes) -> bool:
+    # Unreadable: not counted as an end (work is then handed over at an earlier end, never
+    # held across a read); collector.work reports the malformed event in order.
+    try:
+        return ev.query_event(query).query.strip().upper() not in TRANSACTION_STARTS
+    except (IndexError, struct.error):
+        return False
 
 
 def _next_chunk(buffer: bytes, read: Any, read1: Any) -> bytes:

@@ -434,10 +434,24 @@ def test_messages_are_built_natively() -> None:
     assert collector_native.MESSAGES
 
 
-def test_the_stream_says_when_no_received_event_is_left() -> None:
-    data = b"".join(event_packet(2, b"q" * 30, 100 + i) for i in range(3)) + EOF_PACKET
+def test_the_stream_says_when_no_received_transaction_end_is_left() -> None:
+    """Two transactions and the start of a third arrive together: a reader may gather up to
+    the second's end, not past it (the third's end is not received yet)."""
+    begin = struct.pack("<IIBHH", 1, 0, 0, 0, 0) + b"\x00" + b"BEGIN"
+    kinds = [ev.MARIADB_GTID, ev.TABLE_MAP, ev.WRITE_ROWS_V1, ev.XID] * 2 + [
+        ev.MARIADB_GTID,
+        ev.QUERY,
+    ]
+    bodies = [begin if kind == ev.QUERY else b"q" * 30 for kind in kinds]
+    first_read = b"".join(
+        event_packet(kind, body, 100 + i)
+        for i, (kind, body) in enumerate(zip(kinds, bodies, strict=True))
+    )
+    rest = event_packet(ev.TABLE_MAP, b"q" * 30, 200) + event_packet(ev.XID, b"q" * 8, 201)
     stream = BinlogStream.__new__(BinlogStream)
     stream.log_file, stream.log_pos = "", 0
-    drained = [stream.drained for _ in stream._scanned(connection_over(data, len(data)), 4)]
-    assert drained == [False, False, True]
-    assert stream.log_pos == 102
+    connection = connection_over(first_read + rest + EOF_PACKET, len(first_read))
+    seen = [(header.type, stream.drained) for header, _ in stream._scanned(connection, 4)]
+    assert [drained for _, drained in seen] == [False] * 7 + [True] * 3 + [False, True]
+    assert seen[7] == (ev.XID, True)  # the first read's last transaction end
+    assert stream.log_pos == 201
