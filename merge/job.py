@@ -24,13 +24,12 @@ the gap would lose the changes of the missing day.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -81,31 +80,6 @@ class _Layout:
 
 # Files beyond twice the ideal count (plus this) make the next merge a full one (compaction).
 _COMPACTION_SLACK = 4
-
-
-# Adaptive query execution off while merging. AQE re-plans a query at each exchange and runs
-# every stage as a job of its own; a merge's plans gain nothing from it (small key sets are
-# broadcast explicitly, file counts are set by repartitionByRange, shuffles are a few
-# partitions on purpose), and an incremental merge of 10,000 changes spends about a second
-# in those extra jobs and plannings (measured: 10M-row snapshot + 10k changes, 4.0-4.6 s
-# with AQE, 3.0-3.2 s without, `bench/merge_bench.py`). Set per merge and restored after,
-# so other work in the same session keeps its settings.
-_MERGE_SQL_CONF = {"spark.sql.adaptive.enabled": "false"}
-
-
-@contextlib.contextmanager
-def _session_sql_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
-    previous = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, earlier in previous.items():
-            if earlier is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, earlier)
 
 
 def _data_files(version: Path) -> list[Path]:
@@ -259,8 +233,7 @@ class Merger:
     def merge(self, request: MergeRequest) -> MergeResult:
         """Merge one table and day; MergeError (or another CdcMirrorError) with one sentence."""
         try:
-            with _session_sql_conf(self.spark, _MERGE_SQL_CONF):
-                return self._merge(request, allow_remerge=True)
+            return self._merge(request, allow_remerge=True)
         except CdcMirrorError:
             raise
         except Exception as exc:
