@@ -695,8 +695,19 @@ RowPlan_rows(RowPlan *plan, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     while (offset < length) {
+        Py_ssize_t row_start = offset;
         PyObject *first = read_row(plan, body, data, &offset, length);
         if (first == NULL) {
+            goto failed;
+        }
+        if (offset == row_start) {
+            /* Only a table map without columns reads no bytes: without this the loop would
+               append empty rows until memory runs out. */
+            Py_DECREF(first);
+            PyErr_Format(ContractError,
+                         "%U.%U: a rows event holds data for a table map without columns; "
+                         "the event is malformed.",
+                         plan->schema, plan->table);
             goto failed;
         }
         PyObject *pair;

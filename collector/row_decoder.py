@@ -502,7 +502,14 @@ class RowDecoder:
         rows: list[tuple[Row | None, Row]] = []
         end = len(body)
         while offset < end:
+            row_start = offset
             first, offset = self._row(body, offset)
+            if offset == row_start:
+                # Only a table map without columns reads no bytes; never loop on it.
+                raise ContractError(
+                    f"{self.schema.schema}.{self.schema.table}: a rows event holds data for a "
+                    "table map without columns; the event is malformed."
+                )
             if update:
                 second, offset = self._row(body, offset)
                 rows.append((first, second))

@@ -230,6 +230,17 @@ def test_a_malformed_value_is_one_sentence_naming_the_table() -> None:
         DECODER.rows(body, ev.WRITE_ROWS_V1)
 
 
+def test_rows_for_a_table_map_without_columns_are_refused_not_looped_on() -> None:
+    """A malformed zero-column table map reads no bytes a row: both decoders must refuse the
+    event rather than append empty rows until memory runs out."""
+    empty = TableMap(9, "shop", "empty", [], has_names=True)
+    decoder = RowDecoder(empty, schema_of(empty))
+    body = bytes(8) + b"\x00" + b"\x01\x02"  # table id, flags, no columns, then data
+    for decode in (decoder.rows, decoder.reference_rows):
+        with pytest.raises(ContractError, match=r"shop\.empty: a rows event holds data"):
+            decode(body, ev.WRITE_ROWS_V1)
+
+
 def test_known_values_read_natively() -> None:
     """A few values written by hand, so the comparison above is not two equal mistakes."""
     columns = [
