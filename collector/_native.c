@@ -250,6 +250,25 @@ base64_text(const unsigned char *p, Py_ssize_t length)
 
 /* A packed DECIMAL as exact text, or NULL without an error set when a group holds more
  * than its digits (the caller then asks the Python reader, which defines that case). */
+/* The integral digits out[start:used] as Python's str(int) writes them: no leading zeros,
+   "0" when there are none. Returns the new length. */
+static int
+trim_integral(char *out, int start, int used)
+{
+    int first = start;
+    while (first < used - 1 && out[first] == '0') {
+        first++;
+    }
+    if (first == used) {
+        out[used++] = '0';
+    }
+    else if (first > start) {
+        memmove(out + start, out + first, (size_t)(used - first));
+        used -= first - start;
+    }
+    return used;
+}
+
 static PyObject *
 decimal_text(Column *column, const unsigned char *p, int *unusual)
 {
@@ -275,18 +294,7 @@ decimal_text(Column *column, const unsigned char *p, int *unusual)
     int position = 0;
     for (int g = 0; g < column->groups; g++) {
         if (g == column->integral_groups) {
-            /* the integral part as Python's str(int): no leading zeros, "0" when empty */
-            int first = integral_start;
-            while (first < used - 1 && out[first] == '0') {
-                first++;
-            }
-            if (first == used) {
-                out[used++] = '0';
-            }
-            else if (first > integral_start) {
-                memmove(out + integral_start, out + first, (size_t)(used - first));
-                used -= first - integral_start;
-            }
+            used = trim_integral(out, integral_start, used);
             out[used++] = '.';
         }
         int width = column->group_bytes[g];
@@ -304,17 +312,7 @@ decimal_text(Column *column, const unsigned char *p, int *unusual)
         used += digits;
     }
     if (column->integral_groups == column->groups) {
-        int first = integral_start;
-        while (first < used - 1 && out[first] == '0') {
-            first++;
-        }
-        if (first == used) {
-            out[used++] = '0';
-        }
-        else if (first > integral_start) {
-            memmove(out + integral_start, out + first, (size_t)(used - first));
-            used -= first - integral_start;
-        }
+        used = trim_integral(out, integral_start, used);
     }
     return ascii_text(out, used);
 }

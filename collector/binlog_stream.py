@@ -173,13 +173,7 @@ def _next_chunk(buffer: bytes, read: Any, read1: Any) -> bytes:
         missing = 4 + int.from_bytes(buffer[:3], "little") - len(buffer)
     if missing > _CHUNK:
         return _read_some(read, missing)
-    try:
-        chunk: bytes = read1(_CHUNK)
-    except OSError as exc:
-        raise pymysql.err.OperationalError(_LOST, f"lost the binlog connection ({exc})") from None
-    if not chunk:
-        raise pymysql.err.OperationalError(_LOST, "the server closed the binlog connection")
-    return chunk
+    return _read_some(read1, _CHUNK)
 
 
 def _joined_payload(buffer: bytes, read: Any) -> tuple[bytes, bytes]:
