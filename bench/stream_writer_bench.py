@@ -16,7 +16,9 @@ of the others) into a fresh topic, then, in one Spark session:
   tells a restarted writer): the steady state, on which the issue's targets are judged.
 
 All in one session with the writer's settings (the java.nio local filesystem of
-``stream_writer.localfs``), so the baseline gets them too. First it prints the cost of
+``stream_writer.localfs``), so the baseline gets them too. The baseline parses with Spark's
+``from_json``, the plain way; the writer with its jar's one-pass parse (``--noop`` prints what
+each parse costs alone). First it prints the cost of
 creating a file through Hadoop's local filesystems and the java.nio ones.
 
 Prints rows/s of both, the ratio, the machine, and the file-size check: files of the hot
@@ -125,20 +127,22 @@ def print_stages(event_dir: Path, since_ms: int, label: str) -> None:
 
 
 def run_noop(spark, settings: Settings, topic: str, out: Path, max_offsets: int,
-             parse: bool) -> tuple[float, int]:
-    """Spark's Kafka source into the ``noop`` sink (optionally with the JSON parse): the most
-    the source (and the parse) can deliver on this machine."""
-    from pyspark.sql import functions as F
+             parse: str) -> tuple[float, int]:
+    """Spark's Kafka source into the ``noop`` sink, with no parse (``none``), Spark's
+    ``from_json`` (as the baseline parses) or the writer jar's parse (``jar``, as the writer
+    parses): the most the source, and each parse, can deliver on this machine."""
+    from stream_writer.transform import message_column
+    from stream_writer.writer import register_jvm_parse
 
-    from stream_writer.transform import MESSAGE_SCHEMA
-
+    if parse == "jar" and not register_jvm_parse(spark):
+        return 0.0, 0
     frame = (spark.readStream.format("kafka")
              .option("kafka.bootstrap.servers", settings.kafka.bootstrap_servers)
              .option("kafka.isolation.level", "read_committed")
              .option("subscribe", topic).option("startingOffsets", "earliest")
              .option("maxOffsetsPerTrigger", str(max_offsets)).load())
-    if parse:
-        frame = frame.select(F.from_json(F.col("value").cast("string"), MESSAGE_SCHEMA).alias("m"),
+    if parse != "none":
+        frame = frame.select(message_column(parse == "jar").alias("m"),
                              "topic", "partition", "offset", "timestamp"
                              ).select("m.*", "topic", "partition", "offset", "timestamp")
     started = time.monotonic()
@@ -147,7 +151,8 @@ def run_noop(spark, settings: Settings, topic: str, out: Path, max_offsets: int,
     query.awaitTermination()
     seconds = time.monotonic() - started
     rows = sum(p["numInputRows"] for p in query.recentProgress)
-    label = "Kafka → from_json → noop" if parse else "Kafka → noop"
+    label = {"none": "Kafka → noop", "from_json": "Kafka → from_json → noop",
+             "jar": "Kafka → writer jar's parse → noop"}[parse]
     print(f"{label}: {rows:,} rows in {seconds:.1f} s = {rows / seconds:,.0f} rows/s", flush=True)
     print_progress(label, query)
     return seconds, rows
@@ -343,9 +348,9 @@ def throughput(spark, settings: Settings, args, topic: str, work: Path, database
     events = work / "eventlog"
     file_create_cost(spark, work)
     if args.noop:
-        run_noop(spark, settings, topic, work / "noop", args.max_offsets_per_trigger, parse=False)
-        run_noop(spark, settings, topic, work / "noop-parse", args.max_offsets_per_trigger,
-                 parse=True)
+        for parse in ("none", "from_json", "jar"):
+            run_noop(spark, settings, topic, work / f"noop-{parse}", args.max_offsets_per_trigger,
+                     parse)
     since = int(time.time() * 1000)
     base_s, base_rows = run_baseline(spark, settings, topic, work / "baseline",
                                      args.max_offsets_per_trigger)
@@ -412,7 +417,7 @@ def parse_args() -> argparse.Namespace:
                         help="after the first run (which creates the tables), a second writer over "
                              "the same topic into the existing tables")
     parser.add_argument("--noop", action="store_true",
-                        help="first measure Kafka → noop sink, with and without the JSON parse")
+                        help="first measure Kafka → noop sink: no parse, from_json, the writer jar's parse")
     parser.add_argument("--profile", action="store_true",
                         help="Spark event log on: print the Spark stages of each run")
     parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for bench.report)")

@@ -4,6 +4,12 @@
 ``simple_binlog.message.from_json``'s checks (required fields, types, version, positive
 offset, known eventType/source, row images are objects), computed by Spark from a schema so
 the JVM parses the JSON, not Python. A row with an error is dead-lettered, never dropped.
+
+The JSON is parsed by one of two JVM functions giving the same struct: the writer jar's
+``SimpleBinlogParse`` (``stack/jvm/writer``; one pass over the bytes, cutting object-valued
+fields out as they came) when the session has registered it, else Spark's ``from_json`` with
+``MESSAGE_SCHEMA`` (the reference; it decodes to chars and rebuilds each object's text, about
+a third of the writer's CPU). The contract checks that follow are the same for both.
 """
 
 from __future__ import annotations
@@ -48,6 +54,9 @@ MESSAGE_SCHEMA = StructType(
         StructField(_CORRUPT, StringType()),
     ]
 )
+# The writer jar's parse (io.cdcmirror.spark.SimpleBinlogParse), once registered in a session.
+JVM_PARSE_CLASS = "io.cdcmirror.spark.SimpleBinlogParse"
+JVM_PARSE_FUNCTION = "cdc_parse_simple_binlog"
 REQUIRED = (
     "version",
     "binlogOffset",
@@ -77,6 +86,35 @@ ROW_COLUMNS: tuple[tuple[str, str], ...] = (
     ("kafkaOffset", "BIGINT"),
     ("kafkaTimestamp", "TIMESTAMP"),
 )
+# Parquet settings of single columns of the staged files (``parquet.<setting>#<column>``).
+# Dictionary encoding gains nothing on values nearly unique per row (offsets, times, row
+# images, positions); a Parquet writer tries it anew in every file and a batch writes about
+# one file per table, so in small files almost every value went into a dictionary that was
+# then thrown away. Minimum and maximum statistics of JSON texts and raw bytes serve no
+# reader (nothing filters on them) and cost a comparison of long strings per value.
+_NO_DICTIONARY = (
+    "binlogOffset",
+    "executeTime",
+    "content",
+    "beforeContent",
+    "position",
+    "kafkaOffset",
+    "kafkaTimestamp",
+    "raw",
+    "error",
+)
+_NO_STATISTICS = ("content", "beforeContent", "columnTypes", "position", "raw", "error")
+
+
+def parquet_column_options() -> dict[str, str]:
+    """Pure: the write options of ``_NO_DICTIONARY`` and ``_NO_STATISTICS``. The columns the
+    writer reads back from footers (Kafka coordinates, executeTime) keep their statistics."""
+    return {
+        **{f"parquet.enable.dictionary#{column}": "false" for column in _NO_DICTIONARY},
+        **{f"parquet.column.statistics.enabled#{column}": "false" for column in _NO_STATISTICS},
+    }
+
+
 DEAD_LETTER_COLUMNS: tuple[tuple[str, str], ...] = (
     ("kafkaTopic", "STRING"),
     ("kafkaPartition", "INT"),
@@ -160,17 +198,26 @@ def error_column(m: str = "m") -> Column:
     return expression
 
 
-def parse(kafka_rows: DataFrame, zone: str) -> DataFrame:
+def message_column(jvm_parse: bool) -> Column:
+    """``MESSAGE_SCHEMA``'s struct of the Kafka ``value``: by the registered JVM function
+    (``jvm_parse``) or by ``from_json``. Both set ``_corrupt_record`` for a value that is not
+    a JSON object with fields of the contract's types, and give NULL for a NULL value."""
+    if jvm_parse:
+        return F.call_function(JVM_PARSE_FUNCTION, F.col("value"))
+    return F.from_json(
+        F.col("value").cast("string"),
+        MESSAGE_SCHEMA,
+        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT},
+    )
+
+
+def parse(kafka_rows: DataFrame, zone: str, jvm_parse: bool = False) -> DataFrame:
     """Kafka source rows → one row per message with the SimpleBinlog fields, ``error``,
     ``payloadBytes``, ``dt`` (day of executeTime, for valid rows) and ``kafkaDt`` (day of the
     Kafka timestamp, the dead-letter table's partition). ``value`` and ``key`` stay as they
-    came, for the dead-letter table."""
+    came, for the dead-letter table. ``jvm_parse``: see ``message_column``."""
     parsed = kafka_rows.select(
-        F.from_json(
-            F.col("value").cast("string"),
-            MESSAGE_SCHEMA,
-            {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT},
-        ).alias("m"),
+        message_column(jvm_parse).alias("m"),
         F.col("value"),
         F.col("key"),
         F.col("topic").alias("kafkaTopic"),
@@ -297,6 +344,7 @@ def lake_rows(
     zone: str,
     rules: list[ShardRule],
     known_routes: dict[tuple[str, str], str] | None = None,
+    jvm_parse: bool = False,
 ) -> DataFrame:
     """Every message of the batch as a row of the lake, in one pass.
 
@@ -311,7 +359,7 @@ def lake_rows(
     # A physical table routed in an earlier batch is looked up (``known_routes``); only new
     # ones run the rules' regexes (coalesce evaluates its second argument only when needed).
     routed = (
-        parse(kafka_rows, zone)
+        parse(kafka_rows, zone, jvm_parse)
         .withColumn("_known", known_route_column(known_routes or {}))
         .withColumn("_route", F.coalesce(F.col("_known"), route_column(rules)))
     )

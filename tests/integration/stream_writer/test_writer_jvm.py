@@ -1,10 +1,11 @@
 """The stream writer's JVM classes (``stack/jvm/writer``) in a real Spark session: the java.nio
 local filesystems give new files and directories the permissions asked for (no ``chmod``
-child process), and FooterSummary's figures from Parquet footers equal those of reading the
-rows back with Spark."""
+child process), FooterSummary's figures from Parquet footers equal those of reading the rows
+back with Spark, and SimpleBinlogParse reads messages as Spark's from_json does."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import uuid
@@ -22,7 +23,7 @@ from simple_binlog.spark import build_session
 from stream_writer import localfs, transform
 from stream_writer.catalog import HiveCatalog
 from stream_writer.metrics import WriterMetrics
-from stream_writer.writer import BatchWriter, WriterPaths
+from stream_writer.writer import BatchWriter, WriterPaths, register_jvm_parse
 
 
 @pytest.fixture(scope="module")
@@ -212,3 +213,156 @@ def test_known_routes_are_looked_up_and_new_tables_still_routed_by_the_rules(
         ("shop_00", "orders_00"): ("looked_up", None),
         ("crm", "users"): (router.route("crm", "users").name, None),
     }
+
+
+def _kafka_rows(spark: Any, values: list[bytes | None]) -> Any:
+    return spark.createDataFrame(
+        [
+            (
+                None,
+                bytearray(v) if v is not None else None,
+                "cdc.t",
+                0,
+                offset,
+                datetime(2024, 3, 1, tzinfo=UTC),
+            )
+            for offset, v in enumerate(values)
+        ],
+        "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP",
+    )
+
+
+def _message(**changes: Any) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "version": 1,
+        "binlogOffset": 1_709_251_200_000_000_001,
+        "executeTime": 1_709_251_200_000,
+        "eventType": "UPDATE",
+        "schemaName": "shop_00",
+        "tableName": "orders_00",
+        "source": "BINLOG",
+        "primaryKeys": ["id", "region"],
+        "columnTypes": {"id": "bigint(20)", "note": "text", "amount": "decimal(12,2)"},
+        "content": {
+            "id": 12345678901234567,
+            "note": 'caf\u00e9 \u2028 "quoted" \\ \U0001f600',
+            "amount": "10.50",
+            "ratio": 1.5e-7,
+            "nested": {"a": [1, 2, {"b": None}], "t": True},
+        },
+        "beforeContent": {"id": 12345678901234567, "note": "", "amount": None},
+        "position": {"serverId": 1, "file": "mariadb-bin.000001", "pos": 4, "gtid": "0-1-9"},
+    }
+    message.update(changes)
+    return message
+
+
+# Values the jar's parse must read as from_json does: (value, label).
+_SAME_AS_FROM_JSON: list[tuple[bytes | None, str]] = [
+    (json.dumps(_message()).encode(), "a full message (ASCII escapes)"),
+    (json.dumps(_message(), ensure_ascii=False).encode(), "raw UTF-8 text"),
+    (json.dumps(_message(), indent=2).encode(), "whitespace everywhere"),
+    (json.dumps(_message(beforeContent=None, primaryKeys=None)).encode(), "explicit nulls"),
+    (json.dumps(_message(primaryKeys=[], extra={"deep": [[{"x": 1}]]})).encode(), "unknown field"),
+    (json.dumps(_message(primaryKeys=["a", 1, {"o": 2}])).encode(), "non-string keys"),
+    (json.dumps(_message(schemaName="\u0073hop_00")).encode(), "escaped name"),
+    (json.dumps(_message(content="just text")).encode(), "scalar content"),
+    (json.dumps(_message(content=5, columnTypes=True, position=[1, 2])).encode(), "other scalars"),
+    (json.dumps(_message(content={"blob": "x" * 2_000_000})).encode(), "a 2 MB row image"),
+    (b'{"eventType": "INSERT", "eventType": "DELETE", "version": 1}', "duplicate field"),
+    (b"{}", "empty object"),
+    (None, "no value"),
+    (b"{not json", "invalid JSON"),
+    (json.dumps(_message(version="1")).encode(), "number as string"),
+    (json.dumps(_message(executeTime=1.5)).encode(), "fraction for an integer"),
+    (b'{"version": 1, "binlogOffset": 99999999999999999999}', "integer out of range"),
+    (json.dumps(_message(primaryKeys="id")).encode(), "string for a list"),
+    (b'{"version": 1, "content": {"a": 1}', "truncated object"),
+]
+# Values the jar's parse refuses although from_json reads something: a record that is not one
+# whole JSON object in UTF-8 is dead-lettered instead of partly read.
+_REFUSED_BY_JAR_ONLY: list[tuple[bytes, str]] = [
+    (json.dumps(_message()).encode() + b" trailing", "text after the object"),
+    (b"[" + json.dumps(_message()).encode() + b"]", "an array around the object"),
+    (
+        json.dumps(_message(tableName="caf\u00e9"), ensure_ascii=False)
+        .encode()
+        .replace(b"\xc3\xa9", b"\xe9"),
+        "Latin-1, not UTF-8",
+    ),
+    (b"", "empty value"),
+]
+
+
+def test_the_jars_json_parse_reads_messages_as_from_json_does(spark: Any) -> None:
+    assert register_jvm_parse(spark), "the writer jar lacks SimpleBinlogParse"
+    values = [value for value, _ in _SAME_AS_FROM_JSON + _REFUSED_BY_JAR_ONLY]
+    labels = [label for _, label in _SAME_AS_FROM_JSON + _REFUSED_BY_JAR_ONLY]
+    kafka_rows = _kafka_rows(spark, values)
+    columns = [f.name for f in transform.MESSAGE_SCHEMA.fields if not f.name.startswith("_")]
+
+    def parsed(jvm_parse: bool) -> dict[int, Any]:
+        frame = transform.parse(kafka_rows, "UTC", jvm_parse)
+        return {row["kafkaOffset"]: row for row in frame.collect()}
+
+    def same(got: Any, expected: Any) -> bool:
+        if isinstance(expected, list):
+            return (
+                isinstance(got, list)
+                and len(got) == len(expected)
+                and all(map(same, got, expected))
+            )
+        if isinstance(expected, str) and expected[:1] in ("{", "["):
+            # from_json rebuilds an object's text, the jar cuts it out as it came: the same
+            # JSON, spelt with other whitespace.
+            return isinstance(got, str) and json.loads(got) == json.loads(expected)
+        return bool(got == expected)
+
+    reference, fast = parsed(False), parsed(True)
+    for offset, label in enumerate(labels[: len(_SAME_AS_FROM_JSON)]):
+        expected, got = reference[offset], fast[offset]
+        assert got["error"] == expected["error"], label
+        if expected["error"] is not None:
+            continue
+        for column in columns:
+            assert same(got[column], expected[column]), (label, column, got[column])
+    for offset, label in enumerate(labels[len(_SAME_AS_FROM_JSON) :], len(_SAME_AS_FROM_JSON)):
+        assert fast[offset]["error"] is not None and "JSON object" in fast[offset]["error"], label
+
+
+def test_staged_files_keep_the_statistics_the_writer_reads_and_drop_the_others(
+    spark: Any, tmp_path: Path
+) -> None:
+    target = tmp_path / "rows"
+    frame = spark.range(1_000).selectExpr(
+        "'cdc.test.a' AS kafkaTopic",
+        "CAST(0 AS INT) AS kafkaPartition",
+        "id AS kafkaOffset",
+        "1709251200000 + id AS executeTime",
+        "concat('{\"id\": ', id, '}') AS content",
+    )
+    frame.coalesce(1).write.options(**transform.parquet_column_options()).parquet(str(target))
+    [staged] = [str(p) for p in target.glob("*.parquet")]
+    jvm = spark.sparkContext._jvm
+    gateway = spark.sparkContext._gateway
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def ranges(*columns: str) -> list[str]:
+        paths = gateway.new_array(jvm.java.lang.String, 1)
+        paths[0] = staged
+        names = gateway.new_array(jvm.java.lang.String, len(columns))
+        for index, column in enumerate(columns):
+            names[index] = column
+        summary = jvm.io.cdcmirror.parquet.FooterSummary.summarise(hadoop_conf, paths, names)
+        return str(summary).rstrip("\n").split("\t")[2:]
+
+    assert ranges("kafkaOffset", "executeTime", "kafkaTopic") == [
+        "0",
+        "999",
+        "1709251200000",
+        "1709251200999",
+        "cdc.test.a",
+        "cdc.test.a",
+    ]
+    with pytest.raises(Py4JJavaError, match="without statistics for content"):
+        ranges("content")  # not kept: nothing reads them
