@@ -50,7 +50,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 from zoneinfo import ZoneInfo
 
-from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+from py4j.java_gateway import JavaClass  # type: ignore[import-untyped]
+from py4j.protocol import Py4JError, Py4JJavaError  # type: ignore[import-untyped]
 from pyspark import SparkContext
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
@@ -515,10 +516,15 @@ class BatchWriter:
         if self._writer_jar:
             try:
                 return self._footer_summaries(staged)
-            except Py4JJavaError as exc:
+            except Py4JError as exc:
+                reason = (
+                    exc.java_exception.getMessage()
+                    if isinstance(exc, Py4JJavaError)
+                    else str(exc).splitlines()[0]
+                )
                 log.warning(
                     "the staged files' footers cannot say what they hold (%s); reading them back",
-                    exc.java_exception.getMessage(),
+                    reason,
                 )
         return self._read_back(target)
 
@@ -534,6 +540,8 @@ class BatchWriter:
             columns[index] = column
         hadoop_conf = self.spark.sparkContext._jsc.hadoopConfiguration()
         summary_class = getattr(jvm, _FOOTER_SUMMARY)
+        if not isinstance(summary_class, JavaClass):  # py4j's answer for an unknown class
+            raise Py4JError(f"the writer jar has no {_FOOTER_SUMMARY} (built before it)")
         return parse_footer_summary(str(summary_class.summarise(hadoop_conf, paths, columns)))
 
     def _read_back(self, target: Path) -> list[FileSummary]:
