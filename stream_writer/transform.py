@@ -275,34 +275,22 @@ def route_column(rules: list[ShardRule]) -> Column:
     return logical
 
 
-# Separates schema and table in the keys of the known routes (not a character of a name).
-_KEY_SEPARATOR = "\u0001"
-# Known routes beyond this many are left to the regexes (the map is a literal of the plan).
-MAX_KNOWN_ROUTES = 10_000
-
-
-def route_key(schema_name: str, table_name: str) -> str:
-    """Pure: the key of a physical table in the known routes' map."""
-    return f"{schema_name}{_KEY_SEPARATOR}{table_name}"
-
-
-def known_route_column(known_routes: dict[tuple[str, str], str]) -> Column:
-    """The logical table of each row from the routes of physical tables already seen (the
-    contract's Python router decided them), or NULL for a table not seen yet: a hash lookup
-    instead of four regexes a row."""
+def with_known_routes(rows: DataFrame, known_routes: dict[tuple[str, str], str]) -> DataFrame:
+    """``rows`` plus ``_known``: the logical table of each row's physical table when it was
+    routed in an earlier batch (the contract's Python router decided and checked it), else
+    NULL. A broadcast hash join: one hash lookup a row however many physical tables a sharded
+    source has (a map literal's lookup scans its keys), instead of four regexes a row. Each
+    task keeps its rows (a broadcast join does not shuffle the Kafka rows)."""
     if not known_routes:
-        return F.lit(None).cast("string")
-    pairs = sorted(known_routes.items())[:MAX_KNOWN_ROUTES]
-    literal = F.create_map(
-        *[
-            F.lit(part)
-            for (schema, table), logical in pairs
-            for part in (route_key(schema, table), logical)
-        ]
+        return rows.withColumn("_known", F.lit(None).cast("string"))
+    routes = rows.sparkSession.createDataFrame(
+        [(schema, table, logical) for (schema, table), logical in known_routes.items()],
+        "_routeSchema STRING, _routeTable STRING, _known STRING",
     )
-    return F.try_element_at(
-        literal, F.concat_ws(_KEY_SEPARATOR, F.col("schemaName"), F.col("tableName"))
+    matches = (F.col("schemaName") == F.col("_routeSchema")) & (
+        F.col("tableName") == F.col("_routeTable")
     )
+    return rows.join(F.broadcast(routes), matches, "left").drop("_routeSchema", "_routeTable")
 
 
 def route_checks(route: Column, known: Column | None = None) -> tuple[Column, Column]:
@@ -358,10 +346,8 @@ def lake_rows(
     # and does not merge projections where that would repeat an expensive one.
     # A physical table routed in an earlier batch is looked up (``known_routes``); only new
     # ones run the rules' regexes (coalesce evaluates its second argument only when needed).
-    routed = (
-        parse(kafka_rows, zone, jvm_parse)
-        .withColumn("_known", known_route_column(known_routes or {}))
-        .withColumn("_route", F.coalesce(F.col("_known"), route_column(rules)))
+    routed = with_known_routes(parse(kafka_rows, zone, jvm_parse), known_routes or {}).withColumn(
+        "_route", F.coalesce(F.col("_known"), route_column(rules))
     )
     logical, route_error = route_checks(F.col("_route"), F.col("_known").isNotNull())
     checked = routed.withColumn("error", F.coalesce(F.col("error"), route_error)).withColumn(

@@ -7,7 +7,7 @@ the same id and the same offsets. The writer makes that repetition harmless:
 
 1. **Stage.** The batch is parsed, routed and written in one pass (``_stage``) under
    ``<lake>/_stream_writer/<writer>/_staging/<batchId>-<attempt>/``, outside every table
-   directory; the staged files are read back (a few columns) to name them
+   directory; the staged files are described from their Parquet footers to name them
    (``stream_writer.layout``). Nothing a reader can see has changed.
 2. **Commit point.** A manifest listing each staged file and its final name is written
    atomically (temporary file, fsync, rename) to ``<checkpoint>/cdc_batches/<batchId>.json``.
@@ -149,7 +149,7 @@ class WriterPaths:
 
 @dataclass(frozen=True, slots=True)
 class _StagedStats:
-    """What the staged files of a batch hold, read back from their Parquet columns."""
+    """What the staged files of a batch hold, from their Parquet footers (or columns)."""
 
     files: list[layout.StagedFile]
     physical_tables: dict[str, set[tuple[str, str]]]  # logical table → physical tables
@@ -388,8 +388,8 @@ class BatchWriter:
         output writers, one open file per table and day, was slower with 200 tables.)
 
         The physical tables of each logical table (for the routing check) are collected while
-        the rows are written (``observe``); the staged files are then read back, three
-        integer columns, for their offsets, rows and newest event.
+        the rows are written (``observe``); the staged files' footers then give their
+        offsets, rows and newest event (``_summarise``).
         """
         batch_ts = layout.batch_timestamp(datetime.fromtimestamp(self.clock(), UTC))
         staging = self.paths.staging_root / f"{batch_id}-{uuid.uuid4().hex[:8]}"

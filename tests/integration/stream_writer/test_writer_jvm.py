@@ -207,7 +207,9 @@ def test_known_routes_are_looked_up_and_new_tables_still_routed_by_the_rules(
     }
     # A known route wins over the rules (it is what the contract's router said when the
     # table was first seen); a table not in the map is still routed by the rules.
-    known = {("shop_00", "orders_00"): "looked_up"}
+    # Among many (a sharded source): no cap on the routes, and no name collides with another.
+    known = {(f"db{i:05d}", "orders_00"): f"db{i:05d}_orders" for i in range(20_000)}
+    known[("shop_00", "orders_00")] = "looked_up"
     looked_up = {
         (row["schemaName"], row["tableName"]): (row["_table"], row["error"])
         for row in transform.lake_rows(kafka_rows, "UTC", local_stack.shard_rules, known).collect()

@@ -17,7 +17,7 @@ import org.apache.spark.sql.api.java.UDF1;
 /**
  * A Kafka record's value (UTF-8 JSON bytes) to the fields of a SimpleBinlog message, in one
  * streaming pass over the bytes: the stream writer's fast parse, registered as a Spark SQL
- * function by {@code stream_writer.transform.register_jvm_parse}.
+ * function by {@code stream_writer.writer.register_jvm_parse}.
  *
  * <p>Spark's {@code from_json} does the same job, with the schema of
  * {@code stream_writer.transform.MESSAGE_SCHEMA}, and stays the reference (and the fallback
