@@ -72,6 +72,8 @@ def _poms_digest() -> str:
 
 def ensure_jars(jars_home: Path) -> Path:
     """Resolve the JVM modules into ``jars_home`` unless the current poms were resolved already."""
+    # Absolute: Maven resolves a relative -Dlib.root against each module's own directory.
+    jars_home = jars_home.resolve()
     stamp = jars_home / ".resolved"
     digest = _poms_digest()
     if (
