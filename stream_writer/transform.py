@@ -280,7 +280,9 @@ def with_known_routes(rows: DataFrame, known_routes: dict[tuple[str, str], str])
     routed in an earlier batch (the contract's Python router decided and checked it), else
     NULL. A broadcast hash join: one hash lookup a row however many physical tables a sharded
     source has (a map literal's lookup scans its keys), instead of four regexes a row. Each
-    task keeps its rows (a broadcast join does not shuffle the Kafka rows)."""
+    task keeps its rows (a broadcast join does not shuffle the Kafka rows), and a row meets
+    at most one route: the routes are a dict, one per (schema, table), so the join never
+    repeats a row."""
     if not known_routes:
         return rows.withColumn("_known", F.lit(None).cast("string"))
     routes = rows.sparkSession.createDataFrame(
