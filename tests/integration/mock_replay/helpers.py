@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pymysql
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from mock_replay.plan import TableShape, chunk_query
@@ -124,13 +124,28 @@ def end_offsets(settings: Settings, topics: Iterable[str]) -> dict[tuple[str, in
             if described is None or described.error is not None:
                 continue
             for partition in described.partitions:
-                _, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=30
-                )
-                offsets[(topic, partition)] = high
+                offsets[(topic, partition)] = _high_watermark(consumer, topic, partition)
         return offsets
     finally:
         consumer.close()
+
+
+# A topic a process has just created is listed before its partitions have a leader.
+_NOT_YET = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
+
+
+def _high_watermark(consumer: Consumer, topic: str, partition: int, timeout_s: float = 30) -> int:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            _, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=timeout_s
+            )
+            return int(high)
+        except KafkaException as exc:
+            if exc.args[0].code() not in _NOT_YET or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)  # polling the broker until the new partition has its leader
 
 
 def read_topic(

@@ -284,8 +284,9 @@ _SAME_AS_FROM_JSON: list[tuple[bytes | None, str]] = [
     (json.dumps(_message(primaryKeys="id")).encode(), "string for a list"),
     (b'{"version": 1, "content": {"a": 1}', "truncated object"),
 ]
-# Values the jar's parse refuses although from_json reads something: a record that is not one
-# whole JSON object in UTF-8 is dead-lettered instead of partly read.
+# Values the jar's parse refuses although from_json may read something: a record that is not
+# one whole JSON object in UTF-8 (RFC 8259, as the contract's own parser reads it) is
+# dead-lettered instead of partly or leniently read.
 _REFUSED_BY_JAR_ONLY: list[tuple[bytes, str]] = [
     (json.dumps(_message()).encode() + b" trailing", "text after the object"),
     (b"[" + json.dumps(_message()).encode() + b"]", "an array around the object"),
@@ -296,6 +297,8 @@ _REFUSED_BY_JAR_ONLY: list[tuple[bytes, str]] = [
         "Latin-1, not UTF-8",
     ),
     (b"", "empty value"),
+    (b"{'version': 1, 'content': {}}", "single quotes (Spark's JSON options allow them)"),
+    (json.dumps(_message(content={"x": float("nan")})).encode(), "NaN (not JSON)"),
 ]
 
 
