@@ -41,7 +41,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -155,6 +155,27 @@ class _StagedStats:
     physical_tables: dict[str, set[tuple[str, str]]]  # logical table → physical tables
     max_event: dict[tuple[str, int], int]  # (topic, partition) → newest executeTime
     dead_letters: int
+
+
+def footer_ranges(spark: SparkSession, paths: list[str], columns: Sequence[str]) -> str:
+    """``FooterSummary.summarise``'s lines for Parquet files (see ``parse_footer_summary``);
+    Py4JError when the writer jar lacks the class (built before it) or a footer lacks a
+    column's statistics."""
+    gateway = spark.sparkContext._gateway
+    jvm = spark.sparkContext._jvm
+    assert gateway is not None and jvm is not None  # a classic (non-Connect) session
+
+    def strings(values: Sequence[str]) -> Any:
+        array = gateway.new_array(jvm.java.lang.String, len(values))
+        for index, value in enumerate(values):
+            array[index] = value
+        return array
+
+    summary_class = getattr(jvm, _FOOTER_SUMMARY)
+    if not isinstance(summary_class, JavaClass):  # py4j's answer for an unknown class
+        raise Py4JError(f"the writer jar has no {_FOOTER_SUMMARY} (built before it)")
+    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    return str(summary_class.summarise(hadoop_conf, strings(paths), strings(columns)))
 
 
 def register_jvm_parse(spark: SparkSession) -> bool:
@@ -529,20 +550,8 @@ class BatchWriter:
         return self._read_back(target)
 
     def _footer_summaries(self, staged: list[Path]) -> list[FileSummary]:
-        gateway = self.spark.sparkContext._gateway
-        jvm = self.spark.sparkContext._jvm
-        assert gateway is not None and jvm is not None  # a classic (non-Connect) session
-        paths = gateway.new_array(jvm.java.lang.String, len(staged))
-        for index, path in enumerate(staged):
-            paths[index] = str(path)
-        columns = gateway.new_array(jvm.java.lang.String, len(_FOOTER_COLUMNS))
-        for index, column in enumerate(_FOOTER_COLUMNS):
-            columns[index] = column
-        hadoop_conf = self.spark.sparkContext._jsc.hadoopConfiguration()
-        summary_class = getattr(jvm, _FOOTER_SUMMARY)
-        if not isinstance(summary_class, JavaClass):  # py4j's answer for an unknown class
-            raise Py4JError(f"the writer jar has no {_FOOTER_SUMMARY} (built before it)")
-        return parse_footer_summary(str(summary_class.summarise(hadoop_conf, paths, columns)))
+        text = footer_ranges(self.spark, [str(path) for path in staged], _FOOTER_COLUMNS)
+        return parse_footer_summary(text)
 
     def _read_back(self, target: Path) -> list[FileSummary]:
         # Only small columns are read back (Parquet is columnar), with the schema given and

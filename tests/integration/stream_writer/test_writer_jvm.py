@@ -23,7 +23,7 @@ from simple_binlog.spark import build_session
 from stream_writer import localfs, transform
 from stream_writer.catalog import HiveCatalog
 from stream_writer.metrics import WriterMetrics
-from stream_writer.writer import BatchWriter, WriterPaths, register_jvm_parse
+from stream_writer.writer import BatchWriter, WriterPaths, footer_ranges, register_jvm_parse
 
 
 @pytest.fixture(scope="module")
@@ -174,28 +174,34 @@ def test_a_new_catalog_learns_existing_partitions_and_adds_only_new_ones(
         spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
 
 
+def _kafka_rows(spark: Any, values: list[bytes | None]) -> Any:
+    return spark.createDataFrame(
+        [
+            (
+                None,
+                bytearray(v) if v is not None else None,
+                "cdc.t",
+                0,
+                offset,
+                datetime(2024, 3, 1, tzinfo=UTC),
+            )
+            for offset, v in enumerate(values)
+        ],
+        "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP",
+    )
+
+
 def test_known_routes_are_looked_up_and_new_tables_still_routed_by_the_rules(
     spark: Any, local_stack: Settings
 ) -> None:
-    def record(schema: str, table: str, offset: int) -> dict[str, Any]:
-        value = (
+    def record(schema: str, table: str, offset: int) -> bytes:
+        return (
             f'{{"version": 1, "binlogOffset": {offset}, "executeTime": 1709251200000, '
             f'"eventType": "INSERT", "schemaName": "{schema}", "tableName": "{table}", '
             '"source": "BINLOG", "content": {"id": 1}}'
-        )
-        return {
-            "key": None,
-            "value": bytearray(value.encode()),
-            "topic": "cdc.t",
-            "partition": 0,
-            "offset": offset,
-            "timestamp": datetime(2024, 3, 1, tzinfo=UTC),
-        }
+        ).encode()
 
-    kafka_rows = spark.createDataFrame(
-        [record("shop_00", "orders_00", 1), record("crm", "users", 2)],
-        "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP",
-    )
+    kafka_rows = _kafka_rows(spark, [record("shop_00", "orders_00", 1), record("crm", "users", 2)])
     router = ShardRouter(local_stack.shard_rules)
     by_rules = {
         (row["schemaName"], row["tableName"]): row["_table"]
@@ -218,23 +224,6 @@ def test_known_routes_are_looked_up_and_new_tables_still_routed_by_the_rules(
         ("shop_00", "orders_00"): ("looked_up", None),
         ("crm", "users"): (router.route("crm", "users").name, None),
     }
-
-
-def _kafka_rows(spark: Any, values: list[bytes | None]) -> Any:
-    return spark.createDataFrame(
-        [
-            (
-                None,
-                bytearray(v) if v is not None else None,
-                "cdc.t",
-                0,
-                offset,
-                datetime(2024, 3, 1, tzinfo=UTC),
-            )
-            for offset, v in enumerate(values)
-        ],
-        "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP",
-    )
 
 
 def _message(**changes: Any) -> dict[str, Any]:
@@ -351,18 +340,9 @@ def test_staged_files_keep_the_statistics_the_writer_reads_and_drop_the_others(
     )
     frame.coalesce(1).write.options(**transform.parquet_column_options()).parquet(str(target))
     [staged] = [str(p) for p in target.glob("*.parquet")]
-    jvm = spark.sparkContext._jvm
-    gateway = spark.sparkContext._gateway
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
 
     def ranges(*columns: str) -> list[str]:
-        paths = gateway.new_array(jvm.java.lang.String, 1)
-        paths[0] = staged
-        names = gateway.new_array(jvm.java.lang.String, len(columns))
-        for index, column in enumerate(columns):
-            names[index] = column
-        summary = jvm.io.cdcmirror.parquet.FooterSummary.summarise(hadoop_conf, paths, names)
-        return str(summary).rstrip("\n").split("\t")[2:]
+        return footer_ranges(spark, [staged], columns).rstrip("\n").split("\t")[2:]
 
     assert ranges("kafkaOffset", "executeTime", "kafkaTopic") == [
         "0",
