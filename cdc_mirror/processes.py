@@ -6,6 +6,11 @@ variables, with its output in a log file. ``Component`` starts one and lets the 
 inject the faults production sees (``kill -9``, a pause past a session timeout, a restart);
 ``Supervisor`` owns a set of them and stops every one it started, even when the caller
 fails half-way, so no stray collector keeps publishing after a run.
+
+The outside world is injected: a ``Launcher`` starts a ``ChildProcess`` (``PopenLauncher``,
+or ``FakeLauncher`` whose ``FakeProcess`` obeys signals the way a process does), a ``Clock``
+paces the waits (``SystemClock`` or ``FakeClock``) and a probe reads health endpoints. The
+fakes are product code, so the supervision rules are tested without a process or a sleep.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from simple_binlog.errors import CdcMirrorError
 
@@ -81,21 +86,248 @@ def http_ok(url: str, timeout_s: float = 2.0) -> bool:
         return False
 
 
+class Clock(Protocol):
+    """Time as the waits see it."""
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+@dataclass
+class FakeClock:
+    """A clock whose ``sleep`` only moves it forward: waits run at once, deterministically."""
+
+    now: float = 0.0
+    slept: list[float] = field(default_factory=list)
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+SYSTEM_CLOCK: Clock = SystemClock()
+
+
 def wait_until(
-    predicate: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.2
+    predicate: Callable[[], bool],
+    timeout_s: float,
+    what: str,
+    poll_s: float = 0.2,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> float:
     """Poll ``predicate`` until it holds; returns the seconds it took.
 
     Raises ``ComponentError`` naming ``what`` when the deadline passes.
     """
-    started = time.monotonic()
+    started = clock.monotonic()
     deadline = started + timeout_s
     while True:
         if predicate():
-            return time.monotonic() - started
-        if time.monotonic() >= deadline:
+            return clock.monotonic() - started
+        if clock.monotonic() >= deadline:
             raise ComponentError(f"timed out after {timeout_s:.0f} s waiting for {what}.")
-        time.sleep(poll_s)
+        clock.sleep(poll_s)
+
+
+# -- starting processes --------------------------------------------------------------------
+
+
+class ChildProcess(Protocol):
+    """A started child: the leader of its own process group."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code; raises ``subprocess.TimeoutExpired`` if not exited within time."""
+        ...
+
+    def signal(self, signum: int) -> None:
+        """Signal the child alone (no error if it is gone)."""
+        ...
+
+    def signal_group(self, signum: int) -> None:
+        """Signal the child's process group, its own children too (no error if gone)."""
+        ...
+
+
+class Launcher(Protocol):
+    def launch(
+        self, command: list[str], env: Mapping[str, str], cwd: Path | None, log_path: Path | None
+    ) -> ChildProcess:
+        """Start ``command`` with ``env`` added to this process's environment, its output
+        appended to ``log_path`` (its folder created) or discarded."""
+        ...
+
+
+class _PopenChild:
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self._process = process
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.returncode
+
+    def poll(self) -> int | None:
+        return self._process.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self._process.wait(timeout=timeout)
+
+    def signal(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self._process.pid, signum)
+
+    def signal_group(self, signum: int) -> None:
+        # Already gone: whoever waits on the process collects it.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._process.pid, signum)
+
+
+class PopenLauncher:
+    """Real child processes, each the leader of a new session (so a group kill reaches a
+    JVM a PySpark component starts as well)."""
+
+    def launch(
+        self, command: list[str], env: Mapping[str, str], cwd: Path | None, log_path: Path | None
+    ) -> ChildProcess:
+        output: IO[bytes] | None = None
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            output = log_path.open("ab")
+        try:
+            process = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env={**os.environ, **env},
+                stdin=subprocess.DEVNULL,
+                stdout=output if output is not None else subprocess.DEVNULL,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            if output is not None:
+                output.close()  # the child holds its own descriptor
+        return _PopenChild(process)
+
+
+@dataclass
+class FakeProcess:
+    """A child that obeys signals as a process does, and ends when told (``exit``).
+
+    SIGKILL ends it at once (code ``-9``); SIGSTOP pauses it and a paused process handles
+    SIGTERM only after SIGCONT; SIGTERM ends it with ``sigterm_code`` unless
+    ``ignores_sigterm``. ``wait`` never blocks: an unfinished process times out at once.
+    """
+
+    pid: int
+    command: list[str]
+    env: dict[str, str]
+    cwd: Path | None
+    log_path: Path | None
+    ignores_sigterm: bool = False
+    sigterm_code: int = -signal.SIGTERM
+    returncode: int | None = None
+    paused: bool = False
+    signals: list[tuple[str, int]] = field(default_factory=list)  # ("pid" | "group", signum)
+    journal: list[tuple[int, str, int]] | None = None  # shared by a launcher's children
+    _pending_term: bool = False
+
+    def exit(self, code: int) -> None:
+        """The child ends on its own (a crash, a finished job)."""
+        if self.returncode is None:
+            self.returncode = code
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(self.command, timeout or 0.0)
+        return self.returncode
+
+    def signal(self, signum: int) -> None:
+        self._note("pid", signum)
+        self._receive(signum)
+
+    def signal_group(self, signum: int) -> None:
+        self._note("group", signum)
+        self._receive(signum)
+
+    def _note(self, target: str, signum: int) -> None:
+        self.signals.append((target, signum))
+        if self.journal is not None:
+            self.journal.append((self.pid, target, signum))
+
+    def _receive(self, signum: int) -> None:
+        if self.returncode is not None:
+            return
+        if signum == signal.SIGKILL:
+            self.returncode = -signal.SIGKILL
+        elif signum == signal.SIGSTOP:
+            self.paused = True
+        elif signum == signal.SIGCONT:
+            self.paused = False
+            if self._pending_term:
+                self._receive(signal.SIGTERM)
+        elif signum == signal.SIGTERM:
+            if self.paused:
+                self._pending_term = True
+            elif not self.ignores_sigterm:
+                self.returncode = self.sigterm_code
+
+
+@dataclass
+class FakeLauncher:
+    """Starts ``FakeProcess``es and keeps them, in order, for a test to drive and inspect.
+    ``configure`` sets how the next children of a command name behave."""
+
+    launched: list[FakeProcess] = field(default_factory=list)
+    behaviour: dict[str, dict[str, Any]] = field(default_factory=dict)
+    journal: list[tuple[int, str, int]] = field(default_factory=list)  # (pid, target, signum)
+    next_pid: int = 1000
+
+    def launch(
+        self, command: list[str], env: Mapping[str, str], cwd: Path | None, log_path: Path | None
+    ) -> FakeProcess:
+        self.next_pid += 1
+        options = next((how for word, how in self.behaviour.items() if word in command), {})
+        child = FakeProcess(
+            self.next_pid, list(command), dict(env), cwd, log_path, journal=self.journal, **options
+        )
+        self.launched.append(child)
+        return child
+
+    def configure(self, word: str, **how: Any) -> None:
+        self.behaviour[word] = how
+
+    def started(self, word: str) -> list[FakeProcess]:
+        """The children whose command contains ``word``, oldest first."""
+        return [child for child in self.launched if word in child.command]
+
+
+DEFAULT_LAUNCHER: Launcher = PopenLauncher()
 
 
 @dataclass
@@ -116,7 +348,10 @@ class Component:
     cwd: Path | None = None
     # What runs ``args``: the installed ``cdc-mirror`` of this interpreter by default.
     program: list[str] = field(default_factory=lambda: [sys.executable, "-m", "cdc_mirror"])
-    process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    launcher: Launcher = field(default=DEFAULT_LAUNCHER, repr=False)
+    clock: Clock = field(default=SYSTEM_CLOCK, repr=False)
+    probe: Callable[[str], Any | None] = field(default=http_json, repr=False)
+    process: ChildProcess | None = field(default=None, init=False, repr=False)
     starts: int = field(default=0, init=False)
 
     @property
@@ -138,33 +373,14 @@ class Component:
     def start(self) -> Component:
         if self.running:
             raise ComponentError(f"{self.name} is already running (pid {self.pid}).")
-        output: IO[bytes] | None = None
-        if self.log_path is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            output = self.log_path.open("ab")
-        try:
-            self.process = subprocess.Popen(
-                self.command,
-                cwd=self.cwd,
-                env={**os.environ, **self.env},
-                stdin=subprocess.DEVNULL,
-                stdout=output if output is not None else subprocess.DEVNULL,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            if output is not None:
-                output.close()  # the child holds its own descriptor
+        self.process = self.launcher.launch(self.command, self.env, self.cwd, self.log_path)
         self.starts += 1
         log.debug("started %s (pid %s): %s", self.name, self.process.pid, " ".join(self.args))
         return self
 
     def _signal_group(self, signum: int) -> None:
-        if self.process is None:
-            return
-        # Already gone: whoever waits on the process collects it.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signum)
+        if self.process is not None:
+            self.process.signal_group(signum)
 
     def kill(self) -> None:
         """``kill -9`` the component (and its children) and reap it."""
@@ -190,8 +406,7 @@ class Component:
             # SIGTERM to the component alone, as `docker stop` does: the stream writer's
             # Python side stops its query and then Spark's JVM. Signalled too, the JVM would
             # shut down under a batch and the stop would end in py4j errors.
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.process.pid, signal.SIGTERM)
+            self.process.signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
@@ -206,7 +421,7 @@ class Component:
         return self.start()
 
     def health(self) -> Any | None:
-        return http_json(self.health_url) if self.health_url else None
+        return self.probe(self.health_url) if self.health_url else None
 
     def wait_until(self, predicate: Callable[[], bool], timeout_s: float, what: str) -> float:
         """Like the module's ``wait_until``, but fails early if the component has exited."""
@@ -219,7 +434,7 @@ class Component:
                 )
             return predicate()
 
-        return wait_until(check, timeout_s, f"{what} ({self.name})")
+        return wait_until(check, timeout_s, f"{what} ({self.name})", clock=self.clock)
 
     def wait_healthy(self, timeout_s: float = 60.0) -> float:
         if self.health_url is None:
