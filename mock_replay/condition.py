@@ -29,12 +29,16 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from mock_replay.errors import ConditionError
 
+# Every recursive construct (parentheses and function arguments, NOT, unary minus, INTERVAL)
+# counts one level; at most 8 Python frames a level, so the refusal comes long before
+# Python's recursion limit (1000) even when the caller's own stack is deep.
 MAX_DEPTH = 64
 
 _KEYWORDS = frozenset(
@@ -261,17 +265,12 @@ class _Parser:
         return sql
 
     def _or(self) -> str:
-        self._depth += 1
-        if self._depth > MAX_DEPTH:
-            raise _refuse(f"it nests deeper than {MAX_DEPTH} levels", self._current.at)
-        try:
+        with self._nested():
             parts = [self._and()]
             while self._at_word("or"):
                 self._advance()
                 parts.append(self._and())
             return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
-        finally:
-            self._depth -= 1
 
     def _and(self) -> str:
         parts = [self._not()]
@@ -283,17 +282,20 @@ class _Parser:
     def _not(self) -> str:
         if self._at_word("not"):
             self._advance()
-            self._enter()
-            try:
+            with self._nested():
                 return f"(NOT {self._not()})"
-            finally:
-                self._depth -= 1
         return self._predicate()
 
-    def _enter(self) -> None:
+    @contextmanager
+    def _nested(self) -> Iterator[None]:
+        """One level deeper for the construct parsed inside; refused past ``MAX_DEPTH``."""
         self._depth += 1
-        if self._depth > MAX_DEPTH:
-            raise _refuse(f"it nests deeper than {MAX_DEPTH} levels", self._current.at)
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _refuse(f"it nests deeper than {MAX_DEPTH} levels", self._current.at)
+            yield
+        finally:
+            self._depth -= 1
 
     def _predicate(self) -> str:
         left = self._sum()
@@ -351,7 +353,8 @@ class _Parser:
 
     def _interval(self) -> str:
         self._expect_word("interval")
-        amount = self._sum()
+        with self._nested():
+            amount = self._sum()
         unit = self._current
         if unit.kind != "word" or unit.value not in _INTERVAL_UNITS:
             raise self._unexpected("expected an interval unit such as DAY or HOUR")
@@ -369,11 +372,8 @@ class _Parser:
     def _unary(self) -> str:
         if self._at_op("-"):
             self._advance()
-            self._enter()
-            try:
+            with self._nested():
                 return f"(- {self._unary()})"
-            finally:
-                self._depth -= 1
         return self._primary()
 
     def _primary(self) -> str:  # noqa: PLR0911
@@ -427,8 +427,7 @@ class _Parser:
                 name_token.at,
             )
         self._expect_op("(")
-        self._enter()
-        try:
+        with self._nested():
             args: list[str] = []
             if not self._at_op(")"):
                 args.append(self._or())
@@ -439,8 +438,6 @@ class _Parser:
                     else:
                         args.append(self._or())
             self._expect_op(")")
-        finally:
-            self._depth -= 1
         low, high = arity
         if len(args) < low or (high is not None and len(args) > high):
             raise _refuse(

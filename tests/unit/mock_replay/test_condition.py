@@ -4,7 +4,9 @@ refused with one sentence. Includes hypothesis properties over random text and l
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import re
+import sys
 from decimal import Decimal
 
 import pytest
@@ -194,3 +196,66 @@ def test_a_string_literal_is_always_bound_never_inlined(literal: str, operator: 
 def test_tokens_keep_their_positions_for_error_messages() -> None:
     tokens = tokenize("id = 'x'")
     assert [(t.kind, t.at) for t in tokens] == [("word", 1), ("op", 4), ("string", 6), ("end", 9)]
+
+
+def _interval_chain(levels: int) -> str:
+    """``created_at + INTERVAL created_at + INTERVAL … DAY DAY …``: each amount a sum."""
+    return "created_at" + " + INTERVAL created_at" * levels + " DAY" * levels + " > NOW()"
+
+
+def _deepest_frames(limit: int) -> str:
+    """Parentheses as deep as allowed, then an INTERVAL chain inside, in ``limit`` chars."""
+    levels = (limit - len("(" * 63 + "id" + ")" * 63 + ">0")) // len("+INTERVAL id DAY")
+    return "(" * 63 + "id" + "+INTERVAL id" * levels + " DAY" * levels + ")" * 63 + ">0"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(_interval_chain(3_000), id="thousands-of-intervals"),
+        pytest.param(_deepest_frames(4_000), id="parentheses-then-intervals-in-4000-chars"),
+        pytest.param("(" * 5_000 + "id" + ")" * 5_000, id="thousands-of-parentheses"),
+        pytest.param("NOT " * 5_000 + "id", id="thousands-of-not"),
+        pytest.param("ABS(" * 3_000 + "id" + ")" * 3_000 + " > 0", id="thousands-of-functions"),
+        pytest.param(
+            "DATE_ADD(" * 2_000 + "created_at" + ", INTERVAL 1 DAY)" * 2_000 + " > NOW()",
+            id="thousands-of-date-add",
+        ),
+    ],
+)
+def test_deeply_nested_attacker_conditions_are_refused_not_a_recursion_error(text) -> None:
+    """An attacker's condition nested past any real need (within the configured length, or
+    a length limit raised by an operator): one sentence, never Python's RecursionError."""
+    with pytest.raises(ConditionError) as caught:
+        compile_condition(text, COLUMNS, NOW, max_chars=len(text))
+    message = str(caught.value)
+    assert message.startswith("the replay condition is refused: it nests deeper than 64 levels")
+    assert message.endswith(".") and "\n" not in message
+
+
+def test_a_condition_at_the_depth_limit_is_accepted() -> None:
+    text = _interval_chain(60)
+    compiled = compile_condition(text, COLUMNS, NOW, max_chars=len(text))
+    assert compiled.sql.count("INTERVAL") == 60
+    assert compiled.columns == {"created_at"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "(" * 63 + "id" + ")" * 63 + " > 0",
+        "(" * 40 + "ABS(" * 11 + "id" + ")" * 51 + " > 0",
+        "NOT " * 20 + "(" * 20 + "- " * 20 + "id" + ")" * 20 + " > 0",
+        "(" * 60 + _interval_chain(3) + ")" * 60,
+    ],
+)
+def test_the_depth_limit_holds_within_a_bounded_python_stack(text) -> None:
+    """Deepest accepted inputs of each kind need fewer than 600 frames above the caller, so
+    the parser's own refusal comes first even from a deep caller (a web worker, a test)."""
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 600)
+    try:
+        compiled = compile_condition(text, COLUMNS, NOW, max_chars=len(text))
+    finally:
+        sys.setrecursionlimit(previous)
+    assert compiled.sql.startswith("(")
