@@ -123,7 +123,7 @@ def write_changes(
     """The day's raw partition; returns the next unused id."""
     from pyspark.sql import functions as F
 
-    from stream_writer.transform import ROW_COLUMNS
+    from cdc_platform.lake import ROW_COLUMNS
 
     recent = max(1, snapshot_rows // 50)
     n = F.col("id")

@@ -1,4 +1,6 @@
-"""The Hive side: one external table per logical table, partitioned by ``dt`` (strings).
+"""The lake: the raw change layer's tables and where its readiness records live.
+
+The Hive side: one external table per logical table, partitioned by ``dt`` (strings).
 
 Tables are Hive Parquet tables (``STORED AS PARQUET``) at
 ``<lake>/<database>.db/<logical table>``, so Spark and Hive read them alike. Partitions are
@@ -11,17 +13,57 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from stream_writer.layout import DEAD_LETTER_TABLE
-from stream_writer.transform import DEAD_LETTER_COLUMNS, ROW_COLUMNS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+
+DEAD_LETTER_TABLE = "dead_letter"
+# The columns of every logical table's files and Hive table (``dt`` is the partition).
+ROW_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("binlogOffset", "BIGINT"),
+    ("executeTime", "BIGINT"),
+    ("eventType", "STRING"),
+    ("schemaName", "STRING"),
+    ("tableName", "STRING"),
+    ("source", "STRING"),
+    ("version", "BIGINT"),
+    ("primaryKeys", "ARRAY<STRING>"),
+    ("columnTypes", "STRING"),
+    ("content", "STRING"),
+    ("beforeContent", "STRING"),
+    ("position", "STRING"),
+    ("kafkaTopic", "STRING"),
+    ("kafkaPartition", "INT"),
+    ("kafkaOffset", "BIGINT"),
+    ("kafkaTimestamp", "TIMESTAMP"),
+)
+
+# The dead-letter table: messages that break the contract, kept with their raw bytes.
+DEAD_LETTER_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("kafkaTopic", "STRING"),
+    ("kafkaPartition", "INT"),
+    ("kafkaOffset", "BIGINT"),
+    ("kafkaTimestamp", "TIMESTAMP"),
+    ("kafkaKey", "BINARY"),
+    ("error", "STRING"),
+    ("raw", "BINARY"),
+)
+
+
+def readiness_dir(lake_dir: Path, writer_name: str) -> Path:
+    """Where a stream writer publishes the readiness records merge waits for."""
+    return lake_dir / "_ready" / writer_name
+
+
+def default_writer_name(instances: Iterable[str]) -> str:
+    """The name of a stream writer that reads the topics of ``instances``."""
+    return "+".join(sorted(instances))
 
 
 def _quote(path: Path) -> str:

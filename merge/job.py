@@ -38,6 +38,7 @@ from urllib.parse import unquote, urlparse
 
 from pyspark.sql import functions as F
 
+from cdc_platform.lake import ROW_COLUMNS, HiveCatalog, default_writer_name, readiness_dir
 from merge import records
 from merge.archive import ArchiveDecision, ArchiveOverride, decide, time_column
 from merge.check import CheckResult, check_days, compare
@@ -156,10 +157,14 @@ class MergeResult:
 
 
 def writer_ready_dir(settings: Settings) -> Path:
-    """Where the stream writer keeps its readiness records (its own path logic)."""
-    from stream_writer.job import plan_run  # noqa: PLC0415
-
-    return plan_run(settings, [], [], settings.merge.writer).paths.ready_dir
+    """Where the stream writer merge waits for keeps its readiness records: the one named
+    ``merge.writer``, else the configured writer, else the writer of all instances."""
+    name = (
+        settings.merge.writer
+        or settings.stream_writer.name
+        or default_writer_name(instance.name for instance in settings.instances)
+    )
+    return readiness_dir(settings.lake_dir, name)
 
 
 def wait_ready(
@@ -503,9 +508,6 @@ class Merger:
 
     def _load_raw(self, table: str, dt: str) -> DataFrame:
         """``dt`` of the raw table, its partition registered first (as MSCK REPAIR does)."""
-        from stream_writer.catalog import HiveCatalog  # noqa: PLC0415
-        from stream_writer.transform import ROW_COLUMNS  # noqa: PLC0415
-
         database = self.settings.stream_writer.database
         catalog = HiveCatalog(self.spark, database, self.lake)
         catalog.ensure_database()

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from prometheus_client import start_http_server
 
+from cdc_platform.lake import default_writer_name
 from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.kafka import consumer_config, topic_name
@@ -53,7 +54,7 @@ def plan_run(
         for instance in chosen:
             settings.instance(instance)  # ConfigError for an unknown one
         topics = [topic_name(settings.kafka, i) for i in chosen]
-        default_name = "+".join(sorted(chosen))
+        default_name = default_writer_name(chosen)
     else:
         default_name = "+".join(sorted(topics)).replace(".", "_")
     writer_name = name or settings.stream_writer.name or default_name

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from cdc_platform.lake import DEAD_LETTER_TABLE
 from simple_binlog.errors import ConfigError
 from simple_binlog.routing import ShardRouter
 
-DEAD_LETTER_TABLE = "dead_letter"
 _FILE_NAME = re.compile(
     r"^binlog-(?P<batch_ts>\d{14})-(?P<batch_id>\d+)-(?P<n>\d+)"
     r"\+(?P<topic>[A-Za-z0-9._-]+)\+(?P<partition>\d+)"

@@ -27,9 +27,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from cdc_platform.lake import DEAD_LETTER_TABLE, ROW_COLUMNS
 from simple_binlog.message import FORMAT_VERSION, EventType, Source
 from simple_binlog.routing import ShardRule
-from stream_writer.layout import DEAD_LETTER_TABLE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -67,25 +67,6 @@ REQUIRED = (
     "source",
     "content",
 )
-# The columns of every logical table's files and Hive table (``dt`` is the partition).
-ROW_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("binlogOffset", "BIGINT"),
-    ("executeTime", "BIGINT"),
-    ("eventType", "STRING"),
-    ("schemaName", "STRING"),
-    ("tableName", "STRING"),
-    ("source", "STRING"),
-    ("version", "BIGINT"),
-    ("primaryKeys", "ARRAY<STRING>"),
-    ("columnTypes", "STRING"),
-    ("content", "STRING"),
-    ("beforeContent", "STRING"),
-    ("position", "STRING"),
-    ("kafkaTopic", "STRING"),
-    ("kafkaPartition", "INT"),
-    ("kafkaOffset", "BIGINT"),
-    ("kafkaTimestamp", "TIMESTAMP"),
-)
 # Parquet settings of single columns of the staged files (``parquet.<setting>#<column>``).
 # Dictionary encoding gains nothing on values nearly unique per row (offsets, times, row
 # images, positions); a Parquet writer tries it anew in every file and a batch writes about
@@ -113,17 +94,6 @@ def parquet_column_options() -> dict[str, str]:
         **{f"parquet.enable.dictionary#{column}": "false" for column in _NO_DICTIONARY},
         **{f"parquet.column.statistics.enabled#{column}": "false" for column in _NO_STATISTICS},
     }
-
-
-DEAD_LETTER_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("kafkaTopic", "STRING"),
-    ("kafkaPartition", "INT"),
-    ("kafkaOffset", "BIGINT"),
-    ("kafkaTimestamp", "TIMESTAMP"),
-    ("kafkaKey", "BINARY"),
-    ("error", "STRING"),
-    ("raw", "BINARY"),
-)
 
 
 def day_column(epoch_ms: Column, zone: str) -> Column:

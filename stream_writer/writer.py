@@ -56,11 +56,11 @@ from pyspark import SparkContext
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
+from cdc_platform.lake import DEAD_LETTER_TABLE, HiveCatalog, readiness_dir
 from simple_binlog.config import StreamWriterSettings
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.routing import ShardRouter, ShardRule
 from stream_writer import commit, layout, localfs, transform
-from stream_writer.catalog import HiveCatalog
 from stream_writer.metrics import WriterMetrics
 from stream_writer.readiness import UNKNOWN_LAG, BatchProgress, ReadinessRule, WriterState
 
@@ -140,7 +140,7 @@ class WriterPaths:
 
     @property
     def ready_dir(self) -> Path:
-        return self.lake_dir / "_ready" / self.name
+        return readiness_dir(self.lake_dir, self.name)
 
     @property
     def state_file(self) -> Path:
@@ -518,7 +518,7 @@ class BatchWriter:
                     size=path.stat().st_size,
                 )
             )
-            if table == layout.DEAD_LETTER_TABLE:
+            if table == DEAD_LETTER_TABLE:
                 dead += summary.rows
                 continue
             key = (summary.first_topic, summary.first_partition)
@@ -605,7 +605,7 @@ class BatchWriter:
         samples = self.config.dead_letter_log_samples
         if samples == 0:
             return
-        dead = self.spark.read.parquet(str(target / f"_table={layout.DEAD_LETTER_TABLE}"))
+        dead = self.spark.read.parquet(str(target / f"_table={DEAD_LETTER_TABLE}"))
         for row in (
             dead.select("kafkaTopic", "kafkaPartition", "kafkaOffset", "error")
             .limit(samples)
@@ -661,7 +661,7 @@ class BatchWriter:
         table_rows = {
             key: rows
             for key, rows in manifest.rows_by_table_day.items()
-            if key[0] != layout.DEAD_LETTER_TABLE
+            if key[0] != DEAD_LETTER_TABLE
         }
         late = state.count_late(table_rows)
         state.advance(manifest.progress)
@@ -682,7 +682,7 @@ class BatchWriter:
         return late, ready
 
     def _measure_sizes(self, state: WriterState, manifest: commit.BatchManifest) -> None:
-        files = [f for f in manifest.files if f.table != layout.DEAD_LETTER_TABLE]
+        files = [f for f in manifest.files if f.table != DEAD_LETTER_TABLE]
         rows = sum(f.rows for f in files)
         # Parquet has a fixed overhead per file: only a batch of some size says much.
         if rows >= 1000:
@@ -741,7 +741,7 @@ class BatchWriter:
         writer = self.paths.name
         rows = 0
         for (table, _dt), count in manifest.rows_by_table_day.items():
-            if table != layout.DEAD_LETTER_TABLE:
+            if table != DEAD_LETTER_TABLE:
                 self.metrics.rows.labels(writer, table).inc(count)
                 rows += count
         if manifest.dead_letters:

@@ -280,7 +280,7 @@ class Shop:
     # -- the lake ---------------------------------------------------------------------------
     def write_raw(self, spark: Any, day: date, ready: bool = True) -> None:
         """The recorded messages as ``dt=day`` of the raw table (stream writer layout)."""
-        from stream_writer.transform import ROW_COLUMNS
+        from cdc_platform.lake import ROW_COLUMNS
 
         names = [name for name, _ in ROW_COLUMNS]
         rows = []

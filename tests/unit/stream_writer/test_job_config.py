@@ -119,3 +119,21 @@ def test_kafka_away_is_told_apart_from_errors_a_restart_cannot_cure() -> None:
         "have been lost because they are not available in Kafka any more"
     )
     assert not kafka_away(SPARK_WRAPPED.format(cause="stream_writer.commit.CommitError: gone."))
+
+
+@pytest.mark.parametrize(
+    ("merge_writer", "configured"), [(None, None), (None, "nightly"), ("other", "nightly")]
+)
+def test_merge_waits_on_the_readiness_records_the_writer_publishes(
+    merge_writer: str | None, configured: str | None
+) -> None:
+    # Merge finds the writer's readiness records through the lake layer, not the writer's
+    # code: both must name the same directory for every way the writer's name is chosen.
+    from merge.job import writer_ready_dir
+
+    base = _settings(name=configured)
+    settings = base.model_copy(
+        update={"merge": base.merge.model_copy(update={"writer": merge_writer})}
+    )
+    writer = plan_run(settings, [], [], merge_writer)
+    assert writer_ready_dir(settings) == writer.paths.ready_dir
