@@ -32,11 +32,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -217,6 +217,114 @@ class RowDigester:
         return key, hashlib.blake2b(payload, digest_size=12).hexdigest()
 
 
+Converter = Callable[[ColumnType, Any], Any]  # a store's spelling of a value → a driver value
+StoreRow = tuple[str, Mapping[str, Any]]  # (shard "schema.table", values by column name)
+
+
+def as_driver(_column: ColumnType, value: Any) -> Any:
+    """MySQL's own values: already driver values."""
+    return value
+
+
+def digest_rows(
+    store: str,
+    schema: TableSchema,
+    rows: Iterable[StoreRow],
+    convert: Converter = as_driver,
+    columns: Sequence[str] | None = None,
+) -> TableDigest:
+    """Pure: one store's rows, in its own spelling, as a ``TableDigest`` over ``columns``
+    (default all of MySQL's). Columns MySQL does not have are ignored; absent ones are NULL."""
+    types = schema.parsed()
+    digester = RowDigester(schema, columns)
+    digest = TableDigest(store, schema.table)
+    for shard, values in rows:
+        driver = {name: convert(types[name], v) for name, v in values.items() if name in types}
+        digest.add(*digester.digest(shard, driver))
+    return digest
+
+
+class StoreReader(Protocol):
+    """One store's copy of a logical table, read as a digest.
+
+    ``columns`` are the columns the store keeps (None: all); the reference store (MySQL) is
+    asked for a digest over those, so a projecting store is compared on what it holds."""
+
+    @property
+    def store(self) -> str: ...
+
+    @property
+    def columns(self) -> Sequence[str] | None: ...
+
+    def digest(self, schema: TableSchema, columns: Sequence[str] | None = None) -> TableDigest: ...
+
+
+@dataclass(frozen=True)
+class MemoryStore:
+    """A store held in memory, rows in the store's own spelling (``convert`` reads them):
+    the fake of every reader, and the way to check a digest already made elsewhere."""
+
+    store: str
+    rows: Sequence[StoreRow] = ()
+    convert: Converter = as_driver
+    columns: Sequence[str] | None = None
+
+    def digest(self, schema: TableSchema, columns: Sequence[str] | None = None) -> TableDigest:
+        wanted = columns if columns is not None else self.columns
+        return digest_rows(self.store, schema, self.rows, self.convert, wanted)
+
+
+@dataclass(frozen=True)
+class DigestStore:
+    """A digest made elsewhere (the Hive snapshot's, by the Spark process)."""
+
+    made: TableDigest
+    columns: Sequence[str] | None = None
+
+    @property
+    def store(self) -> str:
+        return self.made.store
+
+    def digest(self, schema: TableSchema, columns: Sequence[str] | None = None) -> TableDigest:
+        return self.made
+
+
+@dataclass(frozen=True)
+class MySQLStore:
+    settings: Settings
+    mirror: TableMirror
+    store: str = "mysql"
+    columns: Sequence[str] | None = None
+
+    def digest(self, schema: TableSchema, columns: Sequence[str] | None = None) -> TableDigest:
+        return mysql_digest(self.settings, self.mirror, schema, columns)
+
+
+@dataclass(frozen=True)
+class WarehouseStore:
+    settings: Settings
+    mirror: TableMirror
+    store: str = "warehouse"
+    columns: Sequence[str] | None = None
+
+    def digest(self, schema: TableSchema, columns: Sequence[str] | None = None) -> TableDigest:
+        return warehouse_digest(self.settings, self.mirror, schema)
+
+
+@dataclass(frozen=True)
+class RedisStore:
+    settings: Settings
+    mirror: TableMirror
+    store: str = "redis"
+
+    @property
+    def columns(self) -> Sequence[str] | None:
+        return self.mirror.redis_columns
+
+    def digest(self, schema: TableSchema, columns: Sequence[str] | None = None) -> TableDigest:
+        return redis_digest(self.settings, self.mirror, schema)
+
+
 # -- comparison ------------------------------------------------------------------------------
 
 
@@ -249,6 +357,14 @@ class StoreComparison:
         ]
         return ", ".join(parts) + (f"; e.g. keys {', '.join(self.sample_keys)}" if parts else "")
 
+    def sentence(self, table: str, reference: str) -> str:
+        """One sentence naming the store and the table: empty when the store agrees."""
+        if self.agrees:
+            return ""
+        if self.store == reference:
+            return f"{reference}'s {table} holds keys more than once ({self.summary()})."
+        return f"{self.store}'s copy of {table} differs from {reference}: {self.summary()}."
+
 
 @dataclass(frozen=True, slots=True)
 class TableAgreement:
@@ -263,11 +379,19 @@ class TableAgreement:
         return all(store.agrees for store in self.stores)
 
     def rows(self) -> list[tuple[str, str, str, str]]:
-        """(store, rows, checksum, verdict) per store, the reference first: a printable table."""
-        return [
-            (s.store, str(s.rows), s.checksum, "reference" if s is self.reference else s.summary())
-            for s in (self.reference, *self.stores)
+        """(store, rows, checksum, verdict) per store, the reference first: a printable table.
+        A reference holding a key twice says so in its verdict (it is not 'reference')."""
+        reference = self.reference
+        verdict = "reference" if reference.agrees else f"reference: {reference.summary()}"
+        return [(reference.store, str(reference.rows), reference.checksum, verdict)] + [
+            (s.store, str(s.rows), s.checksum, s.summary())
+            for s in self.stores
+            if s is not reference
         ]
+
+    def disagreements(self) -> list[str]:
+        """One sentence per store that does not agree, naming it and the table."""
+        return [s.sentence(self.table, self.reference.store) for s in self.stores if not s.agrees]
 
     def describe(self) -> str:
         lines = [f"{self.table}: " + ("all stores agree" if self.agrees else "MISMATCH")]
@@ -314,9 +438,13 @@ def compare_digest(
 
 
 def compare(
-    reference: TableDigest, others: Sequence[TableDigest], sample: int = SAMPLE_KEYS
+    reference: TableDigest,
+    others: Sequence[TableDigest],
+    sample: int = SAMPLE_KEYS,
+    projected: Mapping[str, TableDigest] | None = None,
 ) -> TableAgreement:
-    """Every store against the reference. The reference's own duplicates fail it too."""
+    """Every store against the reference. The reference's own duplicates fail it too.
+    ``projected`` holds, per store that keeps only some columns, the reference over those."""
     own = StoreComparison(
         store=reference.store,
         rows=reference.count,
@@ -325,10 +453,31 @@ def compare(
         duplicated=len(set(reference.duplicate_keys)),
         sample_keys=tuple(_sample(set(reference.duplicate_keys), sample)),
     )
-    stores = [compare_digest(reference, other, sample) for other in others]
+    projected = projected or {}
+    stores = [
+        compare_digest(projected.get(other.store, reference), other, sample) for other in others
+    ]
     if reference.duplicate_keys:
         stores.insert(0, own)
     return TableAgreement(reference.table, own, tuple(stores))
+
+
+def verify_stores(
+    schema: TableSchema,
+    reference: StoreReader,
+    others: Sequence[StoreReader],
+    sample: int = SAMPLE_KEYS,
+) -> TableAgreement:
+    """Read every store and compare it with the reference, a projecting store (Redis with
+    ``redis_columns``) on the columns it keeps."""
+    full = reference.digest(schema)
+    projected = {
+        other.store: reference.digest(schema, other.columns)
+        for other in others
+        if other.columns is not None
+    }
+    digests = [other.digest(schema) for other in others]
+    return compare(full, digests, sample, projected)
 
 
 # -- MySQL -----------------------------------------------------------------------------------
@@ -399,24 +548,30 @@ def _routes_to(router: ShardRouter, schema: str, table: str, logical: str) -> bo
         return False
 
 
-def mysql_digest(settings: Settings, mirror: TableMirror, schema: TableSchema) -> TableDigest:
-    """Every shard's rows, read with an unbuffered cursor (a large table streams)."""
+def mysql_digest(
+    settings: Settings,
+    mirror: TableMirror,
+    schema: TableSchema,
+    columns: Sequence[str] | None = None,
+) -> TableDigest:
+    """Every shard's rows, read with an unbuffered cursor (a large table streams); the digest
+    covers ``columns`` (default all)."""
     import pymysql  # noqa: PLC0415
     import pymysql.cursors  # noqa: PLC0415
 
-    digester = RowDigester(schema)
-    digest = TableDigest("mysql", schema.table)
     select = ", ".join(f"`{name}`" for name in schema.columns)
+    names = list(schema.columns)
     conn = _mysql_connect(settings, mirror)
-    try:
+
+    def rows() -> Iterable[StoreRow]:
         for db, table in schema.shards:
             with conn.cursor(pymysql.cursors.SSCursor) as cursor:
                 cursor.execute(f"SELECT {select} FROM `{db}`.`{table}`")  # noqa: S608 - names from information_schema
-                names = list(schema.columns)
                 for values in cursor:
-                    digest.add(
-                        *digester.digest(f"{db}.{table}", dict(zip(names, values, strict=True)))
-                    )
+                    yield f"{db}.{table}", dict(zip(names, values, strict=True))
+
+    try:
+        digest = digest_rows("mysql", schema, rows(), as_driver, columns)
     except pymysql.MySQLError as exc:
         raise ServiceUnavailableError(
             f"reading {mirror.name} from MySQL failed ({exc.args[-1] if exc.args else exc})."
@@ -436,7 +591,6 @@ def warehouse_digest(settings: Settings, mirror: TableMirror, schema: TableSchem
 
     from mirror.warehouse import DELETED_COLUMN, SHARD_COLUMN, connect_warehouse  # noqa: PLC0415
 
-    digester = RowDigester(schema)
     digest = TableDigest("warehouse", schema.table)
     target_schema = settings.mirror.warehouse_schema
     conn = connect_warehouse(settings.postgres)
@@ -460,18 +614,15 @@ def warehouse_digest(settings: Settings, mirror: TableMirror, schema: TableSchem
         query = sql.SQL("SELECT {} FROM {}").format(
             select, sql.Identifier(target_schema, schema.table)
         )
-        types = schema.parsed()
         with conn.cursor(name=f"verify_{uuid.uuid4().hex[:8]}") as cursor:
             cursor.itersize = 5000
             cursor.execute(query)
-            for record in cursor:
-                if soft and record[-1]:
-                    continue
-                values = {
-                    name: from_postgres(types[name], value)
-                    for name, value in zip(columns, record[1:], strict=False)
-                }
-                digest.add(*digester.digest(str(record[0]), values))
+            live = (
+                (str(record[0]), dict(zip(columns, record[1:], strict=False)))
+                for record in cursor
+                if not (soft and record[-1])
+            )
+            digest = digest_rows("warehouse", schema, live, from_postgres)
         conn.commit()
     except psycopg.Error as exc:
         raise ServiceUnavailableError(
@@ -494,22 +645,24 @@ def redis_digest(
 
     from mirror.redis_applier import decode_value  # noqa: PLC0415
 
-    digester = RowDigester(schema, mirror.redis_columns)
-    digest = TableDigest("redis", schema.table)
-    types = schema.parsed()
     client = redis.Redis.from_url(
         settings.redis.url.get_secret_value(), socket_timeout=60, socket_connect_timeout=10
     )
     pattern = f"{settings.redis.key_prefix}:{schema.table}:*"
     try:
-        pending: list[bytes] = []
-        for key in client.scan_iter(match=pattern, count=batch):
-            pending.append(key)
-            if len(pending) >= batch:
-                _digest_redis_values(client.mget(pending), digester, digest, types, decode_value)
-                pending = []
-        if pending:
-            _digest_redis_values(client.mget(pending), digester, digest, types, decode_value)
+
+        def values() -> Iterable[Any]:
+            pending: list[bytes] = []
+            for key in client.scan_iter(match=pattern, count=batch):
+                pending.append(key)
+                if len(pending) >= batch:
+                    yield from client.mget(pending)
+                    pending = []
+            if pending:
+                yield from client.mget(pending)
+
+        rows = redis_rows(values(), decode_value)
+        digest = digest_rows("redis", schema, rows, from_wire, mirror.redis_columns)
     except redis.exceptions.RedisError as exc:
         raise ServiceUnavailableError(f"reading {mirror.name} from Redis failed ({exc}).") from None
     finally:
@@ -517,23 +670,15 @@ def redis_digest(
     return digest
 
 
-def _digest_redis_values(
-    raws: Iterable[Any],
-    digester: RowDigester,
-    digest: TableDigest,
-    types: Mapping[str, ColumnType],
-    decode_value: Any,
-) -> None:
+def redis_rows(raws: Iterable[Any], decode_value: Callable[[Any], Any]) -> Iterable[StoreRow]:
+    """The live rows among Redis values (``decode_value`` gives (offset, shard, row))."""
     for raw in raws:
         if raw is None:
             continue  # expired between SCAN and MGET
         _, shard, row = decode_value(raw)
         if row is None:
             continue  # a tombstone
-        values = {
-            name: from_wire(types[name], value) for name, value in row.items() if name in types
-        }
-        digest.add(*digester.digest(shard, values))
+        yield shard, row
 
 
 # -- Hive snapshot (Spark) -------------------------------------------------------------------
