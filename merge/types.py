@@ -1,5 +1,8 @@
 """MySQL column type → Hive/Spark column type of the snapshot, losslessly. Pure logic.
 
+``SnapshotTypeVisitor`` is this component's visitor of the type table
+(``simple_binlog.type_table``): one method per SimpleBinlog Kind.
+
 =======================================  ===================  ===============================
 MySQL (``information_schema`` spelling)   snapshot type        why
 =======================================  ===================  ===============================
@@ -40,7 +43,8 @@ import re
 from dataclasses import dataclass
 
 from simple_binlog.errors import CdcMirrorError
-from simple_binlog.values import Kind, parse_column_type
+from simple_binlog.type_table import KindVisitor, visit
+from simple_binlog.values import ColumnType, parse_column_type
 
 MAX_SPARK_DECIMAL_PRECISION = 38
 _DECIMAL = re.compile(r"^decimal\((?P<p>\d+),(?P<s>\d+)\)$")
@@ -50,38 +54,85 @@ class SchemaChangeError(CdcMirrorError):
     """A MySQL schema change the snapshot cannot follow without losing data."""
 
 
-_SIMPLE_TYPES = {
-    Kind.UINT64: "decimal(20,0)",
-    Kind.FLOAT: "float",
-    Kind.DOUBLE: "double",
-    Kind.DATE: "date",
-    Kind.DATETIME: "timestamp",
-    Kind.TIMESTAMP: "timestamp",
-    Kind.YEAR: "int",
-    Kind.BINARY: "binary",
-    Kind.GEOMETRY: "binary",
-}
 _LONGEST_SIGNED_BIT = 63
+
+
+def _base(column: ColumnType) -> str:
+    return column.spec.strip().lower().split("(")[0].split()[0]
+
+
+class SnapshotTypeVisitor(KindVisitor[str]):
+    """The snapshot column type (Hive DDL, lowercase) of each Kind: the table above."""
+
+    def visit_int(self, column: ColumnType) -> str:
+        base = _base(column)
+        wide = base == "bigint" or (column.unsigned and base in ("int", "integer"))
+        return "bigint" if wide else "int"
+
+    def visit_uint64(self, column: ColumnType) -> str:
+        return "decimal(20,0)"
+
+    def visit_decimal(self, column: ColumnType) -> str:
+        precision = column.precision or 10
+        scale = column.scale or 0
+        fits = precision <= MAX_SPARK_DECIMAL_PRECISION
+        return f"decimal({precision},{scale})" if fits else "string"
+
+    def visit_float(self, column: ColumnType) -> str:
+        return "float"
+
+    def visit_double(self, column: ColumnType) -> str:
+        return "double"
+
+    def visit_date(self, column: ColumnType) -> str:
+        return "date"
+
+    def visit_datetime(self, column: ColumnType) -> str:
+        return "timestamp"
+
+    def visit_timestamp(self, column: ColumnType) -> str:
+        return "timestamp"
+
+    def visit_time(self, column: ColumnType) -> str:
+        return "string"  # Hive has no time of day type, and TIME spans ±838 hours
+
+    def visit_year(self, column: ColumnType) -> str:
+        return "int"
+
+    def visit_bit(self, column: ColumnType) -> str:
+        return "decimal(20,0)" if (column.length or 1) > _LONGEST_SIGNED_BIT else "bigint"
+
+    def visit_enum(self, column: ColumnType) -> str:
+        return "string"
+
+    def visit_set(self, column: ColumnType) -> str:
+        return "string"
+
+    def visit_text(self, column: ColumnType) -> str:
+        return "string"
+
+    def visit_binary(self, column: ColumnType) -> str:
+        return "binary"
+
+    def visit_geometry(self, column: ColumnType) -> str:
+        return "binary"
+
+    def visit_uuid(self, column: ColumnType) -> str:
+        return "string"
+
+    def visit_inet4(self, column: ColumnType) -> str:
+        return "string"
+
+    def visit_inet6(self, column: ColumnType) -> str:
+        return "string"
+
+
+_SNAPSHOT_TYPE = SnapshotTypeVisitor()
 
 
 def hive_type(mysql_type: str) -> str:
     """The snapshot column type (Hive DDL, lowercase) of a MySQL ``COLUMN_TYPE``."""
-    column = parse_column_type(mysql_type)
-    kind = column.kind
-    if kind is Kind.INT:
-        base = mysql_type.strip().lower().split("(")[0].split()[0]
-        wide = base == "bigint" or (column.unsigned and base in ("int", "integer"))
-        result = "bigint" if wide else "int"
-    elif kind is Kind.DECIMAL:
-        precision = column.precision or 10
-        scale = column.scale or 0
-        fits = precision <= MAX_SPARK_DECIMAL_PRECISION
-        result = f"decimal({precision},{scale})" if fits else "string"
-    elif kind is Kind.BIT:
-        result = "decimal(20,0)" if (column.length or 1) > _LONGEST_SIGNED_BIT else "bigint"
-    else:
-        result = _SIMPLE_TYPES.get(kind, "string")
-    return result
+    return visit(parse_column_type(mysql_type), _SNAPSHOT_TYPE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,9 @@ Pure logic. The mapping keeps every value: unsigned integers get the next wider 
 TIMESTAMP (UTC on the wire) → timestamptz, TIME (up to ±838 hours) → interval, JSON → jsonb,
 binaries → bytea, ENUM/SET → text. MySQL's zero dates (``0000-00-00``) have no PostgreSQL
 equivalent and are stored as ``-infinity``, a value no real date takes.
+
+``WarehouseTypeVisitor`` (column types) and ``WarehouseTextVisitor`` (value text) are this
+component's visitors of the type table (``simple_binlog.type_table``): one method per Kind.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from functools import lru_cache, partial
 
 import orjson
 
-from simple_binlog.values import ColumnType, JsonScalar, Kind, parse_column_type
+from simple_binlog.type_table import KindVisitor, visit
+from simple_binlog.values import ColumnType, JsonScalar, parse_column_type
 
 _SIGNED_INT = {
     "tinyint": "smallint",
@@ -34,48 +38,83 @@ _UNSIGNED_INT = {
     "int": "bigint",
     "integer": "bigint",
 }
-_SIMPLE = {
-    Kind.UINT64: "numeric(20)",
-    Kind.FLOAT: "real",
-    Kind.DOUBLE: "double precision",
-    Kind.DATE: "date",
-    Kind.TIME: "interval",
-    Kind.YEAR: "smallint",
-    Kind.ENUM: "text",
-    Kind.SET: "text",
-    Kind.BINARY: "bytea",
-    Kind.GEOMETRY: "bytea",
-    Kind.UUID: "uuid",
-    Kind.INET4: "inet",
-    Kind.INET6: "inet",
-}
 
 
 def _base(column: ColumnType) -> str:
     return column.spec.strip().split("(")[0].split()[0].lower()
 
 
-def pg_type(spec: str | None) -> str:  # noqa: PLR0911
+class WarehouseTypeVisitor(KindVisitor[str]):
+    """The PostgreSQL column type of each Kind."""
+
+    def visit_int(self, column: ColumnType) -> str:
+        table = _UNSIGNED_INT if column.unsigned else _SIGNED_INT
+        return table.get(_base(column), "bigint")
+
+    def visit_uint64(self, column: ColumnType) -> str:
+        return "numeric(20)"
+
+    def visit_decimal(self, column: ColumnType) -> str:
+        return f"numeric({column.precision},{column.scale})"
+
+    def visit_float(self, column: ColumnType) -> str:
+        return "real"
+
+    def visit_double(self, column: ColumnType) -> str:
+        return "double precision"
+
+    def visit_date(self, column: ColumnType) -> str:
+        return "date"
+
+    def visit_datetime(self, column: ColumnType) -> str:
+        return f"timestamp({min(column.fsp, 6)})"
+
+    def visit_timestamp(self, column: ColumnType) -> str:
+        return f"timestamptz({min(column.fsp, 6)})"  # UTC on the wire
+
+    def visit_time(self, column: ColumnType) -> str:
+        return "interval"  # up to ±838 hours
+
+    def visit_year(self, column: ColumnType) -> str:
+        return "smallint"
+
+    def visit_bit(self, column: ColumnType) -> str:
+        return "bigint" if (column.length or 1) <= 63 else "numeric(20)"
+
+    def visit_enum(self, column: ColumnType) -> str:
+        return "text"
+
+    def visit_set(self, column: ColumnType) -> str:
+        return "text"
+
+    def visit_text(self, column: ColumnType) -> str:
+        return "jsonb" if _base(column) == "json" else "text"
+
+    def visit_binary(self, column: ColumnType) -> str:
+        return "bytea"
+
+    def visit_geometry(self, column: ColumnType) -> str:
+        return "bytea"
+
+    def visit_uuid(self, column: ColumnType) -> str:
+        return "uuid"
+
+    def visit_inet4(self, column: ColumnType) -> str:
+        return "inet"
+
+    def visit_inet6(self, column: ColumnType) -> str:
+        return "inet"
+
+
+_WAREHOUSE_TYPE = WarehouseTypeVisitor()
+
+
+def pg_type(spec: str | None) -> str:
     """The PostgreSQL column type for a MySQL column type (``text`` when the type is unknown,
     i.e. the message carried no ``columnTypes``)."""
     if spec is None:
         return "text"
-    column = parse_column_type(spec)
-    kind = column.kind
-    if kind is Kind.INT:
-        table = _UNSIGNED_INT if column.unsigned else _SIGNED_INT
-        return table.get(_base(column), "bigint")
-    if kind is Kind.DECIMAL:
-        return f"numeric({column.precision},{column.scale})"
-    if kind is Kind.DATETIME:
-        return f"timestamp({min(column.fsp, 6)})"
-    if kind is Kind.TIMESTAMP:
-        return f"timestamptz({min(column.fsp, 6)})"
-    if kind is Kind.BIT:
-        return "bigint" if (column.length or 1) <= 63 else "numeric(20)"
-    if kind is Kind.TEXT:
-        return "jsonb" if _base(column) == "json" else "text"
-    return _SIMPLE[kind]
+    return visit(parse_column_type(spec), _WAREHOUSE_TYPE)
 
 
 TextConverter = Callable[[JsonScalar], "str | None"]
@@ -115,20 +154,77 @@ def _binary(length: int | None, value: JsonScalar) -> str | None:
     return "\\x" + raw.hex()
 
 
+class WarehouseTextVisitor(KindVisitor[TextConverter]):
+    """How the wire values of each Kind become PostgreSQL input text. ``_plain`` (the value as
+    it is, numbers as their digits) is the answer ``RowConverters`` leaves to psycopg."""
+
+    def visit_int(self, column: ColumnType) -> TextConverter:
+        return _plain
+
+    def visit_uint64(self, column: ColumnType) -> TextConverter:
+        return _plain
+
+    def visit_decimal(self, column: ColumnType) -> TextConverter:
+        return _plain
+
+    def visit_float(self, column: ColumnType) -> TextConverter:
+        return _plain
+
+    def visit_double(self, column: ColumnType) -> TextConverter:
+        return _plain
+
+    def visit_date(self, column: ColumnType) -> TextConverter:
+        return _date_like
+
+    def visit_datetime(self, column: ColumnType) -> TextConverter:
+        return _date_like
+
+    def visit_timestamp(self, column: ColumnType) -> TextConverter:
+        return _timestamp
+
+    def visit_time(self, column: ColumnType) -> TextConverter:
+        return _plain
+
+    def visit_year(self, column: ColumnType) -> TextConverter:
+        return _plain
+
+    def visit_bit(self, column: ColumnType) -> TextConverter:
+        return _plain
+
+    def visit_enum(self, column: ColumnType) -> TextConverter:
+        return _plain
+
+    def visit_set(self, column: ColumnType) -> TextConverter:
+        return _plain
+
+    def visit_text(self, column: ColumnType) -> TextConverter:
+        return _plain
+
+    def visit_binary(self, column: ColumnType) -> TextConverter:
+        return partial(_binary, column.length if column.is_fixed_binary else None)
+
+    def visit_geometry(self, column: ColumnType) -> TextConverter:
+        return partial(_binary, None)
+
+    def visit_uuid(self, column: ColumnType) -> TextConverter:
+        return _plain
+
+    def visit_inet4(self, column: ColumnType) -> TextConverter:
+        return _plain
+
+    def visit_inet6(self, column: ColumnType) -> TextConverter:
+        return _plain
+
+
+_WAREHOUSE_TEXT = WarehouseTextVisitor()
+
+
 @lru_cache(maxsize=4096)
 def text_converter(spec: str | None) -> TextConverter:
     """The function turning wire values of one column type into PostgreSQL input text."""
     if spec is None:
         return _unknown
-    column = parse_column_type(spec)
-    kind = column.kind
-    if kind in (Kind.DATE, Kind.DATETIME):
-        return _date_like
-    if kind is Kind.TIMESTAMP:
-        return _timestamp
-    if kind in (Kind.BINARY, Kind.GEOMETRY):
-        return partial(_binary, column.length if column.is_fixed_binary else None)
-    return _plain
+    return visit(parse_column_type(spec), _WAREHOUSE_TEXT)
 
 
 def pg_text(spec: str | None, value: JsonScalar) -> str | None:

@@ -1,0 +1,313 @@
+"""One table for the types: how each SimpleBinlog ``Kind`` travels and lands in every store.
+
+Every mapping from a column type to something else is a ``KindVisitor``: an abstract base with
+one method per ``Kind``, like pyiceberg's ``SchemaVisitorPerPrimitiveType``. A visitor that
+forgets a Kind cannot be instantiated (``TypeError``) and mypy flags it; ``visit`` dispatches a
+``Kind`` or a parsed ``ColumnType`` to its method and refuses a Kind it has no method for.
+The visitors live beside the code that uses them, each in its own component (the contract
+imports no component):
+
+* ``WireFormVisitor`` (here): the JSON wire form, as ``simple_binlog.values`` encodes it;
+* ``merge.types.SnapshotTypeVisitor``: the Hive/Spark column type of the lake's snapshot;
+* ``mirror.pgtypes.WarehouseTypeVisitor``: the warehouse's PostgreSQL column type, and
+  ``mirror.pgtypes.WarehouseTextVisitor``: how a wire value becomes PostgreSQL input text;
+* ``mirror.redis_types.RedisValueVisitor``: what a row's value is in the Redis document.
+
+The table below is rendered from those visitors for ``REPRESENTATIVE_TYPES`` (the spellings
+that take every branch of every mapping); ``tests/unit/simple_binlog/test_type_table.py``
+fails when it differs from what the visitors give, and prints the table to paste here.
+
+.. type-table-begin
+
+===============  =========  ==========================  =============  ================  ===========
+MySQL type       Kind       wire (JSON)                 Spark          warehouse         Redis
+===============  =========  ==========================  =============  ================  ===========
+tinyint          int        number                      int            smallint          wire number
+int              int        number                      int            integer           wire number
+int unsigned     int        number                      bigint         bigint            wire number
+bigint           int        number                      bigint         bigint            wire number
+bigint unsigned  uint64     string of digits            decimal(20,0)  numeric(20)       wire string
+decimal(12,2)    decimal    string, exactly s decimals  decimal(12,2)  numeric(12,2)     wire string
+decimal(65,30)   decimal    string, exactly s decimals  string         numeric(65,30)    wire string
+float            float      number (the float32 value)  float          real              wire number
+double           double     number (shortest repr)      double         double precision  wire number
+date             date       "YYYY-MM-DD"                date           date              wire string
+datetime(6)      datetime   "YYYY-MM-DD HH:MM:SS[.f…]"  timestamp      timestamp(6)      wire string
+timestamp(3)     timestamp  the same, in UTC            timestamp      timestamptz(3)    wire string
+time(6)          time       "[-]H:MM:SS.ffffff"         string         interval          wire string
+year             year       number                      int            smallint          wire number
+bit(5)           bit        number                      bigint         bigint            wire number
+bit(64)          bit        number                      decimal(20,0)  numeric(20)       wire number
+enum('a','b')    enum       the label                   string         text              wire string
+set('a','b')     set        labels joined by ","        string         text              wire string
+varchar(64)      text       string                      string         text              wire string
+json             text       string                      string         jsonb             wire string
+binary(16)       binary     base64 string               binary         bytea             wire string
+blob             binary     base64 string               binary         bytea             wire string
+geometry         geometry   base64 of the WKB           binary         bytea             wire string
+uuid             uuid       MariaDB's text form         string         uuid              wire string
+inet4            inet4      MariaDB's text form         string         inet              wire string
+inet6            inet6      MariaDB's text form         string         inet              wire string
+===============  =========  ==========================  =============  ================  ===========
+
+.. type-table-end
+
+NULL is ``null`` everywhere (never ``""``). Zero dates (``0000-00-00``) travel as their
+literal text; the warehouse stores them as ``-infinity``. Pure logic, no I/O.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from simple_binlog.errors import UnsupportedTypeError
+from simple_binlog.values import ColumnType, Kind, parse_column_type
+
+T = TypeVar("T")
+
+
+class KindVisitor(ABC, Generic[T]):
+    """One method per SimpleBinlog ``Kind``; each gets the parsed column type.
+
+    Adding a Kind means adding its abstract method here, which makes every visitor that does
+    not handle it impossible to instantiate, so no mapping can forget it silently.
+    """
+
+    @abstractmethod
+    def visit_int(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_uint64(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_decimal(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_float(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_double(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_date(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_datetime(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_timestamp(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_time(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_year(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_bit(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_enum(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_set(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_text(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_binary(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_geometry(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_uuid(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_inet4(self, column: ColumnType) -> T: ...
+
+    @abstractmethod
+    def visit_inet6(self, column: ColumnType) -> T: ...
+
+
+# The method of each Kind, by name: ``getattr`` finds the visitor's own implementation.
+_METHOD: dict[Kind, str] = {
+    Kind.INT: "visit_int",
+    Kind.UINT64: "visit_uint64",
+    Kind.DECIMAL: "visit_decimal",
+    Kind.FLOAT: "visit_float",
+    Kind.DOUBLE: "visit_double",
+    Kind.DATE: "visit_date",
+    Kind.DATETIME: "visit_datetime",
+    Kind.TIMESTAMP: "visit_timestamp",
+    Kind.TIME: "visit_time",
+    Kind.YEAR: "visit_year",
+    Kind.BIT: "visit_bit",
+    Kind.ENUM: "visit_enum",
+    Kind.SET: "visit_set",
+    Kind.TEXT: "visit_text",
+    Kind.BINARY: "visit_binary",
+    Kind.GEOMETRY: "visit_geometry",
+    Kind.UUID: "visit_uuid",
+    Kind.INET4: "visit_inet4",
+    Kind.INET6: "visit_inet6",
+}
+
+# The column type a bare Kind stands for: MySQL's defaults (DECIMAL is decimal(10,0), BIT is
+# bit(1), no fractional seconds).
+_DEFAULT_SPEC = {
+    Kind.INT: "int",
+    Kind.UINT64: "bigint unsigned",
+    Kind.DECIMAL: "decimal",
+    Kind.FLOAT: "float",
+    Kind.DOUBLE: "double",
+    Kind.DATE: "date",
+    Kind.DATETIME: "datetime",
+    Kind.TIMESTAMP: "timestamp",
+    Kind.TIME: "time",
+    Kind.YEAR: "year",
+    Kind.BIT: "bit",
+    Kind.ENUM: "enum",
+    Kind.SET: "set",
+    Kind.TEXT: "text",
+    Kind.BINARY: "blob",
+    Kind.GEOMETRY: "geometry",
+    Kind.UUID: "uuid",
+    Kind.INET4: "inet4",
+    Kind.INET6: "inet6",
+}
+
+# The rows of the module's table: every Kind, and every branch a mapping takes within a Kind.
+REPRESENTATIVE_TYPES = (
+    "tinyint",
+    "int",
+    "int unsigned",
+    "bigint",
+    "bigint unsigned",
+    "decimal(12,2)",
+    "decimal(65,30)",
+    "float",
+    "double",
+    "date",
+    "datetime(6)",
+    "timestamp(3)",
+    "time(6)",
+    "year",
+    "bit(5)",
+    "bit(64)",
+    "enum('a','b')",
+    "set('a','b')",
+    "varchar(64)",
+    "json",
+    "binary(16)",
+    "blob",
+    "geometry",
+    "uuid",
+    "inet4",
+    "inet6",
+)
+
+
+def default_column_type(kind: Kind) -> ColumnType:
+    """The column type a bare ``Kind`` stands for (MySQL's default length/precision)."""
+    spec = _DEFAULT_SPEC.get(kind)
+    if spec is None:
+        raise UnsupportedTypeError(f"SimpleBinlog has no column type for {kind!r}.")
+    return parse_column_type(spec)
+
+
+def visit(kind_or_column_type: Kind | ColumnType, visitor: KindVisitor[T]) -> T:
+    """``visitor``'s answer for a column type, or for a bare Kind's default column type."""
+    if isinstance(kind_or_column_type, ColumnType):
+        column = kind_or_column_type
+    elif isinstance(kind_or_column_type, Kind):
+        column = default_column_type(kind_or_column_type)
+    else:
+        raise TypeError(f"visit takes a Kind or a ColumnType, not {kind_or_column_type!r}.")
+    name = _METHOD.get(column.kind)
+    if name is None:
+        raise UnsupportedTypeError(
+            f"{column.kind!r} ({column.spec}) has no method in KindVisitor; add "
+            f"visit_{column.kind.value} to KindVisitor and to every visitor."
+        )
+    method: Callable[[ColumnType], T] = getattr(visitor, name)
+    return method(column)
+
+
+@dataclass(frozen=True, slots=True)
+class WireForm:
+    """A Kind's JSON wire form: the JSON type ``encode`` gives and how its text reads."""
+
+    json_type: type[int | float | str]
+    text: str
+
+
+_NUMBER = WireForm(int, "number")
+_STRING = WireForm(str, "string")
+_BASE64 = WireForm(str, "base64 string")
+_MARIADB_TEXT = WireForm(str, "MariaDB's text form")
+
+
+class WireFormVisitor(KindVisitor[WireForm]):
+    """The wire forms ``simple_binlog.values`` documents, encodes and decodes."""
+
+    def visit_int(self, column: ColumnType) -> WireForm:
+        return _NUMBER
+
+    def visit_uint64(self, column: ColumnType) -> WireForm:
+        return WireForm(str, "string of digits")  # exceeds what int64 readers hold
+
+    def visit_decimal(self, column: ColumnType) -> WireForm:
+        return WireForm(str, "string, exactly s decimals")
+
+    def visit_float(self, column: ColumnType) -> WireForm:
+        return WireForm(float, "number (the float32 value)")
+
+    def visit_double(self, column: ColumnType) -> WireForm:
+        return WireForm(float, "number (shortest repr)")
+
+    def visit_date(self, column: ColumnType) -> WireForm:
+        return WireForm(str, '"YYYY-MM-DD"')
+
+    def visit_datetime(self, column: ColumnType) -> WireForm:
+        return WireForm(str, '"YYYY-MM-DD HH:MM:SS[.f…]"')  # fsp digits
+
+    def visit_timestamp(self, column: ColumnType) -> WireForm:
+        return WireForm(str, "the same, in UTC")
+
+    def visit_time(self, column: ColumnType) -> WireForm:
+        return WireForm(str, '"[-]H:MM:SS.ffffff"')  # hours up to 838
+
+    def visit_year(self, column: ColumnType) -> WireForm:
+        return _NUMBER
+
+    def visit_bit(self, column: ColumnType) -> WireForm:
+        return _NUMBER
+
+    def visit_enum(self, column: ColumnType) -> WireForm:
+        return WireForm(str, "the label")
+
+    def visit_set(self, column: ColumnType) -> WireForm:
+        return WireForm(str, 'labels joined by ","')  # in definition order
+
+    def visit_text(self, column: ColumnType) -> WireForm:
+        return _STRING
+
+    def visit_binary(self, column: ColumnType) -> WireForm:
+        return _BASE64
+
+    def visit_geometry(self, column: ColumnType) -> WireForm:
+        return WireForm(str, "base64 of the WKB")
+
+    def visit_uuid(self, column: ColumnType) -> WireForm:
+        return _MARIADB_TEXT  # the binlog holds 16 raw bytes; a SELECT returns the text
+
+    def visit_inet4(self, column: ColumnType) -> WireForm:
+        return _MARIADB_TEXT
+
+    def visit_inet6(self, column: ColumnType) -> WireForm:
+        return _MARIADB_TEXT
