@@ -12,13 +12,14 @@ import ipaddress
 import os
 import re
 from pathlib import Path
-from typing import Literal, Self
+from typing import Any, Literal, Self, get_args
 
 import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretBytes,
     SecretStr,
     ValidationError,
     field_validator,
@@ -77,7 +78,8 @@ def _is_loopback(host: str) -> bool:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # hide_input_in_errors: pydantic's error text never repeats a rejected value (a secret).
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
 
 class MySQLInstance(_Section):
@@ -495,6 +497,7 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         extra="forbid",
         frozen=True,
+        hide_input_in_errors=True,
     )
 
     instances: list[MySQLInstance] = Field(
@@ -588,8 +591,47 @@ def _field_path(location: tuple[int | str, ...]) -> str:
     return "".join(parts) or "(root)"
 
 
-def describe_validation_error(error: ValidationError) -> str:
-    """One sentence naming the first bad field, e.g. for ``kafka.partitions: 'abc'``."""
+def _holds_secret(annotation: Any) -> bool:
+    if annotation in (SecretStr, SecretBytes):
+        return True
+    return any(_holds_secret(argument) for argument in get_args(annotation))
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The settings model a field holds (alone, in a list or dict, or optional), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in get_args(annotation):
+        model = _model_in(argument)
+        if model is not None:
+            return model
+    return None
+
+
+def is_secret_field(model: type[BaseModel], location: tuple[int | str, ...]) -> bool:
+    """Whether the value at ``location`` may be a secret: a SecretStr field, one kept out of
+    repr (e.g. Kafka's client properties), or a place the model does not know (to be safe)."""
+    current: type[BaseModel] | None = model
+    for part in location:
+        if current is None:
+            return False
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(part)
+        if field is None:
+            return True
+        if not field.repr or _holds_secret(field.annotation):
+            return True
+        current = _model_in(field.annotation)
+    return False
+
+
+def describe_validation_error(error: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """One sentence naming the first bad field, e.g. for ``kafka.partitions: 'abc'``.
+
+    The rejected value is shown only for a setting that holds no secret (``model``: what was
+    validated, default ``Settings``).
+    """
     first = error.errors()[0]
     field = _field_path(first["loc"])
     message = first["msg"]
@@ -602,7 +644,8 @@ def describe_validation_error(error: ValidationError) -> str:
     else:
         sentence = f"config field '{field}' is invalid: {message}"
         if "input" in first and not isinstance(first["input"], dict | list):
-            shown = "***" if "password" in field or "url" in field else repr(first["input"])
+            secret = is_secret_field(model or Settings, tuple(first["loc"]))
+            shown = "***" if secret else repr(first["input"])
             sentence += f" (got {shown})"
     more = len(error.errors()) - 1
     if more:
