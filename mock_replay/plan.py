@@ -15,13 +15,14 @@ import datetime as dt
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from mock_replay.condition import Condition, quote_identifier
 from mock_replay.errors import ReplayError
 from simple_binlog.message import EventType, SimpleBinlog, Source
+from simple_binlog.type_table import KindVisitor, visit
 from simple_binlog.values import ColumnType, JsonScalar, Kind, decode, encode, parse_column_type
 
 
@@ -134,67 +135,109 @@ def _time_text(quoted: str) -> str:
 TEXT_IS_WIRE = (Kind.DECIMAL, Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP)
 
 
-def _json_value(name: str, spec: str) -> str | None:  # noqa: PLR0911
-    """The SQL giving a column's wire value (a number or a text), or None if the server cannot
-    produce it (the table is then encoded in Python)."""
-    column = parse_column_type(spec)
-    quoted = quote_identifier(name)
-    kind = column.kind
-    if "zerofill" in spec.lower():
-        # The server's text of a ZEROFILL number is padded (00042): not a JSON number.
-        return None
-    if kind in (Kind.INT, Kind.DOUBLE, Kind.ENUM, Kind.SET):
-        return quoted
-    if kind is Kind.YEAR:
-        return f"({quoted} + 0)"
-    if kind is Kind.FLOAT:
-        return f"CAST({quoted} AS DOUBLE)"
-    if kind is Kind.BIT:
-        return f"CAST({quoted} AS UNSIGNED)"
-    if kind in (*TEXT_IS_WIRE, Kind.UINT64, Kind.UUID, Kind.INET4, Kind.INET6):
-        return f"CAST({quoted} AS CHAR)"
-    if kind is Kind.TEXT:
+@dataclass(frozen=True, slots=True)
+class WireSql:
+    """The SQL giving a column's wire value, and how it becomes JSON text: a ``number`` as it
+    is, ``plain`` text (digits, dates, hex, base64: nothing to escape) in quotes, other text
+    through JSON_QUOTE."""
+
+    value: str
+    quoting: Literal["number", "plain", "json"]
+
+
+class WireSqlVisitor(KindVisitor[WireSql]):
+    """The type table's visitor for the replay's server-side JSON: the SQL giving one column's
+    wire value (a number or a text) as MariaDB computes it."""
+
+    def __init__(self, quoted: str) -> None:
+        self._quoted = quoted
+
+    def _as_char(self) -> WireSql:
+        return WireSql(f"CAST({self._quoted} AS CHAR)", "plain")
+
+    def visit_int(self, column: ColumnType) -> WireSql:
+        return WireSql(self._quoted, "number")
+
+    def visit_uint64(self, column: ColumnType) -> WireSql:
+        return self._as_char()
+
+    def visit_decimal(self, column: ColumnType) -> WireSql:
+        return self._as_char()  # TEXT_IS_WIRE
+
+    def visit_float(self, column: ColumnType) -> WireSql:
+        return WireSql(f"CAST({self._quoted} AS DOUBLE)", "number")
+
+    def visit_double(self, column: ColumnType) -> WireSql:
+        return WireSql(self._quoted, "number")
+
+    def visit_date(self, column: ColumnType) -> WireSql:
+        return self._as_char()  # TEXT_IS_WIRE
+
+    def visit_datetime(self, column: ColumnType) -> WireSql:
+        return self._as_char()  # TEXT_IS_WIRE
+
+    def visit_timestamp(self, column: ColumnType) -> WireSql:
+        return self._as_char()  # TEXT_IS_WIRE
+
+    def visit_time(self, column: ColumnType) -> WireSql:
+        return WireSql(_time_text(self._quoted), "plain")
+
+    def visit_year(self, column: ColumnType) -> WireSql:
+        return WireSql(f"({self._quoted} + 0)", "number")
+
+    def visit_bit(self, column: ColumnType) -> WireSql:
+        return WireSql(f"CAST({self._quoted} AS UNSIGNED)", "number")
+
+    def visit_enum(self, column: ColumnType) -> WireSql:
+        return WireSql(self._quoted, "json")
+
+    def visit_set(self, column: ColumnType) -> WireSql:
+        return WireSql(self._quoted, "json")
+
+    def visit_text(self, column: ColumnType) -> WireSql:
         # MariaDB's JSON is a LONGTEXT; as CHAR it is quoted as the text it holds.
-        return f"CAST({quoted} AS CHAR)" if spec.lower().startswith("longtext") else quoted
-    if kind is Kind.TIME:
-        return _time_text(quoted)
-    if kind in (Kind.BINARY, Kind.GEOMETRY):
-        raw = f"TRIM(TRAILING x'00' FROM {quoted})" if column.is_fixed_binary else quoted
+        if column.spec.lower().startswith("longtext"):
+            return WireSql(f"CAST({self._quoted} AS CHAR)", "json")
+        return WireSql(self._quoted, "json")
+
+    def visit_binary(self, column: ColumnType) -> WireSql:
+        raw = f"TRIM(TRAILING x'00' FROM {self._quoted})" if column.is_fixed_binary else None
+        return self._base64(raw or self._quoted)
+
+    def visit_geometry(self, column: ColumnType) -> WireSql:
+        return self._base64(self._quoted)
+
+    def _base64(self, raw: str) -> WireSql:
         # TO_BASE64 wraps lines at 76 characters; CHAR(10) alone would be a binary string.
-        return f"REPLACE(TO_BASE64({raw}), CHAR(10 USING utf8mb4), '')"
-    return None
+        return WireSql(f"REPLACE(TO_BASE64({raw}), CHAR(10 USING utf8mb4), '')", "plain")
 
+    def visit_uuid(self, column: ColumnType) -> WireSql:
+        return self._as_char()
 
-# Kinds whose wire value is a JSON number, and kinds whose text never needs JSON escaping
-# (digits, dates, hex, base64): those are quoted without JSON_QUOTE.
-_NUMBER_KINDS = (Kind.INT, Kind.DOUBLE, Kind.YEAR, Kind.FLOAT, Kind.BIT)
-_PLAIN_TEXT_KINDS = (
-    *TEXT_IS_WIRE,
-    Kind.UINT64,
-    Kind.UUID,
-    Kind.INET4,
-    Kind.INET6,
-    Kind.TIME,
-    Kind.BINARY,
-    Kind.GEOMETRY,
-)
+    def visit_inet4(self, column: ColumnType) -> WireSql:
+        return self._as_char()
+
+    def visit_inet6(self, column: ColumnType) -> WireSql:
+        return self._as_char()
 
 
 def _json_member(name: str, spec: str) -> str | None:
-    """A column's value as JSON text (``null`` for NULL), for the row's CONCAT."""
-    value = _json_value(name, spec)
-    if value is None:
+    """A column's value as JSON text (``null`` for NULL), for the row's CONCAT; None if the
+    server cannot produce it (the table is then encoded in Python)."""
+    if "zerofill" in spec.lower():
+        # The server's text of a ZEROFILL number is padded (00042): not a JSON number.
         return None
-    kind = parse_column_type(spec).kind
+    quoted = quote_identifier(name)
+    wire = visit(parse_column_type(spec), WireSqlVisitor(quoted))
     # Only the column's own NULL is JSON null. A NULL the conversion makes of a value
     # (JSON_QUOTE of bytes invalid in the column's character set, TO_BASE64 of a value over
     # max_allowed_packet) makes the whole row NULL instead, which the chunk refuses loudly.
-    is_null = f"{quote_identifier(name)} IS NULL"
-    if kind in _NUMBER_KINDS:
-        return f"IF({is_null}, 'null', {value})"
-    if kind in _PLAIN_TEXT_KINDS:
-        return f"IF({is_null}, 'null', CONCAT('\"', {value}, '\"'))"
-    return f"IF({is_null}, 'null', JSON_QUOTE({value}))"
+    is_null = f"{quoted} IS NULL"
+    if wire.quoting == "number":
+        return f"IF({is_null}, 'null', {wire.value})"
+    if wire.quoting == "plain":
+        return f"IF({is_null}, 'null', CONCAT('\"', {wire.value}, '\"'))"
+    return f"IF({is_null}, 'null', JSON_QUOTE({wire.value}))"
 
 
 def json_chunk_query(

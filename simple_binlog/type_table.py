@@ -11,7 +11,8 @@ imports no component):
 * ``merge.types.SnapshotTypeVisitor``: the Hive/Spark column type of the lake's snapshot;
 * ``mirror.pgtypes.WarehouseTypeVisitor``: the warehouse's PostgreSQL column type, and
   ``mirror.pgtypes.WarehouseTextVisitor``: how a wire value becomes PostgreSQL input text;
-* ``mirror.redis_types.RedisValueVisitor``: what a row's value is in the Redis document.
+* ``mirror.redis_types.RedisValueVisitor``: what a row's value is in the Redis document;
+* ``mock_replay.plan.WireSqlVisitor``: the SQL that has MariaDB compute a wire value.
 
 The table below is rendered from those visitors for ``REPRESENTATIVE_TYPES`` (the spellings
 that take every branch of every mapping); ``tests/unit/simple_binlog/test_type_table.py``

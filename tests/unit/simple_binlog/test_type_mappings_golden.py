@@ -4,7 +4,8 @@
 ``simple_binlog.types`` (merge's ``hive_type``, the warehouse's ``pg_type`` and ``pg_text``),
 for every base type SimpleBinlog parses, in upper and lower case, with and without lengths,
 precisions, fractional seconds, labels, ``unsigned``/``signed``/``zerofill`` and surrounding
-spaces; ``pg_text`` for a set of wire values that covers every conversion (zero dates, base64,
+spaces; mock_replay's SQL of a column's JSON member (``_json_member``, for a column named
+``c`1``); ``pg_text`` for a set of wire values that covers every conversion (zero dates, base64,
 numbers, NULL, malformed input). A value that raised is recorded as ``!<exception name>``.
 """
 
@@ -18,6 +19,7 @@ import pytest
 
 from merge.types import hive_type
 from mirror.pgtypes import pg_text, pg_type
+from mock_replay.plan import _json_member
 
 _GOLDEN = json.loads((Path(__file__).parent / "data" / "type_mappings_golden.json").read_text())
 _NONE = "<None>"
@@ -54,3 +56,8 @@ def test_warehouse_value_text_unchanged(key: str) -> None:
     spec = _spec(key)
     got = [_text_or_error(spec, value) for value in _GOLDEN["values"]]
     assert got == _GOLDEN["pg_text"][key]
+
+
+@pytest.mark.parametrize("spec", sorted(_GOLDEN["replay_json_member"]))
+def test_replay_json_member_unchanged(spec: str) -> None:
+    assert _json_member("c`1", spec) == _GOLDEN["replay_json_member"][spec]

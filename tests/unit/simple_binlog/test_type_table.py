@@ -25,6 +25,7 @@ from mirror.pgtypes import WarehouseTextVisitor, WarehouseTypeVisitor
 from mirror.plan import RowChange
 from mirror.redis_applier import decode_value, encode_value
 from mirror.redis_types import WIRE_NUMBER, WIRE_STRING, RedisValueVisitor
+from mock_replay.plan import WireSqlVisitor
 from simple_binlog.errors import UnsupportedTypeError
 from simple_binlog.type_table import (
     REPRESENTATIVE_TYPES,
@@ -42,6 +43,7 @@ VISITORS: list[KindVisitor[Any]] = [
     WarehouseTypeVisitor(),
     WarehouseTextVisitor(),
     RedisValueVisitor(),
+    WireSqlVisitor("`c`"),
 ]
 
 # A driver value of each Kind, as python-mysql-replication or pymysql return it.
@@ -197,6 +199,9 @@ def test_every_visitor_answers_every_kind(visitor: KindVisitor[Any], column: Col
         assert result(None) is None
     elif isinstance(visitor, WireFormVisitor):
         assert result.text
+    elif isinstance(visitor, WireSqlVisitor):
+        assert "`c`" in result.value
+        assert result.quoting in ("number", "plain", "json")
     else:
         assert isinstance(result, str)
         assert result
@@ -218,6 +223,13 @@ def test_wire_form_is_the_json_type_encode_gives(spec: str) -> None:
     column = parse_column_type(spec)
     wire = encode(column, SAMPLES[column.kind])
     assert type(wire) is visit(column, WireFormVisitor()).json_type
+
+
+@pytest.mark.parametrize("spec", REPRESENTATIVE_TYPES)
+def test_replay_sql_writes_numbers_exactly_where_the_wire_has_numbers(spec: str) -> None:
+    column = parse_column_type(spec)
+    is_number = visit(column, WireSqlVisitor("`c`")).quoting == "number"
+    assert is_number == (visit(column, WireFormVisitor()).json_type in (int, float))
 
 
 def test_redis_document_holds_every_kind_as_its_wire_value() -> None:
