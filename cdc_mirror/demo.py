@@ -28,23 +28,28 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
 
 from cdc_mirror.processes import (
+    DEFAULT_LAUNCHER,
+    SYSTEM_CLOCK,
+    Clock,
     Component,
     ComponentError,
+    Launcher,
     Supervisor,
     config_env,
     free_port,
+    http_json,
     http_ok,
     port_free,
     wait_until,
@@ -54,6 +59,9 @@ from simple_binlog.config import Settings, load_settings
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.kafka import admin_config, consumer_config, topic_name
 from stack.manager import LocalStack
+
+if TYPE_CHECKING:
+    from cdc_mirror.verify import RawLayerCheck, TableAgreement
 
 SHARDS = 4
 DATABASES = [f"ordercenter_{i:02d}" for i in range(SHARDS)]
@@ -378,6 +386,20 @@ def _clear_hive(run: DemoRun) -> None:
 
 
 # -- progress and catching up --------------------------------------------------------------------
+# The counters the status line shows (prometheus_client adds "_total" to a counter's name).
+LAKE_ROWS_METRIC = "cdc_stream_writer_rows_total"
+MIRROR_ROWS_METRIC = "cdc_mirror_rows_total"
+
+
+def prometheus_sum(text: str, metric: str) -> float:
+    """Pure: the sum of a metric's samples over all labels in a Prometheus text exposition."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(metric) and line[len(metric) : len(metric) + 1] in (" ", "{"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 def _prometheus_sum(url: str, metric: str) -> float | None:
     """Sum of a metric's samples over all labels, or None while the endpoint is away."""
     import urllib.error  # noqa: PLC0415
@@ -388,11 +410,7 @@ def _prometheus_sum(url: str, metric: str) -> float | None:
             text = response.read().decode()
     except (OSError, urllib.error.URLError):
         return None
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(metric) and line[len(metric)] in " {":
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    return prometheus_sum(text, metric)
 
 
 def _end_offsets(settings: Settings, topic: str) -> dict[int, int]:
@@ -490,6 +508,83 @@ def _active_collector(collectors: list[Component]) -> Component | None:
     return None
 
 
+# -- the demo's outside world --------------------------------------------------------------------
+class DemoServices(Protocol):
+    """What the demo's steps read and change apart from its processes: the stores it clears
+    and fills, Kafka's offsets, the components' metrics and the row-for-row check.
+    ``LiveServices`` is the real one; a test passes a fake."""
+
+    def clear(self, names: DemoNames) -> None:
+        """Drop what an earlier demo left in Kafka, Redis and the warehouse."""
+        ...
+
+    def create_schema(self, rows_per_table: int) -> int: ...
+
+    def end_offsets(self, topic: str) -> dict[int, int]: ...
+
+    def group_offsets(self, group: str, topic: str, partitions: list[int]) -> dict[int, int]: ...
+
+    def messages_after(self, topic: str, offsets: dict[int, int]) -> bool: ...
+
+    def metric_sum(self, url: str, metric: str) -> float | None: ...
+
+    def verify(self, run: DemoRun, day: date) -> tuple[TableAgreement, RawLayerCheck]: ...
+
+
+@dataclass(frozen=True)
+class LiveServices:
+    settings: Settings
+
+    def clear(self, names: DemoNames) -> None:
+        _clear_kafka(self.settings, names)
+        _clear_redis(self.settings, names)
+        _clear_warehouse(self.settings, names)
+
+    def create_schema(self, rows_per_table: int) -> int:
+        with _admin(self.settings) as connection:
+            return _create_schema(connection, rows_per_table, random.Random(7))
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        return _end_offsets(self.settings, topic)
+
+    def group_offsets(self, group: str, topic: str, partitions: list[int]) -> dict[int, int]:
+        return _group_offsets(self.settings, group, topic, partitions)
+
+    def messages_after(self, topic: str, offsets: dict[int, int]) -> bool:
+        return _messages_after(self.settings, topic, offsets)
+
+    def metric_sum(self, url: str, metric: str) -> float | None:
+        return _prometheus_sum(url, metric)
+
+    def verify(self, run: DemoRun, day: date) -> tuple[TableAgreement, RawLayerCheck]:
+        """Digest every store and compare them with MySQL, row for row; the raw layer too."""
+        from cdc_mirror import verify  # noqa: PLC0415
+
+        mirror = self.settings.table(LOGICAL_TABLE)
+        schema = verify.mysql_schema(self.settings, mirror)
+        hive = verify.run_spark_checks(
+            LOGICAL_TABLE,
+            [day.isoformat()],
+            run.names.home / "verify.json",
+            env=run.env,
+            log_path=run.names.logs / "verify.log",
+        )
+        snapshot = verify.DigestStore(hive.snapshots[day.isoformat()])
+        agreement = verify.verify_stores(
+            schema,
+            verify.MySQLStore(self.settings, mirror),
+            [
+                snapshot,
+                verify.WarehouseStore(self.settings, mirror),
+                verify.RedisStore(self.settings, mirror),
+            ],
+        )
+        raw = verify.check_raw_layer(
+            LOGICAL_TABLE, verify.kafka_coordinates(self.settings, mirror), hive.lake
+        )
+        return agreement, raw
+
+
 # -- the demo ---------------------------------------------------------------------------------
 @contextmanager
 def _step(console: Console, title: str) -> Iterator[None]:
@@ -543,8 +638,12 @@ class DemoRun:
     names: DemoNames
     env: dict[str, str]
     console: Console
+    services: DemoServices
     supervisor: Supervisor = field(default_factory=Supervisor)
     collectors: list[Component] = field(default_factory=list)
+    launcher: Launcher = DEFAULT_LAUNCHER
+    clock: Clock = SYSTEM_CLOCK
+    probe: Callable[[str], Any | None] = http_json
 
     @classmethod
     def prepare(cls, settings: Settings, console: Console, config_file: Path | None) -> DemoRun:
@@ -556,7 +655,8 @@ class DemoRun:
         env = dict(overrides)
         if config_file is not None:
             env["CDC_MIRROR_CONFIG"] = str(config_file.resolve())
-        return cls(load_settings(config_file), names, env, console)
+        demo_settings = load_settings(config_file)
+        return cls(demo_settings, names, env, console, LiveServices(demo_settings))
 
     @property
     def topic(self) -> str:
@@ -571,17 +671,24 @@ class DemoRun:
     ) -> Component:
         cwd = Path(__file__).resolve().parents[1]
         log_path = self.names.logs / f"{name}.log"
-        return Component(name, args, {**self.env, **(env or {})}, log_path, health, cwd=cwd)
+        return Component(
+            name,
+            args,
+            {**self.env, **(env or {})},
+            log_path,
+            health,
+            cwd=cwd,
+            launcher=self.launcher,
+            clock=self.clock,
+            probe=self.probe,
+        )
 
     def reset(self, history_rows: int) -> int:
-        _clear_kafka(self.settings, self.names)
-        _clear_redis(self.settings, self.names)
-        _clear_warehouse(self.settings, self.names)
+        self.services.clear(self.names)
         shutil.rmtree(self.names.home, ignore_errors=True)
         self.names.logs.mkdir(parents=True)
         _clear_hive(self)
-        with _admin(self.settings) as connection:
-            history = _create_schema(connection, history_rows, random.Random(7))
+        history = self.services.create_schema(history_rows)
         self.console.print(
             f"  {SHARDS}×{SHARDS} shard tables ({DATABASES[0]}..{DATABASES[-1]} × "
             f"{TABLES[0]}..{TABLES[-1]}), {history} history rows; demo state in {self.names.home}"
@@ -627,6 +734,7 @@ class DemoRun:
             lambda: _active_collector(self.collectors) is not None,
             120,
             "one collector to become active",
+            clock=self.clock,
         )
         started = ", ".join(f"{p.name} ({p.pid})" for p in self.supervisor.components.values())
         self.console.print(f"  started {started}; logs in {self.names.logs}")
@@ -733,15 +841,14 @@ class DemoRun:
 
     def live(self, workload: Workload, options: DemoOptions) -> None:
         workload.start()
-        began = time.monotonic()
+        began = self.clock.monotonic()
         failed_over = not options.failover
-        period = threading.Event()  # never set: its wait() paces the status line
-        while time.monotonic() - began < options.live_seconds and workload.error is None:
+        while self.clock.monotonic() - began < options.live_seconds and workload.error is None:
             self.console.print(_live_line(self, workload))
-            if not failed_over and time.monotonic() - began >= options.live_seconds / 2:
+            if not failed_over and self.clock.monotonic() - began >= options.live_seconds / 2:
                 failed_over = True
                 _fail_over(self)
-            period.wait(3.0)
+            self.clock.sleep(3.0)  # paces the status line
         workload.stop()
         self.console.print(_live_line(self, workload))
         self.console.print(
@@ -756,25 +863,7 @@ class DemoRun:
 
     def summary(self, day: date) -> bool:
         """Digest every store and compare them with MySQL, row for row."""
-        from cdc_mirror import verify  # noqa: PLC0415
-
-        mirror = self.settings.table(LOGICAL_TABLE)
-        schema = verify.mysql_schema(self.settings, mirror)
-        mysql = verify.mysql_digest(self.settings, mirror, schema)
-        warehouse = verify.warehouse_digest(self.settings, mirror, schema)
-        redis = verify.redis_digest(self.settings, mirror, schema)
-        hive = verify.run_spark_checks(
-            LOGICAL_TABLE,
-            [day.isoformat()],
-            self.names.home / "verify.json",
-            env=self.env,
-            log_path=self.names.logs / "verify.log",
-        )
-        snapshot = hive.snapshots[day.isoformat()]
-        agreement = verify.compare(mysql, [snapshot, warehouse, redis])
-        raw = verify.check_raw_layer(
-            LOGICAL_TABLE, verify.kafka_coordinates(self.settings, mirror), hive.lake
-        )
+        agreement, raw = self.services.verify(self, day)
         table = Table(title=f"{LOGICAL_TABLE}: MySQL and its mirrors, row for row")
         for column in ("store", "rows", "checksum", "verdict"):
             table.add_column(column)
@@ -782,6 +871,8 @@ class DemoRun:
             colour = "green" if verdict in ("reference", "equal") else "red"
             table.add_row(store, rows, checksum, f"[{colour}]{verdict}[/]")
         self.console.print(table)
+        for sentence in agreement.disagreements():
+            self.console.print(f"  [red]{sentence}[/]", highlight=False)
         colour = "green" if raw.exactly_once else "red"
         self.console.print(f"  [{colour}]{raw.describe()}[/]")
         verdict = "agree" if agreement.agrees and raw.exactly_once else "DO NOT agree"
@@ -815,7 +906,12 @@ class DemoRun:
 
 
 def _wait_exit(component: Component, timeout_s: float) -> None:
-    wait_until(lambda: not component.running, timeout_s, f"{component.name} to finish")
+    wait_until(
+        lambda: not component.running,
+        timeout_s,
+        f"{component.name} to finish",
+        clock=component.clock,
+    )
     if component.returncode != 0:
         raise ComponentError(
             f"{component.name} failed with exit code {component.returncode}; "
@@ -824,13 +920,11 @@ def _wait_exit(component: Component, timeout_s: float) -> None:
 
 
 def _live_line(run: DemoRun, workload: Workload) -> str:
-    names = run.names
-    kafka = sum(_end_offsets(run.settings, run.topic).values())
-    lake = _prometheus_sum(
-        f"http://127.0.0.1:{names.writer_port}/metrics", "cdc_stream_writer_rows"
-    )
+    names, services = run.names, run.services
+    kafka = sum(services.end_offsets(run.topic).values())
+    lake = services.metric_sum(f"http://127.0.0.1:{names.writer_port}/metrics", LAKE_ROWS_METRIC)
     applied = {
-        target: _prometheus_sum(f"http://127.0.0.1:{port}/metrics", "cdc_mirror_rows_total")
+        target: services.metric_sum(f"http://127.0.0.1:{port}/metrics", MIRROR_ROWS_METRIC)
         for target, port in names.mirror_ports.items()
     }
     active = _active_collector(run.collectors)
@@ -853,7 +947,7 @@ def _fail_over(run: DemoRun) -> None:
         now = _active_collector(run.collectors)
         return now is not None and now is not active
 
-    took = wait_until(other_active, 120, "the standby collector to take over")
+    took = wait_until(other_active, 120, "the standby collector to take over", clock=run.clock)
     successor = _active_collector(run.collectors)
     run.console.print(
         f"  [green]{successor.name if successor else '?'} active[/] after {took:.1f} s; "
@@ -871,8 +965,11 @@ def _catch_up(run: DemoRun, last_gtid: str) -> None:
         committed = (health or {}).get("committed") or {}
         return _gtid_reached(committed.get("gtid"), last_gtid)
 
-    took = wait_until(collector_done, 300, f"the collector to publish up to GTID {last_gtid}")
-    ends = _end_offsets(run.settings, run.topic)
+    services = run.services
+    took = wait_until(
+        collector_done, 300, f"the collector to publish up to GTID {last_gtid}", clock=run.clock
+    )
+    ends = services.end_offsets(run.topic)
     run.console.print(
         f"  collector: everything up to GTID {last_gtid} is in Kafka ({took:.1f} s); "
         f"{run.topic} ends at offsets {sum(ends.values())} (messages and transaction markers)"
@@ -881,14 +978,15 @@ def _catch_up(run: DemoRun, last_gtid: str) -> None:
         group = f"{run.names.group_prefix}.{target}"
 
         def applied(group: str = group) -> bool:
-            committed = _group_offsets(run.settings, group, run.topic, sorted(ends))
-            return not _messages_after(run.settings, run.topic, committed)
+            committed = services.group_offsets(group, run.topic, sorted(ends))
+            return not services.messages_after(run.topic, committed)
 
-        took = wait_until(applied, 300, f"the {target} mirror to apply everything")
+        took = wait_until(applied, 300, f"the {target} mirror to apply everything", clock=run.clock)
         run.console.print(f"  mirror → {target}: caught up ({took:.1f} s)")
     took = wait_until(
-        lambda: not _messages_after(run.settings, run.topic, _writer_offsets(run.names, run.topic)),
+        lambda: not services.messages_after(run.topic, _writer_offsets(run.names, run.topic)),
         600,
         "the stream writer to write everything to the lake",
+        clock=run.clock,
     )
     run.console.print(f"  stream writer: everything is in the lake ({took:.1f} s)")

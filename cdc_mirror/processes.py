@@ -238,7 +238,8 @@ class FakeProcess:
 
     SIGKILL ends it at once (code ``-9``); SIGSTOP pauses it and a paused process handles
     SIGTERM only after SIGCONT; SIGTERM ends it with ``sigterm_code`` unless
-    ``ignores_sigterm``. ``wait`` never blocks: an unfinished process times out at once.
+    ``ignores_sigterm``; ``exits_with`` makes it a job that has already finished. ``wait``
+    never blocks: an unfinished process times out at once.
     """
 
     pid: int
@@ -252,7 +253,12 @@ class FakeProcess:
     paused: bool = False
     signals: list[tuple[str, int]] = field(default_factory=list)  # ("pid" | "group", signum)
     journal: list[tuple[int, str, int]] | None = None  # shared by a launcher's children
+    exits_with: int | None = None  # a job that has finished by the first look at it
     _pending_term: bool = False
+
+    def __post_init__(self) -> None:
+        if self.exits_with is not None:
+            self.returncode = self.exits_with
 
     def exit(self, code: int) -> None:
         """The child ends on its own (a crash, a finished job)."""
