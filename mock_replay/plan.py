@@ -22,7 +22,7 @@ import orjson
 from mock_replay.condition import Condition, quote_identifier
 from mock_replay.errors import ReplayError
 from simple_binlog.message import EventType, SimpleBinlog, Source
-from simple_binlog.type_table import KindVisitor, visit
+from simple_binlog.type_table import KindVisitor, column_types_text, visit
 from simple_binlog.values import ColumnType, JsonScalar, Kind, decode, encode, parse_column_type
 
 
@@ -66,21 +66,11 @@ class TableShape:
         return f"{self.schema}.{self.table}"
 
 
-_WIDTHLESS_KINDS = (Kind.INT, Kind.UINT64, Kind.YEAR)
-
-
 def binlog_spelling(spec: str) -> str:
-    """A COLUMN_TYPE as the collector spells it from the binlog's table map, which holds no
-    integer display widths and no character lengths: ``bigint(20) unsigned`` → ``bigint
-    unsigned``, ``year(4)`` → ``year``, ``varchar(32)`` → ``varchar``. Both paths then send the
-    same ``columnTypes``; every other spelling is the same already."""
-    column = parse_column_type(spec)
-    base = spec.strip().split("(", 1)[0].split()[0].lower()
-    if column.kind in _WIDTHLESS_KINDS:
-        return base + (" unsigned" if column.unsigned else "")
-    if column.kind is Kind.TEXT and base in ("char", "varchar"):
-        return base
-    return spec
+    """A COLUMN_TYPE as the collector spells it from the binlog's table map
+    (``simple_binlog.type_table.column_types_text``), so both paths send the same
+    ``columnTypes``."""
+    return column_types_text(spec)
 
 
 def _select_expression(name: str, spec: str) -> str:

@@ -8,6 +8,8 @@ The visitors live beside the code that uses them, each in its own component (the
 imports no component):
 
 * ``WireFormVisitor`` (here): the JSON wire form, as ``simple_binlog.values`` encodes it;
+* ``ColumnTypesTextVisitor`` (here): a type's ``columnTypes`` text, as the collector spells
+  it from the binlog's table map (``column_types_text``);
 * ``merge.types.SnapshotTypeVisitor``: the Hive/Spark column type of the lake's snapshot;
 * ``mirror.pgtypes.WarehouseTypeVisitor``: the warehouse's PostgreSQL column type, and
   ``mirror.pgtypes.WarehouseTextVisitor``: how a wire value becomes PostgreSQL input text;
@@ -21,7 +23,7 @@ fails when it differs from what the visitors give, and prints the table to paste
 .. type-table-begin
 
 ===============  =========  ==========================  =============  ================  ===========
-MySQL type       Kind       wire (JSON)                 Spark          warehouse         Redis
+columnTypes      Kind       wire (JSON)                 Spark          warehouse         Redis
 ===============  =========  ==========================  =============  ================  ===========
 tinyint          int        number                      int            smallint          wire number
 int              int        number                      int            integer           wire number
@@ -41,7 +43,7 @@ bit(5)           bit        number                      bigint         bigint   
 bit(64)          bit        number                      decimal(20,0)  numeric(20)       wire number
 enum('a','b')    enum       the label                   string         text              wire string
 set('a','b')     set        labels joined by ","        string         text              wire string
-varchar(64)      text       string                      string         text              wire string
+varchar          text       string                      string         text              wire string
 json             text       string                      string         jsonb             wire string
 binary(16)       binary     base64 string               binary         bytea             wire string
 blob             binary     base64 string               binary         bytea             wire string
@@ -202,7 +204,7 @@ REPRESENTATIVE_TYPES = (
     "bit(64)",
     "enum('a','b')",
     "set('a','b')",
-    "varchar(64)",
+    "varchar",
     "json",
     "binary(16)",
     "blob",
@@ -251,6 +253,86 @@ _NUMBER = WireForm(int, "number")
 _STRING = WireForm(str, "string")
 _BASE64 = WireForm(str, "base64 string")
 _MARIADB_TEXT = WireForm(str, "MariaDB's text form")
+
+
+class ColumnTypesTextVisitor(KindVisitor[str]):
+    """The ``columnTypes`` text of an information_schema COLUMN_TYPE: as the collector spells
+    it from the binlog's table map, which holds no integer display widths and no character
+    lengths (``bigint(20) unsigned`` → ``bigint unsigned``, ``year(4)`` → ``year``,
+    ``varchar(32)`` → ``varchar``). Every other spelling is the same already."""
+
+    @staticmethod
+    def _base(column: ColumnType) -> str:
+        return column.spec.strip().split("(", 1)[0].split()[0].lower()
+
+    def _widthless(self, column: ColumnType) -> str:
+        return self._base(column) + (" unsigned" if column.unsigned else "")
+
+    def visit_int(self, column: ColumnType) -> str:
+        return self._widthless(column)
+
+    def visit_uint64(self, column: ColumnType) -> str:
+        return self._widthless(column)
+
+    def visit_decimal(self, column: ColumnType) -> str:
+        return column.spec
+
+    def visit_float(self, column: ColumnType) -> str:
+        return column.spec
+
+    def visit_double(self, column: ColumnType) -> str:
+        return column.spec
+
+    def visit_date(self, column: ColumnType) -> str:
+        return column.spec
+
+    def visit_datetime(self, column: ColumnType) -> str:
+        return column.spec
+
+    def visit_timestamp(self, column: ColumnType) -> str:
+        return column.spec
+
+    def visit_time(self, column: ColumnType) -> str:
+        return column.spec
+
+    def visit_year(self, column: ColumnType) -> str:
+        return self._widthless(column)
+
+    def visit_bit(self, column: ColumnType) -> str:
+        return column.spec
+
+    def visit_enum(self, column: ColumnType) -> str:
+        return column.spec
+
+    def visit_set(self, column: ColumnType) -> str:
+        return column.spec
+
+    def visit_text(self, column: ColumnType) -> str:
+        base = self._base(column)
+        return base if base in ("char", "varchar") else column.spec
+
+    def visit_binary(self, column: ColumnType) -> str:
+        return column.spec
+
+    def visit_geometry(self, column: ColumnType) -> str:
+        return column.spec
+
+    def visit_uuid(self, column: ColumnType) -> str:
+        return column.spec
+
+    def visit_inet4(self, column: ColumnType) -> str:
+        return column.spec
+
+    def visit_inet6(self, column: ColumnType) -> str:
+        return column.spec
+
+
+_COLUMN_TYPES_TEXT = ColumnTypesTextVisitor()
+
+
+def column_types_text(spec: str) -> str:
+    """The ``columnTypes`` text of a COLUMN_TYPE (see ``ColumnTypesTextVisitor``)."""
+    return visit(parse_column_type(spec), _COLUMN_TYPES_TEXT)
 
 
 class WireFormVisitor(KindVisitor[WireForm]):

@@ -4,7 +4,7 @@
 ``simple_binlog.types`` (merge's ``hive_type``, the warehouse's ``pg_type`` and ``pg_text``),
 for every base type SimpleBinlog parses, in upper and lower case, with and without lengths,
 precisions, fractional seconds, labels, ``unsigned``/``signed``/``zerofill`` and surrounding
-spaces; mock_replay's SQL of a column's JSON member (``_json_member``, for a column named
+spaces; mock_replay's ``binlog_spelling`` (the columnTypes text) and its SQL of a column's JSON member (``_json_member``, for a column named
 ``c`1``); ``pg_text`` for a set of wire values that covers every conversion (zero dates, base64,
 numbers, NULL, malformed input). A value that raised is recorded as ``!<exception name>``.
 """
@@ -19,7 +19,7 @@ import pytest
 
 from merge.types import hive_type
 from mirror.pgtypes import pg_text, pg_type
-from mock_replay.plan import _json_member
+from mock_replay.plan import _json_member, binlog_spelling
 
 _GOLDEN = json.loads((Path(__file__).parent / "data" / "type_mappings_golden.json").read_text())
 _NONE = "<None>"
@@ -61,3 +61,8 @@ def test_warehouse_value_text_unchanged(key: str) -> None:
 @pytest.mark.parametrize("spec", sorted(_GOLDEN["replay_json_member"]))
 def test_replay_json_member_unchanged(spec: str) -> None:
     assert _json_member("c`1", spec) == _GOLDEN["replay_json_member"][spec]
+
+
+@pytest.mark.parametrize("spec", sorted(_GOLDEN["binlog_spelling"]))
+def test_column_types_text_unchanged(spec: str) -> None:
+    assert binlog_spelling(spec) == _GOLDEN["binlog_spelling"][spec]

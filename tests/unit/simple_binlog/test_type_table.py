@@ -29,6 +29,7 @@ from mock_replay.plan import WireSqlVisitor
 from simple_binlog.errors import UnsupportedTypeError
 from simple_binlog.type_table import (
     REPRESENTATIVE_TYPES,
+    ColumnTypesTextVisitor,
     KindVisitor,
     WireFormVisitor,
     default_column_type,
@@ -39,6 +40,7 @@ from simple_binlog.values import ColumnType, Kind, encode, parse_column_type
 # Every visitor of the product. ``test_every_visitor_is_registered`` finds any other.
 VISITORS: list[KindVisitor[Any]] = [
     WireFormVisitor(),
+    ColumnTypesTextVisitor(),
     SnapshotTypeVisitor(),
     WarehouseTypeVisitor(),
     WarehouseTextVisitor(),
@@ -69,7 +71,7 @@ SAMPLES: dict[Kind, Any] = {
     Kind.INET6: "::ffff:10.0.0.1",
 }
 
-_TABLE_COLUMNS = ("MySQL type", "Kind", "wire (JSON)", "Spark", "warehouse", "Redis")
+_TABLE_COLUMNS = ("columnTypes", "Kind", "wire (JSON)", "Spark", "warehouse", "Redis")
 
 
 def _all_subclasses(cls: type) -> set[type]:
@@ -183,6 +185,11 @@ def test_every_visitor_is_registered() -> None:
 
 def test_representative_types_cover_every_kind() -> None:
     assert {parse_column_type(spec).kind for spec in REPRESENTATIVE_TYPES} == set(Kind)
+
+
+@pytest.mark.parametrize("spec", REPRESENTATIVE_TYPES)
+def test_table_rows_are_spelled_as_column_types_carries_them(spec: str) -> None:
+    assert visit(parse_column_type(spec), ColumnTypesTextVisitor()) == spec
 
 
 @pytest.mark.parametrize("visitor", VISITORS, ids=lambda v: type(v).__name__)
