@@ -486,14 +486,12 @@ def verify_stores(
 def _mysql_connect(settings: Settings, mirror: TableMirror) -> Any:
     import pymysql  # noqa: PLC0415
 
+    from cdc_platform import mysql_source  # noqa: PLC0415
+
     instance = settings.instance(mirror.instance)
     try:
-        return pymysql.connect(
-            host=instance.host,
-            port=instance.port,
-            user=instance.user,
-            password=instance.password.get_secret_value(),
-            connect_timeout=10,
+        return mysql_source.connect(
+            instance,
             read_timeout=600,
             # TIMESTAMPs as UTC, the wire form's zone.
             init_command="SET time_zone = '+00:00'",

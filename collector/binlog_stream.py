@@ -21,6 +21,7 @@ from typing import Any
 
 import pymysql
 
+from cdc_platform import mysql_source
 from collector import binlog_events as ev
 from collector import native
 from collector.ddl import TRANSACTION_STARTS
@@ -45,13 +46,8 @@ class BinlogStream:
         from pymysqlreplication import BinLogStreamReader  # noqa: PLC0415
 
         self._library = BinLogStreamReader(
-            connection_settings={
-                "host": instance.host,
-                "port": instance.port,
-                "user": instance.user,
-                "password": instance.password.get_secret_value(),
-                "connect_timeout": 10,
-            },
+            # The library opens its connections from these (the cleartext-password rule too).
+            connection_settings=mysql_source.connect_settings(instance),
             server_id=server_id,
             auto_position=gtid,
             # Blocking: MariaDB resets a non-blocking GTID dump part-way through an active

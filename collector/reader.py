@@ -17,6 +17,7 @@ from typing import Any
 
 import pymysql
 
+from cdc_platform import mysql_source
 from collector import binlog_events as ev
 from collector.binlog_stream import BinlogStream
 from collector.decoding import EventContext, TableSchema, build_messages
@@ -43,14 +44,7 @@ class ServerPosition:
 
 def connect(instance: MySQLInstance, **options: Any) -> pymysql.connections.Connection:
     try:
-        return pymysql.connect(
-            host=instance.host,
-            port=instance.port,
-            user=instance.user,
-            password=instance.password.get_secret_value(),
-            connect_timeout=10,
-            **options,
-        )
+        return mysql_source.connect(instance, **options)
     except pymysql.MySQLError as exc:
         if exc.args and exc.args[0] in (1044, 1045):
             raise ConfigError(

@@ -31,6 +31,7 @@ import pymysql
 from fastapi import APIRouter, HTTPException
 from psycopg import sql
 
+from cdc_platform import mysql_source
 from mirror.warehouse import connect_warehouse
 from simple_binlog.config import MySQLInstance, Settings, TableMirror
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
@@ -118,14 +119,7 @@ class MirrorBackend:
     @contextmanager
     def _mysql(self, instance: MySQLInstance) -> Iterator[Any]:
         try:
-            connection = pymysql.connect(
-                host=instance.host,
-                port=instance.port,
-                user=instance.user,
-                password=instance.password.get_secret_value(),
-                connect_timeout=10,
-                init_command="SET time_zone = '+00:00'",
-            )
+            connection = mysql_source.connect(instance, init_command="SET time_zone = '+00:00'")
         except pymysql.MySQLError as exc:
             raise ServiceUnavailableError(
                 f"MySQL instance {instance.name!r} at {instance.host}:{instance.port} cannot "

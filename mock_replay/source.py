@@ -18,6 +18,7 @@ import pymysql.converters
 import pymysql.cursors
 from pymysql.constants import FIELD_TYPE
 
+from cdc_platform import mysql_source
 from mock_replay.errors import ReplayError
 from mock_replay.plan import IndexColumn, TableShape, choose_key
 from simple_binlog.config import MySQLInstance
@@ -119,12 +120,10 @@ class MySQLSource:
     def _connect(self) -> pymysql.connections.Connection[Any]:
         if self._connection is None:
             try:
-                self._connection = pymysql.connect(
+                self._connection = mysql_source.connect(
+                    self._instance,
                     host=self._host,
                     port=self._port,
-                    user=self._instance.user,
-                    password=self._instance.password.get_secret_value(),
-                    connect_timeout=10,
                     autocommit=True,
                     # UTC: TIMESTAMPs as the binlog carries them. A batch of server-built rows
                     # may be as long as a packet may be.

@@ -94,6 +94,10 @@ class MySQLInstance(_Section):
     port: int = Field(LOCAL_PORTS["mariadb"], ge=1, le=65535)
     user: str = "cdc"
     password: SecretStr = SecretStr("cdc-local")
+    # Send the password when the server asks for it in cleartext (mysql_clear_password, or
+    # MariaDB's dialog/PAM) on a connection without TLS. Off: such a connection is refused
+    # (cdc_platform.mysql_source), so a server the instance was redirected to learns nothing.
+    allow_cleartext_password: bool = False
     # The replication client's own server id: unique among the server's replicas.
     replica_server_id: int = Field(4101, ge=1, le=2**32 - 1)
 

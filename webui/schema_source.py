@@ -14,6 +14,7 @@ from typing import Protocol
 
 import pymysql
 
+from cdc_platform import mysql_source
 from simple_binlog.config import TableMirror
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
 from simple_binlog.routing import ShardRouter, ShardRule
@@ -31,6 +32,7 @@ class InstanceAccess:
     user: str
     password: str = field(repr=False)
     shard_rules: tuple[ShardRule, ...]
+    allow_cleartext_password: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,11 +68,8 @@ class MariaDBSchemaSource:
         wanted = f"{db_prefix}_{table_prefix}".lower()
         router = ShardRouter(list(instance.shard_rules))
         try:
-            connection = pymysql.connect(
-                host=instance.host,
-                port=instance.port,
-                user=instance.user,
-                password=instance.password,
+            connection = mysql_source.connect(
+                instance,
                 connect_timeout=int(max(1, self._timeout)),
                 read_timeout=int(max(1, self._timeout)) * 4,
             )
