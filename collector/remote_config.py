@@ -112,6 +112,7 @@ def parse_remote_config(document: Any, local: Settings, instance_name: str) -> R
             port=document["port"],
             user=document["user"],
             password=SecretStr(password if isinstance(password, str) else ""),
+            allow_cleartext_password=document.get("allow_cleartext_password", False),
             replica_server_id=replica_server_id,
         )
         collector = CollectorSettings.model_validate(

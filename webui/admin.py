@@ -95,6 +95,7 @@ def instance_out(row: Instance) -> InstanceOut:
         port=row.port,
         user=row.user,
         password_set=bool(row.password_encrypted),
+        allow_cleartext_password=row.allow_cleartext_password,
         gtid_start=row.gtid_start,
         include=list(row.include),
         exclude=list(row.exclude),
@@ -153,6 +154,7 @@ def save_instance(
         "host": data.host,
         "port": data.port,
         "user": data.user,
+        "allow_cleartext_password": data.allow_cleartext_password,
         "gtid_start": data.gtid_start,
         "include": list(data.include),
         "exclude": list(data.exclude),
@@ -205,6 +207,7 @@ def instance_access(row: Instance, keys: Keys) -> InstanceAccess:
         user=row.user,
         password=keys.decrypt(row.password_encrypted),
         shard_rules=tuple(ShardRule.model_validate(rule) for rule in row.shard_rules),
+        allow_cleartext_password=row.allow_cleartext_password,
     )
 
 
@@ -347,6 +350,7 @@ def collector_config(
         "port": row.port,
         "user": row.user,
         "password": keys.decrypt(row.password_encrypted),
+        "allow_cleartext_password": row.allow_cleartext_password,
         "gtid_start": row.gtid_start,
         "include": list(row.include),
         "exclude": list(row.exclude),

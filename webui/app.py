@@ -62,6 +62,7 @@ def default_replay_service(
                         port=row.port,
                         user=row.user,
                         password=SecretStr(keys.decrypt(row.password_encrypted)),
+                        allow_cleartext_password=row.allow_cleartext_password,
                     ),
                     row.topic,
                 )

@@ -49,6 +49,7 @@ def mirror_details(db: Session, settings: Settings, keys: Keys, name: str) -> Mi
                     port=instance.port,
                     user=instance.user,
                     password=SecretStr(keys.decrypt(instance.password_encrypted)),
+                    allow_cleartext_password=instance.allow_cleartext_password,
                 )
             ],
             "tables": [admin.table_mirror(row)],

@@ -77,6 +77,9 @@ class Instance(Base):
     port: Mapped[int] = mapped_column(Integer)
     user: Mapped[str] = mapped_column(String(64))
     password_encrypted: Mapped[str] = mapped_column(Text)  # Fernet, never plain
+    # Send the password when the server asks for it in cleartext without TLS (default off;
+    # cdc_platform.mysql_source refuses such a connection otherwise).
+    allow_cleartext_password: Mapped[bool] = mapped_column(default=False)
     gtid_start: Mapped[str] = mapped_column(String(4096))  # "current" or a GTID position
     include: Mapped[list[Any]] = mapped_column(JSON)
     exclude: Mapped[list[Any]] = mapped_column(JSON)

@@ -35,6 +35,10 @@ class InstanceIn(BaseModel):
     port: int = Field(3306, ge=1, le=65535)
     user: str = "cdc"
     password: SecretStr | None = Field(None, json_schema_extra={"writeOnly": True})
+    allow_cleartext_password: bool = Field(
+        False,
+        description="send the password when the server asks for it in cleartext without TLS",
+    )
     gtid_start: str = Field("current", description="'current' or a GTID position like 0-1-100")
     include: list[str] = Field(default_factory=lambda: [r".*"])
     exclude: list[str] = Field(
@@ -120,6 +124,7 @@ class InstanceOut(BaseModel):
     port: int
     user: str
     password_set: bool = Field(description="whether a password is stored (never returned)")
+    allow_cleartext_password: bool = False
     gtid_start: str
     include: list[str]
     exclude: list[str]
@@ -146,6 +151,7 @@ class CollectorConfig(BaseModel):
     port: int
     user: str
     password: str = Field(description="only in responses to tokens of role 'collector'")
+    allow_cleartext_password: bool = False
     gtid_start: str
     include: list[str]
     exclude: list[str]
