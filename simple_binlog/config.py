@@ -34,6 +34,7 @@ from pydantic_settings import (
 
 from simple_binlog.errors import ConfigError
 from simple_binlog.governance.model import GovernanceSettings
+from simple_binlog.patterns import check_pattern
 from simple_binlog.routing import ShardRule
 
 CONFIG_ENV_VAR = "CDC_MIRROR_CONFIG"
@@ -59,12 +60,11 @@ INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 
 def check_patterns(value: list[str]) -> list[str]:
-    """Validate include/exclude regexes (a pydantic validator's body: ValueError names one)."""
+    """Validate include/exclude regexes (a pydantic validator's body: ValueError names one).
+
+    Invalid or too costly patterns are refused (``simple_binlog.patterns``)."""
     for pattern in value:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+        check_pattern(pattern)
     return value
 
 
