@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -59,7 +60,6 @@ from simple_binlog.errors import (
 from simple_binlog.governance.policy import Governance
 from simple_binlog.governance.source import GovernanceRuntime
 from simple_binlog.offsets import OffsetState
-from simple_binlog.patterns import compile_pattern
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +101,11 @@ def tune_gc() -> None:
 
 
 class TableFilter:
-    """Include/exclude regexes on ``schema.table`` (on RE2: an admin's pattern costs linear
-    time)."""
+    """Include/exclude regexes on ``schema.table``."""
 
     def __init__(self, include: list[str], exclude: list[str]) -> None:
-        self._include = [compile_pattern(p) for p in include]
-        self._exclude = [compile_pattern(p) for p in exclude]
+        self._include = [re.compile(p) for p in include]
+        self._exclude = [re.compile(p) for p in exclude]
         self._cache: dict[tuple[str, str], bool] = {}
 
     def __call__(self, schema: str, table: str) -> bool:
