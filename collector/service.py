@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +24,6 @@ from typing import Any
 
 import pymysql
 
-from cdc_platform.retry import RetryCancelled, RetryPolicy
 from collector import binlog_events as ev
 from collector.binlog_stream import BinlogStream
 from collector.decoding import TableSchema
@@ -51,15 +49,11 @@ from collector.work import (
     WorkItem,
 )
 from simple_binlog.config import FILE_POSITION, CollectorSettings, MySQLInstance
-from simple_binlog.errors import (
-    CdcMirrorError,
-    ConfigError,
-    RetriableError,
-    ServiceUnavailableError,
-)
+from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 from simple_binlog.governance.policy import Governance
 from simple_binlog.governance.source import GovernanceRuntime
 from simple_binlog.offsets import OffsetState
+from simple_binlog.patterns import compile_pattern
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +95,12 @@ def tune_gc() -> None:
 
 
 class TableFilter:
-    """Include/exclude regexes on ``schema.table``."""
+    """Include/exclude regexes on ``schema.table`` (on RE2: an admin's pattern costs linear
+    time)."""
 
     def __init__(self, include: list[str], exclude: list[str]) -> None:
-        self._include = [re.compile(p) for p in include]
-        self._exclude = [re.compile(p) for p in exclude]
+        self._include = [compile_pattern(p) for p in include]
+        self._exclude = [compile_pattern(p) for p in exclude]
         self._cache: dict[tuple[str, str], bool] = {}
 
     def __call__(self, schema: str, table: str) -> bool:
@@ -248,50 +243,28 @@ class Collector:
         """Fence earlier owners and read the stored position; while Kafka does not answer
         (e.g. a broker restarting as this collector takes over), wait and retry, keeping the
         leadership, instead of exiting."""
-
-        def failed(exc: RetriableError, delay_s: float) -> None:
-            self._publisher.close()
-            self._unavailable(exc, delay_s)
-
-        try:
-            policy = self._retry_policy()
-            return policy.call(self._publisher.start, stop=self._stop, on_retry=failed)
-        except RetryCancelled:
-            return None
-
-    def _retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(first_delay_s=0.5, max_delay_s=self._settings.reconnect_backoff_max_s)
-
-    def _unavailable(self, exc: RetriableError, delay_s: float) -> None:
-        log.warning("%s Retrying in %.1f s.", exc, delay_s)
-        self._metrics.errors.labels(self._instance.name, "unavailable").inc()
+        backoff = 0.5
+        while True:
+            try:
+                return self._publisher.start()
+            except ServiceUnavailableError as exc:
+                self._publisher.close()
+                log.warning("%s Retrying in %.1f s.", exc, backoff)
+                self._metrics.errors.labels(self._instance.name, "unavailable").inc()
+                if self._stop.wait(backoff):
+                    return None
+                backoff = min(backoff * 2, self._settings.reconnect_backoff_max_s)
 
     def _run_streams(self) -> None:
-
-        def failed(exc: RetriableError, delay_s: float) -> None:
-            self._publisher.abort()
-            self._unavailable(exc, delay_s)
-
-        while not self._stop.is_set():
-            try:
-                # Kafka or MySQL away: the policy waits and streams again; a round that
-                # ends without such an error starts the back-off afresh.
-                self._retry_policy().call(self._stream_round, stop=self._stop, on_retry=failed)
-            except RetryCancelled:
-                break
-
-    def _stream_round(self) -> None:
-        """Stream from the committed position until stopped or an error; what needs no
-        waiting (a config switch, a bad switched connection, an aborted transaction) is
-        handled here, a ``RetriableError`` goes to the retry policy."""
         assert self.committed is not None
+        backoff = 0.5
         while not self._stop.is_set():
             try:
                 self._stream(self.committed)
-                return
+                backoff = 0.5
             except _ConfigSwitch as switch:
                 self._apply(switch.config, switch.diff)
-                return
+                backoff = 0.5
             except ConfigError as exc:
                 if not self._connection_switched or self._config is None:
                     raise
@@ -304,11 +277,16 @@ class Collector:
                 newer = self._wait_for_newer_config()
                 if newer is not None:
                     self._apply(newer, diff_configs(self._config, newer))
-                return
             except AbortedError as exc:
-                # At once, without back-off (and without starting it afresh).
                 log.warning("%s; resuming from the last committed position", exc)
                 self._publisher.abort()
+            except ServiceUnavailableError as exc:
+                self._publisher.abort()
+                log.warning("%s Retrying in %.1f s.", exc, backoff)
+                self._metrics.errors.labels(self._instance.name, "unavailable").inc()
+                if self._stop.wait(backoff):
+                    break
+                backoff = min(backoff * 2, self._settings.reconnect_backoff_max_s)
 
     # -- live config changes (collector.config_source: webui) ---------------------------------
     @property

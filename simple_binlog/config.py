@@ -34,6 +34,7 @@ from pydantic_settings import (
 
 from simple_binlog.errors import ConfigError
 from simple_binlog.governance.model import GovernanceSettings
+from simple_binlog.patterns import check_pattern
 from simple_binlog.routing import ShardRule
 
 CONFIG_ENV_VAR = "CDC_MIRROR_CONFIG"
@@ -48,11 +49,6 @@ LOCAL_PORTS = {
     "zookeeper": 32181,
     "redis": 36379,
     "postgresql": 35432,
-    # Kudu's defaults (7051/8051 master, 7050/8050 tablet server) behind a 3, as above.
-    "kudu_master": 37051,
-    "kudu_master_web": 38051,
-    "kudu_tserver": 37050,
-    "kudu_tserver_web": 38050,
 }
 # Passwords of the local stack only. Refused for any host that is not loopback.
 LOCAL_PASSWORDS = frozenset({"cdc-local", "cdc-admin-local", "cdc-pg-local"})
@@ -64,12 +60,11 @@ INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 
 def check_patterns(value: list[str]) -> list[str]:
-    """Validate include/exclude regexes (a pydantic validator's body: ValueError names one)."""
+    """Validate include/exclude regexes (a pydantic validator's body: ValueError names one).
+
+    Invalid or too costly patterns are refused (``simple_binlog.patterns``)."""
     for pattern in value:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+        check_pattern(pattern)
     return value
 
 
@@ -264,8 +259,7 @@ class ReplaySettings(_Section):
 
 
 _COLUMN_NAME = re.compile(r"^[A-Za-z0-9_$]{1,64}$")
-MirrorTarget = Literal["hive", "warehouse", "redis", "kudu"]
-# A table mirror's targets when it names none. Kudu is opted into per table (``targets:``).
+MirrorTarget = Literal["hive", "warehouse", "redis"]
 ALL_TARGETS: tuple[MirrorTarget, ...] = ("hive", "warehouse", "redis")
 
 
@@ -408,56 +402,6 @@ class MirrorSettings(_Section):
         return value
 
 
-class KuduSettings(_Section):
-    """The Kudu target (``targets: [kudu]`` on a table mirror): where its masters are and how
-    its tables are made. The local stack runs one master and one tablet server (test
-    binaries); a deployment points ``masters`` at its own Kudu cluster."""
-
-    masters: list[str] = Field(
-        default_factory=lambda: [f"127.0.0.1:{LOCAL_PORTS['kudu_master']}"], min_length=1
-    )
-    # Kudu table name = prefix + logical table name.
-    table_prefix: str = "cdc_mirror."
-    # Tables are hash-partitioned on the whole key into this many tablets (Kudu needs >= 2).
-    hash_buckets: int = Field(4, ge=2, le=1024)
-    # Replicas of each tablet: 1 on the local stack, 3 (or 5) on a real cluster.
-    replicas: int = Field(1, ge=1, le=7)
-    # How long one client call (a batch's scan or flush, a DDL) may take before it fails.
-    operation_timeout_s: float = Field(30.0, gt=0)
-    # The Java client's jars (a folder); default: <stack.home>/jars/kudu, resolved by the stack.
-    client_jars: Path | None = None
-    jvm_heap: str = "512m"
-
-    @field_validator("masters")
-    @classmethod
-    def _host_ports(cls, value: list[str]) -> list[str]:
-        for master in value:
-            if not re.fullmatch(r"[A-Za-z0-9.-]+:\d{1,5}", master):
-                raise ValueError(f"{master!r} is not host:port")
-        return value
-
-    @field_validator("table_prefix")
-    @classmethod
-    def _prefix(cls, value: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9_.:-]{0,100}", value):
-            raise ValueError("must be letters, digits, '_', '.', ':' or '-' (at most 100)")
-        return value
-
-    @field_validator("replicas")
-    @classmethod
-    def _odd(cls, value: int) -> int:
-        if value % 2 == 0:
-            raise ValueError("must be odd (Raft needs a majority)")
-        return value
-
-    @field_validator("jvm_heap")
-    @classmethod
-    def _heap(cls, value: str) -> str:
-        if not re.fullmatch(r"\d+[kmg]", value):
-            raise ValueError("must be a JVM size such as 512m or 2g")
-        return value
-
-
 class StreamWriterSettings(_Section):
     """The lake writer (Kafka → ``<lake>/<database>.db/<logical table>/dt=…``), PySpark."""
 
@@ -573,7 +517,6 @@ class Settings(BaseSettings):
     merge: MergeSettings = MergeSettings()
     replay: ReplaySettings = ReplaySettings()
     mirror: MirrorSettings = MirrorSettings()
-    kudu: KuduSettings = KuduSettings()
     stack: StackSettings = StackSettings()
     webui: WebUISettings = WebUISettings()
     shard_rules: list[ShardRule] = Field(default_factory=lambda: [ShardRule()])

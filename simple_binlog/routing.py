@@ -9,10 +9,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from simple_binlog.errors import ConfigError
+from simple_binlog.patterns import compile_pattern
+
+if TYPE_CHECKING:
+    from simple_binlog.patterns import Matcher
 
 _LOGICAL_NAME = re.compile(r"^[a-z0-9_]{1,128}$")
 
@@ -28,22 +33,20 @@ class ShardRule(BaseModel):
     @field_validator("schema_pattern", "table_pattern")
     @classmethod
     def _compiles_with_group(cls, value: str, info: object) -> str:
-        try:
-            compiled = re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"is not a valid regular expression: {exc}") from None
+        # Bounded for Spark's Java regexes too (stream_writer.transform runs these patterns).
+        compiled = compile_pattern(value)
         group = "db" if getattr(info, "field_name", "") == "schema_pattern" else "table"
         if group not in compiled.groupindex:
             raise ValueError(f"must have a named group (?P<{group}>...)")
         return value
 
     @cached_property
-    def _schema_re(self) -> re.Pattern[str]:
-        return re.compile(self.schema_pattern)
+    def _schema_re(self) -> Matcher:
+        return compile_pattern(self.schema_pattern)
 
     @cached_property
-    def _table_re(self) -> re.Pattern[str]:
-        return re.compile(self.table_pattern)
+    def _table_re(self) -> Matcher:
+        return compile_pattern(self.table_pattern)
 
     def match(self, schema: str, table: str) -> LogicalTable | None:
         db_match = self._schema_re.fullmatch(schema)

@@ -7,7 +7,10 @@ collectors will receive it (two policies for one column, a rule naming a missing
 table, ``drop`` on a key column, …), each problem as one sentence. A change bumps the set's
 ``version`` and every instance's ``version``, so each collector's config etag changes and the
 collectors apply the new set without a restart. The hash salt is not part of the set: each
-collector or replay has its own in its config file, and the admin never sees it.
+collector or replay has its own in its config file, and the admin never sees it. Nor can an
+admin make a host run code: a validator or recrypt function must be built in or listed in
+``governance.allowed_functions`` of the web admin's own config file (and, when loaded, of the
+collector's).
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ from __future__ import annotations
 import csv
 import io
 import logging
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from simple_binlog.config import TableMirror
+from simple_binlog.config import Settings, TableMirror
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.governance import (
     BUILTIN_DETECTORS,
@@ -33,6 +37,7 @@ from simple_binlog.governance import (
     StandardiseRule,
     describe_governance_error,
 )
+from simple_binlog.governance.functions import FunctionNotAllowedError, FunctionRegistry
 from webui import admin
 from webui.lineage_map import ColumnTreatment
 from webui.models import (
@@ -301,9 +306,29 @@ def save_state(db: Session, actor: str, data: GovernanceStateIn) -> GovernanceSt
     return row
 
 
+def functions(settings: Settings) -> FunctionRegistry:
+    """The code rules may name: the built-ins and the web admin's own config's allow-list."""
+    return FunctionRegistry(settings.governance.allowed_functions)
+
+
+def _allowed(check: Callable[[str], None], field: str, name: str | None) -> None:
+    """Refuse code the web admin's own config does not allow (the collectors refuse it too)."""
+    if name is None:
+        return
+    try:
+        check(name)
+    except FunctionNotAllowedError as exc:
+        raise admin.Problems([f"{field}: {exc}."]) from None
+
+
 def save_detector(
-    db: Session, actor: str, rule: DetectorRule, existing: str | None = None
+    db: Session,
+    actor: str,
+    rule: DetectorRule,
+    functions: FunctionRegistry,
+    existing: str | None = None,
 ) -> DetectorRuleRow:
+    _allowed(functions.check_validator, "validator", rule.validator)
     row = db.scalar(select(DetectorRuleRow).where(DetectorRuleRow.name == (existing or rule.name)))
     if existing is None and row is not None:
         raise admin.Problems([f"a detector rule named {rule.name!r} exists already."])
@@ -373,9 +398,15 @@ def delete_policy(db: Session, actor: str, table: str, column: str) -> None:
 
 
 def save_standardise(
-    db: Session, keys: Keys, schemas: SchemaSource, actor: str, rule: StandardiseRule
+    db: Session,
+    keys: Keys,
+    schemas: SchemaSource,
+    actor: str,
+    rule: StandardiseRule,
+    functions: FunctionRegistry,
 ) -> StandardiseRuleRow:
     """Create or replace the standardisation rule of ``rule.table``/``rule.column``."""
+    _allowed(functions.check_transform, "function", rule.function)
     problems = _column_problems(db, keys, schemas, rule.table, rule.column, dropping=False)
     if problems:
         raise admin.Problems(problems)

@@ -63,14 +63,14 @@ def list_detectors(db: DB, _: Reader) -> list[DetectorRule]:
 @router.post(
     "/governance/detectors", response_model=DetectorRule, status_code=201, tags=["governance"]
 )
-def create_detector(data: DetectorRule, db: DB, who: Editor) -> DetectorRule:
-    governance.save_detector(db, who.name, data)
+def create_detector(data: DetectorRule, db: DB, ctx: Ctx, who: Editor) -> DetectorRule:
+    governance.save_detector(db, who.name, data, governance.functions(ctx.settings))
     return data
 
 
 @router.put("/governance/detectors/{name}", response_model=DetectorRule, tags=["governance"])
-def update_detector(name: str, data: DetectorRule, db: DB, who: Editor) -> DetectorRule:
-    governance.save_detector(db, who.name, data, existing=name)
+def update_detector(name: str, data: DetectorRule, db: DB, ctx: Ctx, who: Editor) -> DetectorRule:
+    governance.save_detector(db, who.name, data, governance.functions(ctx.settings), existing=name)
     return data
 
 
@@ -107,7 +107,9 @@ def list_standardise(db: DB, _: Reader) -> list[StandardiseRule]:
 @router.put("/governance/standardise", response_model=StandardiseRule, tags=["governance"])
 def put_standardise(data: StandardiseRule, db: DB, ctx: Ctx, who: Editor) -> StandardiseRule:
     """Create or replace the standardisation of ``table``/``column``."""
-    governance.save_standardise(db, ctx.keys, ctx.schemas, who.name, data)
+    governance.save_standardise(
+        db, ctx.keys, ctx.schemas, who.name, data, governance.functions(ctx.settings)
+    )
     return data
 
 

@@ -125,7 +125,9 @@ def save_settings_form(request: Request, db: DB, who: PageUser, form: EditForm) 
 
 
 @router.post("/governance/detectors")
-def save_detector_form(request: Request, db: DB, who: PageUser, form: EditForm) -> Response:
+def save_detector_form(
+    request: Request, db: DB, ctx: Ctx, who: PageUser, form: EditForm
+) -> Response:
     existing = _optional(form, "existing")
     values = {
         "name": _text(form, "name"),
@@ -142,7 +144,11 @@ def save_detector_form(request: Request, db: DB, who: PageUser, form: EditForm) 
         "detector",
         typed,
         lambda: governance.save_detector(
-            db, who.name, DetectorRule.model_validate(values), existing=existing
+            db,
+            who.name,
+            DetectorRule.model_validate(values),
+            governance.functions(ctx.settings),
+            existing=existing,
         ),
         "/governance#detectors",
     )
@@ -219,7 +225,12 @@ def save_standardise_form(
         "standardise",
         values,
         lambda: governance.save_standardise(
-            db, ctx.keys, ctx.schemas, who.name, StandardiseRule.model_validate(values)
+            db,
+            ctx.keys,
+            ctx.schemas,
+            who.name,
+            StandardiseRule.model_validate(values),
+            governance.functions(ctx.settings),
         ),
         "/governance#standardise",
     )

@@ -23,14 +23,18 @@ User rules run their own regex on every scanned string: give them a literal to a
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import ipaddress
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from simple_binlog.errors import ConfigError
 from simple_binlog.governance.model import BUILTIN_DETECTORS, DetectorRule
+from simple_binlog.patterns import compile_pattern
+
+if TYPE_CHECKING:
+    from simple_binlog.governance.functions import FunctionRegistry
+    from simple_binlog.patterns import Matcher
 
 Validator = Callable[[str], bool]
 
@@ -122,19 +126,6 @@ BUILTIN_VALIDATOR_FUNCTIONS: dict[str, Validator] = {
 }
 
 
-def load_callable(dotted: str, what: str) -> Callable[..., object]:
-    """Import ``pkg.module:function``; ConfigError with one sentence when that fails."""
-    module_name, _, attribute = dotted.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"the {what} {dotted!r} cannot be imported ({exc}).") from None
-    function = getattr(module, attribute, None)
-    if not callable(function):
-        raise ConfigError(f"the {what} {dotted!r} is not a function of {module_name}.")
-    return function  # type: ignore[no-any-return]
-
-
 # -- detectors -----------------------------------------------------------------------------
 
 
@@ -150,7 +141,7 @@ class Detection:
 @dataclass(frozen=True, slots=True)
 class RegexDetector:
     name: str
-    pattern: re.Pattern[str]
+    pattern: Matcher  # a user rule's on RE2 (``simple_binlog.patterns``)
     validator: Validator | None
     # What the text must hold before the regex runs: a substring or a cheap regex (None: the
     # regex always runs).
@@ -222,16 +213,11 @@ def _builtin(name: str) -> RegexDetector:
     return RegexDetector(name, re.compile(pattern), validator, gate)
 
 
-def _user(rule: DetectorRule, load: Callable[[str, str], Callable[..., object]]) -> RegexDetector:
+def _user(rule: DetectorRule, functions: FunctionRegistry) -> RegexDetector:
     validator: Validator | None = None
     if rule.validator is not None:
-        builtin = BUILTIN_VALIDATOR_FUNCTIONS.get(rule.validator)
-        if builtin is not None:
-            validator = builtin
-        else:
-            loaded = load(rule.validator, f"validator of detector {rule.name!r}")
-            validator = lambda text, f=loaded: bool(f(text))  # noqa: E731
-    return RegexDetector(rule.name, re.compile(rule.pattern), validator)
+        validator = functions.validator(rule.validator, f"validator of detector {rule.name!r}")
+    return RegexDetector(rule.name, compile_pattern(rule.pattern), validator)
 
 
 class DetectorSet:
@@ -261,14 +247,20 @@ class DetectorSet:
         cls,
         builtin: Sequence[str],
         rules: Sequence[DetectorRule],
-        load: Callable[[str, str], Callable[..., object]] = load_callable,
+        functions: FunctionRegistry | None = None,
     ) -> DetectorSet:
         """Built-ins in their priority order, then the enabled user rules in list order.
 
-        ``load`` imports dotted-path validators (ConfigError when one cannot be imported).
+        ``functions`` resolves the rules' validators (default: the built-ins only); a
+        ConfigError with one sentence when one is not allowed or cannot be imported.
         """
+        if functions is None:
+            # Imported here: the registry holds this module's built-in validators.
+            from simple_binlog.governance.functions import FunctionRegistry  # noqa: PLC0415
+
+            functions = FunctionRegistry()
         chosen = [_builtin(name) for name in BUILTIN_DETECTORS if name in builtin]
-        chosen += [_user(rule, load) for rule in rules if rule.enabled]
+        chosen += [_user(rule, functions) for rule in rules if rule.enabled]
         return cls(chosen)
 
     def scan(self, text: str) -> list[Detection]:

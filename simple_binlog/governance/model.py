@@ -8,8 +8,9 @@ a file, imports a plug-in or talks to a service.
 How the web admin serves a policy set: a ``GovernanceSettings`` whose ``detectors``,
 ``policies``, ``lookup_tables``, ``standardise``, ``default_action``, ``enabled`` and
 ``version`` are filled in. The fields that only make sense locally (``source``, ``webui``,
-``hash_salt``) are ignored by the receiving collector: the salt never leaves the config file
-of the process that hashes, so the admin database never holds it.
+``hash_salt``, ``allowed_functions``) are ignored by the receiving collector: the salt never
+leaves the config file of the process that hashes, so the admin database never holds it, and
+which plug-in code may run is the receiving host's operator's decision alone.
 """
 
 from __future__ import annotations
@@ -32,13 +33,15 @@ from pydantic import (
 )
 
 from simple_binlog.errors import ContractError
+from simple_binlog.patterns import compile_pattern
 
 # The built-in detectors, in priority order: when two match overlapping text, the first wins
 # (an 18-digit PRC ID that happens to pass Luhn is an ID, not a bank card).
 BUILTIN_DETECTORS: tuple[str, ...] = ("prc_id", "bank_card", "cn_mobile", "email", "ipv4", "ipv6")
 
 # Validators a user rule may name without writing code; a dotted path 'pkg.module:function'
-# (a ``Callable[[str], bool]``) names any other.
+# (a ``Callable[[str], bool]``) names any other, which runs only where the config file of the
+# process lists it in ``governance.allowed_functions`` (``governance.functions``).
 BUILTIN_VALIDATORS: tuple[str, ...] = ("luhn", "prc_id", "ipv4", "ipv6", "ip", "email")
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -67,10 +70,7 @@ class _Model(BaseModel):
 
 
 def _check_regex(value: str) -> str:
-    try:
-        compiled = re.compile(value)
-    except re.error as exc:
-        raise ValueError(f"{value!r} is not a valid regular expression: {exc}") from None
+    compiled = compile_pattern(value)  # UnsafePatternError, a ValueError, when too costly
     if compiled.match(""):
         raise ValueError(f"{value!r} matches the empty string, so it would match everywhere")
     return value
@@ -80,8 +80,9 @@ class DetectorRule(_Model):
     """A user detector: a regex finds candidates, an optional validator confirms each one.
 
     ``validator`` is a built-in name (``BUILTIN_VALIDATORS``) or a dotted path
-    ``pkg.module:function`` to a ``Callable[[str], bool]`` imported when the policy set is
-    loaded. Rules are tried after the built-in detectors, in list order.
+    ``pkg.module:function`` to a ``Callable[[str], bool]``, imported when the policy set is
+    loaded if the loading process's ``governance.allowed_functions`` lists it. Rules are
+    tried after the built-in detectors, in list order.
     """
 
     name: str
@@ -165,7 +166,8 @@ class StandardiseRule(_Model):
     ``kind: lookup`` maps the value through the lookup table ``lookup``; a value not in the
     table is kept (``on_missing: keep``, counted) or becomes NULL (``null``).
     ``kind: recrypt`` passes the value to ``function`` (``pkg.module:function``, a
-    ``Callable[[str], str]``, imported and checked when the policy set is loaded), e.g. to
+    ``Callable[[str], str]``, imported when the policy set is loaded if the loading process's
+    ``governance.allowed_functions`` lists it), e.g. to
     turn ciphertext of an old scheme into the new one. NULL stays NULL in both.
     """
 
@@ -262,6 +264,18 @@ class GovernanceSettings(_Model):
     # HMAC key of 'hash'; required when any policy (or the default) hashes. Set the same salt
     # on every collector and replay so hashed values join across them.
     hash_salt: SecretStr | None = None
+    # Plug-in functions ('pkg.module:function') validators and recrypt rules may name besides
+    # the built-ins. Local like the salt: only this host's config file sets it, so the web
+    # admin (whose policy sets are served to every collector) can never name code to run.
+    allowed_functions: list[str] = Field(default_factory=list)
+
+    @field_validator("allowed_functions")
+    @classmethod
+    def _function_paths(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if not _DOTTED_PATH.match(path):
+                raise ValueError(f"{path!r} is not a dotted path like 'mypkg.crypto:old_to_new'")
+        return value
 
     @field_validator("builtin_detectors")
     @classmethod
@@ -303,6 +317,8 @@ class GovernanceSettings(_Model):
         # A set received from the web admin has no salt: the receiver's own config holds it
         # (compile_governance refuses a hashing set when the receiver has none).
         received = bool(info.context and info.context.get("received"))
+        if received and self.allowed_functions:
+            raise ValueError("a served policy set cannot set 'allowed_functions'")
         if self.enabled and hashes and self.hash_salt is None and not received:
             raise ValueError("a policy hashes values but 'hash_salt' is not set")
         if self.hash_salt is not None and len(self.hash_salt.get_secret_value()) < 16:
@@ -327,7 +343,7 @@ class GovernanceSettings(_Model):
     def policy_set(self, received: GovernanceSettings) -> GovernanceSettings:
         """This process's settings with the policy set ``received`` from the web admin.
 
-        The local fields (source, webui, hash_salt) stay as configured here.
+        The local fields (source, webui, hash_salt, allowed_functions) stay as configured here.
         """
         return self.model_copy(
             update={
@@ -353,7 +369,9 @@ class GovernanceSettings(_Model):
     def published_policy_set(self) -> dict[str, Any]:
         """The JSON the web admin serves: the policy set without the local fields."""
         return self.model_dump(
-            mode="json", exclude={"source", "webui", "hash_salt"}, exclude_defaults=False
+            mode="json",
+            exclude={"source", "webui", "hash_salt", "allowed_functions"},
+            exclude_defaults=False,
         )
 
 

@@ -22,12 +22,11 @@ that transaction is aborted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from simple_binlog.errors import CdcMirrorError, ConfigError
-from simple_binlog.governance.detectors import Detection, DetectorSet, load_callable
+from simple_binlog.governance.detectors import Detection, DetectorSet
+from simple_binlog.governance.functions import FunctionRegistry
 from simple_binlog.governance.model import (
     ColumnPolicy,
     DetectionRecord,
@@ -384,16 +383,17 @@ def compile_governance(
     settings: GovernanceSettings,
     router: ShardRouter,
     instance: str,
-    load: Callable[[str, str], Callable[..., Any]] = load_callable,
 ) -> Governance | None:
     """The policy set ready to apply, or None when governance is off.
 
-    Imports recrypt plug-ins and dotted-path validators with ``load``; raises ConfigError
-    with one sentence when one cannot be loaded.
+    Imports the recrypt plug-ins and dotted-path validators that ``settings.allowed_functions``
+    (this process's own config) lists; raises ConfigError with one sentence when one is not
+    listed (nothing is imported then) or cannot be loaded.
     """
     if not settings.enabled:
         return None
-    detectors = DetectorSet.build(settings.builtin_detectors, settings.detectors, load)
+    functions = FunctionRegistry(settings.allowed_functions)
+    detectors = DetectorSet.build(settings.builtin_detectors, settings.detectors, functions)
     lookups = {table.name: table for table in settings.lookup_tables}
     standardise: dict[tuple[str, str], Transform] = {}
     for rule in settings.standardise:
@@ -402,7 +402,8 @@ def compile_governance(
             standardise[(rule.table, rule.column)] = lookup_transform(rule, lookups[rule.lookup])
         else:
             assert rule.function is not None
-            function = load(rule.function, f"recrypt function of {rule.table}.{rule.column}")
+            what = f"recrypt function of {rule.table}.{rule.column}"
+            function = functions.transform(rule.function, what)
             standardise[(rule.table, rule.column)] = recrypt_transform(rule, function)
     salt = settings.hash_salt
     hashes = settings.default_action is PolicyAction.HASH or any(

@@ -18,6 +18,7 @@ from simple_binlog.governance.detectors import (
     prc_id_check_character,
     prc_id_valid,
 )
+from simple_binlog.governance.functions import FunctionRegistry
 from tests.unit.governance.planted import VALID, near_misses
 
 ALL = DetectorSet.build(list(BUILTIN_DETECTORS), [])
@@ -124,7 +125,8 @@ def test_user_rule_with_a_plugin_validator() -> None:
         pattern=r"ORD-[0-9]{6}",
         validator="tests.unit.governance.plugins:is_order_code",
     )
-    detectors = DetectorSet.build([], [rule])
+    allowed = FunctionRegistry(["tests.unit.governance.plugins:is_order_code"])
+    detectors = DetectorSet.build([], [rule], allowed)
     assert [d.detector for d in detectors.scan("ORD-000011 ORD-000001")] == ["order_code"]
 
 
@@ -146,5 +148,5 @@ def test_a_plugin_validator_that_cannot_be_loaded_is_one_sentence(
 ) -> None:
     rule = DetectorRule(name="x", pattern="x", validator=validator)
     with pytest.raises(ConfigError, match=sentence) as caught:
-        DetectorSet.build([], [rule])
+        DetectorSet.build([], [rule], FunctionRegistry([validator]))
     assert "\n" not in str(caught.value)

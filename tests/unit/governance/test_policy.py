@@ -290,6 +290,7 @@ def test_recrypt_plugin() -> None:
                 "function": "tests.unit.governance.plugins:old_to_new",
             }
         ],
+        allowed_functions=["tests.unit.governance.plugins:old_to_new"],
     )
     out = governance.apply(_message(_row(note="old:abc")))
     assert out.content["note"] == "new:cba"
@@ -308,6 +309,7 @@ def test_a_failing_recrypt_plugin_is_one_sentence(function: str, sentence: str) 
         standardise=[
             {"table": "shop_users", "column": "note", "kind": "recrypt", "function": function}
         ],
+        allowed_functions=[function],
     )
     with pytest.raises(TransformFailedError, match=sentence) as caught:
         governance.apply(_message(_row(note="old:secret-value")))
@@ -325,6 +327,7 @@ def test_a_recrypt_plugin_that_cannot_be_imported_stops_compiling() -> None:
                     "function": "no_such_module.x:y",
                 }
             ],
+            allowed_functions=["no_such_module.x:y"],
         )
 
 
