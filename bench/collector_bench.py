@@ -28,7 +28,7 @@ from collector.publisher import KafkaPublisher
 from collector.reader import ServerPosition, connect, server_position
 from collector.service import Collector, tune_gc
 from simple_binlog.config import Settings, load_settings
-from simple_binlog.kafka import topic_name
+from simple_binlog.naming import topic_name
 from stack.manager import LocalStack
 
 DB = "bench_collector"
@@ -187,7 +187,7 @@ def _receiver(kafka, topic: str, total: int, ready, writers_done, results) -> No
     import orjson
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    from simple_binlog.kafka import consumer_config
+    from cdc_platform.kafka import consumer_config
 
     consumer = Consumer(consumer_config(kafka, group_id=f"bench-{uuid.uuid4().hex[:6]}"))
     partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions

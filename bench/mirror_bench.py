@@ -256,7 +256,7 @@ def _produce_stamped(kafka, topic: str, total: int, rate: int, keys: int) -> Non
     """``total`` updates at ``rate`` per second, each stamped with the time it is sent."""
     from confluent_kafka import Producer
 
-    from simple_binlog.kafka import producer_config
+    from cdc_platform.kafka import producer_config
     from simple_binlog.message import EventType, SimpleBinlog, Source
     from simple_binlog.routing import partition_key
 
@@ -289,11 +289,12 @@ def _produce_stamped(kafka, topic: str, total: int, rate: int, keys: int) -> Non
 def bench_freshness(settings: Settings, args: argparse.Namespace) -> Figure | None:
     import threading
 
+    from cdc_platform.kafka import ensure_topic
     from mirror.applier import ApplyResult
     from mirror.consumer import MirrorConsumer
     from mirror.metrics import MirrorMetrics
     from mirror.plan import ChangeRouter
-    from simple_binlog.kafka import ensure_topic, topic_name
+    from simple_binlog.naming import topic_name
     from simple_binlog.routing import ShardRouter
 
     tag = uuid.uuid4().hex[:6]
@@ -479,7 +480,7 @@ def _drop_run_data(settings: Settings, redis_prefix: str, kafka: KafkaSettings) 
     _drop_redis_keys(settings, redis_prefix)
     from confluent_kafka.admin import AdminClient
 
-    from simple_binlog.kafka import admin_config
+    from cdc_platform.kafka import admin_config
 
     admin = AdminClient(admin_config(kafka))
     listed = admin.list_topics(timeout=10).topics

@@ -41,8 +41,8 @@ from confluent_kafka import Producer
 
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
+from cdc_platform.kafka import ensure_topic, producer_config
 from simple_binlog.config import Settings, load_settings
-from simple_binlog.kafka import ensure_topic, producer_config
 from simple_binlog.spark import build_session
 from stream_writer import localfs
 
@@ -84,7 +84,7 @@ def produce(settings: Settings, topic: str, messages: int, tables: int, hot: int
 def delete_topic(settings: Settings, topic: str) -> None:
     from confluent_kafka.admin import AdminClient
 
-    from simple_binlog.kafka import admin_config
+    from cdc_platform.kafka import admin_config
     AdminClient(admin_config(settings.kafka)).delete_topics([topic], operation_timeout=30)
 
 

@@ -106,6 +106,9 @@ def _print_status(local: object) -> bool:
         table.add_column(column)
     all_healthy = True
     for status in local.status():
+        if not status.configured and not status.running:
+            table.add_row(status.name, str(status.port or "-"), "[dim]not configured[/]", "no")
+            continue
         all_healthy &= status.healthy
         table.add_row(
             status.name,
@@ -350,7 +353,9 @@ app.add_typer(mirror_app, name="mirror")
 
 @mirror_app.command("run")
 def mirror_run(
-    target: Annotated[str, typer.Option(help="Where to apply the stream: redis or warehouse.")],
+    target: Annotated[
+        str, typer.Option(help="Where to apply the stream: redis, warehouse or kudu.")
+    ],
     instance: Annotated[
         str | None, typer.Option(help="Only this MySQL instance's topic (default: all).")
     ] = None,

@@ -30,7 +30,6 @@ import logging
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,9 +39,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from cdc_platform.kafka import ReadStalledError, UnknownTopicError, read_to_end
+from cdc_platform.retry import RetryPolicy
 from simple_binlog.config import Settings, TableMirror, load_settings
-from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
-from simple_binlog.kafka import consumer_config, topic_name
+from simple_binlog.errors import (
+    CdcMirrorError,
+    ConfigError,
+    RetriableError,
+    ServiceUnavailableError,
+)
+from simple_binlog.naming import topic_name
 from simple_binlog.routing import ShardRouter
 from simple_binlog.values import ColumnType, JsonScalar, Kind, decode, encode, parse_column_type
 
@@ -820,75 +826,44 @@ def kafka_coordinates(
 
     A broker that does not answer (e.g. restarting) is waited for: the read starts over,
     up to ``attempts`` times, before it fails with one sentence."""
-    from confluent_kafka import KafkaException  # noqa: PLC0415
+    policy = RetryPolicy(first_delay_s=5.0, max_delay_s=30.0, max_attempts=attempts)
 
-    for attempt in range(1, attempts + 1):
-        try:
-            return _read_coordinates(settings, mirror, idle_timeout_s)
-        except KafkaException as exc:
-            reason = exc.args[0].str()
-            if attempt == attempts:
-                raise ServiceUnavailableError(
-                    f"Kafka at {settings.kafka.bootstrap_servers} did not answer while the "
-                    f"topic of {mirror.name} was read ({reason})."
-                ) from None
-            wait_s = min(30.0, 5.0 * attempt)
-            log.warning("Kafka did not answer (%s); reading again in %.0f s", reason, wait_s)
-            time.sleep(wait_s)
-    raise AssertionError("unreachable")  # the loop returns or raises
+    def reading_again(exc: RetriableError, delay_s: float) -> None:
+        log.warning("%s Reading again in %.0f s.", exc, delay_s)
+
+    try:
+        return policy.call(
+            lambda: _read_coordinates(settings, mirror, idle_timeout_s), on_retry=reading_again
+        )
+    except ServiceUnavailableError as exc:
+        raise ServiceUnavailableError(
+            f"Kafka at {settings.kafka.bootstrap_servers} did not answer while the "
+            f"topic of {mirror.name} was read ({exc})."
+        ) from exc
 
 
 def _read_coordinates(
     settings: Settings, mirror: TableMirror, idle_timeout_s: float
 ) -> list[tuple[str, int, int, int | None]]:
-    from confluent_kafka import Consumer, KafkaError, TopicPartition  # noqa: PLC0415
-
     router = ShardRouter(list(settings.shard_rules))
     topic = topic_name(settings.kafka, mirror.instance)
-    config = consumer_config(settings.kafka, group_id=f"cdc-verify-{uuid.uuid4().hex[:8]}")
-    config.update({"enable.auto.commit": False, "enable.partition.eof": True})
-    consumer = Consumer(config)
     found: list[tuple[str, int, int, int | None]] = []
+    records = read_to_end(
+        settings.kafka,
+        topic,
+        group_id=f"cdc-verify-{uuid.uuid4().hex[:8]}",
+        idle_timeout_s=idle_timeout_s,
+    )
     try:
-        metadata = consumer.list_topics(topic, timeout=30)
-        if metadata.topics[topic].error is not None:
-            raise VerifyError(
-                f"Kafka topic {topic} cannot be read ({metadata.topics[topic].error})."
-            )
-        partitions = sorted(metadata.topics[topic].partitions)
-        ends: dict[int, int] = {}
-        for partition in partitions:
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
-            ends[partition] = high
-        open_partitions = {p for p in partitions if ends[p] > 0}
-        consumer.assign([TopicPartition(topic, p, 0) for p in open_partitions])
-        deadline = time.monotonic() + idle_timeout_s
-        while open_partitions:
-            if time.monotonic() > deadline:
-                raise VerifyError(
-                    f"reading {topic} stalled with partitions {sorted(open_partitions)} unread."
-                )
-            for record in consumer.consume(5000, 1.0):
-                error = record.error()
-                partition = record.partition() or 0
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        if (record.offset() or 0) >= ends[partition]:
-                            open_partitions.discard(partition)
-                        continue
-                    raise VerifyError(f"reading {topic} failed ({error.str()}).")
-                deadline = time.monotonic() + idle_timeout_s
-                key = (record.key() or b"").decode()
-                schema, _, table = key.partition(".")
-                if not _routes_to(router, schema, table, mirror.name):
-                    continue
-                document = orjson.loads(record.value() or b"null")
-                change = None if document.get("source") == "MOCK" else int(document["binlogOffset"])
-                found.append((topic, partition, record.offset() or 0, change))
-                if (record.offset() or 0) + 1 >= ends[partition]:
-                    open_partitions.discard(partition)
-    finally:
-        consumer.close()
+        for record in records:
+            schema, _, table = (record.key or b"").decode().partition(".")
+            if not _routes_to(router, schema, table, mirror.name):
+                continue
+            document = orjson.loads(record.value or b"null")
+            change = None if document.get("source") == "MOCK" else int(document["binlogOffset"])
+            found.append((topic, record.partition, record.offset, change))
+    except (UnknownTopicError, ReadStalledError) as exc:
+        raise VerifyError(f"Kafka topic {topic} cannot be read to its end ({exc}).") from exc
     return found
 
 

@@ -13,6 +13,7 @@ ZooKeeper session, and steps down by itself.
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import threading
@@ -23,10 +24,19 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import CancelledError, KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
+from cdc_platform.retry import RetryCancelled, RetryPolicy
 from simple_binlog.config import ZooKeeperSettings
-from simple_binlog.errors import ServiceUnavailableError
+from simple_binlog.errors import RetriableError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
+
+# ZooKeeper away: connect again about every second (jittered), until shutdown.
+_RECONNECT = RetryPolicy(first_delay_s=1.0, max_delay_s=1.0)
+
+
+def _log_retry(exc: RetriableError, delay_s: float) -> None:
+    log.warning("%s Retrying in %.1f s.", exc, delay_s)
+
 
 LeaderWork = Callable[[threading.Event, int], None]
 
@@ -67,10 +77,10 @@ class LeaderElection:
         while not shutdown.is_set():
             lost = threading.Event()
             try:
-                client = self._connect(lost)
-            except ServiceUnavailableError as exc:
-                log.warning("%s Retrying.", exc)
-                shutdown.wait(1.0)
+                client = _RECONNECT.call(
+                    functools.partial(self._connect, lost), stop=shutdown, on_retry=_log_retry
+                )
+            except RetryCancelled:
                 continue
             election = client.Election(f"{self._base}/election", self.identifier)
             # A standby waits inside the election: cancel it on shutdown so it exits at once.

@@ -17,32 +17,47 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, NoReturn
 
 import orjson
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 
+from cdc_platform.kafka import (
+    KafkaFatalError,
+    MessageTooLargeError,
+    RetriableRequestError,
+    ensure_topic,
+    kafka_errors,
+    producer_config,
+    read_to_end,
+)
 from collector.encoder import MessageEncoder
 from collector.position import CollectorPosition
+from simple_binlog import errors
 from simple_binlog.config import KafkaSettings
-from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
+from simple_binlog.errors import (
+    CdcMirrorError,
+    FatalError,
+    ServiceUnavailableError,
+    TransactionAbortedError,
+)
 from simple_binlog.governance.model import DetectionRecord, detections_topic
-from simple_binlog.kafka import consumer_config, ensure_topic, producer_config, topic_name
 from simple_binlog.message import SimpleBinlog
+from simple_binlog.naming import topic_name
 from simple_binlog.routing import partition_key
 
 log = logging.getLogger(__name__)
 
 
-class FencedError(CdcMirrorError):
+class FencedError(errors.FencedError):
     """Another collector took over this instance; this one must stop publishing."""
 
 
-class AbortedError(CdcMirrorError):
+class AbortedError(TransactionAbortedError):
     """The open transaction was aborted; resume from the last committed position."""
 
 
-class OversizedMessageError(CdcMirrorError):
+class OversizedMessageError(MessageTooLargeError):
     """One row is larger than the broker accepts."""
 
 
@@ -165,14 +180,15 @@ class KafkaPublisher(Publisher):
         )
         config["error_cb"] = self._on_client_error
         try:
-            self._producer = Producer(config)
-            # Fences every earlier producer of this instance and settles its open transaction.
-            self._producer.init_transactions(self._timeout_s)
-        except KafkaException as exc:
-            raise ServiceUnavailableError(
-                f"Kafka at {self._settings.bootstrap_servers} did not start the collector's "
-                f"transactions ({exc.args[0].str()})."
-            ) from None
+            servers = self._settings.bootstrap_servers
+            with kafka_errors(f"starting the collector's transactions at {servers}"):
+                self._producer = Producer(config)
+                # Fences every earlier producer of this instance and settles its open
+                # transaction.
+                self._producer.init_transactions(self._timeout_s)
+        except CdcMirrorError as exc:
+            # Whatever the new producer met, starting again later is what the service does.
+            raise ServiceUnavailableError(str(exc)) from exc
         return self._load_position()
 
     def close(self) -> None:
@@ -234,18 +250,17 @@ class KafkaPublisher(Publisher):
         )
         while True:
             try:
-                producer.commit_transaction(self._timeout_s)
+                with kafka_errors("committing"):
+                    producer.commit_transaction(self._timeout_s)
                 break
-            except KafkaException as exc:
-                error = exc.args[0]
-                if error.retriable() and not (error.fatal() or error.txn_requires_abort()):
-                    # The outcome is unknown (a timeout, a coordinator moving): committing
-                    # again is the only safe move. Aborting and resuming from the previous
-                    # position would publish this transaction twice if it did commit.
-                    log.warning("Kafka: committing again (%s)", error.str())
-                    continue
+            except RetriableRequestError as exc:
+                # The outcome is unknown (a timeout, a coordinator moving): committing again
+                # is the only safe move. Aborting and resuming from the previous position
+                # would publish this transaction twice if it did commit.
+                log.warning("Kafka: committing again (%s)", exc)
+            except CdcMirrorError as exc:
                 try:
-                    self._raise_for(error, "committing")
+                    self._raise_for(exc, "committing")
                 finally:
                     self._in_transaction = False
         # A successful commit means every message of the transaction was delivered: one that
@@ -258,13 +273,10 @@ class KafkaPublisher(Publisher):
         if self._producer is None or not self._in_transaction:
             return
         try:
-            self._producer.abort_transaction(self._timeout_s)
-        except KafkaException as exc:
-            if exc.args[0].fatal():
-                raise FencedError(
-                    "another collector took over this instance; stepping down."
-                ) from None
-            raise
+            with kafka_errors("aborting the transaction"):
+                self._producer.abort_transaction(self._timeout_s)
+        except FatalError as exc:
+            raise FencedError("another collector took over this instance; stepping down.") from exc
         finally:
             self._in_transaction = False
 
@@ -278,23 +290,24 @@ class KafkaPublisher(Publisher):
         producer = self._require_producer()
         if not self._in_transaction:
             try:
-                producer.begin_transaction()
-            except KafkaException as exc:
-                self._raise_for(exc.args[0], "beginning a transaction")
+                with kafka_errors("beginning a transaction"):
+                    producer.begin_transaction()
+            except CdcMirrorError as exc:
+                self._raise_for(exc, "beginning a transaction")
             self._in_transaction = True
         while True:
             try:
-                producer.produce(topic, key=key, value=value)
+                with kafka_errors("producing"):
+                    producer.produce(topic, key=key, value=value)
                 return
             except BufferError:
                 producer.poll(0.05)  # local queue full: let deliveries drain
-            except KafkaException as exc:
-                error = exc.args[0]
-                if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-                    raise OversizedMessageError(
-                        f"a message of {len(value)} bytes exceeds Kafka's maximum message size."
-                    ) from None
-                self._raise_for(error, "producing")
+            except MessageTooLargeError as exc:
+                raise OversizedMessageError(
+                    f"a message of {len(value)} bytes exceeds Kafka's maximum message size."
+                ) from exc
+            except CdcMirrorError as exc:
+                self._raise_for(exc, "producing")
 
     def _on_client_error(self, error: KafkaError) -> None:
         # Broker down and the like: librdkafka retries by itself. Say so, but once per kind of
@@ -304,48 +317,29 @@ class KafkaPublisher(Publisher):
             self._last_warned[error.code()] = now
             log.warning("Kafka: %s (retrying; repeats are muted for 30 s)", error.str())
 
-    def _raise_for(self, error: KafkaError, doing: str) -> None:
-        if error.fatal():
+    def _raise_for(self, error: CdcMirrorError, doing: str) -> NoReturn:
+        """What the collector does with a Kafka error (mapped by ``cdc_platform.kafka``)."""
+        if isinstance(error, (errors.FencedError, KafkaFatalError)):
             raise FencedError(
-                f"another collector took over this instance ({error.str()}); stepping down."
-            )
-        if error.txn_requires_abort():
+                f"another collector took over this instance ({error}); stepping down."
+            ) from error
+        if isinstance(error, TransactionAbortedError):
             self.abort()
-            raise AbortedError(f"the Kafka transaction was aborted while {doing}: {error.str()}.")
-        if error.retriable():
-            raise AbortedError(f"Kafka failed while {doing} ({error.str()}); will retry.")
-        raise ServiceUnavailableError(f"Kafka failed while {doing}: {error.str()}.")
+            raise AbortedError(f"the Kafka transaction was aborted: {error}") from error
+        if isinstance(error, RetriableRequestError):
+            raise AbortedError(f"{error} Will retry.") from error
+        raise error
 
     def _load_position(self) -> CollectorPosition | None:
         """The last committed position of this instance: the compacted topic read to its end."""
-        consumer = Consumer(
-            consumer_config(self._settings, group_id=f"cdc-collector-{self._instance}-position")
-        )
-        try:
-            partition = TopicPartition(self._positions_topic, 0)
-            _, high = consumer.get_watermark_offsets(partition, timeout=self._timeout_s)
-            if high == 0:
-                return None
-            partition.offset = 0
-            consumer.assign([partition])
-            last: bytes | None = None
-            deadline = time.monotonic() + self._timeout_s
-            position = 0
-            while position < high and time.monotonic() < deadline:
-                for record in consumer.consume(num_messages=1000, timeout=0.5):
-                    if record.error() is not None:
-                        continue
-                    position = (record.offset() or 0) + 1
-                    if record.key() == self._instance.encode():
-                        last = record.value()
-                # Transaction markers occupy offsets too; the reader's position tells the truth.
-                current = consumer.position([TopicPartition(self._positions_topic, 0)])[0].offset
-                position = max(position, current)
-            if position < high:
-                raise ServiceUnavailableError(
-                    f"reading the stored position of {self._instance!r} from "
-                    f"{self._positions_topic} timed out."
-                )
-        finally:
-            consumer.close()
+        last: bytes | None = None
+        for record in read_to_end(
+            self._settings,
+            self._positions_topic,
+            group_id=f"cdc-collector-{self._instance}-position",
+            partitions=[0],
+            idle_timeout_s=self._timeout_s,
+        ):
+            if record.key == self._instance.encode():
+                last = record.value
         return CollectorPosition.from_json(orjson.loads(last)) if last else None

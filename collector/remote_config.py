@@ -58,7 +58,7 @@ from simple_binlog.governance.model import (
 )
 from simple_binlog.governance.policy import Governance, compile_governance
 from simple_binlog.governance.source import GovernanceRuntime, StaticPolicySource
-from simple_binlog.kafka import topic_name
+from simple_binlog.naming import topic_name
 from simple_binlog.routing import ShardRouter, ShardRule
 
 log = logging.getLogger(__name__)

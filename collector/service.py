@@ -24,6 +24,7 @@ from typing import Any
 
 import pymysql
 
+from cdc_platform.retry import RetryCancelled, RetryPolicy
 from collector import binlog_events as ev
 from collector.binlog_stream import BinlogStream
 from collector.decoding import TableSchema
@@ -49,7 +50,12 @@ from collector.work import (
     WorkItem,
 )
 from simple_binlog.config import FILE_POSITION, CollectorSettings, MySQLInstance
-from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
+from simple_binlog.errors import (
+    CdcMirrorError,
+    ConfigError,
+    RetriableError,
+    ServiceUnavailableError,
+)
 from simple_binlog.governance.policy import Governance
 from simple_binlog.governance.source import GovernanceRuntime
 from simple_binlog.offsets import OffsetState
@@ -243,28 +249,50 @@ class Collector:
         """Fence earlier owners and read the stored position; while Kafka does not answer
         (e.g. a broker restarting as this collector takes over), wait and retry, keeping the
         leadership, instead of exiting."""
-        backoff = 0.5
-        while True:
-            try:
-                return self._publisher.start()
-            except ServiceUnavailableError as exc:
-                self._publisher.close()
-                log.warning("%s Retrying in %.1f s.", exc, backoff)
-                self._metrics.errors.labels(self._instance.name, "unavailable").inc()
-                if self._stop.wait(backoff):
-                    return None
-                backoff = min(backoff * 2, self._settings.reconnect_backoff_max_s)
+
+        def failed(exc: RetriableError, delay_s: float) -> None:
+            self._publisher.close()
+            self._unavailable(exc, delay_s)
+
+        try:
+            policy = self._retry_policy()
+            return policy.call(self._publisher.start, stop=self._stop, on_retry=failed)
+        except RetryCancelled:
+            return None
+
+    def _retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(first_delay_s=0.5, max_delay_s=self._settings.reconnect_backoff_max_s)
+
+    def _unavailable(self, exc: RetriableError, delay_s: float) -> None:
+        log.warning("%s Retrying in %.1f s.", exc, delay_s)
+        self._metrics.errors.labels(self._instance.name, "unavailable").inc()
 
     def _run_streams(self) -> None:
+
+        def failed(exc: RetriableError, delay_s: float) -> None:
+            self._publisher.abort()
+            self._unavailable(exc, delay_s)
+
+        while not self._stop.is_set():
+            try:
+                # Kafka or MySQL away: the policy waits and streams again; a round that
+                # ends without such an error starts the back-off afresh.
+                self._retry_policy().call(self._stream_round, stop=self._stop, on_retry=failed)
+            except RetryCancelled:
+                break
+
+    def _stream_round(self) -> None:
+        """Stream from the committed position until stopped or an error; what needs no
+        waiting (a config switch, a bad switched connection, an aborted transaction) is
+        handled here, a ``RetriableError`` goes to the retry policy."""
         assert self.committed is not None
-        backoff = 0.5
         while not self._stop.is_set():
             try:
                 self._stream(self.committed)
-                backoff = 0.5
+                return
             except _ConfigSwitch as switch:
                 self._apply(switch.config, switch.diff)
-                backoff = 0.5
+                return
             except ConfigError as exc:
                 if not self._connection_switched or self._config is None:
                     raise
@@ -277,16 +305,11 @@ class Collector:
                 newer = self._wait_for_newer_config()
                 if newer is not None:
                     self._apply(newer, diff_configs(self._config, newer))
+                return
             except AbortedError as exc:
+                # At once, without back-off (and without starting it afresh).
                 log.warning("%s; resuming from the last committed position", exc)
                 self._publisher.abort()
-            except ServiceUnavailableError as exc:
-                self._publisher.abort()
-                log.warning("%s Retrying in %.1f s.", exc, backoff)
-                self._metrics.errors.labels(self._instance.name, "unavailable").inc()
-                if self._stop.wait(backoff):
-                    break
-                backoff = min(backoff * 2, self._settings.reconnect_backoff_max_s)
 
     # -- live config changes (collector.config_source: webui) ---------------------------------
     @property

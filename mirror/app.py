@@ -18,7 +18,7 @@ from simple_binlog.routing import ShardRouter
 
 log = logging.getLogger(__name__)
 
-TARGETS: tuple[MirrorTarget, ...] = ("redis", "warehouse")
+TARGETS: tuple[MirrorTarget, ...] = ("redis", "warehouse", "kudu")
 
 
 def build_applier(settings: Settings, target: MirrorTarget) -> ChangeApplier:
@@ -31,7 +31,12 @@ def build_applier(settings: Settings, target: MirrorTarget) -> ChangeApplier:
         from mirror.warehouse import WarehouseApplier  # noqa: PLC0415
 
         return WarehouseApplier(settings.postgres, settings.mirror, tables)
-    raise ConfigError(f"the mirror has no target {target!r} (choose redis or warehouse).")
+    if target == "kudu":
+        from mirror.kudu import KuduApplier  # noqa: PLC0415 - starts a JVM
+
+        jars = settings.kudu.client_jars or settings.stack.home / "jars" / "kudu"
+        return KuduApplier(settings.kudu, settings.mirror, tables, jars.resolve())
+    raise ConfigError(f"the mirror has no target {target!r} (choose redis, warehouse or kudu).")
 
 
 def mirrored_instances(settings: Settings, target: MirrorTarget, instance: str | None) -> list[str]:
@@ -57,7 +62,7 @@ def run_mirror(
     settings: Settings, target: MirrorTarget, instance: str | None, metrics_port: int
 ) -> None:
     if target not in TARGETS:
-        raise ConfigError(f"the mirror has no target {target!r} (choose redis or warehouse).")
+        raise ConfigError(f"the mirror has no target {target!r} (choose redis, warehouse or kudu).")
     instances = mirrored_instances(settings, target, instance)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

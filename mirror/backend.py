@@ -35,7 +35,7 @@ from cdc_platform import mysql_source
 from mirror.warehouse import connect_warehouse
 from simple_binlog.config import MySQLInstance, Settings, TableMirror
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
-from simple_binlog.kafka import topic_name
+from simple_binlog.naming import topic_name
 from simple_binlog.routing import ShardRouter
 
 log = logging.getLogger(__name__)

@@ -35,25 +35,32 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from mirror.applier import ChangeApplier
+from cdc_platform.kafka import (
+    RebalanceError,
+    consumer_config,
+    ensure_topic,
+    high_watermark,
+    kafka_errors,
+    map_kafka_error,
+    producer_config,
+)
+from cdc_platform.retry import RetryCancelled, RetryPolicy
+from mirror.applier import ApplyResult, ChangeApplier
 from mirror.metrics import MirrorMetrics
 from mirror.plan import ChangeRouter, RowChange
 from simple_binlog.config import KafkaSettings, MirrorSettings, MirrorTarget
-from simple_binlog.errors import CdcMirrorError, ContractError, ServiceUnavailableError
-from simple_binlog.kafka import consumer_config, ensure_topic, producer_config, topic_name
+from simple_binlog.errors import (
+    CdcMirrorError,
+    ContractError,
+    RetriableError,
+    ServiceUnavailableError,
+)
 from simple_binlog.message import decode_message
+from simple_binlog.naming import topic_name
 
 log = logging.getLogger(__name__)
-
-_REBALANCE_CODES = {
-    KafkaError.REBALANCE_IN_PROGRESS,
-    KafkaError.ILLEGAL_GENERATION,
-    KafkaError.UNKNOWN_MEMBER_ID,
-    KafkaError._NO_OFFSET,
-}
-
 
 # Asynchronous commits are sent at most this often: a synchronous commit per batch cost as
 # much as applying a small batch, and committing more often moves only the replay point.
@@ -114,18 +121,22 @@ class MirrorConsumer:
     def _ensure_topics(self) -> bool:
         """Make sure the topics exist; while Kafka does not answer (a broker restarting as
         this mirror starts), wait and retry instead of exiting. False: stopped meanwhile."""
-        backoff = 1.0
-        while not self._stop.is_set():
-            try:
-                for topic in self._instance_by_topic:
-                    ensure_topic(self._kafka, topic)
-                ensure_topic(self._kafka, self._dead_topic)
-                return True
-            except ServiceUnavailableError as exc:
-                log.warning("%s Retrying in %.0f s.", exc, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 30.0)
-        return False
+
+        def ensure() -> None:
+            for topic in self._instance_by_topic:
+                ensure_topic(self._kafka, topic)
+            ensure_topic(self._kafka, self._dead_topic)
+
+        if self._stop.is_set():
+            return False
+        try:
+            self._retry(1.0).call(ensure, stop=self._stop, on_retry=_log_retry(""))
+        except RetryCancelled:
+            return False
+        return True
+
+    def _retry(self, first_delay_s: float) -> RetryPolicy:
+        return RetryPolicy(first_delay_s=first_delay_s, max_delay_s=30.0)
 
     def run(self) -> None:
         """Consume until ``stop`` is set; the pending batch is applied and committed first."""
@@ -253,23 +264,26 @@ class MirrorConsumer:
         self.batches += 1
 
     def _apply(self, changes: list[RowChange]) -> bool:
-        backoff = 0.5
-        while True:
+        """Apply the batch, retried while the target is unavailable. False: stopped."""
+
+        def failed(exc: RetriableError, delay_s: float) -> None:
+            self._metrics.apply_errors.inc()
+            _log_retry(f"mirror → {self._target}: ")(exc, delay_s)
+
+        def apply() -> ApplyResult:
             started = time.monotonic()
-            try:
-                result = self._applier.apply_batch(changes)
-            except ServiceUnavailableError as exc:
-                self._metrics.apply_errors.inc()
-                log.warning("mirror → %s: %s Retrying in %.1f s.", self._target, exc, backoff)
-                if self._stop.wait(backoff):
-                    return False
-                backoff = min(backoff * 2, 30.0)
-                continue
+            result = self._applier.apply_batch(changes)
             self._metrics.apply_seconds.observe(time.monotonic() - started)
-            self._metrics.applied.inc(result.applied)
-            self._metrics.stale.inc(result.stale)
-            self._metrics.superseded.inc(result.superseded)
-            return True
+            return result
+
+        try:
+            result = self._retry(0.5).call(apply, stop=self._stop, on_retry=failed)
+        except RetryCancelled:
+            return False
+        self._metrics.applied.inc(result.applied)
+        self._metrics.stale.inc(result.stale)
+        self._metrics.superseded.inc(result.superseded)
+        return True
 
     def _commit(self, records: list[_Record], wait: bool) -> None:
         assert self._consumer is not None
@@ -285,12 +299,13 @@ class MirrorConsumer:
         self._last_commit, self._uncommitted = now, False
         partitions = [TopicPartition(t, p, o) for (t, p), o in self._applied_up_to.items()]
         try:
-            if wait:
-                self._consumer.commit(offsets=partitions, asynchronous=False)
-            else:
-                self._consumer.commit(offsets=partitions, asynchronous=True)
-        except KafkaException as exc:
-            self._on_commit_error(exc.args[0])
+            with kafka_errors("committing offsets"):
+                if wait:
+                    self._consumer.commit(offsets=partitions, asynchronous=False)
+                else:
+                    self._consumer.commit(offsets=partitions, asynchronous=True)
+        except CdcMirrorError as exc:
+            self._on_commit_error(exc)
             return
         if wait:
             self._applied_up_to.clear()
@@ -300,14 +315,14 @@ class MirrorConsumer:
     def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         """The outcome of an asynchronous commit (served by the client during consume)."""
         if error is not None:
-            self._on_commit_error(error)
+            self._on_commit_error(map_kafka_error(error, "committing offsets"))
             return
         for partition in partitions:
             if partition.error is None:
                 self._update_lag(partition)
 
-    def _on_commit_error(self, error: KafkaError) -> None:
-        if error.code() in _REBALANCE_CODES:
+    def _on_commit_error(self, error: CdcMirrorError) -> None:
+        if isinstance(error, RebalanceError):
             # The partitions moved on; their new owner re-reads from the last commit and
             # the version guard makes the repeat harmless.
             log.info("mirror → %s: commit skipped during a rebalance", self._target)
@@ -315,15 +330,15 @@ class MirrorConsumer:
         # Applied already, so nothing is lost: the next commit covers these offsets (sent
         # again even if no batch follows), and a restart before it replays them as no-ops.
         self._uncommitted = True
-        log.warning("mirror → %s: committing Kafka offsets failed (%s)", self._target, error.str())
+        log.warning("mirror → %s: committing Kafka offsets failed (%s)", self._target, error)
 
     def _update_lag(self, partition: TopicPartition) -> None:
         assert self._consumer is not None
         try:
-            _, high = self._consumer.get_watermark_offsets(partition, cached=True)
-        except KafkaException:
-            return
-        if high is not None and high >= 0:
+            high = high_watermark(self._consumer, partition.topic, partition.partition, cached=True)
+        except CdcMirrorError:
+            return  # the lag is only a metric: left as it was
+        if high >= 0:
             self._metrics.lag.labels(self._target, partition.topic, str(partition.partition)).set(
                 max(0, high - partition.offset)
             )
@@ -343,25 +358,24 @@ class MirrorConsumer:
                 record.offset,
                 error,
             )
-        backoff = 0.5
-        while True:
+
+        def write() -> None:
+            assert self._producer is not None
             for record, error in dead:
                 self._produce_dead_letter(record, error)
             remaining = self._producer.flush(60)
             errors, self._dead_letter_errors = self._dead_letter_errors, []
-            if not remaining and not errors:
-                return True
-            reason = errors[0] if errors else f"{remaining} undelivered"
-            log.warning(
-                "mirror → %s: writing to %s failed (%s); retrying in %.1f s",
-                self._target,
-                self._dead_topic,
-                reason,
-                backoff,
+            if remaining or errors:
+                reason = errors[0] if errors else f"{remaining} undelivered"
+                raise ServiceUnavailableError(f"writing to {self._dead_topic} failed ({reason}).")
+
+        try:
+            self._retry(0.5).call(
+                write, stop=self._stop, on_retry=_log_retry(f"mirror → {self._target}: ")
             )
-            if self._stop.wait(backoff):
-                return False
-            backoff = min(backoff * 2, 30.0)
+        except RetryCancelled:
+            return False
+        return True
 
     def _produce_dead_letter(self, record: _Record, error: str) -> None:
         assert self._producer is not None
@@ -420,3 +434,10 @@ class MirrorConsumer:
         if now - self._last_warned.get(error.code(), -1e9) >= 30:
             self._last_warned[error.code()] = now
             log.warning("Kafka: %s (retrying; repeats are muted for 30 s)", error.str())
+
+
+def _log_retry(prefix: str) -> Callable[[RetriableError, float], None]:
+    def log_it(exc: RetriableError, delay_s: float) -> None:
+        log.warning("%s%s Retrying in %.1f s.", prefix, exc, delay_s)
+
+    return log_it

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,19 +24,25 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from cdc_platform.kafka import (
+    UnknownTopicError,
+    consumer_config,
+    ensure_topic,
+    high_watermark,
+    kafka_errors,
+    producer_config,
+    read_to_end,
+)
 from mock_replay.errors import ReplayError
 from mock_replay.progress import RunSpec, RunStatus, TableProgress, fold
 from simple_binlog.config import KafkaSettings
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
 from simple_binlog.governance.model import DetectionRecord, detections_topic
-from simple_binlog.kafka import consumer_config, ensure_topic, producer_config, topic_name
+from simple_binlog.naming import topic_name
 
 log = logging.getLogger(__name__)
 
 Record = tuple[bytes, bytes]  # (key, value)
-
-
-_NO_SUCH_TOPIC = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART)
 
 
 def progress_topic(settings: KafkaSettings, instance: str) -> str:
@@ -133,13 +138,6 @@ class MemoryProgressStore(ProgressStore):
             self.records.append((key, value))
 
 
-def _kafka_failure(settings: KafkaSettings, doing: str, exc: KafkaException) -> CdcMirrorError:
-    error: KafkaError = exc.args[0]
-    return ServiceUnavailableError(
-        f"Kafka at {settings.bootstrap_servers} failed while {doing} ({error.str()})."
-    )
-
-
 class KafkaChunkPublisher(ChunkPublisher):
     """A transactional producer per run worker; rows to the instance topic, progress to the
     progress topic, in one transaction per chunk."""
@@ -163,6 +161,7 @@ class KafkaChunkPublisher(ChunkPublisher):
         self._detections_topic = detections_topic(self._topic)
         self._detections_topic_ready = False
         self._transactional_id = transactional_id(instance, run_id, worker)
+        self._servers = settings.bootstrap_servers
         self._producer: Producer | None = None
 
     def start(self) -> None:
@@ -174,14 +173,10 @@ class KafkaChunkPublisher(ChunkPublisher):
         # Bigger batches: a chunk is produced in one go and committed at once.
         config["linger.ms"] = 20
         config.update(self._overrides)
-        try:
+        with kafka_errors(f"starting the replay's transactions at {self._servers}"):
             self._producer = Producer(config)
             # Fences an earlier incarnation of this worker and aborts its open transaction.
             self._producer.init_transactions(self._timeout_s)
-        except KafkaException as exc:
-            raise _kafka_failure(
-                self._settings, "starting the replay's transactions", exc
-            ) from None
 
     def publish(
         self,
@@ -197,26 +192,26 @@ class KafkaChunkPublisher(ChunkPublisher):
             ensure_topic(self._settings, self._detections_topic)  # on first use only
             self._detections_topic_ready = True
         try:
-            producer.begin_transaction()
-            self._produce_rows(producer, key, values)
-            for record in detections:
+            with kafka_errors(f"publishing a chunk of {progress.table} at {self._servers}"):
+                producer.begin_transaction()
+                self._produce_rows(producer, key, values)
+                for record in detections:
+                    self._produce(
+                        producer,
+                        self._detections_topic,
+                        f"{record.schema_name}.{record.table_name}".encode(),
+                        record.encode(),
+                    )
                 self._produce(
-                    producer,
-                    self._detections_topic,
-                    f"{record.schema_name}.{record.table_name}".encode(),
-                    record.encode(),
+                    producer, self._progress_topic, progress.key, orjson.dumps(progress.to_json())
                 )
-            self._produce(
-                producer, self._progress_topic, progress.key, orjson.dumps(progress.to_json())
-            )
-            # No delivery callbacks: a message that fails for good fails the commit, and the
-            # transaction with it (a Python callback per row cost more than the row's produce).
-            producer.commit_transaction(self._timeout_s)
-        except KafkaException as exc:
+                # No delivery callbacks: a message that fails for good fails the commit, and
+                # the transaction with it (a Python callback per row cost more than the row's
+                # produce).
+                producer.commit_transaction(self._timeout_s)
+        except CdcMirrorError:
             self._abort_quietly(producer)
-            raise _kafka_failure(
-                self._settings, f"publishing a chunk of {progress.table}", exc
-            ) from None
+            raise
 
     def _produce_rows(self, producer: Producer, key: bytes, values: Sequence[bytes]) -> None:
         """All of a chunk's rows in one call (the configured partitioner places each by its
@@ -254,10 +249,11 @@ class KafkaChunkPublisher(ChunkPublisher):
 
     def _abort_quietly(self, producer: Producer) -> None:
         try:
-            producer.abort_transaction(self._timeout_s)
-        except KafkaException as exc:
+            with kafka_errors("aborting the replay transaction"):
+                producer.abort_transaction(self._timeout_s)
+        except CdcMirrorError as exc:
             # The commit error is what the caller needs; this one only explains the state.
-            log.warning("aborting the replay transaction failed too: %s", exc.args[0].str())
+            log.warning("%s (after the failure that made it abort)", exc)
 
     def close(self) -> None:
         if self._producer is not None:
@@ -278,9 +274,8 @@ def fence(settings: KafkaSettings, instance: str, run_id: str, workers: int) -> 
             )
         )
         try:
-            producer.init_transactions(60)
-        except KafkaException as exc:
-            raise _kafka_failure(settings, "fencing the earlier run", exc) from None
+            with kafka_errors(f"fencing the earlier run at {settings.bootstrap_servers}"):
+                producer.init_transactions(60)
         finally:
             producer.flush(5)
 
@@ -317,46 +312,27 @@ class KafkaProgressStore(ProgressStore):
         return status.spec
 
     def _read_all(self, committed: bool = True) -> list[tuple[bytes, dict[str, Any] | None]]:
-        config = consumer_config(self._settings, group_id=f"cdc-replay-{self._instance}-status")
-        if not committed:
-            config["isolation.level"] = "read_uncommitted"
-        consumer = Consumer(config)
-        records: list[tuple[bytes, dict[str, Any] | None]] = []
+        # Read committed, the end is the last stable offset: progress after an open
+        # transaction of another run (a killed run's, until the broker's transaction timeout)
+        # is not read yet.
+        records = read_to_end(
+            self._settings,
+            self._topic,
+            group_id=f"cdc-replay-{self._instance}-status",
+            partitions=[0],
+            committed=committed,
+            idle_timeout_s=self._timeout_s,
+        )
         try:
-            partition = TopicPartition(self._topic, 0)
-            try:
-                _, high = consumer.get_watermark_offsets(partition, timeout=self._timeout_s)
-            except KafkaException as exc:
-                if exc.args[0].code() in _NO_SUCH_TOPIC:
-                    return records  # no run was ever recorded for this instance
-                raise _kafka_failure(self._settings, "reading replay progress", exc) from None
-            if high <= 0:
-                return records
-            partition.offset = 0
-            consumer.assign([partition])
-            position = 0
-            # An open transaction of another run holds read_committed readers back until it
-            # ends (a killed run's, until the broker's transaction timeout).
-            deadline = time.monotonic() + self._timeout_s
-            while position < high:
-                if time.monotonic() > deadline:
-                    raise ServiceUnavailableError(
-                        f"reading the replay progress topic {self._topic} timed out (an open "
-                        "transaction of a killed run holds it until the broker aborts it)."
-                    )
-                for record in consumer.consume(num_messages=1000, timeout=0.2):
-                    if record.error() is not None:
-                        continue
-                    value = record.value()
-                    records.append(
-                        (record.key() or b"", orjson.loads(value) if value is not None else None)
-                    )
-                # Transaction markers take offsets too: the reader's position tells the truth.
-                current = consumer.position([TopicPartition(self._topic, 0)])[0].offset
-                position = max(position, current)
-        finally:
-            consumer.close()
-        return records
+            return [
+                (
+                    record.key or b"",
+                    orjson.loads(record.value) if record.value is not None else None,
+                )
+                for record in records
+            ]
+        except UnknownTopicError:
+            return []  # no run was ever recorded for this instance
 
     def write(self, key: bytes, value: dict[str, Any]) -> None:
         if self._producer is None:
@@ -399,11 +375,7 @@ class CancelWatch:
         self._wanted = f"cancel/{run_id}".encode()
         topic = progress_topic(settings, instance)
         partition = TopicPartition(topic, 0)
-        try:
-            _, high = self._consumer.get_watermark_offsets(partition, timeout=30)
-        except KafkaException as exc:
-            raise _kafka_failure(settings, "watching for cancel requests", exc) from None
-        partition.offset = high
+        partition.offset = high_watermark(self._consumer, topic, 0, timeout_s=30)
         self._consumer.assign([partition])
         self.requested = False
         # Asked from the publishing thread and the read-ahead thread.

@@ -49,6 +49,11 @@ LOCAL_PORTS = {
     "zookeeper": 32181,
     "redis": 36379,
     "postgresql": 35432,
+    # Kudu's defaults (7051/8051 master, 7050/8050 tablet server) behind a 3, as above.
+    "kudu_master": 37051,
+    "kudu_master_web": 38051,
+    "kudu_tserver": 37050,
+    "kudu_tserver_web": 38050,
 }
 # Passwords of the local stack only. Refused for any host that is not loopback.
 LOCAL_PASSWORDS = frozenset({"cdc-local", "cdc-admin-local", "cdc-pg-local"})
@@ -259,7 +264,8 @@ class ReplaySettings(_Section):
 
 
 _COLUMN_NAME = re.compile(r"^[A-Za-z0-9_$]{1,64}$")
-MirrorTarget = Literal["hive", "warehouse", "redis"]
+MirrorTarget = Literal["hive", "warehouse", "redis", "kudu"]
+# A table mirror's targets when it names none. Kudu is opted into per table (``targets:``).
 ALL_TARGETS: tuple[MirrorTarget, ...] = ("hive", "warehouse", "redis")
 
 
@@ -402,6 +408,56 @@ class MirrorSettings(_Section):
         return value
 
 
+class KuduSettings(_Section):
+    """The Kudu target (``targets: [kudu]`` on a table mirror): where its masters are and how
+    its tables are made. The local stack runs one master and one tablet server (test
+    binaries); a deployment points ``masters`` at its own Kudu cluster."""
+
+    masters: list[str] = Field(
+        default_factory=lambda: [f"127.0.0.1:{LOCAL_PORTS['kudu_master']}"], min_length=1
+    )
+    # Kudu table name = prefix + logical table name.
+    table_prefix: str = "cdc_mirror."
+    # Tables are hash-partitioned on the whole key into this many tablets (Kudu needs >= 2).
+    hash_buckets: int = Field(4, ge=2, le=1024)
+    # Replicas of each tablet: 1 on the local stack, 3 (or 5) on a real cluster.
+    replicas: int = Field(1, ge=1, le=7)
+    # How long one client call (a batch's scan or flush, a DDL) may take before it fails.
+    operation_timeout_s: float = Field(30.0, gt=0)
+    # The Java client's jars (a folder); default: <stack.home>/jars/kudu, resolved by the stack.
+    client_jars: Path | None = None
+    jvm_heap: str = "512m"
+
+    @field_validator("masters")
+    @classmethod
+    def _host_ports(cls, value: list[str]) -> list[str]:
+        for master in value:
+            if not re.fullmatch(r"[A-Za-z0-9.-]+:\d{1,5}", master):
+                raise ValueError(f"{master!r} is not host:port")
+        return value
+
+    @field_validator("table_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.:-]{0,100}", value):
+            raise ValueError("must be letters, digits, '_', '.', ':' or '-' (at most 100)")
+        return value
+
+    @field_validator("replicas")
+    @classmethod
+    def _odd(cls, value: int) -> int:
+        if value % 2 == 0:
+            raise ValueError("must be odd (Raft needs a majority)")
+        return value
+
+    @field_validator("jvm_heap")
+    @classmethod
+    def _heap(cls, value: str) -> str:
+        if not re.fullmatch(r"\d+[kmg]", value):
+            raise ValueError("must be a JVM size such as 512m or 2g")
+        return value
+
+
 class StreamWriterSettings(_Section):
     """The lake writer (Kafka → ``<lake>/<database>.db/<logical table>/dt=…``), PySpark."""
 
@@ -517,6 +573,7 @@ class Settings(BaseSettings):
     merge: MergeSettings = MergeSettings()
     replay: ReplaySettings = ReplaySettings()
     mirror: MirrorSettings = MirrorSettings()
+    kudu: KuduSettings = KuduSettings()
     stack: StackSettings = StackSettings()
     webui: WebUISettings = WebUISettings()
     shard_rules: list[ShardRule] = Field(default_factory=lambda: [ShardRule()])

@@ -7,6 +7,7 @@ import socket
 from pathlib import Path
 
 from simple_binlog.config import PostgresSettings
+from simple_binlog.errors import CdcMirrorError
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +149,9 @@ def zookeeper_answers(port: int) -> bool:
 
 
 def kafka_answers(bootstrap_servers: str) -> bool:
-    from confluent_kafka import KafkaException  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    from cdc_platform.kafka import kafka_errors  # noqa: PLC0415
 
     host, _, port = bootstrap_servers.split(",", maxsplit=1)[0].rpartition(":")
     try:
@@ -159,7 +161,8 @@ def kafka_answers(bootstrap_servers: str) -> bool:
         return False
     admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
     try:
-        metadata = admin.list_topics(timeout=3)
-    except KafkaException:
+        with kafka_errors(f"asking {bootstrap_servers} for its brokers"):
+            metadata = admin.list_topics(timeout=3)
+    except CdcMirrorError:
         return False
     return bool(metadata.brokers)

@@ -20,7 +20,7 @@ from stack.process import run
 log = logging.getLogger(__name__)
 
 JVM_DIR = Path(__file__).parent / "jvm"
-JVM_MODULES = ("kafka", "zookeeper", "spark")
+JVM_MODULES = ("kafka", "zookeeper", "spark", "kudu")
 
 _apt_updated = False
 
@@ -86,7 +86,9 @@ def ensure_jars(jars_home: Path) -> Path:
         apt_install("java", ("openjdk-17-jre-headless",))
     if find_binary("mvn") is None:
         apt_install("maven", ("maven",))
-    log.info("resolving Kafka, ZooKeeper and Spark connector jars with Maven into %s", jars_home)
+    log.info(
+        "resolving the stack's jars (Kafka, ZooKeeper, Spark, Kudu) with Maven in %s", jars_home
+    )
     for module in JVM_MODULES:
         shutil.rmtree(jars_home / module, ignore_errors=True)
     run(

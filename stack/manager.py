@@ -30,10 +30,14 @@ class LocalStack:
     def up(
         self, names: list[str] | None = None, report: Callable[[str, str], None] | None = None
     ) -> dict[str, str]:
-        """Start what is not running. Returns service → what was done."""
+        """Start what is not running. Returns service → what was done. Without ``names``,
+        services the configuration does not use (Kudu without a Kudu table) are left out."""
         done: dict[str, str] = {}
         for service in self.select(names):
-            done[service.name] = service.up()
+            if not names and not service.configured():
+                done[service.name] = "not configured"
+            else:
+                done[service.name] = service.up()
             if report:
                 report(service.name, done[service.name])
         return done

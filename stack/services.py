@@ -1,4 +1,5 @@
-"""The local stack's services: MariaDB, PostgreSQL, Redis, ZooKeeper, Kafka (KRaft) and Spark.
+"""The local stack's services: MariaDB, PostgreSQL, Redis, ZooKeeper, Kafka (KRaft), Spark and,
+when a table mirror targets Kudu, a Kudu master and tablet server.
 
 Each service installs itself when missing, initialises its data directory once, starts as a
 detached process on loopback with the stack's own port, answers a health check, and stops
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from simple_binlog.config import LOCAL_PORTS, Settings
 from simple_binlog.errors import StackError
-from stack import health
+from stack import health, kudu
 from stack.install import apt_install, ensure_jars, find_binary
 from stack.process import PidFile, last_log_line, port_open, run, spawn, terminate, wait_until
 
@@ -65,6 +66,7 @@ class ServiceStatus:
     healthy: bool
     started_by_stack: bool
     detail: str = ""
+    configured: bool = True  # False: the configuration does not use it (not started by 'up')
 
 
 class Service(ABC):
@@ -103,6 +105,15 @@ class Service(ABC):
     def run_as(self) -> str | None:
         return None
 
+    def environment(self) -> dict[str, str]:
+        """Variables the process needs besides the caller's."""
+        return {}
+
+    def configured(self) -> bool:
+        """Whether the configuration uses this service; ``stack up`` without names starts
+        only those (a service named explicitly is started anyway)."""
+        return True
+
     # -- lifecycle --------------------------------------------------------------------------
     def up(self) -> str:
         """Start unless already running; returns what was done, in a few words."""
@@ -118,7 +129,13 @@ class Service(ABC):
         self.install()
         self.initialise()
         if pid is None:
-            pid = spawn(self.command(), self.log_file, user=self.run_as(), cwd=self.data_dir)
+            pid = spawn(
+                self.command(),
+                self.log_file,
+                env=self.environment(),
+                user=self.run_as(),
+                cwd=self.data_dir,
+            )
             self.pid_file.write(pid)
         started = wait_until(
             self.healthy,
@@ -155,6 +172,7 @@ class Service(ABC):
             running=pid is not None or healthy,
             healthy=healthy,
             started_by_stack=pid is not None,
+            configured=self.configured(),
         )
 
     def _write(self, path: Path, text: str) -> Path:
@@ -576,6 +594,77 @@ class Spark(Service):
         return ServiceStatus(self.name, None, healthy, healthy, False, "jars + metastore")
 
 
+# ---------------------------------------------------------------------------------------------
+class _Kudu(Service):
+    """One Kudu process from the kudu-binary jar (``stack.kudu``): test binaries, for the local
+    stack and the tests only. Started by ``stack up`` when a table mirror targets Kudu."""
+
+    web_port: int
+    binary: str
+    _folder: Path  # the unpacked binaries, set by install()
+
+    def configured(self) -> bool:
+        return any("kudu" in t.targets for t in self.settings.tables)
+
+    def install(self) -> None:
+        ensure_jars(self.paths.jars)
+        self._folder = kudu.unpack_binaries(self.paths.jars / "kudu", self.paths.home / "kudu")
+
+    def initialise(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+
+    def environment(self) -> dict[str, str]:
+        return kudu.environment(self._folder)
+
+    def role_flags(self) -> list[str]:
+        return []
+
+    def command(self) -> list[str]:
+        return [
+            str(self._folder / "bin" / self.binary),
+            f"--fs_wal_dir={self.data_dir / 'wal'}",
+            f"--fs_data_dirs={self.data_dir / 'data'}",
+            f"--rpc_bind_addresses=127.0.0.1:{self.port}",
+            "--webserver_interface=127.0.0.1",
+            f"--webserver_port={self.web_port}",
+            "--logtostderr",
+            # The local stack's machine may have no synchronised clock (no NTP daemon).
+            "--unlock_unsafe_flags",
+            "--time_source=system_unsync",
+            # A small, shared machine: bounded memory, one maintenance thread.
+            "--memory_limit_hard_bytes=1073741824",
+            "--maintenance_manager_num_threads=1",
+            *self.role_flags(),
+        ]
+
+
+class KuduMaster(_Kudu):
+    name = "kudu-master"
+    port = LOCAL_PORTS["kudu_master"]
+    web_port = LOCAL_PORTS["kudu_master_web"]
+    binary = "kudu-master"
+
+    def healthy(self) -> bool:
+        return kudu.master_answers(self.web_port)
+
+
+class KuduTabletServer(_Kudu):
+    name = "kudu-tserver"
+    port = LOCAL_PORTS["kudu_tserver"]
+    web_port = LOCAL_PORTS["kudu_tserver_web"]
+    binary = "kudu-tserver"
+
+    def role_flags(self) -> list[str]:
+        return [
+            f"--tserver_master_addrs=127.0.0.1:{LOCAL_PORTS['kudu_master']}",
+            "--block_cache_capacity_mb=64",
+        ]
+
+    def healthy(self) -> bool:
+        # Healthy once the master counts it live: before that, tables cannot be created.
+        return kudu.tserver_registered(LOCAL_PORTS["kudu_master_web"], f"127.0.0.1:{self.port}")
+
+
 def _os_user() -> str:
     return pwd.getpwuid(os.geteuid()).pw_name
 
@@ -599,4 +688,13 @@ def _traversable_by(folder: Path, user: str) -> bool:
     return True
 
 
-SERVICE_ORDER: tuple[type[Service], ...] = (MariaDB, PostgreSQL, Redis, ZooKeeper, Kafka, Spark)
+SERVICE_ORDER: tuple[type[Service], ...] = (
+    MariaDB,
+    PostgreSQL,
+    Redis,
+    ZooKeeper,
+    Kafka,
+    Spark,
+    KuduMaster,
+    KuduTabletServer,
+)

@@ -9,6 +9,7 @@ every micro-batch to ``stream_writer.writer.BatchWriter``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import re
 import signal
@@ -18,13 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer
 from prometheus_client import start_http_server
 
+from cdc_platform.kafka import consumer_config, high_watermark
 from cdc_platform.lake import default_writer_name
+from cdc_platform.retry import RetryCancelled, RetryPolicy
 from simple_binlog.config import Settings
-from simple_binlog.errors import CdcMirrorError
-from simple_binlog.kafka import consumer_config, topic_name
+from simple_binlog.errors import CdcMirrorError, RetriableError, ServiceUnavailableError
+from simple_binlog.naming import topic_name
 from simple_binlog.spark import build_session
 from stream_writer import localfs
 from stream_writer.metrics import WriterMetrics
@@ -34,6 +37,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
+
+# Kafka away: the query is started again from its checkpoint, waiting 5 s doubling to 60 s.
+_QUERY_RESTARTS = RetryPolicy(first_delay_s=5.0, max_delay_s=60.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,20 +100,12 @@ class KafkaLatestOffsets:
 
     def __call__(self, topic: str, partition: int) -> int | None:
         try:
-            _low, high = self._consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=10, cached=False
-            )
-        except KafkaException as exc:
+            return high_watermark(self._consumer, topic, partition, timeout_s=10)
+        except CdcMirrorError as exc:
             # The lag only informs readiness and metrics: an unknown lag holds readiness back
             # (the partition counts as lagging) instead of failing a batch already staged.
-            log.warning(
-                "Kafka did not report the end of %s[%d] (%s); its lag is unknown this batch",
-                topic,
-                partition,
-                exc.args[0].str(),
-            )
+            log.warning("%s The lag of %s[%d] is unknown this batch.", exc, topic, partition)
             return None
-        return int(high)
 
     def close(self) -> None:
         self._consumer.close()
@@ -179,8 +177,9 @@ def run_stream_writer(
         # Batches committed but not published before a restart go first.
         writer.start()
         poll_s = min(settings.stream_writer.trigger_interval_s, 5.0)
-        backoff_s = 5.0
-        while True:
+
+        def run_query() -> None:
+            assert writer is not None
             query = start_query(spark, settings, run, writer, available_now)
             try:
                 while query.isActive and not stop.is_set():
@@ -190,7 +189,6 @@ def run_stream_writer(
                 if query.isActive:
                     query.stop()
                 query.awaitTermination()
-                break
             except StreamingQueryException as exc:
                 text = str(exc)
                 if not kafka_away(text) or stop.is_set():
@@ -199,16 +197,17 @@ def run_stream_writer(
                     ) from None
                 # The failed batch runs again in the new query, from the checkpoint: the
                 # BatchWriter redoes or completes it, exactly as after a process restart.
-                log.warning(
-                    "Kafka did not answer (%s); the query starts again from its checkpoint "
-                    "in %.0f s",
-                    query_failure(text),
-                    backoff_s,
-                )
-                metrics.restarts.labels(run.name).inc()
-                if stop.wait(backoff_s):
-                    break
-                backoff_s = min(backoff_s * 2, 60.0)
+                raise ServiceUnavailableError(
+                    f"Kafka did not answer ({query_failure(text)}); the query starts again "
+                    "from its checkpoint."
+                ) from None
+
+        def restarting(exc: RetriableError, delay_s: float) -> None:
+            log.warning("%s In %.0f s.", exc, delay_s)
+            metrics.restarts.labels(run.name).inc()
+
+        with contextlib.suppress(RetryCancelled):
+            _QUERY_RESTARTS.call(run_query, stop=stop, on_retry=restarting)
         writer.close()
         writer.check_readiness()
     finally:

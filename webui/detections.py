@@ -24,15 +24,15 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from cdc_platform.kafka import consumer_config, high_watermark, kafka_errors
 from simple_binlog.config import KafkaSettings
-from simple_binlog.errors import ContractError
+from simple_binlog.errors import CdcMirrorError, ContractError
 from simple_binlog.governance import DetectionRecord, detections_topic
-from simple_binlog.kafka import consumer_config
 from webui.models import DetectionCount, DetectionOffset, Instance
 from webui.monitoring import Series
 
@@ -193,14 +193,15 @@ class DetectionConsumer:
             next_refresh = 0.0
             while not self._stop.is_set():
                 try:
-                    if time.monotonic() >= next_refresh:
-                        self._refresh_assignment(consumer)
-                        next_refresh = time.monotonic() + self._refresh_s
-                    if not self._assigned:
-                        self._stop.wait(min(self._refresh_s, 1.0))
-                        continue
-                    self.poll_once(consumer)
-                except (SQLAlchemyError, KafkaException) as exc:
+                    with kafka_errors("counting detections"):
+                        if time.monotonic() >= next_refresh:
+                            self._refresh_assignment(consumer)
+                            next_refresh = time.monotonic() + self._refresh_s
+                        if not self._assigned:
+                            self._stop.wait(min(self._refresh_s, 1.0))
+                            continue
+                        self.poll_once(consumer)
+                except (SQLAlchemyError, CdcMirrorError) as exc:
                     # The consumer may have read past records whose counts were not stored:
                     # drop the assignment, so the next refresh starts again at the offsets
                     # the database holds.
@@ -221,9 +222,10 @@ class DetectionConsumer:
         at its stored offset (the beginning for a partition never read)."""
         wanted: list[TopicPartition] = []
         try:
-            metadata = consumer.list_topics(timeout=10)
-        except KafkaException as exc:
-            self._report_failure(f"Kafka at {self._kafka.bootstrap_servers} did not answer ({exc})")
+            with kafka_errors(f"listing the topics at {self._kafka.bootstrap_servers}"):
+                metadata = consumer.list_topics(timeout=10)
+        except CdcMirrorError as exc:
+            self._report_failure(str(exc).rstrip("."))
             return
         self._report_recovery()
         with self._sessions.begin() as db:
@@ -248,9 +250,7 @@ class DetectionConsumer:
         """The stored offset, or the partition's start when the partition now ends before it
         (the topic was deleted and created again): its records would otherwise sit below the
         stored offset and never be counted."""
-        _, high = consumer.get_watermark_offsets(
-            TopicPartition(stored.topic, stored.partition), timeout=10
-        )
+        high = high_watermark(consumer, stored.topic, stored.partition, timeout_s=10)
         if high >= stored.next_offset:
             return stored.next_offset
         log.warning(

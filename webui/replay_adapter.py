@@ -18,15 +18,12 @@ import threading
 from collections.abc import Callable
 from datetime import date
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
-
+from cdc_platform.kafka import topic_names
 from mock_replay import api as mock_api
 from mock_replay.errors import ReplayError
 from mock_replay.publish import progress_topic
 from simple_binlog.config import MySQLInstance, Settings
-from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
-from simple_binlog.kafka import admin_config
+from simple_binlog.errors import CdcMirrorError
 from webui.replay import ReplayNotFoundError, ReplayRequest, ReplayState, ReplayStatus
 
 log = logging.getLogger(__name__)
@@ -120,15 +117,7 @@ class MockReplayService:
         return [_status(run) for run in found]
 
     def _progress_topics(self) -> set[str]:
-        client = AdminClient(admin_config(self._settings.kafka))
-        try:
-            metadata = client.list_topics(timeout=10)
-        except KafkaException as exc:
-            raise ServiceUnavailableError(
-                f"Kafka at {self._settings.kafka.bootstrap_servers} cannot list topics to find "
-                f"replay progress ({exc.args[0].str() if exc.args else exc})."
-            ) from exc
-        return set(metadata.topics)
+        return topic_names(self._settings.kafka, timeout_s=10)
 
 
 def _status(run: mock_api.RunStatus) -> ReplayStatus:

@@ -167,7 +167,7 @@ def _cleanup_stores(settings: Settings, pipeline: ChaosPipeline) -> None:
     from confluent_kafka.admin import AdminClient
     from kazoo.client import KazooClient
 
-    from simple_binlog.kafka import admin_config
+    from cdc_platform.kafka import admin_config
 
     zookeeper = KazooClient(hosts=settings.zookeeper.hosts)
     zookeeper.start(timeout=15)

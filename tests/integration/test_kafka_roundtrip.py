@@ -12,15 +12,10 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from cdc_platform.kafka import admin_config, consumer_config, ensure_topic, producer_config
 from simple_binlog.config import Settings
-from simple_binlog.kafka import (
-    admin_config,
-    consumer_config,
-    ensure_topic,
-    producer_config,
-    topic_name,
-)
 from simple_binlog.message import EventType, SimpleBinlog, Source, decode_message
+from simple_binlog.naming import topic_name
 from simple_binlog.offsets import OffsetGenerator
 from simple_binlog.routing import partition_key
 

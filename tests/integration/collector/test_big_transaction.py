@@ -17,7 +17,8 @@ from pathlib import Path
 import orjson
 from confluent_kafka import Consumer, TopicPartition
 
-from simple_binlog.kafka import consumer_config, topic_name
+from cdc_platform.kafka import consumer_config
+from simple_binlog.naming import topic_name
 from tests.integration.collector.harness import CollectorScene, admin, reached
 
 ROWS = int(os.environ.get("CDC_TEST_BIG_ROWS", "1000000"))

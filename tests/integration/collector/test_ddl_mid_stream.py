@@ -63,8 +63,8 @@ def test_ddl_is_published_in_order_with_secrets_redacted(scene: CollectorScene) 
     import orjson
     from confluent_kafka import Consumer
 
+    from cdc_platform.kafka import consumer_config
     from collector.publisher import schema_changes_topic
-    from simple_binlog.kafka import consumer_config
 
     with admin(scene.settings) as conn, conn.cursor() as cursor:
         cursor.execute(f"INSERT INTO {scene.db}.a (id, v) VALUES (10, 'x')")

@@ -8,8 +8,8 @@ import uuid
 import orjson
 from confluent_kafka import Consumer
 
+from cdc_platform.kafka import consumer_config
 from collector.publisher import dead_letter_topic
-from simple_binlog.kafka import consumer_config
 from tests.integration.collector.harness import CollectorScene, admin, reached
 
 

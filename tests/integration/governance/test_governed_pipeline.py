@@ -32,10 +32,10 @@ import yaml
 from confluent_kafka import Consumer
 from psycopg import sql
 
+from cdc_platform.kafka import consumer_config
 from collector.reader import server_position
 from simple_binlog.config import Settings, TableMirror
 from simple_binlog.governance import DetectionRecord
-from simple_binlog.kafka import consumer_config
 from tests.integration.collector.harness import CollectorProcess, reached
 from tests.integration.governance.workload import SALT, PlantedTable, admin
 from tests.integration.mirror.harness import MirrorProcess, MirrorScene, free_port, wait_for

@@ -39,3 +39,36 @@ def mirror_settings(local_stack: Settings) -> Iterator[Settings]:
                 sql.Identifier(scoped.mirror.warehouse_schema)
             )
         )
+
+
+@pytest.fixture(scope="session")
+def kudu_cluster(local_stack: Settings) -> Iterator[Settings]:
+    """The local stack's Kudu master and tablet server, started once per session (the same
+    code as ``cdc-mirror stack up kudu-master kudu-tserver``)."""
+    import os
+
+    from stack.manager import LocalStack
+
+    stack = LocalStack(local_stack)
+    done = stack.up(["kudu-master", "kudu-tserver"])
+    yield local_stack
+    started_here = [name for name, what in done.items() if what == "started"]
+    if started_here and os.environ.get("CDC_MIRROR_TESTS_STOP_STACK") == "1":
+        stack.down(started_here)
+
+
+@pytest.fixture()
+def kudu_settings(mirror_settings: Settings, kudu_cluster: Settings) -> Iterator[Settings]:
+    """``mirror_settings`` with the table mirrored to Kudu under a table prefix of its own."""
+    from tests.integration.mirror.kudu_store import drop_tables
+
+    scoped = mirror_settings.model_copy(
+        update={
+            "kudu": mirror_settings.kudu.model_copy(
+                update={"table_prefix": f"{mirror_settings.mirror.warehouse_schema}."}
+            ),
+            "tables": [table_mirror(targets=["kudu"])],
+        }
+    )
+    yield scoped
+    drop_tables(scoped)

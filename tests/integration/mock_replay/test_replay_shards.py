@@ -11,8 +11,8 @@ from mock_replay.api import ReplayService
 from mock_replay.plan import chunk_query
 from mock_replay.runner import ReplayRequest
 from simple_binlog.config import Settings
-from simple_binlog.kafka import topic_name
 from simple_binlog.message import EventType, Source
+from simple_binlog.naming import topic_name
 from simple_binlog.offsets import mock_offset
 from tests.integration.mock_replay.helpers import (
     Shards,

@@ -14,7 +14,7 @@ from pathlib import Path
 from mock_replay.api import ReplayService
 from mock_replay.runner import ReplayRequest
 from simple_binlog.config import Settings
-from simple_binlog.kafka import topic_name
+from simple_binlog.naming import topic_name
 from tests.integration.mock_replay.helpers import Shards, end_offsets, read_topic
 
 ROOT = Path(__file__).resolve().parents[3]

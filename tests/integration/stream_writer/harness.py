@@ -21,8 +21,8 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from cdc_platform.kafka import admin_config, ensure_topic, producer_config
 from simple_binlog.config import Settings
-from simple_binlog.kafka import admin_config, ensure_topic, producer_config
 from simple_binlog.message import EventType, SimpleBinlog, Source
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -252,7 +252,7 @@ def end_offsets(settings: Settings, topic: str) -> dict[int, int]:
     """The last stable offset of each partition (what a caught-up writer's nextOffset is)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from simple_binlog.kafka import consumer_config
+    from cdc_platform.kafka import consumer_config
 
     consumer = Consumer(consumer_config(settings.kafka, f"test-sw-ends-{uuid.uuid4().hex}"))
     try:

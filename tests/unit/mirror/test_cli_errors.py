@@ -33,7 +33,7 @@ def _cli(*args: str, tables: str = TABLES) -> subprocess.CompletedProcess[str]:
         (
             ["--target", "hive"],
             TABLES,
-            "error: the mirror has no target 'hive' (choose redis or warehouse).",
+            "error: the mirror has no target 'hive' (choose redis, warehouse or kudu).",
         ),
         (
             ["--target", "warehouse"],

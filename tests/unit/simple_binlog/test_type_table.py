@@ -21,6 +21,7 @@ import pytest
 
 import simple_binlog.type_table as type_table
 from merge.types import SnapshotTypeVisitor
+from mirror.kudu_types import KuduTypeVisitor
 from mirror.pgtypes import WarehouseTextVisitor, WarehouseTypeVisitor
 from mirror.plan import RowChange
 from mirror.redis_applier import decode_value, encode_value
@@ -35,7 +36,7 @@ from simple_binlog.type_table import (
     default_column_type,
     visit,
 )
-from simple_binlog.values import ColumnType, Kind, encode, parse_column_type
+from simple_binlog.values import ColumnType, Kind, decode, encode, parse_column_type
 
 # Every visitor of the product. ``test_every_visitor_is_registered`` finds any other.
 VISITORS: list[KindVisitor[Any]] = [
@@ -46,6 +47,7 @@ VISITORS: list[KindVisitor[Any]] = [
     WarehouseTextVisitor(),
     RedisValueVisitor(),
     WireSqlVisitor("`c`"),
+    KuduTypeVisitor(),
 ]
 
 # A driver value of each Kind, as python-mysql-replication or pymysql return it.
@@ -209,6 +211,11 @@ def test_every_visitor_answers_every_kind(visitor: KindVisitor[Any], column: Col
     elif isinstance(visitor, WireSqlVisitor):
         assert "`c`" in result.value
         assert result.quoting in ("number", "plain", "json")
+    elif isinstance(visitor, KuduTypeVisitor):
+        canonical = decode(column, encode(column, SAMPLES[column.kind]))
+        carried = result.to_java(canonical)
+        returned = str(carried) if result.name == "DECIMAL" else carried
+        assert result.text and result.from_java(returned) == canonical
     else:
         assert isinstance(result, str)
         assert result
