@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 
+from cdc_platform.lake import HiveCatalog
 from simple_binlog.config import Settings
 from simple_binlog.routing import ShardRouter
 from simple_binlog.spark import build_session
 from stream_writer import localfs, transform
-from cdc_platform.lake import HiveCatalog
 from stream_writer.metrics import WriterMetrics
 from stream_writer.writer import BatchWriter, WriterPaths, footer_ranges, register_jvm_parse
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stream_writer import localfs
 from cdc_platform.lake import partition_days
+from stream_writer import localfs
 from stream_writer.writer import FileSummary, parse_footer_summary
 
 
