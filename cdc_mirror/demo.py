@@ -795,9 +795,10 @@ class DemoRun:
                         f"the web admin refused the demo's {path.rsplit('/', 1)[-1]}: "
                         f"{answer.text[:300]}"
                     )
+            # A collector token reads the config of its one instance only.
             made = client.post(
                 "/api/tokens",
-                json={"name": "demo-collectors", "role": "collector"},
+                json={"name": "demo-collectors", "role": "collector", "instance": INSTANCE},
                 headers=headers,
             )
             if made.status_code != 201:

@@ -231,7 +231,7 @@ class CollectorConfigFeed:
         if status in (httpx.codes.UNAUTHORIZED, httpx.codes.FORBIDDEN):
             raise ConfigError(
                 f"the web admin at {self.url} refused governance.webui.token ({status}); use "
-                "a token of role 'collector'."
+                f"an unexpired token of role 'collector' made for instance {self._instance!r}."
             )
         if status == httpx.codes.NOT_FOUND:
             raise InstanceDeletedError(

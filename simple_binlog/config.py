@@ -358,6 +358,10 @@ class WebUISettings(_Section):
     secret_key: SecretStr | None = None
     secret_key_file: Path | None = None
     session_lifetime_s: int = Field(8 * 3600, ge=60)
+    # API tokens expire: a new token lives token_default_lifetime_days unless its creator asks
+    # for another lifetime, which may not exceed token_max_lifetime_days.
+    token_default_lifetime_days: int = Field(90, ge=1)
+    token_max_lifetime_days: int = Field(365, ge=1)
     # Send cookies only over HTTPS; turn on whenever the admin is served behind TLS.
     secure_cookies: bool = False
     # A fresh install creates this admin at start when no user exists yet.
@@ -380,6 +384,14 @@ class WebUISettings(_Section):
     count_detections: bool = True
     # (secret_key's minimum length is checked by the web admin at start: a validator here
     # would echo the rejected value in the config error.)
+
+    @model_validator(mode="after")
+    def _token_lifetimes(self) -> Self:
+        if self.token_default_lifetime_days > self.token_max_lifetime_days:
+            raise ValueError(
+                "token_default_lifetime_days must not exceed token_max_lifetime_days"
+            )
+        return self
 
 
 class MirrorSettings(_Section):

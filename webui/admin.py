@@ -9,8 +9,8 @@ import hashlib
 import json
 import logging
 import threading
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 from pydantic import SecretStr, ValidationError
 from sqlalchemy import delete, func, select
@@ -163,6 +163,8 @@ def save_instance(
         "topic": topic,
         "updated_at": now(),
     }
+    if row is not None and data.password is None and _connection_changes(row, data):
+        raise Problems([CONNECTION_NEEDS_PASSWORD])
     if data.password is not None:
         values["password_encrypted"] = keys.encrypt(data.password.get_secret_value())
     if row is None:
@@ -185,6 +187,26 @@ def save_instance(
         _instance_audit_view(row),
     )
     return row
+
+
+# A message, not a password (ruff's S105 judges by the name).
+CONNECTION_NEEDS_PASSWORD = (
+    "password: changing the host, port or user needs the MySQL password entered again; "  # noqa: S105
+    "the stored one is never sent to a new server."
+)
+
+
+def _connection_changes(row: Instance, data: InstanceIn) -> bool:
+    """Whether the update points the instance at another server or account: the stored
+    password then stays behind, so whoever controls the new host never receives it."""
+    return (row.host, row.port, row.user) != (data.host, data.port, data.user)
+
+
+def has_encrypted_secrets(db: Session) -> bool:
+    """Whether any row holds a value encrypted with the admin's key."""
+    return (
+        db.scalar(select(Instance.id).where(Instance.password_encrypted != "").limit(1)) is not None
+    )
 
 
 def delete_instance(db: Session, actor: str, name: str) -> None:
@@ -368,6 +390,14 @@ def collector_config(
     return config
 
 
+def audit_secret_read(
+    db: Session, who: str, instance: str, outcome: Literal["read_secret", "refused"]
+) -> None:
+    """One audit entry per collector config handed over (it carries the MySQL password) or
+    refused; a 304 hands nothing over and is not recorded."""
+    audit(db, who, outcome, "collector_config", instance, None, None)
+
+
 # --- users and tokens ---------------------------------------------------------------------
 
 
@@ -394,6 +424,8 @@ def create_user(db: Session, actor: str, data: UserIn) -> User:
 
 
 def set_user_disabled(db: Session, actor: str, username: str, disabled: bool) -> User:
+    """Disabling ends the user's sessions and revokes every API token they own (enabling
+    again brings neither back)."""
     row = db.scalar(select(User).where(User.username == username))
     if row is None:
         raise NotFound(f"no user named {username!r}.")
@@ -401,7 +433,16 @@ def set_user_disabled(db: Session, actor: str, username: str, disabled: bool) ->
         raise Problems(["you cannot disable your own account."])
     before = {"disabled": row.disabled}
     row.disabled = disabled
-    audit(db, actor, "update", "user", username, before, {"disabled": disabled})
+    after: dict[str, Any] = {"disabled": disabled}
+    if disabled:
+        db.execute(delete(LoginSession).where(LoginSession.user_id == row.id))
+        owned = list(
+            db.scalars(select(ApiToken).where(ApiToken.created_by == username, ~ApiToken.revoked))
+        )
+        for token in owned:
+            token.revoked = True
+        after["tokens_revoked"] = [token.id for token in owned]
+    audit(db, actor, "update", "user", username, before, after)
     return row
 
 
@@ -429,33 +470,87 @@ def set_user_password(
     return row
 
 
+def token_state(row: ApiToken) -> Literal["active", "expired", "revoked"]:
+    if row.revoked:
+        return "revoked"
+    expires = row.expires_at if row.expires_at.tzinfo else row.expires_at.replace(tzinfo=UTC)
+    return "expired" if expires <= now() else "active"
+
+
 def token_out(row: ApiToken) -> TokenOut:
     return TokenOut(
         id=row.id,
         name=row.name,
         role=row.role,
+        instance=row.instance,
         display_prefix=row.display_prefix,
         created_by=row.created_by,
         created_at=row.created_at,
+        expires_at=row.expires_at,
         last_used_at=row.last_used_at,
         revoked=row.revoked,
+        state=token_state(row),
     )
 
 
-def create_token(db: Session, actor: str, data: TokenIn) -> TokenCreated:
+def list_tokens(db: Session) -> list[ApiToken]:
+    return list(db.scalars(select(ApiToken).order_by(ApiToken.id)))
+
+
+def create_token(
+    db: Session, settings: Settings, actor: str, owner: str, data: TokenIn
+) -> TokenCreated:
+    """A new token owned by ``owner`` (a user name): it dies with that account. A collector
+    token is bound to one existing instance; other roles to none."""
+    problems = []
+    if data.role == "collector" and not data.instance:
+        problems.append(
+            "instance: a collector token needs the name of the one instance whose config it reads."
+        )
+    elif data.role != "collector" and data.instance:
+        problems.append("instance: only collector tokens are bound to an instance.")
+    elif (
+        data.instance and db.scalar(select(Instance).where(Instance.name == data.instance)) is None
+    ):
+        problems.append(f"instance: there is no instance named {data.instance!r}.")
+    days = data.expires_in_days or settings.webui.token_default_lifetime_days
+    if days > settings.webui.token_max_lifetime_days:
+        problems.append(
+            f"expires_in_days: a token may live at most {settings.webui.token_max_lifetime_days} "
+            "days (webui.token_max_lifetime_days)."
+        )
+    if problems:
+        raise Problems(problems)
     secret = new_api_token()
+    created = now()
     row = ApiToken(
         name=data.name,
         token_hash=hash_token(secret),
         display_prefix=secret[:9],
         role=data.role,
-        created_by=actor,
-        created_at=now(),
+        instance=data.instance if data.role == "collector" else None,
+        created_by=owner,
+        created_at=created,
+        expires_at=created + timedelta(days=days),
         revoked=False,
     )
     db.add(row)
     db.flush()
-    audit(db, actor, "create", "api_token", data.name, None, {"role": data.role, "id": row.id})
+    audit(
+        db,
+        actor,
+        "create",
+        "api_token",
+        data.name,
+        None,
+        {
+            "role": data.role,
+            "id": row.id,
+            "instance": row.instance,
+            "owner": owner,
+            "expires_at": row.expires_at.isoformat(),
+        },
+    )
     return TokenCreated(**token_out(row).model_dump(), token=secret)
 
 
@@ -463,8 +558,9 @@ def revoke_token(db: Session, actor: str, token_id: int) -> ApiToken:
     row = db.get(ApiToken, token_id)
     if row is None:
         raise NotFound(f"no API token with id {token_id}.")
+    before = {"revoked": row.revoked}
     row.revoked = True
-    audit(db, actor, "revoke", "api_token", row.name, {"revoked": False}, {"revoked": True})
+    audit(db, actor, "revoke", "api_token", row.name, before, {"revoked": True, "id": row.id})
     return row
 
 

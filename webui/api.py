@@ -6,8 +6,10 @@ anything that changes state. No credentials: 401. A viewer changing something: 4
 
 Collector configuration contract (``GET /api/collector-config/{instance}``):
 
-- Only tokens of role ``collector`` may call it; it is the one response that carries a
+- Only tokens of role ``collector`` may call it, each for the one instance it was made
+  for (403 for any other name, existing or not); it is the one response that carries a
   secret (the MySQL password the collector needs), so that role may read nothing else.
+  Every config handed over (200) and every refused name is written to the audit log.
 - The body is ``CollectorConfig``: the instance's connection, GTID start, include/exclude
   regexes, shard rules, collector group, topic and the table mirrors of the instance.
 - ``version`` grows with every saved change to the instance or its table mirrors; ``etag``
@@ -39,7 +41,7 @@ from webui.auth import (
 )
 from webui.context import WebContext, context, db_session
 from webui.lineage import MirrorDetails, mirror_details
-from webui.models import ApiToken, AuditEntry, TableMirrorRow, User
+from webui.models import AuditEntry, TableMirrorRow, User
 from webui.monitoring import PANELS, load_series
 from webui.replay import ReplayRequest, ReplayStatus
 from webui.schemas import (
@@ -103,8 +105,16 @@ def editor(request: Request, principal: Annotated[Principal, Depends(api_princip
     return principal
 
 
+def admin_reader(principal: Annotated[Principal, Depends(api_principal)]) -> Principal:
+    """Reads meant for admins only (the token list)."""
+    if not principal.can_edit:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "only admins may list API tokens.")
+    return principal
+
+
 Reader = Annotated[Principal, Depends(reader)]
 Editor = Annotated[Principal, Depends(editor)]
+AdminReader = Annotated[Principal, Depends(admin_reader)]
 
 router = APIRouter(prefix="/api", responses=_ERRORS)
 
@@ -257,13 +267,17 @@ def set_user_password(username: str, data: PasswordIn, db: DB, who: Editor) -> U
 
 
 @router.get("/tokens", response_model=list[TokenOut], tags=["tokens"])
-def list_tokens(db: DB, _: Reader) -> list[TokenOut]:
-    return [admin.token_out(t) for t in db.scalars(select(ApiToken).order_by(ApiToken.id))]
+def list_tokens(db: DB, _: AdminReader) -> list[TokenOut]:
+    """Admins only; never a token's value."""
+    return [admin.token_out(t) for t in admin.list_tokens(db)]
 
 
 @router.post("/tokens", response_model=TokenCreated, status_code=201, tags=["tokens"])
-def create_token(data: TokenIn, db: DB, who: Editor) -> TokenCreated:
-    return admin.create_token(db, who.name, data)
+def create_token(data: TokenIn, db: DB, ctx: Ctx, who: Editor) -> TokenCreated:
+    """The value is in this response only. A collector token needs ``instance``; the token
+    expires after ``expires_in_days`` (default and maximum: ``webui.token_*_lifetime_days``)
+    and is revoked when its owner's account is disabled."""
+    return admin.create_token(db, ctx.settings, who.name, who.owner or who.name, data)
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenOut, tags=["tokens"])
@@ -334,10 +348,18 @@ def collector_config(
             status.HTTP_403_FORBIDDEN,
             "only API tokens of role 'collector' may read collector configs.",
         )
+    if principal.instance != instance:
+        admin.audit_secret_read(db, principal.name, instance, "refused")
+        db.commit()  # the refusal stays on record although the request fails
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            f"this collector token may read only the config of instance {principal.instance!r}.",
+        )
     config = admin.collector_config(db, ctx.keys, instance, ctx.collector_configs)
     etag = f'"{config.etag}"'
     if if_none_match is not None and etag in {t.strip() for t in if_none_match.split(",")}:
         return Response(status_code=304, headers={"ETag": etag})
+    admin.audit_secret_read(db, principal.name, instance, "read_secret")
     response.headers["ETag"] = etag
     response.headers["Cache-Control"] = "no-store"
     return config

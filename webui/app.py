@@ -30,9 +30,11 @@ from simple_binlog.config import MySQLInstance, Settings
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
 from webui import admin, governance_api, governance_pages, pages
 from webui.api import router as api_router
+from webui.body_limit import BodyLimit
 from webui.context import WebContext
 from webui.db import database_url, make_engine, migrate, session_factory
 from webui.detections import DetectionConsumer
+from webui.governance_pages import MAX_LOOKUP_UPLOAD_BYTES
 from webui.monitoring import Scraper
 from webui.replay import ReplayNotFoundError, ReplayService, SimulatedReplayService
 from webui.schema_source import MariaDBSchemaSource, SchemaSource
@@ -85,7 +87,8 @@ def create_app(
     sessions = session_factory(engine)
     with sessions.begin() as db:
         admin.ensure_initial_admin(db, settings)
-    keys = load_keys(settings)
+        secrets_stored = admin.has_encrypted_secrets(db)
+    keys = load_keys(settings, secrets_stored=secrets_stored)
     ctx = WebContext(
         settings=settings,
         keys=keys,
@@ -129,6 +132,8 @@ def create_app(
         redoc_url=None,
     )
     app.middleware("http")(_security_headers)
+    # Added last, so outermost: a body is cut before any other layer sees it.
+    app.add_middleware(BodyLimit, limit_for=body_limit_for, headers=_SECURITY_HEADERS)
     app.state.ctx = ctx
     app.state.scraper = scraper
     app.state.detections = detections
@@ -159,7 +164,33 @@ async def _security_headers(
     response = await call_next(request)
     for name, value in _SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
+    if not request.url.path.startswith("/static/"):
+        # Pages and API answers may show a secret (a new token, a collector config) or a
+        # CSRF token: no browser or proxy cache keeps them.
+        response.headers.setdefault("Cache-Control", "no-store")
     return response
+
+
+# Request body limits in bytes, by path prefix: small for the anonymous login, roomy for the
+# lookup-table uploads (governance_pages.MAX_LOOKUP_UPLOAD_BYTES plus the multipart framing;
+# as JSON the same table takes about twice the bytes), the default for everything else.
+_SMALL_BODY = 16 * 1024
+_DEFAULT_BODY = 256 * 1024
+_BODY_LIMITS = (
+    ("/login", _SMALL_BODY),
+    ("/logout", _SMALL_BODY),
+    ("/governance/lookup-tables", MAX_LOOKUP_UPLOAD_BYTES + 2**20),
+    ("/api/governance/lookup-tables", 2 * MAX_LOOKUP_UPLOAD_BYTES),
+)
+
+
+def body_limit_for(method: str, path: str) -> int:
+    """The most bytes a request body to ``path`` may have (413 above)."""
+    del method  # the same for every method of a path
+    for prefix, limit in _BODY_LIMITS:
+        if path == prefix or path.startswith(prefix + "/"):
+            return limit
+    return _DEFAULT_BODY
 
 
 def _install_error_handlers(app: FastAPI) -> None:

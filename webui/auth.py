@@ -9,7 +9,11 @@ may do.
   ambient credentials and need none. The login form, before any session, uses a signed
   double-submit cookie.
 - Roles: ``admin`` edits, ``viewer`` reads; tokens may also have ``collector``, which may
-  only read collector configs.
+  only read the collector config of the one instance it was made for.
+- Tokens work until they expire, are revoked, or their owner's account is disabled.
+- Password hashing (scrypt: ~50 ms and 16 MiB each) runs in worker threads, a few at a time,
+  never on the event loop.
+- Login throttling (``LoginThrottle``) counts failures per client address and per user name.
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ import hashlib
 import hmac
 import threading
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Literal, ParamSpec, TypeVar
 
+import anyio
+import anyio.to_thread
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
@@ -39,12 +46,20 @@ CSRF_HEADER = "x-csrf-token"
 _DUMMY_HASH = "scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
 @dataclass(frozen=True)
 class Principal:
     name: str
     role: Literal["admin", "viewer", "collector"]
     kind: Literal["user", "token"]
     csrf_token: str | None = None  # sessions only
+    # The user answerable for what this principal does: the user of a session, the user who
+    # made a token (a token made with a token belongs to that token's owner).
+    owner: str | None = None
+    instance: str | None = None  # collector tokens: the one instance whose config they read
 
     @property
     def can_edit(self) -> bool:
@@ -59,12 +74,30 @@ def _hash_session_id(session_id: str) -> str:
     return hashlib.sha256(session_id.encode()).hexdigest()
 
 
-def authenticate_password(db: Session, username: str, password: str) -> User | None:
+class HashingPool:
+    """Runs password hashing in worker threads, at most ``concurrency`` at once: the event
+    loop stays free for other requests, and a flood of logins costs bounded memory."""
+
+    def __init__(self, concurrency: int = 4) -> None:
+        self._concurrency = concurrency
+        self._limiter: anyio.CapacityLimiter | None = None  # made inside the event loop
+
+    async def run(self, function: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self._concurrency)
+        return await anyio.to_thread.run_sync(
+            lambda: function(*args, **kwargs), limiter=self._limiter
+        )
+
+
+async def authenticate_password(
+    db: Session, hashing: HashingPool, username: str, password: str
+) -> User | None:
     user = db.scalar(select(User).where(User.username == username))
-    if user is None:
-        verify_password(password, _DUMMY_HASH)
-        return None
-    if not verify_password(password, user.password_hash) or user.disabled:
+    stored = user.password_hash if user is not None else _DUMMY_HASH
+    # Looked up at call time (not bound at import), so tests can watch the check.
+    matches = await hashing.run(verify_password, password, stored)
+    if user is None or not matches or user.disabled:
         return None
     return user
 
@@ -102,19 +135,32 @@ def principal_from_cookie(db: Session, keys: Keys, cookie: str | None) -> Princi
     if expires < datetime.now(UTC) or row.user.disabled:
         return None
     role: Literal["admin", "viewer"] = "admin" if row.user.role == "admin" else "viewer"
-    return Principal(row.user.username, role, "user", row.csrf_token)
+    return Principal(row.user.username, role, "user", row.csrf_token, owner=row.user.username)
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def principal_from_bearer(db: Session, authorization: str | None) -> Principal | None:
+    """The token's principal; None when it is unknown, revoked, expired, or its owner's
+    account is disabled (tokens made by the command line have no account)."""
     if not authorization:
         return None
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
-    row = db.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(token.strip())))
-    if row is None or row.revoked:
+    found = db.execute(
+        select(ApiToken, User.disabled)
+        .outerjoin(User, User.username == ApiToken.created_by)
+        .where(ApiToken.token_hash == hash_token(token.strip()))
+    ).first()
+    if found is None:
         return None
+    row, owner_disabled = found
     now = datetime.now(UTC)
+    if row.revoked or owner_disabled or _aware(row.expires_at) <= now:
+        return None
     last = row.last_used_at
     if last is not None and last.tzinfo is None:
         last = last.replace(tzinfo=UTC)
@@ -125,49 +171,99 @@ def principal_from_bearer(db: Session, authorization: str | None) -> Principal |
     role: Literal["admin", "viewer", "collector"] = (
         "admin" if row.role == "admin" else "collector" if row.role == "collector" else "viewer"
     )
-    return Principal(f"token:{row.name}", role, "token")
+    return Principal(
+        f"token:{row.name}", role, "token", owner=row.created_by, instance=row.instance
+    )
 
 
 class LoginThrottle:
-    """Failed logins per user name: after ``max_failures`` within ``window_s`` the name is
-    refused for the rest of the window, whatever the password (slows password guessing).
-    In memory, per process; a successful login clears the name's failures."""
+    """Failed logins per client address and per user name, in memory, per process.
+
+    - An address with ``max_address_failures`` failures within ``window_s`` is refused,
+      whatever the name and password, until the oldest of them leaves the window (stops one
+      address from guessing across many names).
+    - A name with ``max_failures`` failures within the window is refused, but only to
+      addresses that have themselves failed within the window: an attacker who keeps failing
+      cannot lock the real user out, whose address has not failed.
+    - Refused attempts are not counted, so every lock ends at most ``window_s`` after it
+      began. A successful login clears the name's failures (not the address's).
+    - At most ``max_keys`` names and addresses are tracked; the least recently failing are
+      forgotten first, so a spray of names costs bounded memory.
+
+    The address is the peer of the connection (``request.client``); behind a reverse proxy
+    all clients share the proxy's address, so the address limit then covers them all.
+    """
 
     def __init__(
         self,
         max_failures: int = 5,
+        max_address_failures: int = 20,
         window_s: float = 300.0,
+        max_keys: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._max = max_failures
+        self._max = {"user": max_failures, "address": max_address_failures}
         self._window = window_s
+        self._max_keys = max_keys
         self._clock = clock
-        self._failures: dict[str, list[float]] = {}
+        self._failures: OrderedDict[tuple[str, str], deque[float]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def retry_after(self, username: str) -> float:
-        """Seconds until ``username`` may try again (0: now)."""
+    def retry_after(self, address: str, username: str) -> float:
+        """Seconds until ``address`` may try ``username`` again (0: now)."""
         with self._lock:
-            recent = self._recent(username)
-            if len(recent) < self._max:
-                return 0.0
-            return max(0.0, recent[0] + self._window - self._clock())
+            by_address = self._lock_left(("address", address))
+            if not self._recent(("address", address)):
+                return by_address  # a clean address is not held by the name's failures
+            return max(by_address, self._lock_left(("user", _name_key(username))))
 
-    def failed(self, username: str) -> None:
+    def refused_for(self, address: str) -> bool:
+        """Whether the address itself (not only the name) is what is locked."""
         with self._lock:
-            self._recent(username).append(self._clock())
-            if len(self._failures) > 10_000:  # bounded memory under a spray of names
-                self._failures = {k: v for k, v in self._failures.items() if v}
+            return self._lock_left(("address", address)) > 0
 
-    def succeeded(self, username: str) -> None:
+    def failed(self, address: str, username: str) -> None:
         with self._lock:
-            self._failures.pop(username, None)
+            for key in (("address", address), ("user", _name_key(username))):
+                times = self._recent(key)
+                if key not in self._failures:
+                    self._failures[key] = times
+                self._failures.move_to_end(key)
+                times.append(self._clock())
+            while len(self._failures) > self._max_keys:
+                self._failures.popitem(last=False)
 
-    def _recent(self, username: str) -> list[float]:
+    def succeeded(self, address: str, username: str) -> None:
+        del address  # an address keeps its failures: a login of its own must not clear them
+        with self._lock:
+            self._failures.pop(("user", _name_key(username)), None)
+
+    def tracked_keys(self) -> int:
+        with self._lock:
+            return len(self._failures)
+
+    def _lock_left(self, key: tuple[str, str]) -> float:
+        times = self._recent(key)
+        if len(times) < self._max[key[0]]:
+            return 0.0
+        return max(0.0, times[0] + self._window - self._clock())
+
+    def _recent(self, key: tuple[str, str]) -> deque[float]:
+        """The key's failures within the window (oldest first); a key without any is dropped."""
+        times = self._failures.get(key)
+        if times is None:
+            return deque(maxlen=self._max[key[0]])
         cutoff = self._clock() - self._window
-        recent = [t for t in self._failures.get(username, []) if t > cutoff]
-        self._failures[username] = recent
-        return recent
+        while times and times[0] <= cutoff:
+            times.popleft()
+        if not times:
+            del self._failures[key]
+        return times
+
+
+def _name_key(username: str) -> str:
+    # Real names are at most 64 characters; a longer one is kept short in memory.
+    return username[:80]
 
 
 def csrf_ok(principal: Principal, submitted: str | None) -> bool:

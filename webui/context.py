@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from simple_binlog.config import Settings
 from webui.admin import CollectorConfigCache
-from webui.auth import LoginThrottle
+from webui.auth import HashingPool, LoginThrottle
 from webui.replay import ReplayService
 from webui.schema_source import SchemaSource
 from webui.security import Keys
@@ -25,6 +25,7 @@ class WebContext:
     schemas: SchemaSource
     collector_configs: CollectorConfigCache = field(default_factory=CollectorConfigCache)
     login_throttle: LoginThrottle = field(default_factory=LoginThrottle)
+    hashing: HashingPool = field(default_factory=HashingPool)
 
 
 def context(request: Request) -> WebContext:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -38,6 +40,9 @@ def make_engine(url: str) -> Engine:
 
 def _make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
+        database = make_url(url).database
+        if database and database != ":memory:" and not database.startswith("file:"):
+            make_private(Path(database))
         # The web server's worker threads share the engine; SQLite needs to be told, and
         # needs foreign keys switched on per connection.
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
@@ -51,6 +56,25 @@ def _make_engine(url: str) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+def make_private(path: Path) -> None:
+    """Create the SQLite file with mode 0600 (SQLite gives its -wal and -shm files the same
+    mode), or take group and other access away from an existing one: it holds password
+    hashes, session ids and the encrypted MySQL passwords."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        return
+    except FileExistsError:
+        pass
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        path.chmod(mode & 0o700)
+        log.warning("the admin database %s was readable by other users; made it mode 0600", path)
+    for companion in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if companion.exists() and stat.S_IMODE(companion.stat().st_mode) & 0o077:
+            companion.chmod(0o600)
 
 
 def migrate(engine: Engine) -> None:

@@ -39,7 +39,12 @@ class User(Base):
 
 
 class ApiToken(Base):
-    """A bearer token for automation; its role is fixed at creation. Only the hash is kept."""
+    """A bearer token for automation; its role is fixed at creation. Only the hash is kept.
+
+    A token works until ``expires_at``, until it is revoked, and only while its owner's
+    account (``created_by``, a user name) is enabled; disabling the account revokes it. A
+    collector token reads the config of its one ``instance`` and nothing else.
+    """
 
     __tablename__ = "api_tokens"
 
@@ -49,10 +54,12 @@ class ApiToken(Base):
     # The first characters, so a person can tell tokens apart without the secret part.
     display_prefix: Mapped[str] = mapped_column(String(16))
     role: Mapped[str] = mapped_column(String(16))  # admin | viewer | collector
-    created_by: Mapped[str] = mapped_column(String(64))
+    created_by: Mapped[str] = mapped_column(String(64))  # the owning user's name
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     revoked: Mapped[bool] = mapped_column(default=False)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    instance: Mapped[str | None] = mapped_column(String(63), nullable=True)  # collectors only
 
 
 class LoginSession(Base):

@@ -34,7 +34,7 @@ from webui.auth import (
     principal_from_cookie,
 )
 from webui.context import WebContext, context, db_session
-from webui.models import ApiToken, AuditEntry, DetectionCount, Instance, MetricSample, User
+from webui.models import AuditEntry, DetectionCount, Instance, MetricSample, User
 from webui.monitoring import PANELS, load_series, render_svg
 from webui.replay import FINAL_STATES, ReplayRequest, ReplayStatus
 from webui.schemas import InstanceIn, TokenIn, UserIn
@@ -187,15 +187,19 @@ async def login(request: Request, db: DB, ctx: Ctx) -> Response:
             request, ctx, next_url, "Your login form expired; please try again.", 403
         )
     username = _text(form, "username")
-    wait = ctx.login_throttle.retry_after(username)
+    address = request.client.host if request.client else "unknown"
+    wait = ctx.login_throttle.retry_after(address, username)
     if wait > 0:
-        message = f"Too many failed logins for this user; try again in {wait:.0f} s."
+        who_failed = (
+            "from your address" if ctx.login_throttle.refused_for(address) else "for this user"
+        )
+        message = f"Too many failed logins {who_failed}; try again in {wait:.0f} s."
         return _login_again(request, ctx, next_url, message, 429)
-    user = authenticate_password(db, username, _text(form, "password"))
+    user = await authenticate_password(db, ctx.hashing, username, _text(form, "password"))
     if user is None:
-        ctx.login_throttle.failed(username)
+        ctx.login_throttle.failed(address, username)
         return _login_again(request, ctx, next_url, "Unknown user or wrong password.", 401)
-    ctx.login_throttle.succeeded(username)
+    ctx.login_throttle.succeeded(address, username)
     response = _see(next_url)
     response.set_cookie(
         SESSION_COOKIE,
@@ -699,13 +703,18 @@ def users_page(request: Request, db: DB, who: PageUser) -> Response:
 def _users(
     request: Request, db: Session, who: Principal, status_code: int = 200, **values: Any
 ) -> Response:
+    # Tokens (never their values) are listed to admins only.
+    tokens = [admin.token_out(t) for t in admin.list_tokens(db)] if who.can_edit else []
+    settings = context(request).settings.webui
     return render(
         request,
         "users.html",
         who,
         status_code,
         users=list(db.scalars(select(User).order_by(User.username))),
-        tokens=list(db.scalars(select(ApiToken).order_by(ApiToken.id))),
+        tokens=tokens,
+        instances=[i.name for i in admin.list_instances(db)] if who.can_edit else [],
+        token_days=(settings.token_default_lifetime_days, settings.token_max_lifetime_days),
         **values,
     )
 
@@ -759,7 +768,7 @@ def set_password_form(
 
 
 @router.post("/account/password")
-async def change_own_password(request: Request, db: DB, who: PageUser) -> Response:
+async def change_own_password(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
     """Any user, viewer too, changes their own password (the current one is asked)."""
     form = await request.form()
     token = form.get(CSRF_FIELD)
@@ -768,7 +777,9 @@ async def change_own_password(request: Request, db: DB, who: PageUser) -> Respon
     if who.kind != "user":
         raise Forbidden("API tokens have no password.")
     try:
-        admin.set_user_password(
+        # Two scrypt runs: in a worker thread, not on the event loop.
+        await ctx.hashing.run(
+            admin.set_user_password,
             db,
             who.name,
             who.name,
@@ -782,20 +793,31 @@ async def change_own_password(request: Request, db: DB, who: PageUser) -> Respon
 
 
 @router.post("/tokens")
-def create_token_form(request: Request, db: DB, who: PageUser, form: EditForm) -> Response:
+def create_token_form(
+    request: Request, db: DB, ctx: Ctx, who: PageUser, form: EditForm
+) -> Response:
+    role = _text(form, "role") or "viewer"
+    values = {
+        "name": _text(form, "name"),
+        "role": role,
+        # The instance select is sent whatever the role; only a collector token keeps it.
+        "instance": _optional(form, "instance") if role == "collector" else None,
+        "expires_in_days": _optional(form, "expires_in_days"),
+    }
     try:
         created = admin.create_token(
-            db,
-            who.name,
-            TokenIn.model_validate(
-                {"name": _text(form, "name"), "role": _text(form, "role") or "viewer"}
-            ),
+            db, ctx.settings, who.name, who.owner or who.name, TokenIn.model_validate(values)
         )
     except ValidationError as exc:
-        db.rollback()
-        return _users(request, db, who, 422, errors=admin.validation_messages(exc))
-    # The secret is shown on this response only; reloading the page does not show it again.
-    return _users(request, db, who, 201, new_token=created)
+        errors = admin.validation_messages(exc)
+    except admin.Problems as exc:
+        errors = exc.messages
+    else:
+        # The secret is shown on this response only (sent with Cache-Control: no-store);
+        # reloading the page does not show it again.
+        return _users(request, db, who, 201, new_token=created)
+    db.rollback()
+    return _users(request, db, who, 422, errors=errors)
 
 
 @router.post("/tokens/{token_id}/revoke")

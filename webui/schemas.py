@@ -201,17 +201,28 @@ class TokenIn(BaseModel):
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9 ._-]+$")
     role: Literal["admin", "viewer", "collector"] = "viewer"
+    instance: str | None = Field(
+        None, description="collector tokens only: the one instance whose config they read"
+    )
+    expires_in_days: int | None = Field(
+        None, ge=1, description="default: webui.token_default_lifetime_days"
+    )
 
 
 class TokenOut(BaseModel):
+    """A token as listed; never its value."""
+
     id: int
     name: str
     role: str
+    instance: str | None
     display_prefix: str
     created_by: str
     created_at: datetime
+    expires_at: datetime
     last_used_at: datetime | None
     revoked: bool
+    state: Literal["active", "expired", "revoked"]
 
 
 class TokenCreated(TokenOut):

@@ -119,8 +119,13 @@ class Keys:
             ) from None
 
 
-def load_keys(settings: Settings) -> Keys:
-    """The configured secret key, else the key file (created with mode 0600 when missing)."""
+def load_keys(settings: Settings, *, secrets_stored: bool = False) -> Keys:
+    """The configured secret key, else the key file (created with mode 0600 when missing).
+
+    ``secrets_stored``: the database holds values encrypted with the key. A missing key file
+    is then refused instead of replaced, since a new key would leave every stored secret
+    unreadable without a word.
+    """
     configured = settings.webui.secret_key
     if configured is not None:
         secret = configured.get_secret_value()
@@ -131,10 +136,16 @@ def load_keys(settings: Settings) -> Keys:
             )
         return Keys.from_master(secret.encode())
     path = settings.webui.secret_key_file or settings.stack.home / "webui.key"
-    return Keys.from_master(_read_or_create_key_file(path))
+    return Keys.from_master(_read_or_create_key_file(path, may_create=not secrets_stored))
 
 
-def _read_or_create_key_file(path: Path) -> bytes:
+def _read_or_create_key_file(path: Path, *, may_create: bool) -> bytes:
+    if not path.exists() and not may_create:
+        raise ConfigError(
+            f"the web admin's key file {path} is missing but its database holds passwords "
+            "encrypted with it; restore that file from a backup (or set webui.secret_key to "
+            "the same secret) before starting."
+        )
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         # O_EXCL: two processes starting at once never overwrite each other's key.

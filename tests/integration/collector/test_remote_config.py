@@ -57,7 +57,16 @@ class AdminApi:
     server: Server
     client: httpx.Client
     csrf: str
-    collector_token: str
+
+    def collector_token(self, instance: str) -> str:
+        """A new collector token for ``instance`` (a collector token reads one instance)."""
+        created = self.client.post(
+            "/api/tokens",
+            json={"name": f"collector-{instance}", "role": "collector", "instance": instance},
+            headers={"X-CSRF-Token": self.csrf},
+        )
+        assert created.status_code == 201, created.text
+        return str(created.json()["token"])
 
     def put_instance(self, name: str, body: dict[str, Any]) -> int:
         response = self.client.put(
@@ -105,13 +114,7 @@ def admin_api(
         )
         assert response.status_code in (200, 303), response.text
         csrf = csrf_of(client.get("/").text)
-        created = client.post(
-            "/api/tokens",
-            json={"name": "collectors", "role": "collector"},
-            headers={"X-CSRF-Token": csrf},
-        )
-        assert created.status_code == 201, created.text
-        yield AdminApi(server, client, csrf, str(created.json()["token"]))
+        yield AdminApi(server, client, csrf)
     finally:
         client.close()
         server.stop()
@@ -125,6 +128,7 @@ class Scene:
     base: CollectorScene
     api: AdminApi
     instance: str
+    collector_token: str
     db_a: str
     db_b: str
     body: dict[str, Any]
@@ -183,7 +187,6 @@ def scene(local_stack: Settings, admin_api: AdminApi, tmp_path: Path) -> Iterato
         "CDC_MIRROR_GOVERNANCE__SOURCE": "webui",
         "CDC_MIRROR_COLLECTOR__MAX_ROWS_PER_TRANSACTION": "200",
         "CDC_MIRROR_GOVERNANCE__WEBUI__URL": admin_api.server.url,
-        "CDC_MIRROR_GOVERNANCE__WEBUI__TOKEN": admin_api.collector_token,
         "CDC_MIRROR_GOVERNANCE__WEBUI__POLL_INTERVAL_S": POLL_S,
         "CDC_MIRROR_GOVERNANCE__WEBUI__CACHE_DIR": str(cache_dir),
         "CDC_MIRROR_ZOOKEEPER__ROOT": f"/cdc-test-{tag}",
@@ -203,12 +206,14 @@ def scene(local_stack: Settings, admin_api: AdminApi, tmp_path: Path) -> Iterato
         "topic": f"{prefix}{instance}",
     }
     admin_api.create_instance(body)
+    collector_token = admin_api.collector_token(instance)
+    env["CDC_MIRROR_GOVERNANCE__WEBUI__TOKEN"] = collector_token
     # The scene's instance for reading back: the topic is <prefix><instance name>.
     settings = local_stack.model_copy(
         update={"instances": [local.model_copy(update={"name": instance})]}
     )
     base = CollectorScene(settings, db_a, prefix, start, env, tmp_path)
-    created = Scene(base, admin_api, instance, db_a, db_b, body, cache_dir)
+    created = Scene(base, admin_api, instance, collector_token, db_a, db_b, body, cache_dir)
     yield created
     for process in base.processes:
         process.stop()
@@ -289,7 +294,7 @@ def test_a_filter_change_switches_the_running_collector_exactly_once(scene: Scen
     assert f"switched to config version {version} at GTID {switch['gtid']}" in log
     assert "need a history replay" in log
     assert re.search(r"governance policy set version \d+ applied", log)  # from the same reply
-    assert scene.api.collector_token not in log and "cdc-local" not in log
+    assert scene.collector_token not in log and "cdc-local" not in log
 
 
 def test_a_change_during_a_split_transaction_waits_for_its_end(scene: Scene) -> None:

@@ -296,6 +296,7 @@ def test_configure_replay_and_watch_in_chromium(
         page.click("header nav >> text=Users & tokens")
         page.fill("#token-form input[name=name]", "collector-eu")
         page.select_option("#token-form select[name=role]", "collector")
+        page.select_option("#token-form select[name=instance]", instance)
         page.click("#token-form button[type=submit]")
         expect(page.locator("#new-token-value")).to_contain_text("cdcm_")
         shot(page, "11-token-created")

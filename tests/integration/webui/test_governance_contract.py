@@ -54,7 +54,9 @@ def _admin(url: str) -> tuple[httpx.Client, dict[str, str]]:
 def test_a_collector_polls_the_policy_set_from_the_admin(served: Server, tmp_path: Path):
     client, h = _admin(served.url)
     assert client.post("/api/instances", json=instance_body(), headers=h).status_code == 201
-    created = client.post("/api/tokens", json={"name": "c", "role": "collector"}, headers=h)
+    created = client.post(
+        "/api/tokens", json={"name": "c", "role": "collector", "instance": "orders"}, headers=h
+    )
     collector_token = created.json()["token"]
     policy = {"table": "ordercenter_orderinfo", "column": "phone", "action": "hash"}
     assert client.put("/api/governance/policies", json=policy, headers=h).status_code == 200

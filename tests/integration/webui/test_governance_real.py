@@ -90,7 +90,7 @@ def test_lineage_and_policies_of_a_sharded_table_on_the_real_store(
         assert client.post("/api/table-mirrors", json=mirror, headers=h).status_code == 201
         logical = table.logical_name
         collector = TestClient(app)
-        token = {"Authorization": f"Bearer {make_token(client, csrf, 'collector')}"}
+        token = {"Authorization": f"Bearer {make_token(client, csrf, 'collector', instance='govlive')}"}
         before = collector.get("/api/collector-config/govlive", headers=token)
         etag = before.headers["ETag"]
 

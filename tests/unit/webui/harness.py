@@ -98,12 +98,19 @@ def create_viewer(client: TestClient, csrf: str, username: str = "viewer") -> No
     assert response.status_code == 201, response.text
 
 
-def make_token(client: TestClient, csrf: str, role: str, name: str | None = None) -> str:
-    response = client.post(
-        "/api/tokens",
-        json={"name": name or f"{role}-token", "role": role},
-        headers={"X-CSRF-Token": csrf},
-    )
+def make_token(
+    client: TestClient,
+    csrf: str,
+    role: str,
+    name: str | None = None,
+    instance: str = "orders",
+    **extra: object,
+) -> str:
+    """A new API token; a collector token is scoped to ``instance`` (which must exist)."""
+    body: dict[str, object] = {"name": name or f"{role}-token", "role": role, **extra}
+    if role == "collector":
+        body["instance"] = instance
+    response = client.post("/api/tokens", json=body, headers={"X-CSRF-Token": csrf})
     assert response.status_code == 201, response.text
     return str(response.json()["token"])
 

@@ -28,18 +28,28 @@ def test_instance_create_update_keeps_password_and_audits(client: TestClient, ad
     assert created.json()["topic"] == "cdc.binlog.orders"
     assert created.json()["version"] == 1
 
-    update = instance_body(host="10.0.0.7", password=None, topic="orders.binlog")
+    update = instance_body(password=None, topic="orders.binlog")
     updated = anonymous.put("/api/instances/orders", json=update, headers=_bearer(token))
     assert updated.status_code == 200, updated.text
-    assert updated.json()["host"] == "10.0.0.7"
+    assert updated.json()["topic"] == "orders.binlog"
     assert updated.json()["version"] == 2
 
     config_token = make_token(client, admin_csrf, "collector")
     config = anonymous.get("/api/collector-config/orders", headers=_bearer(config_token)).json()
     assert config["password"] == MYSQL_PASSWORD, "an update without password keeps the old one"
 
+    # Another server needs the password again (tests/unit/webui/test_instance_connection.py).
+    moved = instance_body(host="10.0.0.7", password="Moved-Server-Pw-1", topic="orders.binlog")
+    assert anonymous.put("/api/instances/orders", json=moved, headers=_bearer(token)).is_success
+
     audit = client.get("/api/audit").json()
-    change = next(e for e in audit if e["object_type"] == "instance" and e["action"] == "update")
+    change = next(
+        e
+        for e in audit
+        if e["object_type"] == "instance"
+        and e["action"] == "update"
+        and e["after"]["host"] != e["before"]["host"]
+    )
     assert change["actor"] == "token:admin-token"
     assert change["before"]["host"] == "127.0.0.1"
     assert change["after"]["host"] == "10.0.0.7"
@@ -190,7 +200,7 @@ def test_collector_config_contract(client: TestClient, admin_csrf: str):
     assert changed.json()["version"] > body["version"]
     assert changed.json()["etag"] != body["etag"]
     assert [t["table_prefix"] for t in changed.json()["tables"]] == ["orderinfo"]
-    moved = instance_body(host="10.9.9.9", password=None)
+    moved = instance_body(host="10.9.9.9", password="Moved-Server-Pw-2")
     assert client.put("/api/instances/orders", json=moved, headers=headers).status_code == 200
     after_move = bot.get(
         "/api/collector-config/orders",
@@ -198,7 +208,13 @@ def test_collector_config_contract(client: TestClient, admin_csrf: str):
     )
     assert after_move.status_code == 200, "a cached config never outlives a change"
     assert after_move.json()["host"] == "10.9.9.9"
-    assert bot.get("/api/collector-config/gone", headers=_bearer(collector)).status_code == 404
+    assert after_move.json()["password"] == "Moved-Server-Pw-2"
+    assert bot.get("/api/collector-config/gone", headers=_bearer(collector)).status_code == 403, (
+        "a collector token reads its own instance only"
+    )
+    client.delete("/api/table-mirrors/ordercenter_orderinfo", headers=headers)
+    assert client.delete("/api/instances/orders", headers=headers).status_code == 204
+    assert bot.get("/api/collector-config/orders", headers=_bearer(collector)).status_code == 404
 
 
 def test_replay_start_progress_cancel_history(client: TestClient, admin_csrf: str):

@@ -250,6 +250,8 @@ def test_viewers_read_but_cannot_change_and_collectors_read_nothing(
     client: TestClient, admin_csrf: str
 ):
     create_viewer(client, admin_csrf)
+    headers = {"X-CSRF-Token": admin_csrf}
+    assert client.post("/api/instances", json=instance_body(), headers=headers).status_code == 201
     collector_token = make_token(client, admin_csrf, "collector")
     viewer = TestClient(client.app)
     csrf = login(viewer, "viewer", "viewer-password-1")

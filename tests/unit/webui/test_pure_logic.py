@@ -156,16 +156,17 @@ def test_login_throttle_refuses_a_name_after_repeated_failures_until_the_window_
     now = [0.0]
     throttle = LoginThrottle(max_failures=3, window_s=60, clock=lambda: now[0])
     for _ in range(3):
-        assert throttle.retry_after("alice") == 0
-        throttle.failed("alice")
+        assert throttle.retry_after("10.0.0.1", "alice") == 0
+        throttle.failed("10.0.0.1", "alice")
         now[0] += 1
-    assert throttle.retry_after("alice") == 57.0
-    assert throttle.retry_after("bob") == 0, "other names are not affected"
+    assert throttle.retry_after("10.0.0.1", "alice") == 57.0
+    assert throttle.retry_after("10.0.0.1", "bob") == 0, "other names are not affected"
+    assert throttle.retry_after("10.0.0.2", "alice") == 0, "nor addresses that did not fail"
     now[0] += 57
-    assert throttle.retry_after("alice") == 0
-    throttle.failed("alice")
-    throttle.succeeded("alice")
-    assert throttle.retry_after("alice") == 0
+    assert throttle.retry_after("10.0.0.1", "alice") == 0
+    throttle.failed("10.0.0.1", "alice")
+    throttle.succeeded("10.0.0.1", "alice")
+    assert throttle.retry_after("10.0.0.1", "alice") == 0
 
 
 def test_bad_or_unreachable_admin_database_is_one_sentence_without_the_password():
