@@ -153,10 +153,20 @@ def demo(
 
 @app.command("sql-server")
 def sql_server(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    host: Annotated[
+        str,
+        typer.Option(
+            help="Address to listen on; any but loopback needs sql_server.user and "
+            "sql_server.password (or sql_server.ldap_url) in the config."
+        ),
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="HiveServer2 (Thrift) port.")] = 10000,
 ) -> None:
-    """Serve the Hive tables to HiveServer2 clients (beeline, PyHive, JDBC) until stopped."""
+    """Serve the Hive tables to HiveServer2 clients (beeline, PyHive, JDBC) until stopped.
+
+    Its sessions are read-only and cannot reach the host: no reads by path, reflection, ADD
+    JAR/FILE, LOAD DATA or TRANSFORM.
+    """
     from cdc_mirror.sql_server import run_sql_server  # noqa: PLC0415
 
     run_sql_server(settings(), host, port)

@@ -552,6 +552,34 @@ class MergeSettings(_Section):
         return value
 
 
+class SqlServerSettings(_Section):
+    """Who may log in to ``cdc-mirror sql-server`` (HiveServer2). Unset: no login is checked,
+    and the server then listens on loopback only.
+    """
+
+    # One user and password (HiveServer2 CUSTOM authentication, checked against a salted hash
+    # in the server); set the password through CDC_MIRROR_SQL_SERVER__PASSWORD.
+    user: str | None = None
+    password: SecretStr | None = None
+    # Or the directory's users (HiveServer2 LDAP authentication), e.g. ldaps://ldap.corp:636.
+    ldap_url: str | None = None
+    ldap_base_dn: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if (self.user is None) != (self.password is None):
+            raise ValueError("user and password are set together")
+        if self.password is not None and not self.password.get_secret_value():
+            raise ValueError("the password is empty")
+        if self.user is not None and self.ldap_url is not None:
+            raise ValueError("set either user and password or ldap_url, not both")
+        return self
+
+    @property
+    def authenticates(self) -> bool:
+        return self.user is not None or self.ldap_url is not None
+
+
 class StackSettings(_Section):
     """Where the local stack keeps its binaries' state, data and logs."""
 
@@ -587,6 +615,7 @@ class Settings(BaseSettings):
     mirror: MirrorSettings = MirrorSettings()
     kudu: KuduSettings = KuduSettings()
     stack: StackSettings = StackSettings()
+    sql_server: SqlServerSettings = SqlServerSettings()
     webui: WebUISettings = WebUISettings()
     shard_rules: list[ShardRule] = Field(default_factory=lambda: [ShardRule()])
     # The logical tables mirrored downstream of Kafka (Hive snapshot, warehouse, Redis).

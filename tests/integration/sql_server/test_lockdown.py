@@ -1,0 +1,224 @@
+"""``cdc-mirror sql-server`` attacked as a hostile client would: one real server for the module
+(loopback, a password configured through the environment), reached with the HiveServer2 JDBC
+driver that PySpark ships (in a py4j JVM of the test's own, one for the module, so each
+connection and statement costs milliseconds). A login without the right password is refused;
+a logged-in user cannot read a file of the host, call a Java method or run a command, and can
+still query.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyspark
+import pytest
+from py4j.java_gateway import JavaGateway
+from py4j.protocol import Py4JJavaError
+
+from cdc_mirror.processes import Component, free_port, port_free
+from simple_binlog.config import Settings
+
+ROOT = Path(__file__).resolve().parents[3]
+SPARK_JARS = Path(pyspark.__file__).parent / "jars"
+STARTUP_TIMEOUT_S = 300.0
+USER = "bi_reader"
+PASSWORD = "lockdown-test-Secret-7"
+SECRET = "the-host-secret-4f1c"  # the content of the host file the attacks go after
+RUN = uuid.uuid4().hex[:8]  # names of what a successful attack would create
+
+
+@pytest.fixture(scope="module")
+def secret_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("host") / "secret.txt"
+    path.write_text(SECRET + "\n")
+    return path
+
+
+def cli_sql(*statements: str) -> None:
+    """Statements through ``cdc-mirror sql`` (a process of its own: a SparkSession in this one
+    would patch py4j for every gateway, the JDBC client's too)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "cdc_mirror", "sql", *statements],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def hive_text_table(local_stack: Settings, secret_file: Path) -> Iterator[str]:
+    """A Hive text table in the shared metastore for LOAD DATA to aim at, made with the
+    operator's ``cdc-mirror sql`` (the server's own sessions may not create tables)."""
+    name = f"default.lockdown_target_{RUN}"
+    location = secret_file.parent / "target"
+    cli_sql(f"CREATE TABLE {name} (line string) STORED AS TEXTFILE LOCATION '{location}'")
+    try:
+        yield name
+    finally:
+        cli_sql(f"DROP TABLE IF EXISTS {name}")
+
+
+@pytest.fixture(scope="module")
+def server(local_stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    log_path = tmp_path_factory.mktemp("sql-server") / "sql-server.log"
+    port = free_port()
+    component = Component(
+        "sql-server",
+        ["sql-server", "--port", str(port)],
+        env={
+            "PYSPARK_PYTHON": sys.executable,
+            "CDC_MIRROR_SQL_SERVER__USER": USER,
+            "CDC_MIRROR_SQL_SERVER__PASSWORD": PASSWORD,
+        },
+        log_path=log_path,
+        cwd=ROOT,
+    ).start()
+    try:
+        component.wait_until(lambda: not port_free(port), STARTUP_TIMEOUT_S, "the SQL server")
+        yield port
+    finally:
+        component.terminate(timeout_s=60)
+    log = log_path.read_text()
+    assert component.returncode == 0, log[-3000:]
+    assert PASSWORD not in log
+
+
+@pytest.fixture(scope="module")
+def jvm() -> Iterator[Any]:
+    """A JVM with Hive's JDBC driver (from PySpark's jars), driven through py4j."""
+    py4j_jar = next(SPARK_JARS.glob("py4j-*.jar"))
+    gateway = JavaGateway.launch_gateway(
+        jarpath=str(py4j_jar),
+        classpath=str(SPARK_JARS / "*"),
+        die_on_exit=True,
+        redirect_stdout=subprocess.DEVNULL,
+        redirect_stderr=subprocess.DEVNULL,
+    )
+    gateway.jvm.java.sql.DriverManager.setLoginTimeout(60)
+    yield gateway.jvm
+    gateway.shutdown()
+
+
+def connect(jvm: Any, port: int, user: str, password: str | None) -> Any:
+    properties = jvm.java.util.Properties()
+    properties.setProperty("user", user)
+    if password is not None:
+        properties.setProperty("password", password)
+    url = f"jdbc:hive2://127.0.0.1:{port}/default"
+    return jvm.java.sql.DriverManager.getConnection(url, properties)
+
+
+@pytest.fixture(scope="module")
+def session(jvm: Any, server: int) -> Iterator[Any]:
+    connection = connect(jvm, server, USER, PASSWORD)
+    yield connection
+    connection.close()
+
+
+def run(connection: Any, statement: str) -> list[list[str | None]]:
+    with_result = connection.createStatement()
+    try:
+        if not with_result.execute(statement):
+            return []
+        rows = with_result.getResultSet()
+        width = rows.getMetaData().getColumnCount()
+        found = []
+        while rows.next():
+            found.append([rows.getString(i) for i in range(1, width + 1)])
+        return found
+    finally:
+        with_result.close()
+
+
+def refused(connection: Any, statement: str) -> str:
+    """The server's error for ``statement``, which must fail and must not show the secret."""
+    with pytest.raises(Py4JJavaError) as caught:
+        rows = run(connection, statement)
+        pytest.fail(f"{statement!r} was run: {rows}")  # pragma: no cover - the bug
+    message = str(caught.value.java_exception.getMessage())
+    assert SECRET not in message
+    return message
+
+
+def login_error(jvm: Any, port: int, user: str, password: str | None) -> str:
+    with pytest.raises(Py4JJavaError) as caught:
+        connect(jvm, port, user, password).close()
+    return str(caught.value.java_exception.getMessage())
+
+
+# -- logins ---------------------------------------------------------------------------------
+def test_a_login_without_a_password_is_refused(jvm: Any, server: int) -> None:
+    assert "Error validating the login" in login_error(jvm, server, USER, None)
+
+
+def test_a_login_with_a_wrong_password_is_refused(jvm: Any, server: int) -> None:
+    assert "Error validating the login" in login_error(jvm, server, USER, PASSWORD + "x")
+
+
+def test_a_login_as_another_user_with_the_password_is_refused(jvm: Any, server: int) -> None:
+    assert "Error validating the login" in login_error(jvm, server, "admin", PASSWORD)
+
+
+def test_the_configured_user_can_query(session: Any) -> None:
+    assert run(session, "SELECT upper('ok'), 40 + 2") == [["OK", "42"]]
+    assert ["default"] in run(session, "SHOW DATABASES")
+    run(session, "CREATE TEMPORARY VIEW numbers AS SELECT id FROM range(3)")
+    assert run(session, "SELECT sum(id) FROM numbers") == [["3"]]
+
+
+# -- files of the host ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT * FROM text.`{path}`",
+        "SELECT * FROM csv.`file://{path}`",
+        "SELECT * FROM IDENTIFIER('text.`{path}`')",
+        "CREATE TEMPORARY VIEW leak USING text OPTIONS (path '{path}')",
+        "CREATE TABLE leak_a_{run} (line string) USING text LOCATION 'file://{dir}'",
+        "CREATE TABLE leak_b_{run} (line string) STORED AS TEXTFILE LOCATION 'file://{dir}'",
+        "ADD FILE {path}",
+        "ADD JAR {path}",
+        "INSERT OVERWRITE LOCAL DIRECTORY '{dir}/out' SELECT 1",
+        "SELECT TRANSFORM(id) USING 'cat {path}' FROM range(1)",
+    ],
+)
+def test_a_host_file_cannot_be_read(session: Any, secret_file: Path, statement: str) -> None:
+    refused(session, statement.format(path=secret_file, dir=secret_file.parent, run=RUN))
+
+
+def test_a_host_file_cannot_be_loaded_into_a_table(
+    session: Any, secret_file: Path, hive_text_table: str
+) -> None:
+    refused(session, f"LOAD DATA LOCAL INPATH '{secret_file}' INTO TABLE {hive_text_table}")
+    assert run(session, f"SELECT count(*) FROM {hive_text_table}") == [["0"]]
+
+
+def test_sql_on_files_cannot_be_switched_back_on(session: Any, secret_file: Path) -> None:
+    message = refused(session, "SET spark.sql.runSQLOnFiles=true")
+    assert "cannot be changed" in message
+    refused(session, f"SELECT * FROM text.`{secret_file}`")
+
+
+# -- Java ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT reflect('java.lang.System', 'getProperty', 'user.home')",
+        "SELECT java_method('java.lang.System', 'getenv', 'PATH')",
+        "SELECT try_reflect('java.lang.System', 'getProperty', 'user.home')",
+        "SELECT 1 WHERE 'x' IN (SELECT java_method('java.lang.System', 'getenv', 'PATH'))",
+        "SELECT reflect('java.lang.System', 'setProperty', 'hive.server2.authentication', 'NONE')",
+        "CREATE TEMPORARY FUNCTION r AS 'org.apache.hadoop.hive.ql.udf.generic.GenericUDFReflect'",
+    ],
+)
+def test_java_methods_cannot_be_called(session: Any, statement: str) -> None:
+    message = refused(session, statement)
+    assert "cdc-mirror SQL server" in message
