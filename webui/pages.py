@@ -304,6 +304,8 @@ def _instance_values(form: FormData) -> dict[str, Any]:
         "shard_rules": rules,
         "collector_group": _text(form, "collector_group") or "default",
         "topic": _optional(form, "topic"),
+        # An unticked checkbox sends nothing: absent means off, the safe default.
+        "allow_cleartext_password": form.get("allow_cleartext_password") == "on",
     }
     password = form.get("password")
     if isinstance(password, str) and password:
@@ -327,6 +329,7 @@ def _instance_form_values(row: Instance | None) -> dict[str, Any]:
             ),
             "collector_group": "default",
             "topic": "",
+            "allow_cleartext_password": False,
         }
     out = admin.instance_out(row)
     return {
@@ -342,6 +345,7 @@ def _instance_form_values(row: Instance | None) -> dict[str, Any]:
         ),
         "collector_group": out.collector_group,
         "topic": out.topic,
+        "allow_cleartext_password": out.allow_cleartext_password,
     }
 
 

@@ -97,3 +97,24 @@ def test_form_refuses_a_host_change_without_the_password(client: TestClient, adm
     assert moved.status_code == 303
     config = _config(client, admin_csrf)
     assert (config["host"], config["password"]) == ("10.0.0.8", "Other-Server-Pw-3")
+
+
+def test_form_sets_and_clears_cleartext_password_permission(client: TestClient, admin_csrf: str):
+    # The form is the other way an admin edits an instance: the permission must be settable
+    # there too, and an unticked box (which a browser does not send) must switch it off.
+    headers = {"X-CSRF-Token": admin_csrf}
+    client.post("/api/instances", json=instance_body(), headers=headers)
+    assert _config(client, admin_csrf)["allow_cleartext_password"] is False
+    page = client.get("/instances/orders")
+    assert 'name="allow_cleartext_password"' in page.text and "checked" not in page.text
+
+    ticked = _form(admin_csrf, allow_cleartext_password="on")
+    assert client.post("/instances/orders", data=ticked, follow_redirects=False).status_code == 303
+    assert _config(client, admin_csrf)["allow_cleartext_password"] is True
+    assert "checked" in client.get("/instances/orders").text
+
+    unticked = _form(admin_csrf)
+    assert (
+        client.post("/instances/orders", data=unticked, follow_redirects=False).status_code == 303
+    )
+    assert _config(client, admin_csrf)["allow_cleartext_password"] is False
