@@ -1,27 +1,40 @@
 """``cdc-mirror``: one command, a subcommand per component.
 
 Settings are loaded here (``--config`` or $CDC_MIRROR_CONFIG) and passed down. Errors that
-cdc-mirror raises on purpose end the command with their one sentence and exit code 1.
+cdc-mirror raises on purpose end the command with their one sentence and the exit code of
+their kind (``simple_binlog.errors.EXIT_CODES``, listed in ``--help``). Text that comes from
+users, configs or services is escaped before rich prints it, so ``[orders]`` stays as it is.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from simple_binlog.config import Settings, load_settings
-from simple_binlog.errors import CdcMirrorError
+from simple_binlog.errors import EXIT_CODES, CdcMirrorError, ConfigError, ExitCode, exit_code_for
+
+
+def _exit_code_help() -> str:
+    rows = "\n".join(f"  {int(code):>3}  {meaning}" for code, meaning in EXIT_CODES.items())
+    return f"Exit codes:\n\n\b\n{rows}"
+
 
 app = typer.Typer(
     help="Change-data-capture mirroring: MySQL binlog → Kafka → Hive, warehouse, Redis.",
+    epilog=_exit_code_help(),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 stack_app = typer.Typer(
     help="The local stack: MariaDB, Kafka, ZooKeeper, Redis, PostgreSQL, Spark.",
@@ -29,8 +42,16 @@ stack_app = typer.Typer(
 )
 app.add_typer(stack_app, name="stack")
 
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)  # one error, one line
+
+def _console(stderr: bool = False) -> Console:
+    """A console that wraps lines to the terminal's width on a terminal, and never wraps them
+    when the output goes to a file or a pipe (rich's default there is 80 columns)."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, soft_wrap=stderr or not stream.isatty())
+
+
+console = _console()
+err_console = _console(stderr=True)  # one error, one line
 
 ConfigOption = Annotated[
     Path | None,
@@ -49,10 +70,29 @@ class _State:
 _state = _State()
 
 
+def _package_version() -> str:
+    try:
+        return version("cdc-mirror")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        console.print(f"cdc-mirror {_package_version()}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     config: ConfigOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at DEBUG level.")] = False,
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
 ) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
@@ -74,7 +114,7 @@ def stack_up(services: ServicesArg = None) -> None:
     from stack.manager import LocalStack  # noqa: PLC0415
 
     local = LocalStack(settings())
-    local.up(services, report=lambda name, what: console.print(f"[bold]{name:<11}[/] {what}"))
+    local.up(services, report=_report_service)
     _print_status(local)
 
 
@@ -83,25 +123,27 @@ def stack_down(services: ServicesArg = None) -> None:
     """Stop the services the stack started (data is kept)."""
     from stack.manager import LocalStack  # noqa: PLC0415
 
-    LocalStack(settings()).down(
-        services, report=lambda name, what: console.print(f"[bold]{name:<11}[/] {what}")
-    )
+    LocalStack(settings()).down(services, report=_report_service)
+
+
+def _report_service(name: str, what: str) -> None:
+    console.print(f"[bold]{escape(f'{name:<11}')}[/] {escape(what)}")
 
 
 @stack_app.command("status")
 def stack_status() -> None:
-    """Each service with its port and health. Exit code 1 if any is unhealthy."""
+    """Each service with its port and health. Exit code 3 if any is unhealthy."""
     from stack.manager import LocalStack  # noqa: PLC0415
 
     if not _print_status(LocalStack(settings())):
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.UNAVAILABLE)
 
 
 def _print_status(local: object) -> bool:
     from stack.manager import LocalStack  # noqa: PLC0415
 
     assert isinstance(local, LocalStack)
-    table = Table(title=f"cdc-mirror local stack ({local.paths.home})")
+    table = Table(title=f"cdc-mirror local stack ({escape(str(local.paths.home))})")
     for column in ("service", "port", "health", "started by stack"):
         table.add_column(column)
     all_healthy = True
@@ -196,9 +238,9 @@ def sql(
                 raise CdcMirrorError(f"the query failed: {first}") from None
             if not frame.columns:
                 continue  # a statement (DROP, CREATE …) with no result
-            table = Table(*frame.columns)
+            table = Table(*(escape(column) for column in frame.columns))
             for row in rows:
-                table.add_row(*("NULL" if value is None else str(value) for value in row))
+                table.add_row(*(Text("NULL" if value is None else str(value)) for value in row))
             console.print(table)
     finally:
         spark.stop()
@@ -224,6 +266,31 @@ def collector_run(
     loaded = settings()
     port = loaded.collector.metrics_port if metrics_port is None else metrics_port
     run_collector(loaded, instance, port, ha, _state.config)
+
+
+@app.command("collect")
+def collect(
+    from_files: Annotated[
+        list[str],
+        typer.Option(
+            "--from-files",
+            help="Binlog files as 'mysqlbinlog --raw' archives them (or directories of them), "
+            "read in the order given. Local paths.",
+        ),
+    ],
+    instance: Annotated[str, typer.Option(help="MySQL instance name from the config.")] = "local",
+    offline: Annotated[
+        bool,
+        typer.Option(help="Ask no server for table schemas: names and types from the files."),
+    ] = False,
+) -> None:
+    """Collect archived binlog files into the instance's Kafka topic, as the live collector
+    would have (same messages, offsets and positions), after its stored position."""
+    from collector.app import collect_files  # noqa: PLC0415
+
+    position = collect_files(settings(), instance, from_files, offline, _state.config)
+    if position is not None:
+        typer.echo(f"committed up to {position.file}:{position.pos} (GTID {position.gtid or '-'})")
 
 
 @app.command("replay")
@@ -275,8 +342,8 @@ def replay(
         workers=workers,
     )
     outcome = run_replay_command(settings(), request, resume, console, show_progress=progress)
-    if outcome.state != "done":
-        raise typer.Exit(3)
+    if outcome.state != "done":  # cancelled; resumable
+        raise typer.Exit(ExitCode.INTERRUPTED)
 
 
 stream_writer_app = typer.Typer(
@@ -336,10 +403,13 @@ def merge(
         ),
     ] = False,
 ) -> None:
-    """Daily Hive snapshot from the change layer. Exit code 4 if any table failed."""
+    """Daily Hive snapshot from the change layer, a line per table as each ends.
+
+    Exit code 5 if any table failed, else 4 if a table's check against MySQL found a mismatch.
+    """
     from merge.app import run_merge_command  # noqa: PLC0415
 
-    failed = run_merge_command(
+    outcomes = run_merge_command(
         settings(),
         dt,
         table or [],
@@ -351,8 +421,10 @@ def merge(
         err_console,
         skip_readiness,
     )
-    if failed:
-        raise typer.Exit(4)
+    if any(outcome.error is not None for outcome in outcomes):
+        raise typer.Exit(ExitCode.FAILED)
+    if any(o.result and o.result.check and not o.result.check.ok for o in outcomes):
+        raise typer.Exit(ExitCode.CHECK_FAILED)
 
 
 mirror_app = typer.Typer(
@@ -400,10 +472,10 @@ def mirror_refresh_counts() -> None:
     loaded = settings()
     counted = refresh_all_counts(loaded)
     for name, rows in counted.items():
-        console.print(f"{name}: {rows} rows over the last 7 days")
+        console.print(f"{escape(name)}: {rows} rows over the last 7 days")
     expected = [t.name for t in loaded.tables if t.check_column is not None]
     if len(counted) < len(expected):
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)
 
 
 webui_app = typer.Typer(
@@ -445,12 +517,55 @@ def webui_create_user(
     from webui.cli import create_user  # noqa: PLC0415
 
     create_user(settings(), username, role, password)
-    console.print(f"user {username!r} ({role}) created")
+    console.print(f"user {username!r} ({role}) created", markup=False)
+
+
+config_app = typer.Typer(help="Check a configuration without running anything.")
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("validate")
+def config_validate(
+    file: Annotated[Path, typer.Argument(help="The YAML config file to check.")],
+) -> None:
+    """Load FILE (with $CDC_MIRROR_* overrides) and report every problem, one sentence each
+    naming the field; a secret's value is never shown. Exit code 0 when valid, 2 when not."""
+    try:
+        load_settings(file)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            err_console.print(f"[red]error:[/] {escape(problem)}")
+        count = len(exc.problems)
+        err_console.print(
+            f"{escape(str(file))}: {count} problem{'s' if count > 1 else ''}", highlight=False
+        )
+        raise typer.Exit(ExitCode.USAGE) from None
+    console.print(f"{escape(str(file))}: valid", highlight=False)
+
+
+def _fail(exc: BaseException) -> int:
+    err_console.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+    return exit_code_for(exc)
+
+
+def run(args: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code (``EXIT_CODES``)."""
+    try:
+        code = app(args=args, standalone_mode=False)
+    except CdcMirrorError as exc:
+        return _fail(exc)
+    except (typer.Abort, KeyboardInterrupt):  # Ctrl-C
+        err_console.print("interrupted")
+        return ExitCode.INTERRUPTED
+    except typer.TyperException as exc:  # the command line is wrong (click's usage errors)
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            err_console.print(f"error: {escape(exc.format_message())}", highlight=False)
+        return ExitCode.USAGE
+    return code if isinstance(code, int) else ExitCode.OK
 
 
 def main() -> None:
-    try:
-        app()
-    except CdcMirrorError as exc:
-        err_console.print(f"[red]error:[/] {exc}")
-        sys.exit(1)
+    sys.exit(run())

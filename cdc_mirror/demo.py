@@ -874,7 +874,7 @@ class DemoRun:
             table.add_row(store, rows, checksum, f"[{colour}]{verdict}[/]")
         self.console.print(table)
         for sentence in agreement.disagreements():
-            self.console.print(f"  [red]{sentence}[/]", highlight=False)
+            self.console.print(f"  {sentence}", style="red", markup=False, highlight=False)
         colour = "green" if raw.exactly_once else "red"
         self.console.print(f"  [{colour}]{raw.describe()}[/]")
         verdict = "agree" if agreement.agrees and raw.exactly_once else "DO NOT agree"

@@ -6,9 +6,9 @@
 # Every day at MERGE_AT (HH:MM, UTC) it merges yesterday (UTC) for every table mirrored to Hive:
 #   cdc-mirror merge --all --dt <yesterday> --wait-ready-s MERGE_WAIT_READY_S
 # The merge waits (bounded) for the stream writer to declare the day ready. A failed merge
-# (exit 4: a table failed; anything else: it could not run) is retried MERGE_RETRIES times in
-# all, MERGE_RETRY_S apart; after that the day is left for the operator (docs/operations.md)
-# and the loop goes on with the next day.
+# (exit 5: a table failed; 4: a check found a mismatch; other codes: `cdc-mirror --help`) is
+# retried MERGE_RETRIES times in all, MERGE_RETRY_S apart; after that the day is left for the
+# operator (docs/operations.md) and the loop goes on with the next day.
 #
 #   merge-daily                 the loop
 #   merge-daily --once [DAY]    one merge (with its retries) of DAY (default yesterday), then

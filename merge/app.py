@@ -1,6 +1,7 @@
 """``cdc-mirror merge``: argument checks, one Spark session for all requested tables, a line
-per table. A failing table does not stop the others; the caller exits with 4 when any failed
-and the failed tables are named on stderr, one sentence each."""
+per table as it starts and as it ends. A failing table does not stop the others; the caller
+exits non-zero when any failed (named on stderr, one sentence each) or when a table's check
+against MySQL found a mismatch."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def run_merge_command(
     err_console: Console,
     skip_readiness: bool = False,
 ) -> list[TableOutcome]:
-    """Run the merges; returns the failed outcomes."""
+    """Run the merges, reporting each table as it starts and ends; returns every outcome."""
     requests = plan_requests(
         settings,
         dt,
@@ -79,24 +80,34 @@ def run_merge_command(
         skip_readiness,
     )
     merger = build_merger(settings)
+    outcomes: list[TableOutcome] = []
     try:
-        outcomes = merge_tables(merger, requests)
+        for number, request in enumerate(requests, 1):
+            console.print(
+                f"merging {request.table} {request.dt} ({number} of {len(requests)}) …",
+                markup=False,
+                highlight=False,
+            )
+            [outcome] = merge_tables(merger, [request])
+            _report(outcome, console, err_console)
+            outcomes.append(outcome)
     finally:
         merger.spark.stop()
-    for outcome in outcomes:
-        if outcome.result is not None:
-            result = outcome.result
-            check = (
-                ""
-                if result.check is None
-                else ("; check ok" if result.check.ok else "; check MISMATCH")
-            )
-            provisional = "" if result.readiness == "ready" else " (day not ready: provisional)"
-            console.print(
-                f"{outcome.table} {result.dt}: {result.rows} rows from {result.changes} changes "
-                f"in {result.seconds:.1f} s; archive rule: {result.archive.reason}{check}"
-                f"{provisional}"
-            )
-        else:
-            err_console.print(f"error: {outcome.table}: {outcome.error}")
-    return [o for o in outcomes if o.error is not None]
+    return outcomes
+
+
+def _report(outcome: TableOutcome, console: Console, err_console: Console) -> None:
+    """One line for the table (plain text: names and reasons are never read as markup)."""
+    if outcome.result is None:
+        err_console.print(f"error: {outcome.table}: {outcome.error}", markup=False)
+        return
+    result = outcome.result
+    check = (
+        "" if result.check is None else ("; check ok" if result.check.ok else "; check MISMATCH")
+    )
+    provisional = "" if result.readiness == "ready" else " (day not ready: provisional)"
+    console.print(
+        f"{outcome.table} {result.dt}: {result.rows} rows from {result.changes} changes "
+        f"in {result.seconds:.1f} s; archive rule: {result.archive.reason}{check}{provisional}",
+        markup=False,
+    )

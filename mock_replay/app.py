@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -76,13 +77,15 @@ def _prepare(
         prepared, existing = load_for_resume(
             settings, request.instance, resume, store, request.rate_limit
         )
-        console.print(f"resuming replay run [bold]{resume}[/] ({len(prepared.spec.tables)} tables)")
+        console.print(
+            f"resuming replay run [bold]{escape(resume)}[/] ({len(prepared.spec.tables)} tables)"
+        )
         return prepared, existing
     prepared = start_run(settings, request, store)
     console.print(
-        f"replay run [bold]{prepared.spec.run_id}[/]: {len(prepared.spec.tables)} tables of "
-        f"{request.db_prefix}*.{request.table_prefix}*, executeTime {prepared.spec.execute_day}"
-        f" (UTC); resume with --resume {prepared.spec.run_id}"
+        f"replay run [bold]{escape(prepared.spec.run_id)}[/]: {len(prepared.spec.tables)} tables"
+        f" of {escape(f'{request.db_prefix}*.{request.table_prefix}*')}, executeTime "
+        f"{prepared.spec.execute_day} (UTC); resume with --resume {escape(prepared.spec.run_id)}"
     )
     return prepared, {}
 
@@ -159,10 +162,12 @@ def run_replay_command(
     rate = result.rows / result.seconds if result.seconds > 0 else 0.0
     console.print(
         f"replay run {result.run_id} {result.state}: {result.rows:,} rows published in "
-        f"{result.seconds:,.1f} s ({rate:,.0f} rows/s) from {len(spec.tables)} tables"
+        f"{result.seconds:,.1f} s ({rate:,.0f} rows/s) from {len(spec.tables)} tables",
+        markup=False,
     )
     if result.state == "cancelled":
         console.print(
-            f"resume with: cdc-mirror replay --instance {spec.instance} --resume {spec.run_id}"
+            f"resume with: cdc-mirror replay --instance {spec.instance} --resume {spec.run_id}",
+            markup=False,
         )
     return result

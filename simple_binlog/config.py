@@ -25,6 +25,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -728,28 +729,39 @@ def is_secret_field(model: type[BaseModel], location: tuple[int | str, ...]) -> 
     return False
 
 
-def describe_validation_error(error: ValidationError, model: type[BaseModel] | None = None) -> str:
-    """One sentence naming the first bad field, e.g. for ``kafka.partitions: 'abc'``.
+def describe_problem(problem: ErrorDetails, model: type[BaseModel] | None = None) -> str:
+    """One sentence naming one bad field (one item of ``ValidationError.errors()``).
 
     The rejected value is shown only for a setting that holds no secret (``model``: what was
     validated, default ``Settings``).
     """
-    first = error.errors()[0]
-    field = _field_path(first["loc"])
-    message = first["msg"]
-    if message.startswith("Value error, "):
-        message = message.removeprefix("Value error, ")
-    if first["type"] == "missing":
-        sentence = f"config field '{field}' is required but missing"
-    elif first["type"] == "extra_forbidden":
-        sentence = f"config field '{field}' is not a known setting"
-    else:
-        sentence = f"config field '{field}' is invalid: {message}"
-        if "input" in first and not isinstance(first["input"], dict | list):
-            secret = is_secret_field(model or Settings, tuple(first["loc"]))
-            shown = "***" if secret else repr(first["input"])
-            sentence += f" (got {shown})"
-    more = len(error.errors()) - 1
+    field = _field_path(tuple(problem["loc"]))
+    message = str(problem["msg"]).removeprefix("Value error, ")
+    if problem["type"] == "missing":
+        return f"config field '{field}' is required but missing."
+    if problem["type"] == "extra_forbidden":
+        return f"config field '{field}' is not a known setting."
+    sentence = f"config field '{field}' is invalid: {message}"
+    if "input" in problem and not isinstance(problem["input"], dict | list):
+        secret = is_secret_field(model or Settings, tuple(problem["loc"]))
+        shown = "***" if secret else repr(problem["input"])
+        sentence += f" (got {shown})"
+    return sentence + "."
+
+
+def describe_validation_problems(
+    error: ValidationError, model: type[BaseModel] | None = None
+) -> list[str]:
+    """Every problem of ``error``, one sentence each (``describe_problem``)."""
+    return [describe_problem(problem, model) for problem in error.errors()]
+
+
+def describe_validation_error(error: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """One sentence naming the first bad field, e.g. for ``kafka.partitions: 'abc'``, and how
+    many more there are."""
+    problems = describe_validation_problems(error, model)
+    sentence = problems[0].removesuffix(".")
+    more = len(problems) - 1
     if more:
         sentence += f"; and {more} more problem{'s' if more > 1 else ''}"
     return sentence + "."
@@ -769,7 +781,9 @@ def load_settings(config_file: Path | str | None = None) -> Settings:
             os.environ[CONFIG_ENV_VAR] = path
         return Settings()
     except ValidationError as exc:
-        raise ConfigError(describe_validation_error(exc)) from None
+        raise ConfigError(
+            describe_validation_error(exc), describe_validation_problems(exc)
+        ) from None
     except (ValueError, yaml.YAMLError) as exc:  # YAML syntax errors are not ValueErrors
         reason = " ".join(str(exc).split())
         raise ConfigError(f"config file {path} cannot be read: {reason}") from None

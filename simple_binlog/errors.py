@@ -6,7 +6,13 @@ driver internals. The Kafka adapter (``cdc_platform.kafka``) does it in one tabl
 
 Two branches say whether doing the work again can help: ``RetriableError`` (retried by
 ``cdc_platform.retry``, with back-off) and ``FatalError`` (never retried: stop and say why).
+
+``EXIT_CODES`` is the one table of the process exit codes every command line uses, and
+``exit_code_for`` maps an error of this taxonomy onto it.
 """
+
+from collections.abc import Sequence
+from enum import IntEnum
 
 
 class CdcMirrorError(Exception):
@@ -18,7 +24,15 @@ class FatalError(CdcMirrorError):
 
 
 class ConfigError(FatalError):
-    """The configuration is wrong; fix it and start again (fatal)."""
+    """The configuration is wrong; fix it and start again (fatal).
+
+    ``problems``: every problem found, one sentence each (the message alone when not given);
+    the message itself may summarise them.
+    """
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems: tuple[str, ...] = tuple(problems) or (message,)
 
 
 class FencedError(FatalError):
@@ -53,3 +67,41 @@ class UnsupportedTypeError(ContractError):
 
 class StackError(CdcMirrorError):
     """A local-stack service could not be installed, started or stopped."""
+
+
+class ExitCode(IntEnum):
+    """What a command's exit status means; one meaning each (``EXIT_CODES``)."""
+
+    OK = 0
+    UNEXPECTED = 1
+    USAGE = 2
+    UNAVAILABLE = 3
+    CHECK_FAILED = 4
+    FAILED = 5
+    INTERRUPTED = 130
+
+
+EXIT_CODES: dict[ExitCode, str] = {
+    ExitCode.OK: "done",
+    ExitCode.UNEXPECTED: "unexpected error, a bug (the traceback says where)",
+    ExitCode.USAGE: "usage or configuration error: fix the command line or the config",
+    ExitCode.UNAVAILABLE: "a service is unavailable or unhealthy: retrying later may succeed",
+    ExitCode.CHECK_FAILED: "a check failed: the data differs from its source or its contract",
+    ExitCode.FAILED: "stopped with a reason (fatal error, a table or item that failed)",
+    ExitCode.INTERRUPTED: "interrupted or cancelled (Ctrl-C); the work can be resumed",
+}
+
+
+def exit_code_for(error: BaseException) -> ExitCode:
+    """The exit code of a command that ends with ``error``."""
+    if isinstance(error, KeyboardInterrupt):
+        return ExitCode.INTERRUPTED
+    if not isinstance(error, CdcMirrorError):
+        return ExitCode.UNEXPECTED
+    if isinstance(error, ConfigError):
+        return ExitCode.USAGE
+    if isinstance(error, RetriableError):
+        return ExitCode.UNAVAILABLE
+    if isinstance(error, ContractError):
+        return ExitCode.CHECK_FAILED
+    return ExitCode.FAILED

@@ -26,7 +26,12 @@ from cdc_platform.kafka import consumer_config, high_watermark
 from cdc_platform.lake import default_writer_name
 from cdc_platform.retry import RetryCancelled, RetryPolicy
 from simple_binlog.config import Settings
-from simple_binlog.errors import CdcMirrorError, RetriableError, ServiceUnavailableError
+from simple_binlog.errors import (
+    CdcMirrorError,
+    RetriableError,
+    ServiceUnavailableError,
+    exit_code_for,
+)
 from simple_binlog.naming import topic_name
 from simple_binlog.spark import build_session
 from stream_writer import localfs
@@ -280,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     except CdcMirrorError as exc:
         logging.getLogger(__name__).error("%s", exc)
-        return 1
+        return exit_code_for(exc)
     return 0
 
 

@@ -41,7 +41,7 @@ def test_wrong_password_is_named_and_the_password_is_not(local_stack: Settings) 
         "password": "not-the-password-x7",
     }
     result = _run_collector({"CDC_MIRROR_INSTANCES": json.dumps([instance])})
-    assert result.returncode == 1
+    assert result.returncode == 2  # a configuration error
     line = _error_line(result)
     assert "refused user 'cdc'" in line and "check the user and password" in line
     assert "not-the-password-x7" not in result.stderr + result.stdout
@@ -69,7 +69,7 @@ def test_purged_binlog_says_so_and_points_to_a_replay(local_stack: Settings) -> 
             time.sleep(0.2)
         assert cursor.rowcount == 1, "the old binlogs could not be purged"
     result = _run_collector({"CDC_MIRROR_COLLECTOR__START": old})
-    assert result.returncode == 1
+    assert result.returncode == 2  # a configuration error
     line = _error_line(result)
     assert "no longer has the binlog at the stored position" in line
     assert "run a history replay" in line

@@ -338,7 +338,7 @@ def test_an_instance_deleted_in_the_admin_stops_its_collector(scene: Scene) -> N
     collector.wait_for(lambda: (collector.health() or {}).get("role") == "active", "active")
     scene.api.delete_instance(scene.instance)
     collector.wait_for(lambda: not collector.alive(), "the collector to stop")
-    assert collector.process is not None and collector.process.returncode == 1
+    assert collector.process is not None and collector.process.returncode == 2
     output = collector.log.read_text()
     errors = [line for line in output.splitlines() if line.startswith("error:")]
     assert errors == [

@@ -40,13 +40,13 @@ def test_a_position_inside_an_event_is_refused(local_stack: Settings) -> None:
         cursor.execute("SHOW MASTER STATUS")
         file = cursor.fetchone()[0]
     result = _run_collector({"CDC_MIRROR_COLLECTOR__START": f"{file}:5"})
-    assert result.returncode == 1
+    assert result.returncode == 2  # a configuration error
     line = _error_line(result)
     assert f"{file}:5 is not a transaction boundary" in line and "GTID position" in line
 
 
 def test_a_malformed_start_is_a_config_error(local_stack: Settings) -> None:
     result = _run_collector({"CDC_MIRROR_COLLECTOR__START": "yesterday"})
-    assert result.returncode == 1
+    assert result.returncode == 2  # a configuration error
     line = _error_line(result)
     assert "config field 'collector.start' is invalid" in line and "'yesterday'" in line

@@ -43,7 +43,7 @@ def test_bad_config_file_fails_with_one_sentence(
     config = tmp_path / "cdc-mirror.yaml"
     config.write_text(yaml_text)
     result = _cli("--config", str(config), "stack", "status")
-    assert result.returncode == 1
+    assert result.returncode == 2
     message = result.stderr.strip()
     assert len(message.splitlines()) == 1, message
     assert f"'{field}'" in message and words in message
@@ -52,7 +52,7 @@ def test_bad_config_file_fails_with_one_sentence(
 
 def test_bad_environment_override_names_the_field() -> None:
     result = _cli("stack", "status", env={"CDC_MIRROR_KAFKA__REPLICATION_FACTOR": "three"})
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "'kafka.replication_factor'" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
@@ -61,12 +61,12 @@ def test_a_secret_never_appears_in_the_error(tmp_path: Path) -> None:
     config = tmp_path / "cdc-mirror.yaml"
     config.write_text("instances:\n  - {name: prod, host: db.example, password: cdc-local}\n")
     result = _cli("--config", str(config), "stack", "status")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "default password" in result.stderr
     assert "cdc-local" not in result.stderr
 
 
 def test_missing_config_file_is_named(tmp_path: Path) -> None:
     result = _cli("--config", str(tmp_path / "nope.yaml"), "stack", "status")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "nope.yaml does not exist" in result.stderr

@@ -34,7 +34,7 @@ def test_bad_merge_command_is_one_sentence(args: list[str], sentence: str) -> No
             "COLUMNS": "200",
         },
     )
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 2, result.stderr
     assert sentence in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

@@ -1,5 +1,5 @@
 """``cdc-mirror mirror run`` refuses a wrong target or a config without tables for it with one
-sentence and exit code 1, before touching any service."""
+sentence and exit code 2 (usage or configuration error), before touching any service."""
 
 from __future__ import annotations
 
@@ -49,6 +49,6 @@ def _cli(*args: str, tables: str = TABLES) -> subprocess.CompletedProcess[str]:
 )
 def test_run_refuses_with_one_sentence(args: list[str], tables: str, sentence: str) -> None:
     result = _cli("run", "--metrics-port", "0", *args, tables=tables)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr.strip() == sentence
     assert "Traceback" not in result.stderr

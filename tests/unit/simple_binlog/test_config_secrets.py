@@ -99,6 +99,6 @@ def test_the_cli_reports_the_field_without_the_secret(tmp_path):
         check=False,
         env={k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)},
     )
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "governance.hash_salt" in done.stderr
     assert SECRET not in done.stdout + done.stderr
