@@ -30,7 +30,7 @@
 #include <string.h>
 
 /* Bumped with every change of RowPlan's interface: the Python side refuses a stale build. */
-#define NATIVE_API_VERSION 3
+#define NATIVE_API_VERSION 4
 
 enum code {
     C_FALLBACK = 0, /* the column's Python reader: fallback(body, offset) -> (value, end) */
@@ -49,7 +49,8 @@ enum code {
     C_ENUM,      /* width bytes, little-endian index into labels ("" first) */
     C_SET,       /* width bytes, little-endian bit mask over labels */
     C_TEXT_UTF8, /* width = length prefix bytes; the bytes decoded as UTF-8 */
-    C_BASE64,    /* width = length prefix bytes; the bytes as base64 text */
+    C_BASE64,    /* width = length prefix bytes; the bytes as base64 text, padded with zero
+                    bytes to unit bytes (BINARY(n), whose trailing zeros the binlog strips) */
     C_CONVERT,   /* width = length prefix bytes; fallback(bytes) -> value */
     C_LAST
 };
@@ -446,9 +447,7 @@ read_value(RowPlan *plan, Column *column, PyObject *body, const unsigned char *d
         int64_t day_part = packed >> 17, time_part = packed & 0x1FFFF;
         int64_t year_month = day_part >> 5;
         int64_t year = year_month / 13, month = year_month % 13, day = day_part & 31;
-        if (year == 0 || month == 0 || day == 0) {
-            return zero_datetime(column->fsp);
-        }
+        /* A zero year, month or day (permissive sql_modes) is printed as it is, as MySQL does. */
         int used = snprintf(out, sizeof out, "%04lld-%02lld-%02lld %02lld:%02lld:%02lld",
                             (long long)year, (long long)month, (long long)day,
                             (long long)(time_part >> 12), (long long)((time_part >> 6) & 63),
@@ -478,17 +477,17 @@ read_value(RowPlan *plan, Column *column, PyObject *body, const unsigned char *d
         int64_t magnitude = packed < 0 ? -packed : packed;
         int64_t whole = magnitude >> (8 * width);
         int64_t fraction = magnitude & (((int64_t)1 << (8 * width)) - 1);
-        int used = snprintf(out, sizeof out, "%s%lld:%02lld:%02lld.%06lld", sign,
+        int used = snprintf(out, sizeof out, "%s%02lld:%02lld:%02lld", sign,
                             (long long)((whole >> 12) & 0x3FF), (long long)((whole >> 6) & 0x3F),
-                            (long long)(whole & 0x3F), (long long)(fraction * column->unit));
+                            (long long)(whole & 0x3F));
+        used = append_fraction(out, used, sizeof out, (long long)(fraction * column->unit),
+                               column->fsp);
         return ascii_text(out, used);
     }
     case C_DATE: {
         uint64_t packed = little_endian(p, 3);
         unsigned year = (unsigned)(packed >> 9), month = (packed >> 5) & 15, day = packed & 31;
-        if (year == 0 || month == 0 || day == 0) {
-            return PyUnicode_FromString("0000-00-00");
-        }
+        /* A zero year, month or day (permissive sql_modes) is kept as MySQL prints it. */
         int used = snprintf(out, sizeof out, "%04u-%02u-%02u", year, month, day);
         return ascii_text(out, used);
     }
@@ -525,7 +524,12 @@ read_value(RowPlan *plan, Column *column, PyObject *body, const unsigned char *d
             return PyUnicode_DecodeUTF8((const char *)bytes, size, NULL);
         }
         if (column->code == C_BASE64) {
-            return base64_text(bytes, size);
+            if (size >= column->unit) {
+                return base64_text(bytes, size);
+            }
+            unsigned char padded[256] = {0};
+            memcpy(padded, bytes, (size_t)size);
+            return base64_text(padded, (Py_ssize_t)column->unit);
         }
         PyObject *raw = PyBytes_FromStringAndSize((const char *)bytes, size);
         if (raw == NULL) {
@@ -671,13 +675,11 @@ RowPlan_rows(RowPlan *plan, PyObject *const *args, Py_ssize_t nargs)
     }
     int update = event_type == UPDATE_ROWS_V1 || event_type == UPDATE_ROWS_V2;
     for (int image = 0; image < (update ? 2 : 1); image++) {
-        /* every column present: the same test as the reference's comparison of bytes */
+        /* every column present (the bits past the last column are padding: MySQL sets them,
+           MariaDB clears them), the same test as the reference's */
         int complete = plan->bitmap_bytes <= length - offset;
         for (Py_ssize_t i = 0; complete && i < plan->count; i++) {
             complete = (data[offset + (i >> 3)] >> (i & 7)) & 1;
-        }
-        for (Py_ssize_t bit = plan->count; complete && bit < plan->bitmap_bytes * 8; bit++) {
-            complete = !((data[offset + (bit >> 3)] >> (bit & 7)) & 1);
         }
         if (!complete) {
             PyErr_Format(ContractError,
@@ -869,8 +871,11 @@ RowPlan_init(RowPlan *plan, PyObject *args, PyObject *kwargs)
         case C_SET:
             bad |= width < 0 || width > 8;
             break;
-        case C_TEXT_UTF8:
         case C_BASE64:
+            bad |= unit < 0 || unit > 255; /* BINARY(n) holds at most 255 bytes */
+            bad |= width < 1 || width > 4;
+            break;
+        case C_TEXT_UTF8:
         case C_CONVERT:
             bad |= width < 1 || width > 4;
             break;

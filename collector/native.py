@@ -23,7 +23,7 @@ except ImportError:  # built without a compiler: the Python readers do all the w
 log = logging.getLogger(__name__)
 
 # The interface version this code speaks; a stale build of the extension is not used.
-_API_VERSION = 3
+_API_VERSION = 4
 
 # An operator may turn the extension off (to rule it out while chasing a decoding problem);
 # the Python reference paths then do all the work, about half as fast.

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from collector import binlog_events as ev
-from collector import native
+from collector import mysql_json, native
 from collector.binlog_events import BinlogColumn, TableMap, lenenc
 from collector.decoding import TableSchema
 from collector.schema import BinlogTableSchemas
@@ -163,8 +163,7 @@ def _datetime2(column: BinlogColumn) -> Reader:
         year_month = day_part >> 5
         year, month, day = year_month // 13, year_month % 13, day_part & 31
         end = offset + 5 + width
-        if year == 0 or month == 0 or day == 0:
-            return _zero_datetime(fsp), end
+        # A zero year, month or day (permissive sql_modes) is printed as it is, as MySQL does.
         text = (
             f"{year:04d}-{month:02d}-{day:02d} {time_part >> 12:02d}:"
             f"{(time_part >> 6) & 63:02d}:{time_part & 63:02d}"
@@ -191,7 +190,8 @@ def _timestamp2(column: BinlogColumn) -> Reader:
 
 
 def _time2(column: BinlogColumn) -> Reader:
-    width, unit = _fraction_reader(column.fsp)
+    fsp = column.fsp
+    width, unit = _fraction_reader(fsp)
 
     def read(data: bytes, offset: int) -> tuple[JsonScalar, int]:
         packed = int.from_bytes(data[offset : offset + 3 + width], "big") - (
@@ -200,8 +200,8 @@ def _time2(column: BinlogColumn) -> Reader:
         sign = "-" if packed < 0 else ""
         whole, fraction = divmod(abs(packed), 1 << (8 * width))
         hours, minutes, seconds = (whole >> 12) & 0x3FF, (whole >> 6) & 0x3F, whole & 0x3F
-        micros = fraction * unit
-        return f"{sign}{hours}:{minutes:02d}:{seconds:02d}.{micros:06d}", offset + 3 + width
+        text = f"{sign}{hours:02d}:{minutes:02d}:{seconds:02d}" + _fraction(fraction * unit, fsp)
+        return text, offset + 3 + width
 
     return read
 
@@ -210,9 +210,7 @@ def _date(_column: BinlogColumn) -> Reader:
     def read(data: bytes, offset: int) -> tuple[JsonScalar, int]:
         packed = int.from_bytes(data[offset : offset + 3], "little")
         year, month, day = packed >> 9, (packed >> 5) & 15, packed & 31
-        if year == 0 or month == 0 or day == 0:
-            # python-mysql-replication's reading too: partial zero dates are not kept.
-            return "0000-00-00", offset + 3
+        # A zero year, month or day (permissive sql_modes) is kept as MySQL prints it.
         return f"{year:04d}-{month:02d}-{day:02d}", offset + 3
 
     return read
@@ -262,6 +260,11 @@ def _bytes_value(
     kind: Kind, column_type: ColumnType, column: BinlogColumn
 ) -> Callable[[bytes], JsonScalar]:
     """How the bytes of a string/blob column become its canonical value."""
+    if column_type.is_fixed_binary and column_type.length:
+        # The binlog strips BINARY(n)'s trailing zero bytes: put them back, so the message
+        # holds the column's n bytes.
+        size = column_type.length
+        return lambda raw: base64.b64encode(raw.ljust(size, b"\x00")).decode("ascii")
     if kind is Kind.BINARY or kind is Kind.GEOMETRY:
         return lambda raw: base64.b64encode(raw).decode("ascii")
     if kind is Kind.TEXT and column.character_set_name != "binary":
@@ -272,7 +275,7 @@ def _bytes_value(
 
 
 def _length_prefix(column: BinlogColumn) -> int:
-    if column.type in (ev.BLOB, ev.GEOMETRY):
+    if column.type in (ev.BLOB, ev.GEOMETRY, ev.VECTOR):
         return column.length_size
     return 2 if column.max_length > 255 else 1
 
@@ -305,10 +308,11 @@ def _legacy_temporal(column: BinlogColumn, column_type: ColumnType) -> Reader:
             date, clock = divmod(value, 1_000_000)
             year, rest = divmod(date, 10_000)
             month, day = divmod(rest, 100)
-            if year == 0 or month == 0 or day == 0:
-                return _zero_datetime(0), offset + 8
             hour, rest = divmod(clock, 10_000)
             minute, second = divmod(rest, 100)
+            if year == 0 or month == 0 or day == 0:
+                text = f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}"
+                return text, offset + 8
             moment = dt.datetime(year, month, day, hour, minute, second)
             return encode(column_type, moment, name), offset + 8
         value = int.from_bytes(data[offset : offset + 3], "little", signed=True)
@@ -353,6 +357,10 @@ def column_reader(  # noqa: PLR0911, PLR0912 - one reader per wire type
         return _string(column, kind, column_type)
     if wire in (ev.DATETIME, ev.TIME, ev.TIMESTAMP):
         return _legacy_temporal(column, column_type)
+    if wire == ev.JSON:  # MySQL's binary JSON, as text (MariaDB's JSON is a text column)
+        return mysql_json.ColumnReader(column.length_size)
+    if wire == ev.VECTOR:  # MySQL 9: float32s, carried as their bytes
+        return _string(column, kind, column_type)
     raise UnsupportedTypeError(
         f"column {column.name} has binlog type {wire}, which SimpleBinlog does not carry."
     )
@@ -411,7 +419,9 @@ def _native_code(  # noqa: PLR0911, PLR0912 - one case per wire type, as column_
         if not 1 <= prefix <= 4:
             return native.FALLBACK, 0, 0, 0, None
         if kind is Kind.BINARY or kind is Kind.GEOMETRY:
-            return native.BASE64, prefix, 0, 0, None
+            # ``unit``: BINARY(n)'s n, the size its stripped trailing zero bytes are padded to.
+            pad = column_type.length if column_type.is_fixed_binary else 0
+            return native.BASE64, prefix, 0, pad or 0, None
         if (
             kind is Kind.TEXT
             and column.character_set_name != "binary"
@@ -456,9 +466,13 @@ class RowDecoder:
         self._columns = list(zip(self._names, self._readers, strict=True))
         self._count = len(self._readers)
         self._bitmap_bytes = (self._count + 7) // 8
-        self._all_present = bytes([0xFF] * (self._count // 8)) + (
-            bytes([(1 << (self._count % 8)) - 1]) if self._count % 8 else b""
-        )
+        self._all_columns = (1 << self._count) - 1
+
+    @property
+    def columns(self) -> list[tuple[str, Reader]]:
+        """(name, Python reader) per column: for layouts read outside this class (MySQL's
+        partial JSON updates, ``collector.mysql_events``)."""
+        return self._columns
 
     @property
     def native(self) -> bool:
@@ -493,7 +507,9 @@ class RowDecoder:
         update = event_type in (ev.UPDATE_ROWS_V1, ev.UPDATE_ROWS_V2)
         images = 2 if update else 1
         for _ in range(images):
-            if body[offset : offset + self._bitmap_bytes] != self._all_present:
+            # The bits past the last column are padding (MySQL sets them, MariaDB clears them).
+            present = int.from_bytes(body[offset : offset + self._bitmap_bytes], "little")
+            if present & self._all_columns != self._all_columns:
                 raise ContractError(
                     f"{self.schema.schema}.{self.schema.table} is missing columns in the "
                     "binlog row image; set binlog_row_image=FULL on the server."

@@ -3,8 +3,20 @@
 Pure logic. The mapping keeps every value: unsigned integers get the next wider type
 (BIGINT UNSIGNED → numeric(20)), DECIMAL keeps precision and scale, DATETIME → timestamp,
 TIMESTAMP (UTC on the wire) → timestamptz, TIME (up to ±838 hours) → interval, JSON → jsonb,
-binaries → bytea, ENUM/SET → text. MySQL's zero dates (``0000-00-00``) have no PostgreSQL
-equivalent and are stored as ``-infinity``, a value no real date takes.
+binaries → bytea (BINARY(n): its n bytes), ENUM/SET → text.
+
+Dates with a zero year, month or day, which permissive sql_modes allow, have no PostgreSQL
+equivalent; each is stored as a value no MySQL date takes, from which it is read back exactly
+(``mysql_date_text``):
+
+* the zero date ``0000-00-00`` (and ``0000-00-00 00:00:00[.0…]``) as ``-infinity``;
+* any other, e.g. ``2024-00-15`` or ``2024-03-00 10:11:12``, in a year after 99999 (MySQL's
+  years end at 9999): year ``100000 + 13·year + month``, day of the year ``day + 1``
+  (January 1 + ``day`` days), the time of day unchanged. ``2024-00-15`` is stored as
+  ``126312-01-16``, ``2024-03-00 10:11:12`` as ``126315-01-01 10:11:12``.
+
+These sort after every real date; a PostgreSQL client that maps dates to Python's (psycopg)
+cannot hold them, so read such columns as text (``col::text``).
 
 ``WarehouseTypeVisitor`` (column types) and ``WarehouseTextVisitor`` (value text) are this
 component's visitors of the type table (``simple_binlog.type_table``): one method per Kind.
@@ -13,13 +25,14 @@ component's visitors of the type table (``simple_binlog.type_table``): one metho
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache, partial
 
 import orjson
 
 from simple_binlog.type_table import KindVisitor, visit
-from simple_binlog.values import ColumnType, JsonScalar, parse_column_type
+from simple_binlog.values import ColumnType, JsonScalar, is_zero_part_date, parse_column_type
 
 _SIGNED_INT = {
     "tinyint": "smallint",
@@ -132,15 +145,46 @@ def _unknown(value: JsonScalar) -> str | None:
     return orjson.dumps(value).decode()
 
 
-def _date_like(value: JsonScalar) -> str | None:
-    if isinstance(value, str) and value.startswith("0000-00-00"):
+# Zero-part dates live in the years from here on (see the module docstring).
+ZERO_PART_YEARS = 100_000
+_MONTHS = 13  # 0..12
+_ALL_ZERO = re.compile(r"^0000-00-00(?: 00:00:00(?:\.0+)?)?$")
+
+
+def _zero_part_text(text: str) -> str:
+    """A MySQL date text with a zero year, month or day as PostgreSQL input text."""
+    if _ALL_ZERO.match(text):
         return "-infinity"
+    year, month, day = int(text[0:4]), int(text[5:7]), int(text[8:10])
+    stored_year = ZERO_PART_YEARS + _MONTHS * year + month
+    # January 1 + day days: day 31 is February 1.
+    stored = f"{stored_year}-01-{day + 1:02d}" if day < 31 else f"{stored_year}-02-01"
+    return stored + text[10:]
+
+
+def mysql_date_text(stored: str) -> str:
+    """The MySQL text of a DATE/DATETIME value as PostgreSQL prints it (``col::text``):
+    itself for a real date, the zero-part date it encodes otherwise (the inverse of how
+    ``pg_text`` stores them; PostgreSQL's own fraction digits are left as it prints them)."""
+    if stored == "-infinity":
+        return "0000-00-00"
+    head, _, rest = stored.partition("-")
+    if not head.isdigit() or int(head) < ZERO_PART_YEARS:
+        return stored
+    year, month = divmod(int(head) - ZERO_PART_YEARS, _MONTHS)
+    day = 31 if rest[0:2] == "02" else int(rest[3:5]) - 1
+    return f"{year:04d}-{month:02d}-{day:02d}" + rest[5:]
+
+
+def _date_like(value: JsonScalar) -> str | None:
+    if isinstance(value, str) and is_zero_part_date(value):
+        return _zero_part_text(value)
     return _plain(value)
 
 
 def _timestamp(value: JsonScalar) -> str | None:
     if isinstance(value, str):
-        return "-infinity" if value.startswith("0000-00-00") else value + "+00"
+        return _zero_part_text(value) if is_zero_part_date(value) else value + "+00"
     return _plain(value)
 
 
@@ -149,7 +193,7 @@ def _binary(length: int | None, value: JsonScalar) -> str | None:
         return _plain(value)
     raw = base64.b64decode(value)
     if length is not None:
-        # The binlog drops BINARY(n)'s trailing zero bytes; the column holds n bytes.
+        # Messages written before the collector padded BINARY(n) lack its trailing zeros.
         raw = raw.ljust(length, b"\x00")
     return "\\x" + raw.hex()
 

@@ -67,17 +67,22 @@ class TableShape:
 
 
 def binlog_spelling(spec: str) -> str:
-    """A COLUMN_TYPE as the collector spells it from the binlog's table map
-    (``simple_binlog.type_table.column_types_text``), so both paths send the same
-    ``columnTypes``."""
+    """A column's ``columnTypes`` text: the server's COLUMN_TYPE verbatim
+    (``simple_binlog.type_table.column_types_text``), as the collector sends it too."""
     return column_types_text(spec)
+
+
+def _printed_short(column: ColumnType) -> bool:
+    """Whether the text protocol prints fewer digits than the column stores: FLOAT (6
+    significant digits of an exact float32) and FLOAT(M,D)/DOUBLE(M,D) (D decimals of a
+    binary value that has more, e.g. -9.999999999998899e-05 printed as -0.0001). The binlog
+    carries the stored value; as DOUBLE the full value arrives."""
+    return column.kind is Kind.FLOAT or (column.kind is Kind.DOUBLE and column.length is not None)
 
 
 def _select_expression(name: str, spec: str) -> str:
     quoted = quote_identifier(name)
-    if parse_column_type(spec).kind is Kind.FLOAT:
-        # The text protocol prints FLOAT with 6 significant digits; the column holds an exact
-        # float32, which the binlog carries. As DOUBLE the full value arrives.
+    if _printed_short(parse_column_type(spec)):
         return f"CAST({quoted} AS DOUBLE) AS {quoted}"
     return quoted
 
@@ -110,18 +115,10 @@ def chunk_query(
     return _chunk_sql(shape, columns, condition, last_key, limit)
 
 
-def _time_text(quoted: str) -> str:
-    # values.py's TIME form: [-]H:MM:SS.ffffff (hours unpadded, always 6 fraction digits).
-    return (
-        f"CONCAT(IF({quoted} < 0, '-', ''), HOUR({quoted}), ':', LPAD(MINUTE({quoted}), 2, '0'),"
-        f" ':', LPAD(SECOND({quoted}), 2, '0'), '.', LPAD(MICROSECOND({quoted}), 6, '0'))"
-    )
-
-
 # Kinds whose MySQL text form (text protocol, session time_zone '+00:00') already is the
 # contract's wire form: DECIMAL prints exactly its scale's decimals, DATE/DATETIME/TIMESTAMP
-# exactly their fsp fraction digits. ``MySQLSource`` reads them as text, skipping a parse into
-# Decimal/datetime and a format back per value.
+# exactly their fsp fraction digits (a zero year, month or day as it is). ``MySQLSource``
+# reads them as text, skipping a parse into Decimal/datetime and a format back per value.
 TEXT_IS_WIRE = (Kind.DECIMAL, Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP)
 
 
@@ -158,6 +155,8 @@ class WireSqlVisitor(KindVisitor[WireSql]):
         return WireSql(f"CAST({self._quoted} AS DOUBLE)", "number")
 
     def visit_double(self, column: ColumnType) -> WireSql:
+        if _printed_short(column):  # DOUBLE(M,D)
+            return WireSql(f"CAST({self._quoted} AS DOUBLE)", "number")
         return WireSql(self._quoted, "number")
 
     def visit_date(self, column: ColumnType) -> WireSql:
@@ -170,7 +169,7 @@ class WireSqlVisitor(KindVisitor[WireSql]):
         return self._as_char()  # TEXT_IS_WIRE
 
     def visit_time(self, column: ColumnType) -> WireSql:
-        return WireSql(_time_text(self._quoted), "plain")
+        return self._as_char()  # [-]HH:MM:SS and exactly fsp digits: the wire form
 
     def visit_year(self, column: ColumnType) -> WireSql:
         return WireSql(f"({self._quoted} + 0)", "number")
@@ -191,8 +190,7 @@ class WireSqlVisitor(KindVisitor[WireSql]):
         return WireSql(self._quoted, "json")
 
     def visit_binary(self, column: ColumnType) -> WireSql:
-        raw = f"TRIM(TRAILING x'00' FROM {self._quoted})" if column.is_fixed_binary else None
-        return self._base64(raw or self._quoted)
+        return self._base64(self._quoted)  # BINARY(n): all n bytes, as the collector sends
 
     def visit_geometry(self, column: ColumnType) -> WireSql:
         return self._base64(self._quoted)
@@ -338,6 +336,9 @@ def _encoder(name: str, column: ColumnType) -> Callable[[Any], JsonScalar]:  # n
     kind = column.kind
     if kind in (Kind.INT, Kind.YEAR):
         return lambda value: value if type(value) is int else encode(column, value, name)
+    if kind is Kind.DECIMAL and "zerofill" in column.spec.lower():
+        # The server's text of a ZEROFILL DECIMAL is padded (00012.500): not the wire form.
+        return lambda value: encode(column, value, name)
     if kind is Kind.TEXT or kind is Kind.ENUM or kind in TEXT_IS_WIRE:
         return lambda value: value if type(value) is str else encode(column, value, name)
     # The same results as values.encode for the types pymysql returns, minus its dispatch.
@@ -349,17 +350,6 @@ def _encoder(name: str, column: ColumnType) -> Callable[[Any], JsonScalar]:  # n
         return lambda value: (
             int.from_bytes(value, "big") if type(value) is bytes else encode(column, value, name)
         )
-    if column.is_fixed_binary:
-
-        def encode_fixed_binary(value: Any) -> JsonScalar:
-            # The binlog drops BINARY(n)'s trailing zero bytes and the collector publishes what
-            # it holds; drop them here too, so both paths send the same text (decoding pads
-            # them back either way).
-            if isinstance(value, bytes | bytearray):
-                value = bytes(value).rstrip(b"\x00")
-            return encode(column, value, name)
-
-        return encode_fixed_binary
     return lambda value: encode(column, value, name)
 
 

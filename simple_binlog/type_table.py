@@ -8,8 +8,8 @@ The visitors live beside the code that uses them, each in its own component (the
 imports no component):
 
 * ``WireFormVisitor`` (here): the JSON wire form, as ``simple_binlog.values`` encodes it;
-* ``ColumnTypesTextVisitor`` (here): a type's ``columnTypes`` text, as the collector spells
-  it from the binlog's table map (``column_types_text``);
+* ``ColumnTypesTextVisitor`` (here): a type's ``columnTypes`` text, the server's COLUMN_TYPE
+  verbatim (``column_types_text``);
 * ``merge.types.SnapshotTypeVisitor``: the Hive/Spark column type of the lake's snapshot;
 * ``mirror.pgtypes.WarehouseTypeVisitor``: the warehouse's PostgreSQL column type, and
   ``mirror.pgtypes.WarehouseTextVisitor``: how a wire value becomes PostgreSQL input text;
@@ -25,29 +25,32 @@ fails when it differs from what the visitors give, and prints the table to paste
 ===============  =========  ==========================  =============  ================  ===========
 columnTypes      Kind       wire (JSON)                 Spark          warehouse         Redis
 ===============  =========  ==========================  =============  ================  ===========
-tinyint          int        number                      int            smallint          wire number
-int              int        number                      int            integer           wire number
+tinyint(4)       int        number                      int            smallint          wire number
+int(11)          int        number                      int            integer           wire number
 int unsigned     int        number                      bigint         bigint            wire number
-bigint           int        number                      bigint         bigint            wire number
+bigint(20)       int        number                      bigint         bigint            wire number
 bigint unsigned  uint64     string of digits            decimal(20,0)  numeric(20)       wire string
 decimal(12,2)    decimal    string, exactly s decimals  decimal(12,2)  numeric(12,2)     wire string
 decimal(65,30)   decimal    string, exactly s decimals  string         numeric(65,30)    wire string
 float            float      number (the float32 value)  float          real              wire number
+float(7,3)       float      number (the float32 value)  float          real              wire number
 double           double     number (shortest repr)      double         double precision  wire number
 date             date       "YYYY-MM-DD"                date           date              wire string
 datetime(6)      datetime   "YYYY-MM-DD HH:MM:SS[.f…]"  timestamp      timestamp(6)      wire string
 timestamp(3)     timestamp  the same, in UTC            timestamp      timestamptz(3)    wire string
-time(6)          time       "[-]H:MM:SS.ffffff"         string         interval          wire string
-year             year       number                      int            smallint          wire number
+time             time       "[-]HH:MM:SS[.f…]"          string         interval          wire string
+time(6)          time       "[-]HH:MM:SS[.f…]"          string         interval          wire string
+year(4)          year       number                      int            smallint          wire number
 bit(5)           bit        number                      bigint         bigint            wire number
 bit(64)          bit        number                      decimal(20,0)  numeric(20)       wire number
 enum('a','b')    enum       the label                   string         text              wire string
 set('a','b')     set        labels joined by ","        string         text              wire string
-varchar          text       string                      string         text              wire string
+varchar(32)      text       string                      string         text              wire string
 json             text       string                      string         jsonb             wire string
 binary(16)       binary     base64 string               binary         bytea             wire string
 blob             binary     base64 string               binary         bytea             wire string
 geometry         geometry   base64 of the WKB           binary         bytea             wire string
+point            geometry   base64 of the WKB           binary         bytea             wire string
 uuid             uuid       MariaDB's text form         string         uuid              wire string
 inet4            inet4      MariaDB's text form         string         inet              wire string
 inet6            inet6      MariaDB's text form         string         inet              wire string
@@ -55,8 +58,18 @@ inet6            inet6      MariaDB's text form         string         inet     
 
 .. type-table-end
 
-NULL is ``null`` everywhere (never ``""``). Zero dates (``0000-00-00``) travel as their
-literal text; the warehouse stores them as ``-infinity``. Pure logic, no I/O.
+NULL is ``null`` everywhere (never ``""``). ``columnTypes`` is the server's COLUMN_TYPE text,
+verbatim, on the collector's and the replay's messages alike.
+
+Dates with a zero year, month or day (``0000-00-00``, ``2024-00-15``, ``2024-03-00 10:11:12``;
+permissive sql_modes allow them) travel as MySQL's own text on both paths and decode to that
+text. Per store: Kafka and Redis hold the wire text itself; the warehouse stores the zero date
+as ``-infinity`` and any other in a year after 99999, read back exactly by
+``mirror.pgtypes.mysql_date_text``; the lake's snapshot (a Spark DATE/TIMESTAMP) cannot hold
+them and fails the merge with Spark's ANSI cast error, naming the value, rather than store
+another date. BINARY(n) carries all its n bytes (the collector pads back the trailing zero
+bytes the binlog strips), so every store holds them. TIME carries exactly its fsp fraction
+digits, as MySQL prints it. Pure logic, no I/O.
 """
 
 from __future__ import annotations
@@ -184,31 +197,35 @@ _DEFAULT_SPEC = {
     Kind.INET6: "inet6",
 }
 
-# The rows of the module's table: every Kind, and every branch a mapping takes within a Kind.
+# The rows of the module's table: every Kind, and every branch a mapping takes within a Kind,
+# spelled as servers' COLUMN_TYPE does (MySQL 8.0.19+ and MariaDB differ on display widths).
 REPRESENTATIVE_TYPES = (
-    "tinyint",
-    "int",
+    "tinyint(4)",
+    "int(11)",
     "int unsigned",
-    "bigint",
+    "bigint(20)",
     "bigint unsigned",
     "decimal(12,2)",
     "decimal(65,30)",
     "float",
+    "float(7,3)",
     "double",
     "date",
     "datetime(6)",
     "timestamp(3)",
+    "time",
     "time(6)",
-    "year",
+    "year(4)",
     "bit(5)",
     "bit(64)",
     "enum('a','b')",
     "set('a','b')",
-    "varchar",
+    "varchar(32)",
     "json",
     "binary(16)",
     "blob",
     "geometry",
+    "point",
     "uuid",
     "inet4",
     "inet6",
@@ -256,23 +273,20 @@ _MARIADB_TEXT = WireForm(str, "MariaDB's text form")
 
 
 class ColumnTypesTextVisitor(KindVisitor[str]):
-    """The ``columnTypes`` text of an information_schema COLUMN_TYPE: as the collector spells
-    it from the binlog's table map, which holds no integer display widths and no character
-    lengths (``bigint(20) unsigned`` → ``bigint unsigned``, ``year(4)`` → ``year``,
-    ``varchar(32)`` → ``varchar``). Every other spelling is the same already."""
-
-    @staticmethod
-    def _base(column: ColumnType) -> str:
-        return column.spec.strip().split("(", 1)[0].split()[0].lower()
-
-    def _widthless(self, column: ColumnType) -> str:
-        return self._base(column) + (" unsigned" if column.unsigned else "")
+    """The ``columnTypes`` text of a column: the server's own column type text, verbatim, as
+    information_schema's COLUMN_TYPE (and SHOW COLUMNS) gives it — display widths and
+    ZEROFILL (``bigint(20) unsigned``, ``int(5) unsigned zerofill``, ``year(4)``), lengths
+    (``varchar(32)``, ``binary(16)``), ``float(7,3)``, geometry subtypes (``point``), ENUM/SET
+    labels as the server quotes them. The collector and the replay both send it, so the same
+    table has the same ``columnTypes`` on both paths; ``parse_column_type`` reads every one.
+    Only when the server cannot be asked (the table was dropped before the collector read its
+    events) does the collector fall back to what the binlog's table map says, and logs so."""
 
     def visit_int(self, column: ColumnType) -> str:
-        return self._widthless(column)
+        return column.spec
 
     def visit_uint64(self, column: ColumnType) -> str:
-        return self._widthless(column)
+        return column.spec
 
     def visit_decimal(self, column: ColumnType) -> str:
         return column.spec
@@ -296,7 +310,7 @@ class ColumnTypesTextVisitor(KindVisitor[str]):
         return column.spec
 
     def visit_year(self, column: ColumnType) -> str:
-        return self._widthless(column)
+        return column.spec
 
     def visit_bit(self, column: ColumnType) -> str:
         return column.spec
@@ -308,8 +322,7 @@ class ColumnTypesTextVisitor(KindVisitor[str]):
         return column.spec
 
     def visit_text(self, column: ColumnType) -> str:
-        base = self._base(column)
-        return base if base in ("char", "varchar") else column.spec
+        return column.spec
 
     def visit_binary(self, column: ColumnType) -> str:
         return column.spec
@@ -363,7 +376,7 @@ class WireFormVisitor(KindVisitor[WireForm]):
         return WireForm(str, "the same, in UTC")
 
     def visit_time(self, column: ColumnType) -> WireForm:
-        return WireForm(str, '"[-]H:MM:SS.ffffff"')  # hours up to 838
+        return WireForm(str, '"[-]HH:MM:SS[.f…]"')  # fsp digits, hours up to 838
 
     def visit_year(self, column: ColumnType) -> WireForm:
         return _NUMBER

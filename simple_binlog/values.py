@@ -15,20 +15,25 @@ DOUBLE                 number (shortest round-trip repr)           float
 DATE                   "YYYY-MM-DD"                                date
 DATETIME(fsp)          "YYYY-MM-DD HH:MM:SS[.f…]" (fsp digits)     datetime (naive)
 TIMESTAMP(fsp)         same, always in UTC                         datetime (naive, UTC)
-TIME(fsp)              "[-]H:MM:SS[.f…]" (hours up to 838)         timedelta
+TIME(fsp)              "[-]HH:MM:SS[.f…]" (fsp digits, hours up    timedelta
+                       to 838), as MySQL prints it
 YEAR                   number                                      int
 BIT(n)                 number                                      int
 ENUM                   the label                                   str
 SET                    labels joined by "," in definition order    str
 CHAR/VARCHAR/TEXT/JSON string                                      str
-BINARY/VARBINARY/BLOB  base64 string                               bytes
+BINARY/VARBINARY/BLOB  base64 string; BINARY(n) always n bytes    bytes
 GEOMETRY               base64 of the stored WKB                    bytes
 UUID, INET4, INET6     MariaDB's text form (binlog holds 16/4/16   str
                        raw bytes; a SELECT returns text)
 NULL                   null (never "" — empty string stays "")     None
 =====================  ==========================================  =======================
 
-Zero dates (``0000-00-00``), allowed by permissive sql_modes, travel as their literal string.
+Dates whose year, month or day is zero (``0000-00-00``, ``2024-00-15``, ``2024-03-00 10:11:12``),
+which permissive sql_modes allow and no calendar holds, travel as MySQL's own text and decode
+to that text (a ``str``, not a ``date``): exactly what the server holds, never another date.
+The binlog strips BINARY(n)'s trailing zero bytes; ``encode`` pads them back from the column
+type, so the wire value holds the column's n bytes, as a SELECT returns them.
 Pure logic, no I/O.
 """
 
@@ -111,6 +116,7 @@ _KIND_BY_BASE = {
     "blob": Kind.BINARY,
     "mediumblob": Kind.BINARY,
     "longblob": Kind.BINARY,
+    "vector": Kind.BINARY,  # MySQL 9: its float32 values' bytes (little-endian), as stored
     "geometry": Kind.GEOMETRY,
     "point": Kind.GEOMETRY,
     "linestring": Kind.GEOMETRY,
@@ -126,6 +132,8 @@ _TYPE_RE = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 _LABEL_RE = re.compile(r"'((?:[^']|'')*)'")
+# A DATE/DATETIME/TIMESTAMP text as MySQL prints it; see ``is_zero_part_date``.
+_DATE_TEXT_RE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?: \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?)?$")
 # DECIMAL holds up to 65 digits; the default decimal context (28 digits) would refuse more.
 _DECIMAL_CONTEXT = Context(prec=65)
 
@@ -175,6 +183,17 @@ def parse_column_type(spec: str) -> ColumnType:
     return ColumnType(spec, kind, unsigned, length=numbers[0] if numbers else None)
 
 
+def is_zero_part_date(text: str) -> bool:
+    """Whether ``text`` is a MySQL date/datetime whose year, month or day is zero
+    (``0000-00-00``, ``2024-00-15``, ``2024-03-00 10:11:12``): a value the server holds under a
+    permissive sql_mode that no calendar type holds, carried as its text."""
+    match = _DATE_TEXT_RE.match(text)
+    if match is None:
+        return False
+    year, month, day = match.groups()
+    return year == "0000" or month == "00" or day == "00"
+
+
 def _fraction(micros: int, fsp: int) -> str:
     if fsp <= 0:
         return ""
@@ -187,14 +206,15 @@ def _format_datetime(value: dt.datetime, fsp: int) -> str:
     return whole + _fraction(value.microsecond, fsp)
 
 
-def _format_time(value: dt.timedelta) -> str:
+def _format_time(value: dt.timedelta, fsp: int) -> str:
+    """MySQL's text of a TIME(fsp): ``[-]HH:MM:SS`` and exactly ``fsp`` fraction digits."""
     total_micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
     sign = "-" if total_micros < 0 else ""
     total_micros = abs(total_micros)
     seconds, micros = divmod(total_micros, 1_000_000)
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
-    return f"{sign}{hours}:{minutes:02d}:{secs:02d}.{micros:06d}"
+    return f"{sign}{hours:02d}:{minutes:02d}:{secs:02d}" + _fraction(micros, fsp)
 
 
 def _float32(value: float) -> float:
@@ -286,8 +306,8 @@ def _encode(column: ColumnType, value: Any) -> JsonScalar:  # noqa: PLR0911, PLR
             raise TypeError
         return float(value)
     if isinstance(value, str) and kind in (Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP):
-        if value.startswith("0000-00-00"):
-            return value  # a zero date of a permissive sql_mode, kept verbatim
+        if is_zero_part_date(value):
+            return value  # a (partly) zero date of a permissive sql_mode, kept verbatim
         raise TypeError
     if kind is Kind.DATE:
         if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
@@ -306,7 +326,7 @@ def _encode(column: ColumnType, value: Any) -> JsonScalar:  # noqa: PLR0911, PLR
     if kind is Kind.TIME:
         if not isinstance(value, dt.timedelta):
             raise TypeError
-        return _format_time(value)
+        return _format_time(value, column.fsp)
     if kind is Kind.BIT:
         return _bit_to_int(value)
     if kind is Kind.ENUM or kind is Kind.TEXT:
@@ -320,6 +340,9 @@ def _encode(column: ColumnType, value: Any) -> JsonScalar:  # noqa: PLR0911, PLR
             value = value.encode("utf-8")
         if not isinstance(value, bytes | bytearray):
             raise TypeError
+        if column.is_fixed_binary and column.length is not None:
+            # The binlog strips BINARY(n)'s trailing zero bytes; the column holds n bytes.
+            value = bytes(value).ljust(column.length, b"\x00")
         return base64.b64encode(bytes(value)).decode("ascii")
     raise UnsupportedTypeError(f"column type {column.spec!r} is not supported.")
 
@@ -373,7 +396,7 @@ def _decode(column: ColumnType, value: JsonScalar) -> Any:  # noqa: PLR0911, PLR
         return float(value)
     if not isinstance(value, str):
         raise TypeError
-    if kind in (Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP) and value.startswith("0000-00-00"):
+    if kind in (Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP) and is_zero_part_date(value):
         return value
     if kind is Kind.DATE:
         return dt.date.fromisoformat(value)
@@ -385,7 +408,7 @@ def _decode(column: ColumnType, value: JsonScalar) -> Any:  # noqa: PLR0911, PLR
         return value
     raw = base64.b64decode(value, validate=True)
     if column.is_fixed_binary and column.length is not None:
-        # The binlog drops BINARY(n)'s trailing zero bytes; the column always holds n bytes.
+        # Messages written before the collector padded BINARY(n) lack its trailing zero bytes.
         raw = raw.ljust(column.length, b"\x00")
     return raw
 

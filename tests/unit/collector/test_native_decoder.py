@@ -67,6 +67,9 @@ COLUMNS: list[tuple[BinlogColumn, int | None]] = [
     (BinlogColumn(0, ev.TIME2, "t0"), 3),
     (BinlogColumn(0, ev.TIME2, "t1", fsp=1), 4),
     (BinlogColumn(0, ev.TIME2, "t5", fsp=5), 6),
+    (BinlogColumn(0, ev.TIME2, "t2", fsp=2), 4),
+    (BinlogColumn(0, ev.TIME2, "t6", fsp=6), 6),
+    (BinlogColumn(0, ev.DATETIME2, "dt3", fsp=3), 7),
     (BinlogColumn(0, ev.DATE, "da"), 3),
     (BinlogColumn(0, ev.YEAR, "y"), 1),
     (BinlogColumn(0, ev.BIT, "b1", bits=1), 1),
@@ -78,6 +81,7 @@ COLUMNS: list[tuple[BinlogColumn, int | None]] = [
     (BinlogColumn(0, ev.VARCHAR, "vc", max_length=400, collation=UTF8MB4), None),
     (BinlogColumn(0, ev.STRING, "c", max_length=20, collation=LATIN1), None),
     (BinlogColumn(0, ev.VARCHAR, "vb", max_length=10, collation=BINARY), None),
+    (BinlogColumn(0, ev.STRING, "bn", max_length=6, collation=BINARY), None),  # BINARY(6)
     (BinlogColumn(0, ev.BLOB, "bl", length_size=2, collation=BINARY), None),
     (BinlogColumn(0, ev.BLOB, "tx", length_size=2, collation=UTF8MB4), None),
     (BinlogColumn(0, ev.BLOB, "lt", length_size=4, collation=UTF8MB4), None),
@@ -116,7 +120,65 @@ def values(draw: st.DrawFn, column: BinlogColumn, width: int | None) -> bytes | 
         sign = "-" if draw(st.booleans()) else ""
         text = f"{sign}{whole}" + (f".{fraction:0{column.decimals}d}" if column.decimals else "")
         return packed_decimal(text, column.precision, column.decimals)
+    if column.type in (ev.DATE, ev.DATETIME2) and draw(st.booleans()):
+        return draw(temporal_with_zero_parts(column))[0]
     return draw(st.binary(min_size=width, max_size=width))
+
+
+@st.composite
+def temporal_with_zero_parts(draw: st.DrawFn, column: BinlogColumn) -> tuple[bytes, str]:
+    """A DATE or DATETIME2 as the server writes one, its year, month or day often zero
+    (permissive sql_modes: ``2024-00-15``, ``2024-03-00 10:11:12``, ``0000-00-00``), and the
+    text MySQL prints for it."""
+    year = draw(st.sampled_from([0, 1, 999, 2024, 9999]) | st.integers(0, 9999))
+    month = draw(st.sampled_from([0, 0, 1, 12]) | st.integers(0, 12))
+    day = draw(st.sampled_from([0, 0, 1, 31]) | st.integers(0, 31))
+    date = f"{year:04d}-{month:02d}-{day:02d}"
+    if column.type == ev.DATE:
+        return ((year << 9) | (month << 5) | day).to_bytes(3, "little"), date
+    hour, minute, second = (
+        draw(st.integers(0, 23)),
+        draw(st.integers(0, 59)),
+        draw(st.integers(0, 59)),
+    )
+    clock = (hour << 12) | (minute << 6) | second
+    packed = ((((year * 13 + month) << 5) | day) << 17 | clock) + 0x8000000000
+    fraction_bytes = (column.fsp + 1) // 2
+    digits = draw(st.integers(0, 10 ** (fraction_bytes * 2) - 1)) if fraction_bytes else 0
+    text = f"{date} {hour:02d}:{minute:02d}:{second:02d}"
+    if column.fsp:
+        micros = digits * {1: 10_000, 2: 100, 3: 1}[fraction_bytes]
+        text += "." + f"{micros:06d}"[: column.fsp]
+    return packed.to_bytes(5, "big") + digits.to_bytes(fraction_bytes, "big"), text
+
+
+ZERO_PART_COLUMNS = [
+    BinlogColumn(0, ev.LONG, "id", is_primary=True),
+    BinlogColumn(1, ev.DATE, "d"),
+    BinlogColumn(2, ev.DATETIME2, "dt0"),
+    BinlogColumn(3, ev.DATETIME2, "dt1", fsp=1),
+    BinlogColumn(4, ev.DATETIME2, "dt4", fsp=4),
+    BinlogColumn(5, ev.DATETIME2, "dt6", fsp=6),
+]
+ZERO_PART_DECODER = RowDecoder(
+    TableMap(10, "shop", "zero_parts", ZERO_PART_COLUMNS, has_names=True),
+    schema_of(TableMap(10, "shop", "zero_parts", ZERO_PART_COLUMNS, has_names=True)),
+)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_zero_part_dates_read_natively_and_in_python_as_mysql_prints_them(data) -> None:
+    """Native = reference = MySQL's text, for dates whose year, month or day is zero."""
+    drawn = [data.draw(temporal_with_zero_parts(c)) for c in ZERO_PART_COLUMNS[1:]]
+    values = struct.pack("<i", 1) + b"".join(raw for raw, _ in drawn)
+    body = (10).to_bytes(6, "little") + b"\x01\x00" + bytes([6, 0x3F]) + b"\x00" + values
+    expected = {"id": 1} | {
+        c.name: text for c, (_, text) in zip(ZERO_PART_COLUMNS[1:], drawn, strict=True)
+    }
+    assert ZERO_PART_DECODER.native
+    assert ZERO_PART_DECODER.rows(body, ev.WRITE_ROWS_V1) == [(None, expected)]
+    assert ZERO_PART_DECODER.reference_rows(body, ev.WRITE_ROWS_V1) == [(None, expected)]
 
 
 @st.composite
@@ -241,6 +303,49 @@ def test_rows_for_a_table_map_without_columns_are_refused_not_looped_on() -> Non
             decode(body, ev.WRITE_ROWS_V1)
 
 
+def test_partial_zero_dates_time_fsp_and_fixed_binary_read_natively_as_mysql_prints_them():
+    """Values written by hand for the cases of issue 24: a zero month or day is kept (not the
+    all-zero date), TIME has exactly its fsp digits, BINARY(n) gets its stripped zeros back."""
+    columns = [
+        BinlogColumn(0, ev.LONG, "id", is_primary=True),
+        BinlogColumn(1, ev.DATE, "d"),
+        BinlogColumn(2, ev.DATETIME2, "dt"),
+        BinlogColumn(3, ev.DATETIME2, "dt3", fsp=3),
+        BinlogColumn(4, ev.TIME2, "t2", fsp=2),
+        BinlogColumn(5, ev.STRING, "bn", max_length=6, collation=BINARY),
+    ]
+    parsed = TableMap(9, "shop", "zero", columns, has_names=True)
+    decoder = RowDecoder(parsed, schema_of(parsed))
+    assert decoder.native
+
+    def datetime2(year: int, month: int, day: int, h: int, mi: int, sec: int) -> bytes:
+        ymd = ((year * 13 + month) << 5) | day
+        return (((ymd << 17) | (h << 12) | (mi << 6) | sec) + 0x8000000000).to_bytes(5, "big")
+
+    values = (
+        struct.pack("<i", 1)
+        + ((2024 << 9) | (0 << 5) | 15).to_bytes(3, "little")
+        + datetime2(2024, 0, 0, 10, 11, 12)
+        + datetime2(2024, 3, 0, 23, 59, 59)
+        + (5000).to_bytes(2, "big")  # fsp 3: hundreds of microseconds
+        + (0x800000 - ((1 << 12) | (2 << 6) | 3)).to_bytes(3, "big")
+        + bytes([0])  # -01:02:03.00: the fraction byte of the packed TIME2
+        + bytes([2])
+        + b"\x01\x02"
+    )
+    body = (9).to_bytes(6, "little") + b"\x01\x00" + bytes([6, 0x3F]) + b"\x00" + values
+    expected = {
+        "id": 1,
+        "d": "2024-00-15",
+        "dt": "2024-00-00 10:11:12",
+        "dt3": "2024-03-00 23:59:59.500",
+        "t2": "-01:02:03.00",
+        "bn": "AQIAAAAA",
+    }
+    assert decoder.rows(body, ev.WRITE_ROWS_V1) == [(None, expected)]
+    assert decoder.reference_rows(body, ev.WRITE_ROWS_V1) == [(None, expected)]
+
+
 def test_known_values_read_natively() -> None:
     """A few values written by hand, so the comparison above is not two equal mistakes."""
     columns = [
@@ -272,7 +377,7 @@ def test_known_values_read_natively() -> None:
                 "bu": "18446744073709551615",
                 "amount": "-1234567890.05",
                 "at": "2027-01-15 08:00:00.123",
-                "t": "-838:59:59.000000",
+                "t": "-838:59:59",
                 "s": "x,z",
                 "bl": "AP8Q",
             },

@@ -7,6 +7,11 @@ precisions, fractional seconds, labels, ``unsigned``/``signed``/``zerofill`` and
 spaces; mock_replay's ``binlog_spelling`` (the columnTypes text) and its SQL of a column's JSON member (``_json_member``, for a column named
 ``c`1``); ``pg_text`` for a set of wire values that covers every conversion (zero dates, base64,
 numbers, NULL, malformed input). A value that raised is recorded as ``!<exception name>``.
+
+Changed on purpose since (issue 24): ``binlog_spelling`` is the server's COLUMN_TYPE verbatim,
+and the replay's JSON member of TIME is ``CAST(… AS CHAR)`` (exactly fsp digits) and of BINARY(n)
+its n bytes (no trailing zeros trimmed), and of DOUBLE(M,D) its stored value
+(``CAST(… AS DOUBLE)``), not the D decimals the server prints.
 """
 
 from __future__ import annotations

@@ -250,11 +250,11 @@ def test_time_round_trip_within_838_hours(case):
 
 def test_time_extremes_and_negative_fractions():
     biggest = dt.timedelta(hours=838, minutes=59, seconds=59, microseconds=999_999)
-    assert wire("time(6)", biggest).startswith("838:59:59.999999")
+    assert wire("time(6)", biggest) == "838:59:59.999999"
     assert round_trip("time(6)", biggest) == biggest
     assert round_trip("time(6)", -biggest) == -biggest
     half = dt.timedelta(microseconds=-500_000)
-    assert wire("time(1)", half).startswith("-0:00:00.5")
+    assert wire("time(1)", half) == "-00:00:00.5"
     assert round_trip("time(1)", half) == half
 
 
@@ -415,6 +415,59 @@ def test_fixed_binary_is_right_padded_with_zero_bytes(length, data):
     assert len(decoded) == length
 
 
+@pytest.mark.parametrize(
+    ("spec", "text"),
+    [
+        ("date", "2024-00-15"),
+        ("date", "2024-03-00"),
+        ("date", "2024-00-00"),
+        ("date", "0000-05-06"),
+        ("datetime", "2024-00-00 10:11:12"),
+        ("datetime(3)", "2024-03-00 23:59:59.125"),
+        ("datetime(6)", "0000-00-00 10:11:12.000001"),
+    ],
+)
+def test_partial_zero_dates_travel_as_mysqls_text(spec, text):
+    """A zero month or day (permissive sql_modes) is not the all-zero date: its text travels
+    and decodes as it is, never as another date."""
+    assert wire(spec, text) == text
+    assert decode(parse_column_type(spec), text) == text
+
+
+@pytest.mark.parametrize("text", ["2024-13-01", "2024-1-01", "not a date", "2024-00-15x"])
+def test_text_that_is_no_mysql_date_is_refused(text):
+    with pytest.raises(ContractError):
+        wire("date", text)
+
+
+@pytest.mark.parametrize(
+    ("spec", "value", "text"),
+    [
+        ("time", dt.timedelta(hours=-838, minutes=-59, seconds=-59), "-838:59:59"),
+        (
+            "time(1)",
+            dt.timedelta(hours=1, minutes=2, seconds=3, microseconds=400_000),
+            "01:02:03.4",
+        ),
+        ("time(2)", dt.timedelta(microseconds=-10_000), "-00:00:00.01"),
+        ("time(3)", dt.timedelta(seconds=5), "00:00:05.000"),
+        ("time(6)", dt.timedelta(microseconds=-1), "-00:00:00.000001"),
+    ],
+)
+def test_time_carries_exactly_its_fsp_digits_as_mysql_prints_it(spec, value, text):
+    assert wire(spec, value) == text
+    assert round_trip(spec, value) == value
+
+
+def test_fixed_binary_is_sent_with_all_its_bytes():
+    """The wire value itself holds BINARY(n)'s n bytes: every store gets them, not only the
+    readers that pad from columnTypes."""
+    padded = base64.b64encode(b"\x01\x02\x00\x00\x00\x00").decode()
+    assert wire("binary(6)", b"\x01\x02") == padded
+    assert wire("binary(3)", b"") == "AAAA"
+    assert wire("varbinary(6)", b"\x01\x00") == "AQA="
+
+
 def test_binary_padding_examples():
     assert round_trip("binary(4)", b"ab") == b"ab\x00\x00"
     assert round_trip("BINARY(4)", b"abcd") == b"abcd"
@@ -458,6 +511,15 @@ def test_binary_padding_examples():
         ("float", {"kind": Kind.FLOAT}),
         ("double", {"kind": Kind.DOUBLE}),
         ("multipolygon", {"kind": Kind.GEOMETRY}),
+        ("point", {"kind": Kind.GEOMETRY}),
+        ("linestring", {"kind": Kind.GEOMETRY}),
+        ("polygon", {"kind": Kind.GEOMETRY}),
+        ("float(7,3)", {"kind": Kind.FLOAT}),
+        ("double(10,4) unsigned", {"kind": Kind.DOUBLE, "unsigned": True}),
+        ("smallint(3) unsigned zerofill", {"kind": Kind.INT, "unsigned": True, "length": 3}),
+        ("decimal(12,4) unsigned zerofill", {"kind": Kind.DECIMAL, "precision": 12, "scale": 4}),
+        ("enum('a,b','c''d')", {"kind": Kind.ENUM, "labels": ("a,b", "c'd")}),
+        ("set('x,y','it''s','z')", {"kind": Kind.SET, "labels": ("x,y", "it's", "z")}),
         ("  Date  ", {"kind": Kind.DATE}),
     ],
 )
