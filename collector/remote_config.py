@@ -47,6 +47,7 @@ import orjson
 from cryptography.fernet import Fernet, InvalidToken
 from pydantic import SecretStr, ValidationError
 
+from cdc_platform.config_store import AdminFeed, AdminNotFoundError
 from collector.metrics import CollectorMetrics
 from simple_binlog.config import CollectorSettings, MySQLInstance, Settings
 from simple_binlog.config import describe_validation_error as describe_settings_error
@@ -199,18 +200,34 @@ class CollectorConfigFeed:
             )
         token = webui.token.get_secret_value()
         self._instance = instance
-        self.url = f"{webui.url}/api/collector-config/{instance}"
         self.cache_path = cache_dir / f"collector-config-{instance}.bin"
         # The cache holds the MySQL password: encrypted with a key only the token's holder
         # can derive, so the file alone gives nothing away.
         digest = hashlib.sha256(_CACHE_KEY_CONTEXT + token.encode()).digest()
         self._fernet = Fernet(base64.urlsafe_b64encode(digest))
-        self.etag: str | None = None
-        self._client = httpx.Client(
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=webui.timeout_s,
+        # The one poller of the web admin with ETags (the components' AdminConfigStore too).
+        self._admin = AdminFeed(
+            f"{webui.url}/api/collector-config/{instance}",
+            webui.token,
+            webui.timeout_s,
+            setting_name="governance.webui.token",
+            refusal_advice=(
+                f"use an unexpired token of role 'collector' made for instance {instance!r}."
+            ),
             transport=transport,
         )
+
+    @property
+    def url(self) -> str:
+        return self._admin.url
+
+    @property
+    def etag(self) -> str | None:
+        return self._admin.etag
+
+    @etag.setter
+    def etag(self, value: str | None) -> None:
+        self._admin.etag = value
 
     def fetch(self) -> dict[str, Any] | None:
         """The config if it changed since the last fetch, None if not (304).
@@ -218,37 +235,13 @@ class CollectorConfigFeed:
         Raises InstanceDeletedError (404), ConfigError (token refused) or
         ServiceUnavailableError (unreachable, other answers), each one sentence.
         """
-        headers = {"If-None-Match": f'"{self.etag}"'} if self.etag else {}
         try:
-            response = self._client.get(self.url, headers=headers)
-        except httpx.HTTPError as exc:
-            raise ServiceUnavailableError(
-                f"the web admin at {self.url} cannot be reached ({type(exc).__name__})."
-            ) from None
-        status = response.status_code
-        if status == httpx.codes.NOT_MODIFIED:
-            return None
-        if status in (httpx.codes.UNAUTHORIZED, httpx.codes.FORBIDDEN):
-            raise ConfigError(
-                f"the web admin at {self.url} refused governance.webui.token ({status}); use "
-                f"an unexpired token of role 'collector' made for instance {self._instance!r}."
-            )
-        if status == httpx.codes.NOT_FOUND:
+            return self._admin.fetch()
+        except AdminNotFoundError:
             raise InstanceDeletedError(
                 f"the web admin has no instance {self._instance!r} (deleted?), so its "
                 "collector stops."
-            )
-        if status != httpx.codes.OK:
-            raise ServiceUnavailableError(f"the web admin at {self.url} answered {status}.")
-        try:
-            document = orjson.loads(response.content)
-        except orjson.JSONDecodeError:
-            raise ServiceUnavailableError(
-                f"the web admin at {self.url} answered with something that is not JSON."
             ) from None
-        if not isinstance(document, dict):
-            raise ServiceUnavailableError(f"the web admin at {self.url} sent no config object.")
-        return document
 
     def accepted(self, document: dict[str, Any]) -> None:
         """``document`` was valid: poll against its etag from now on, and cache it."""
@@ -289,7 +282,7 @@ class CollectorConfigFeed:
         return document if isinstance(document, dict) else None
 
     def close(self) -> None:
-        self._client.close()
+        self._admin.close()
 
 
 class RemoteConfigRuntime:

@@ -581,6 +581,20 @@ class SqlServerSettings(_Section):
         return self.user is not None or self.ldap_url is not None
 
 
+class ConfigStoreSettings(_Section):
+    """Where components read instances, table mirrors and shard rules
+    (``cdc_platform.config_store``): this file (``file``, re-read when it changes) or the web
+    admin's database through its API (``webui``, polled with ETags)."""
+
+    source: Literal["file", "webui"] = "file"
+    webui_url: str = "http://127.0.0.1:39200"
+    # A web admin token of role 'component' (reads the table configuration, no secrets).
+    token: SecretStr | None = None
+    # A change reaches a running component within this (plus one batch).
+    poll_interval_s: float = Field(2.0, gt=0, le=5)
+    timeout_s: float = Field(5.0, gt=0)
+
+
 class StackSettings(_Section):
     """Where the local stack keeps its binaries' state, data and logs."""
 
@@ -617,6 +631,7 @@ class Settings(BaseSettings):
     kudu: KuduSettings = KuduSettings()
     stack: StackSettings = StackSettings()
     sql_server: SqlServerSettings = SqlServerSettings()
+    config_store: ConfigStoreSettings = ConfigStoreSettings()
     webui: WebUISettings = WebUISettings()
     shard_rules: list[ShardRule] = Field(default_factory=lambda: [ShardRule()])
     # The logical tables mirrored downstream of Kafka (Hive snapshot, warehouse, Redis).

@@ -16,6 +16,7 @@ from pydantic import SecretStr, ValidationError
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from cdc_platform.config_store import ConfigSnapshot, InstanceConfig, with_etag
 from simple_binlog.config import Settings, TableMirror
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.routing import ShardRule
@@ -391,11 +392,88 @@ def collector_config(
 
 
 def audit_secret_read(
-    db: Session, who: str, instance: str, outcome: Literal["read_secret", "refused"]
+    db: Session,
+    who: str,
+    instance: str,
+    outcome: Literal["read_secret", "refused"],
+    object_type: str = "collector_config",
 ) -> None:
     """One audit entry per collector config handed over (it carries the MySQL password) or
     refused; a 304 hands nothing over and is not recorded."""
-    audit(db, who, outcome, "collector_config", instance, None, None)
+    audit(db, who, outcome, object_type, instance, None, None)
+
+
+# --- the configuration snapshot (cdc_platform.config_store) -------------------------------
+
+# The audited changes that make up the snapshot: their count is its version (entries are
+# never deleted, and every committed change adds one, so it grows with each commit).
+SNAPSHOT_OBJECTS = ("instance", "table_mirror")
+
+
+def snapshot_version(db: Session) -> tuple[int, int]:
+    """(version, last audit id) of the configuration: one small query."""
+    count, last = db.execute(
+        select(func.count(), func.coalesce(func.max(AuditEntry.id), 0)).where(
+            AuditEntry.object_type.in_(SNAPSHOT_OBJECTS)
+        )
+    ).one()
+    return int(count), int(last)
+
+
+class SnapshotEtags:
+    """The etag of each (version, last audit id, scope) built, so an unchanged poll is
+    answered 304 without building the snapshot."""
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self._etags: dict[tuple[int, int, str | None], str] = {}
+        self._max = max_entries
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[int, int, str | None]) -> str | None:
+        with self._lock:
+            return self._etags.get(key)
+
+    def put(self, key: tuple[int, int, str | None], etag: str) -> None:
+        with self._lock:
+            if len(self._etags) >= self._max:
+                self._etags.clear()
+            self._etags[key] = etag
+
+
+def config_snapshot(
+    db: Session, keys: Keys, version: int, secret_for: str | None = None
+) -> ConfigSnapshot:
+    """Instances (without passwords) and table mirrors. ``secret_for``: a collector token's
+    instance: the snapshot then holds only that instance, its password and its mirrors."""
+    rows = list_instances(db)
+    if secret_for is not None:
+        rows = [row for row in rows if row.name == secret_for]
+    instances = tuple(
+        InstanceConfig(
+            name=row.name,
+            host=row.host,
+            port=row.port,
+            user=row.user,
+            password=(
+                SecretStr(keys.decrypt(row.password_encrypted)) if row.name == secret_for else None
+            ),
+            allow_cleartext_password=row.allow_cleartext_password,
+            gtid_start=row.gtid_start,
+            include=tuple(row.include),
+            exclude=tuple(row.exclude),
+            shard_rules=tuple(ShardRule.model_validate(rule) for rule in row.shard_rules),
+            collector_group=row.collector_group,
+            topic=row.topic,
+        )
+        for row in rows
+    )
+    names = {i.name for i in instances}
+    tables = tuple(
+        mirror
+        for mirror in (table_mirror(row) for row in list_table_mirrors(db))
+        if mirror.instance in names
+    )
+    return with_etag(ConfigSnapshot(version=version, instances=instances, tables=tables))
 
 
 # --- users and tokens ---------------------------------------------------------------------

@@ -24,10 +24,12 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response, status
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cdc_platform.config_store import snapshot_body
 from simple_binlog.config import TableMirror
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
 from webui import admin
@@ -363,6 +365,57 @@ def collector_config(
     response.headers["ETag"] = etag
     response.headers["Cache-Control"] = "no-store"
     return config
+
+
+# --- the configuration snapshot (cdc_platform.config_store) -------------------------------
+
+
+def _etag_matches(etag: str, if_none_match: str | None) -> bool:
+    return if_none_match is not None and etag in {t.strip() for t in if_none_match.split(",")}
+
+
+@router.get(
+    "/config-snapshot",
+    tags=["configuration"],
+    responses={
+        200: {"description": "the snapshot (cdc_platform.config_store.ConfigSnapshot)"},
+        304: {"description": "unchanged since the etag in If-None-Match"},
+    },
+)
+def config_snapshot(
+    db: DB,
+    ctx: Ctx,
+    principal: Annotated[Principal, Depends(api_principal)],
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Instances, their shard rules and the table mirrors, for the components
+    (``cdc_platform.config_store.AdminConfigStore``). Tokens of role ``component``, viewers
+    and admins read it without any password; a collector token reads only its own instance,
+    with the password (audited like the collector config). ``version`` grows with every
+    audited change to an instance or a table mirror; poll with ``If-None-Match``."""
+    scope: str | None = None
+    if principal.role == "collector":
+        if principal.kind != "token" or principal.instance is None:
+            raise HTTPException(status.HTTP_403_FORBIDDEN, "this token may not read this.")
+        scope = principal.instance
+    elif principal.role != "component" and not principal.can_read:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "this token may not read this.")
+    version, last = admin.snapshot_version(db)
+    key = (version, last, scope)
+    known = ctx.config_snapshots.get(key)
+    if known is not None and _etag_matches(f'"{known}"', if_none_match):
+        return Response(status_code=304, headers={"ETag": f'"{known}"'})
+    snapshot = admin.config_snapshot(db, ctx.keys, version, secret_for=scope)
+    ctx.config_snapshots.put(key, snapshot.etag)
+    etag = f'"{snapshot.etag}"'
+    if _etag_matches(etag, if_none_match):
+        return Response(status_code=304, headers={"ETag": etag})
+    if scope is not None:
+        admin.audit_secret_read(db, principal.name, scope, "read_secret", "config_snapshot")
+    return JSONResponse(
+        {**snapshot_body(snapshot), "etag": snapshot.etag},
+        headers={"ETag": etag, "Cache-Control": "no-store"},
+    )
 
 
 Outcome = Literal["ok"]

@@ -9,7 +9,9 @@ may do.
   ambient credentials and need none. The login form, before any session, uses a signed
   double-submit cookie.
 - Roles: ``admin`` edits, ``viewer`` reads; tokens may also have ``collector``, which may
-  only read the collector config of the one instance it was made for.
+  only read the collector config of the one instance it was made for (and the configuration
+  snapshot with that instance's password), or ``component``, which may only read the
+  configuration snapshot, without any password.
 - Tokens work until they expire, are revoked, or their owner's account is disabled.
 - Password hashing (scrypt: ~50 ms and 16 MiB each) runs in worker threads, a few at a time,
   never on the event loop.
@@ -53,7 +55,7 @@ _T = TypeVar("_T")
 @dataclass(frozen=True)
 class Principal:
     name: str
-    role: Literal["admin", "viewer", "collector"]
+    role: Literal["admin", "viewer", "collector", "component"]
     kind: Literal["user", "token"]
     csrf_token: str | None = None  # sessions only
     # The user answerable for what this principal does: the user of a session, the user who
@@ -168,8 +170,14 @@ def principal_from_bearer(db: Session, authorization: str | None) -> Principal |
     # per poll would serialise them on the admin database.
     if last is None or now - last > timedelta(seconds=60):
         row.last_used_at = now
-    role: Literal["admin", "viewer", "collector"] = (
-        "admin" if row.role == "admin" else "collector" if row.role == "collector" else "viewer"
+    role: Literal["admin", "viewer", "collector", "component"] = (
+        "admin"
+        if row.role == "admin"
+        else "collector"
+        if row.role == "collector"
+        else "component"
+        if row.role == "component"
+        else "viewer"
     )
     return Principal(
         f"token:{row.name}", role, "token", owner=row.created_by, instance=row.instance

@@ -9,7 +9,7 @@ from fastapi import Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from simple_binlog.config import Settings
-from webui.admin import CollectorConfigCache
+from webui.admin import CollectorConfigCache, SnapshotEtags
 from webui.auth import HashingPool, LoginThrottle
 from webui.replay import ReplayService
 from webui.schema_source import SchemaSource
@@ -24,6 +24,7 @@ class WebContext:
     replays: ReplayService
     schemas: SchemaSource
     collector_configs: CollectorConfigCache = field(default_factory=CollectorConfigCache)
+    config_snapshots: SnapshotEtags = field(default_factory=SnapshotEtags)
     login_throttle: LoginThrottle = field(default_factory=LoginThrottle)
     hashing: HashingPool = field(default_factory=HashingPool)
 

@@ -20,7 +20,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-ROLES = ("admin", "viewer", "collector")
+ROLES = ("admin", "viewer", "collector", "component")
 
 
 class Base(DeclarativeBase):
@@ -53,7 +53,7 @@ class ApiToken(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     # The first characters, so a person can tell tokens apart without the secret part.
     display_prefix: Mapped[str] = mapped_column(String(16))
-    role: Mapped[str] = mapped_column(String(16))  # admin | viewer | collector
+    role: Mapped[str] = mapped_column(String(16))  # admin | viewer | collector | component
     created_by: Mapped[str] = mapped_column(String(64))  # the owning user's name
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

@@ -200,7 +200,7 @@ class TokenIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9 ._-]+$")
-    role: Literal["admin", "viewer", "collector"] = "viewer"
+    role: Literal["admin", "viewer", "collector", "component"] = "viewer"
     instance: str | None = Field(
         None, description="collector tokens only: the one instance whose config they read"
     )
