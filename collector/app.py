@@ -13,13 +13,22 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from collector.binlog_files import (
+    BinlogFileError,
+    BinlogFiles,
+    PositionalTableSchemas,
+    expand_paths,
+)
+from collector.decoding import TableSchema
 from collector.ha import LeaderElection
 from collector.metrics import CollectorMetrics
 from collector.native import decoder_name, log_decoder
+from collector.position import CollectorPosition
 from collector.publisher import FencedError, KafkaPublisher
 from collector.remote_config import RemoteConfigRuntime, start_remote_config
 from collector.service import Collector, tune_gc
 from simple_binlog.config import MySQLInstance, Settings
+from simple_binlog.errors import CdcMirrorError, ContractError
 from simple_binlog.governance.source import GovernanceRuntime, start_governance
 
 log = logging.getLogger(__name__)
@@ -188,3 +197,63 @@ def run_collector(
             remote.close()
     if remote is not None and remote.failure is not None:
         raise remote.failure
+
+
+class FileSources:
+    """``cdc-mirror collect --from-files``: the collector's events from archived binlog files
+    (``collector.binlog_files``) instead of the instance's binlog stream."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self._paths = expand_paths(paths)
+        self.last: BinlogFiles | None = None
+
+    def open(self, start: CollectorPosition) -> BinlogFiles:
+        self.last = BinlogFiles(self._paths, start)
+        return self.last
+
+    def initial_gtid(self) -> str:
+        return BinlogFiles(self._paths).initial_previous_gtids()
+
+
+def _no_server(schema: str, table: str) -> TableSchema:
+    raise ContractError(f"{schema}.{table}: no server is asked for table schemas (--offline).")
+
+
+def collect_files(
+    settings: Settings,
+    instance_name: str,
+    paths: list[str],
+    offline: bool = False,
+    config_file: Path | None = None,
+) -> CollectorPosition | None:
+    """Publish the row changes of binlog files to the instance's topic, exactly as the live
+    collector would have (the same messages, offsets and committed positions), resuming after
+    the position stored in Kafka; returns the position committed last. ``offline``: no
+    server is asked for table schemas (names and types from the table maps, ``@1``, ``@2``, …
+    where the files carry no names)."""
+    logging.getLogger("pymysqlreplication").setLevel(logging.WARNING)
+    metrics = CollectorMetrics()
+    instance = settings.instance(instance_name)
+    governance = start_governance(settings, instance.name, config_file)
+    sources = FileSources(paths)
+    collector = Collector(
+        instance,
+        settings.collector,
+        KafkaPublisher(settings.kafka, instance.name),
+        metrics,
+        governance=governance,
+        source=sources,
+        schemas=PositionalTableSchemas(_no_server) if offline else None,
+    )
+    try:
+        collector.run()
+    except BinlogFileError:
+        raise
+    except CdcMirrorError as exc:
+        if sources.last is None or not sources.last.event_path:
+            raise
+        raise BinlogFileError(f"binlog file {sources.last.where()}: {exc}") from None
+    finally:
+        if governance is not None:
+            governance.close()
+    return collector.committed

@@ -9,8 +9,9 @@ body (``TableMapCache``), and rows are decoded by a decoder compiled for that ma
 (``collector.row_decoder``). Pure logic: bytes in, values out.
 
 Formats: MariaDB's replication protocol and the MySQL binlog event layout
-(https://mariadb.com/kb/en/replication-protocol/). Only what a row-based binlog of MariaDB
-holds is read; anything this reader cannot honour exactly (compressed events) is refused.
+(https://mariadb.com/kb/en/replication-protocol/). What a row-based binlog of MariaDB or
+MySQL holds is read (MySQL's own events: ``collector.mysql_events``); anything this reader
+cannot honour exactly (MariaDB's compressed events) is refused.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import NamedTuple
 
 from pymysql.charset import charset_by_id
 
-from simple_binlog.errors import ContractError, UnsupportedTypeError
+from simple_binlog.errors import ContractError
 
 HEADER_LENGTH = 19
 CHECKSUM_LENGTH = 4
@@ -30,6 +31,7 @@ CHECKSUM_LENGTH = 4
 QUERY, ROTATE, FORMAT_DESCRIPTION, XID, TABLE_MAP, HEARTBEAT = 2, 4, 15, 16, 19, 27
 WRITE_ROWS_V1, UPDATE_ROWS_V1, DELETE_ROWS_V1 = 23, 24, 25
 WRITE_ROWS_V2, UPDATE_ROWS_V2, DELETE_ROWS_V2 = 30, 31, 32
+PARTIAL_UPDATE_ROWS = 39
 MARIADB_GTID = 162
 # log_bin_compress: the row images are zlib-compressed; refused rather than half-read.
 MARIADB_COMPRESSED = frozenset({165, 166, 167, 168, 169, 170, 171})
@@ -41,13 +43,14 @@ ROWS_EVENTS = {
     WRITE_ROWS_V2: "INSERT",
     UPDATE_ROWS_V2: "UPDATE",
     DELETE_ROWS_V2: "DELETE",
+    PARTIAL_UPDATE_ROWS: "UPDATE",  # MySQL, binlog_row_value_options=PARTIAL_JSON
 }
 
 # MySQL protocol field types (include/mysql_com.h).
 TINY, SHORT, LONG, FLOAT, DOUBLE, NULL, TIMESTAMP, LONGLONG, INT24 = 1, 2, 3, 4, 5, 6, 7, 8, 9
 DATE, TIME, DATETIME, YEAR, NEWDATE, VARCHAR, BIT = 10, 11, 12, 13, 14, 15, 16
 TIMESTAMP2, DATETIME2, TIME2 = 17, 18, 19
-JSON, NEWDECIMAL, ENUM, SET = 245, 246, 247, 248
+VECTOR, JSON, NEWDECIMAL, ENUM, SET = 242, 245, 246, 247, 248
 TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, BLOB, VAR_STRING, STRING, GEOMETRY = (
     249,
     250,
@@ -120,6 +123,8 @@ def query_event(body: bytes | memoryview) -> QueryEvent:
     schema_length = body[8]
     status_length = struct.unpack_from("<H", body, 11)[0]
     start = 13 + status_length
+    if start + schema_length + 1 > len(body):
+        raise ContractError("a QUERY event is malformed (its lengths run past its end).")
     schema = bytes(body[start : start + schema_length]).decode("utf-8", "replace")
     query = bytes(body[start + schema_length + 1 :]).decode("utf-8", "replace")
     return QueryEvent(schema, query)
@@ -185,7 +190,7 @@ def _column_metadata(  # noqa: PLR0911 - one return per metadata layout
     if kind == VARCHAR:
         column.max_length = struct.unpack_from("<H", data, offset)[0]
         return offset + 2
-    if kind in (FLOAT, DOUBLE, BLOB, GEOMETRY, JSON):
+    if kind in (FLOAT, DOUBLE, BLOB, GEOMETRY, JSON, VECTOR):
         column.length_size = data[offset]
         return offset + 1
     if kind in (TIMESTAMP2, DATETIME2, TIME2):
@@ -326,12 +331,6 @@ def table_map_event(body: bytes | memoryview) -> TableMap:
         position = _column_metadata(column, body, position)
     offset += metadata_length + (count + 7) // 8  # metadata block, then the NULL bitmap
     has_names = _optional_metadata(columns, body, offset)
-    for column in columns:
-        if column.type == JSON:
-            raise UnsupportedTypeError(
-                f"{schema}.{table}.{column.name} is a MySQL binary JSON column; the collector "
-                "reads MariaDB binlogs, where JSON is text."
-            )
     return TableMap(table_id, schema, table, columns, has_names)
 
 

@@ -26,6 +26,7 @@ from collector import binlog_events as ev
 from collector import native
 from collector.ddl import TRANSACTION_STARTS
 from simple_binlog.config import MySQLInstance
+from simple_binlog.errors import ContractError
 
 # Bytes asked of the socket per read by the native scanner: a few hundred single-row
 # transactions, so the reader thread releases and re-takes the GIL once per chunk, not per
@@ -34,7 +35,10 @@ _CHUNK = 1 << 18
 
 
 class BinlogStream:
-    """Events after a GTID position, blocking for new ones; heartbeats while idle."""
+    """Events after a GTID position, blocking for new ones; heartbeats while idle. An
+    ``EventSource`` (``collector.event_source``) that never ends by itself."""
+
+    finite = False
 
     def __init__(
         self,
@@ -157,7 +161,7 @@ def _ends_transaction(query: bytes) -> bool:
     # held across a read); collector.work reports the malformed event in order.
     try:
         return ev.query_event(query).query.strip().upper() not in TRANSACTION_STARTS
-    except (IndexError, struct.error):
+    except (IndexError, struct.error, ContractError):
         return False
 
 

@@ -96,6 +96,13 @@ class CollectorMetrics:
             labels,
             registry=self.registry,
         )
+        self.unhandled_events = Counter(
+            "cdc_collector_unhandled_events",
+            "Binlog events of a type the collector does not read, by type number (the types "
+            "that hold row changes also stop the collector).",
+            [*labels, "type"],
+            registry=self.registry,
+        )
         self.epoch = Gauge(
             "cdc_collector_epoch",
             "Leader epoch of this process (0 before it first led).",

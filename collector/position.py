@@ -1,8 +1,10 @@
 """The collector's resume state, committed in the same Kafka transaction as the rows it covers.
 
-``gtid`` is the GTID position (MariaDB's ``domain-server-seq`` list) of the last MySQL
-transaction published completely: reading resumes with the transaction after it. A MySQL
-transaction too large for one Kafka transaction is published in parts; then ``partial`` names
+``gtid`` is the GTID position of the last MySQL transaction published completely: MariaDB's
+``domain-server-seq`` list, or a MySQL GTID set (``uuid:1-42``, tagged ``uuid:tag:1-3``,
+``collector.mysql_gtid``); the text tells them apart (a MySQL GTID has colons). Reading
+resumes with the transaction after it. A MySQL transaction too large for one Kafka
+transaction is published in parts; then ``partial`` names
 that transaction's GTID and ``rows_done`` how many of its rows (counted across all its rows
 events, in binlog order) are already published, so a restart skips exactly those. The offset
 state is the generator's state after the last published row: resuming there reproduces the
@@ -17,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from collector import mysql_gtid
 from simple_binlog.errors import ContractError
 from simple_binlog.offsets import OffsetState
 
@@ -41,6 +44,10 @@ def advance_gtid_position(position: str, gtid: str) -> str:
         and position.partition("-")[0] == gtid.partition("-")[0]
     ):
         return gtid  # one domain, the usual case: once per transaction, so kept cheap
+    if not gtid:
+        return position  # a transaction without a GTID (MySQL's anonymous ones)
+    if mysql_gtid.is_mysql_gtid(gtid):
+        return mysql_gtid.advance(position, gtid)
     domain = parse_gtid(gtid)[0]
     entries = {parse_gtid(entry)[0]: entry for entry in position.split(",") if entry}
     entries[domain] = gtid
@@ -118,10 +125,15 @@ class CollectorPosition:
         if document["format"] != FORMAT:
             raise ContractError(f"collector position format {document['format']!r} is unknown.")
         gtid = field("gtid", str)
-        for entry in filter(None, gtid.split(",")):
-            parse_gtid(entry)
+        if mysql_gtid.is_mysql_gtid(gtid):
+            mysql_gtid.validate_position(gtid)
+        else:
+            for entry in filter(None, gtid.split(",")):
+                parse_gtid(entry)
         partial = field("partial", str, optional=True)
-        if partial is not None:
+        if partial is not None and mysql_gtid.is_mysql_gtid(partial):
+            mysql_gtid.Gtid.parse(partial)
+        elif partial is not None:
             parse_gtid(partial)
         return cls(
             instance=field("instance", str),

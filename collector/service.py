@@ -28,6 +28,7 @@ from cdc_platform.retry import RetryCancelled, RetryPolicy
 from collector import binlog_events as ev
 from collector.binlog_stream import BinlogStream
 from collector.decoding import TableSchema
+from collector.event_source import EventSource, SourceFactory
 from collector.metrics import CollectorMetrics
 from collector.position import CollectorPosition
 from collector.publisher import AbortedError, OversizedMessageError, Publisher
@@ -189,9 +190,14 @@ class Collector:
         governance: GovernanceRuntime | None = None,
         updates: RemoteConfigRuntime | None = None,
         config: RemoteConfig | None = None,
+        source: SourceFactory | None = None,
+        schemas: BinlogTableSchemas | None = None,
     ) -> None:
         """``updates`` and ``config`` (``collector.config_source: webui``): newer configs
-        from the web admin, and the one ``instance`` and ``settings`` come from."""
+        from the web admin, and the one ``instance`` and ``settings`` come from. ``source``:
+        where events come from instead of the instance's binlog stream (archived binlog
+        files), and ``schemas`` how their tables are described when no server is asked."""
+        self._source = source
         self._instance = instance
         self._settings = settings
         self._publisher = publisher
@@ -200,9 +206,10 @@ class Collector:
         self._epoch = epoch
         self._filter = TableFilter(settings.include, settings.exclude)
         self._lookup = SchemaCache(instance)
-        self._schemas = BinlogTableSchemas(self._lookup.get)
+        self._schemas = schemas or BinlogTableSchemas(self._lookup.get)
         self._decoders = TableDecoders(self._schemas, self._filter)
         self._rows_children: dict[tuple[str, str], Any] = {}
+        self._unhandled_children: dict[int, Any] = {}
         # Detection and column policies (simple_binlog.governance), applied to every row
         # before it is added; a new policy set is swapped in between MySQL transactions.
         self._governance = governance
@@ -390,6 +397,9 @@ class Collector:
         self._metrics.config_reloads.labels(self._instance.name).inc()
 
     def _initial_position(self) -> CollectorPosition:
+        if self._source is not None:
+            gtid = self._source.initial_gtid()
+            return CollectorPosition(self._instance.name, gtid, OffsetState(), epoch=self._epoch)
         start = self._settings.start
         file_position = FILE_POSITION.match(start)
         if start == "current":
@@ -417,18 +427,30 @@ class Collector:
         return str(row[0])
 
     # -- inner loop: one binlog connection -----------------------------------------------------
-    def _stream(self, start: CollectorPosition) -> None:
+    def _stream(self, start: CollectorPosition) -> None:  # noqa: PLR0912 - one branch per item
         progress = _Progress(start)
         if self._governance is not None:
             if self._governance.batch is not None:
                 self._governance.batch.reset()  # detections of an aborted transaction
             if start.partial is None:
                 self._policies = self._governance.at_boundary()
-        stream = BinlogStream(
-            self._instance, self._instance.replica_server_id, start.gtid, self._settings.heartbeat_s
-        )
+        stream: EventSource
+        if self._source is not None:
+            stream = self._source.open(start)
+        else:
+            stream = BinlogStream(
+                self._instance,
+                self._instance.replica_server_id,
+                start.gtid,
+                self._settings.heartbeat_s,
+            )
         decoder = EventDecoder(
-            start, self._decoders, self._filter, self._forget_schemas, self._instance.name
+            start,
+            self._decoders,
+            self._filter,
+            self._forget_schemas,
+            self._instance.name,
+            self._count_unhandled,
         )
         interval = self._settings.commit_interval_ms / 1000
 
@@ -462,11 +484,16 @@ class Collector:
                     progress = self._commit(progress)
                 if progress.position.partial is None:
                     progress = self._at_boundary(progress)
+        if stream.finite and not self._stop.is_set():
+            # Every event of a finite source (binlog files) is read: commit what is open.
+            if progress.position != self.committed:
+                self._commit(progress)
+            self._stop.set()
         # Stopped: whatever is not committed is aborted by the caller. A collector that lost
         # its leadership must not commit, and a restart resumes from the last commit.
 
     def _prefetched(
-        self, items: Iterator[WorkItem], stream: BinlogStream, idle_after: Callable[[], float]
+        self, items: Iterator[WorkItem], stream: EventSource, idle_after: Callable[[], float]
     ) -> Iterator[WorkItem | _Idle]:
         """``items`` produced by a reader thread, a bounded queue ahead of the caller.
 
@@ -549,6 +576,13 @@ class Collector:
             done.set()
             stream.close()  # unblocks a reader waiting on the socket
             reader.join(10)
+
+    def _count_unhandled(self, kind: int) -> None:
+        child = self._unhandled_children.get(kind)
+        if child is None:
+            child = self._metrics.unhandled_events.labels(self._instance.name, str(kind))
+            self._unhandled_children[kind] = child
+        child.inc()
 
     def _forget_schemas(self) -> None:
         """After any DDL: schemas looked up in information_schema may have changed (RENAME
@@ -667,7 +701,7 @@ class Collector:
         return progress
 
     # -- the binlog connection -------------------------------------------------------------------
-    def _events(self, stream: BinlogStream) -> Iterator[tuple[ev.EventHeader, bytes]]:
+    def _events(self, stream: EventSource) -> Iterator[tuple[ev.EventHeader, bytes]]:
         try:
             yield from stream
         except pymysql.MySQLError as exc:

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from collector import binlog_events as ev
+from collector import mysql_events as mev
 from collector.ddl import TRANSACTION_STARTS, TableDdl, parse_table_ddl
 from collector.decoding import EventContext, TableSchema, build_messages
 from collector.position import CollectorPosition
 from collector.row_decoder import TableDecoders
-from simple_binlog.errors import ConfigError
+from simple_binlog.errors import ConfigError, ContractError
 from simple_binlog.message import EventType, SimpleBinlog
 from simple_binlog.offsets import OffsetGenerator
 
@@ -78,8 +79,13 @@ class EventDecoder:
         include: Callable[[str, str], bool],
         on_ddl: Callable[[], None],
         instance: str,
+        count_unhandled: Callable[[int], None] | None = None,
     ) -> None:
+        """``count_unhandled``: told the type of each event the decoder does not read (the
+        collector's metric); each type is also logged once."""
         self._start = start
+        self._count_unhandled = count_unhandled
+        self._unhandled_logged: set[int] = set()
         self._decoders = decoders
         self._include = include
         self._on_ddl = on_ddl
@@ -90,7 +96,7 @@ class EventDecoder:
         self._rows_in_transaction = 0
         self._skip = 0
 
-    def items(
+    def items(  # noqa: PLR0912 - one branch per event type, in order of frequency
         self, events: Iterable[tuple[ev.EventHeader, bytes]], where: Positioned
     ) -> Iterator[WorkItem]:
         gtid = ""
@@ -111,6 +117,8 @@ class EventDecoder:
                 query = ev.query_event(body)
                 if query.query.strip().upper() in TRANSACTION_STARTS:
                     continue
+                if mev.is_statement_dml(query.query):
+                    self._unhandled(kind, "a data change written as a statement")
                 ddl = parse_table_ddl(query.query, query.schema)
                 if ddl is not None:
                     change = self._schema_change(ddl, header, where, gtid)
@@ -125,6 +133,37 @@ class EventDecoder:
                     f"MySQL instance {self._instance!r} writes compressed binlog events "
                     "(log_bin_compress=ON), which the collector does not read; turn it off."
                 )
+            elif kind in mev.MYSQL_GTIDS:
+                gtid, self._rows_in_transaction = mev.gtid_text(kind, body), 0
+                self._skip = self._start.rows_to_skip(gtid)
+            elif kind == mev.HEARTBEAT_V2:
+                yield Heartbeat()
+            elif kind == mev.XA_PREPARE:
+                # The first phase of an XA transaction ends here (its rows precede it).
+                yield TransactionEnd(gtid, where.log_file, where.log_pos, header.timestamp)
+            elif kind not in mev.IGNORED:
+                self._unhandled(kind, mev.unreadable_changes(kind))
+
+    def _unhandled(self, kind: int, changes: str | None) -> None:
+        """An event the decoder does not read: counted, logged once per type; if it holds
+        row changes (``changes`` says how), collection stops rather than skip them."""
+        if self._count_unhandled is not None:
+            self._count_unhandled(kind)
+        if changes is not None:
+            raise ContractError(
+                f"MySQL instance {self._instance!r} wrote {changes} (binlog event type "
+                f"{kind}), which the collector cannot read; collection stopped rather than "
+                "skip row changes (the source needs binlog_format=ROW)."
+            )
+        if kind not in self._unhandled_logged:
+            self._unhandled_logged.add(kind)
+            log.warning(
+                "MySQL instance %r: binlog event type %d is not read by the collector and "
+                "skipped (it carries no row changes the collector knows of); counted in "
+                "cdc_collector_unhandled_events",
+                self._instance,
+                kind,
+            )
 
     def _row_changes(
         self, header: ev.EventHeader, body: bytes, where: Positioned, gtid: str
@@ -132,7 +171,10 @@ class EventDecoder:
         decoder = self._decoders.for_rows(body)
         if decoder is None:
             return None  # a table the filter excludes
-        images = decoder.rows(body, header.type)
+        if header.type == ev.PARTIAL_UPDATE_ROWS:
+            images: list[Any] = mev.partial_update_rows(decoder, body)
+        else:
+            images = decoder.rows(body, header.type)
         first = max(0, self._skip - self._rows_in_transaction)
         self._rows_in_transaction += len(images)
         if first >= len(images):
