@@ -5,24 +5,29 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Sequence
 
 from prometheus_client import start_http_server
 
+from cdc_platform.config_store import ConfigWatch, watch_config
 from mirror.applier import ChangeApplier
 from mirror.consumer import MirrorConsumer
 from mirror.metrics import MirrorMetrics
-from mirror.plan import ChangeRouter
-from simple_binlog.config import MirrorTarget, Settings
+from mirror.plan import mirror_config
+from simple_binlog.config import MirrorTarget, Settings, TableMirror
 from simple_binlog.errors import CdcMirrorError, ConfigError
-from simple_binlog.routing import ShardRouter
 
 log = logging.getLogger(__name__)
 
 TARGETS: tuple[MirrorTarget, ...] = ("redis", "warehouse", "kudu")
 
 
-def build_applier(settings: Settings, target: MirrorTarget) -> ChangeApplier:
-    tables = [t for t in settings.tables if target in t.targets]
+def build_applier(
+    settings: Settings, target: MirrorTarget, tables: Sequence[TableMirror] | None = None
+) -> ChangeApplier:
+    """The target's applier for ``tables`` (default: the settings' tables of the target)."""
+    if tables is None:
+        tables = [t for t in settings.tables if target in t.targets]
     if target == "redis":
         from mirror.redis_applier import RedisApplier  # noqa: PLC0415
 
@@ -39,31 +44,33 @@ def build_applier(settings: Settings, target: MirrorTarget) -> ChangeApplier:
     raise ConfigError(f"the mirror has no target {target!r} (choose redis, warehouse or kudu).")
 
 
-def mirrored_instances(settings: Settings, target: MirrorTarget, instance: str | None) -> list[str]:
-    """The instances whose topics this process reads: those with tables for ``target``."""
-    if instance is not None:
-        settings.instance(instance)  # names the known instances if it is not one
-    names = sorted(
-        {
-            t.instance
-            for t in settings.tables
-            if target in t.targets and (instance is None or t.instance == instance)
-        }
-    )
-    if not names:
-        where = f" of instance {instance!r}" if instance else ""
-        raise ConfigError(
-            f"no table mirror{where} targets {target!r}; add one under 'tables:' in the config."
-        )
-    return names
-
-
 def run_mirror(
     settings: Settings, target: MirrorTarget, instance: str | None, metrics_port: int
 ) -> None:
     if target not in TARGETS:
         raise ConfigError(f"the mirror has no target {target!r} (choose redis, warehouse or kudu).")
-    instances = mirrored_instances(settings, target, instance)
+    watch = watch_config(settings)
+    try:
+        _run_watched(settings, watch, target, instance, metrics_port)
+    finally:
+        watch.close()
+
+
+def _run_watched(
+    settings: Settings,
+    watch: ConfigWatch,
+    target: MirrorTarget,
+    instance: str | None,
+    metrics_port: int,
+) -> None:
+    if instance is not None:
+        watch.current.instance(instance)  # names the known instances if it is not one
+    config = mirror_config(watch.current, target, instance)
+    if not config.instances and settings.config_store.source == "file":
+        where = f" of instance {instance!r}" if instance else ""
+        raise ConfigError(
+            f"no table mirror{where} targets {target!r}; add one under 'tables:' in the config."
+        )
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -72,11 +79,20 @@ def run_mirror(
     if metrics_port:
         server, _ = start_http_server(metrics_port, addr="127.0.0.1", registry=metrics.registry)
         log.info("mirror metrics on http://127.0.0.1:%d/metrics", metrics_port)
-    router = ChangeRouter(settings.tables, ShardRouter(list(settings.shard_rules)), target)
-    applier = build_applier(settings, target)
+    metrics.config_version.set(config.version)
+    applier = build_applier(settings, target, config.tables)
     try:
         MirrorConsumer(
-            settings.kafka, settings.mirror, target, instances, router, applier, metrics, stop
+            settings.kafka,
+            settings.mirror,
+            target,
+            config.instances,
+            config.router,
+            applier,
+            metrics,
+            stop,
+            config=watch,
+            only_instance=instance,
         ).run()
     finally:
         applier.close()

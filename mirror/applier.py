@@ -15,10 +15,11 @@ which keys were written, and the caller applies the same batch again (safe, see 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from mirror.plan import RowChange, RowKey, latest_per_key
+from simple_binlog.config import TableMirror
 from simple_binlog.values import JsonScalar
 
 
@@ -41,6 +42,15 @@ class ApplyResult:
 
 
 class ChangeApplier(ABC):
+    # The table mirrors of this applier's target, by logical name.
+    _tables: dict[str, TableMirror]
+
+    def set_tables(self, tables: Sequence[TableMirror]) -> None:
+        """Between batches (never during one): the target's table mirrors from now on. An
+        added table is applied from its next change on; a removed one is no longer sent
+        here (the router skips it); its data stays where it is."""
+        self._tables = {t.name: t for t in tables}
+
     @abstractmethod
     def apply_batch(self, changes: Iterable[RowChange]) -> ApplyResult:
         """Apply the batch with the version guard; raises ServiceUnavailableError if the
@@ -58,8 +68,9 @@ class StoredEntry:
 
 
 class MemoryApplier(ChangeApplier):
-    def __init__(self) -> None:
+    def __init__(self, tables: Sequence[TableMirror] = ()) -> None:
         self.tables: dict[str, dict[RowKey, StoredEntry]] = {}
+        self._tables = {t.name: t for t in tables}
 
     def apply_batch(self, changes: Iterable[RowChange]) -> ApplyResult:
         plan = latest_per_key(changes)

@@ -22,6 +22,12 @@ shared by many rows. Offsets are committed asynchronously and at most every 100 
   committed meanwhile, nothing is skipped.
 - Rebalance: when partitions are revoked the pending batch is applied and committed first,
   so the next owner starts where this one stopped.
+- Configuration (``cdc_platform.config_store``): with a ``ConfigWatch``, a new snapshot is put
+  in force between batches, after one was applied and before the next is polled: a table
+  mirror added for the target is applied from its next message on (its earlier rows need a
+  replay), a removed one is skipped from then on (its rows stay in the target), a changed
+  one (key, columns, TTL, delete mode) applies to the next batch; the topics are subscribed
+  again when the set of instances changed. One log line per change.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from cdc_platform.config_store import ConfigWatch, diff_snapshots
 from cdc_platform.kafka import (
     RebalanceError,
     consumer_config,
@@ -49,7 +56,7 @@ from cdc_platform.kafka import (
 from cdc_platform.retry import RetryCancelled, RetryPolicy
 from mirror.applier import ApplyResult, ChangeApplier
 from mirror.metrics import MirrorMetrics
-from mirror.plan import ChangeRouter, RowChange
+from mirror.plan import ChangeRouter, RowChange, mirror_config
 from simple_binlog.config import KafkaSettings, MirrorSettings, MirrorTarget
 from simple_binlog.errors import (
     CdcMirrorError,
@@ -93,7 +100,12 @@ class MirrorConsumer:
         metrics: MirrorMetrics,
         stop: threading.Event,
         clock: Callable[[], float] = time.time,
+        config: ConfigWatch | None = None,
+        only_instance: str | None = None,
     ) -> None:
+        """``config``: the configuration watched for changes (None: fixed); ``instances`` and
+        ``router`` must then be those of its current snapshot. ``only_instance``: this
+        process reads that instance's topic only."""
         self._kafka = kafka
         self._mirror = mirror
         self._target = target
@@ -103,6 +115,8 @@ class MirrorConsumer:
         self._metrics = metrics
         self._stop = stop
         self._clock = clock
+        self._config = config
+        self._only_instance = only_instance
         self._dead_topic = dead_letter_topic(target)
         self._pending: list[_Record] = []
         # Next offset per (topic, partition) of the batches applied since the last commit the
@@ -150,6 +164,30 @@ class MirrorConsumer:
         producer = producer_config(self._kafka, client_id=f"{group}.dead-letter")
         producer["error_cb"] = self._on_client_error
         self._producer = Producer(producer)
+        self._subscribe()
+        try:
+            while not self._stop.is_set():
+                if self._instance_by_topic:
+                    self._poll_batch()
+                else:
+                    self._stop.wait(_IDLE_WAKE_S)  # no table for this target (yet)
+                self._flush()
+                if not self._pending:  # between batches: the one safe point
+                    self._reconfigure()
+        finally:
+            try:
+                self._flush(wait_for_commit=True)
+            finally:
+                self._consumer.close()
+                self._producer.flush(10)
+
+    def _subscribe(self) -> None:
+        assert self._consumer is not None
+        group = f"{self._mirror.group_prefix}.{self._target}"
+        if not self._instance_by_topic:
+            self._consumer.unsubscribe()
+            log.info("mirror → %s: no table mirror targets it; waiting for one", self._target)
+            return
         self._consumer.subscribe(
             list(self._instance_by_topic),
             on_assign=self._on_assign,
@@ -162,16 +200,29 @@ class MirrorConsumer:
             ", ".join(self._instance_by_topic),
             group,
         )
-        try:
-            while not self._stop.is_set():
-                self._poll_batch()
-                self._flush()
-        finally:
-            try:
-                self._flush(wait_for_commit=True)
-            finally:
-                self._consumer.close()
-                self._producer.flush(10)
+
+    def _reconfigure(self) -> None:
+        """Put a new configuration snapshot in force (see the module docstring)."""
+        change = self._config.take() if self._config is not None else None
+        if change is None:
+            return
+        fresh = mirror_config(change.new, self._target, self._only_instance)
+        diff = diff_snapshots(change.old, change.new, self._target)
+        self._router = fresh.router
+        self._applier.set_tables(fresh.tables)
+        prefix = f"mirror → {self._target}: config version {fresh.version}:"
+        for name in diff.added:
+            log.info("%s table %s added; mirrored from its next change on", prefix, name)
+        for name in diff.removed:
+            log.info("%s table %s removed; no longer mirrored (its rows stay)", prefix, name)
+        for table in diff.changed:
+            log.info("%s table %s changed (%s)", prefix, table.name, ", ".join(table.fields))
+        self._metrics.config_version.set(fresh.version)
+        topics = {topic_name(self._kafka, name): name for name in fresh.instances}
+        if topics != self._instance_by_topic:
+            self._instance_by_topic = topics
+            if self._ensure_topics():
+                self._subscribe()
 
     def _poll_batch(self) -> None:
         """Fill ``_pending`` (see the module docstring for when a batch is closed)."""
@@ -237,7 +288,11 @@ class MirrorConsumer:
                 if record.value is None:
                     raise ContractError("a Kafka record has no value.")
                 message = decode_message(record.value)
-                routed = self._router.route(self._instance_by_topic[record.topic], message)
+                instance = self._instance_by_topic.get(record.topic)
+                if instance is None:  # a topic left by a configuration change
+                    skipped += 1
+                    continue
+                routed = self._router.route(instance, message)
             except CdcMirrorError as exc:
                 dead.append((record, str(exc)))
                 continue

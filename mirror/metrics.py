@@ -67,6 +67,12 @@ class MirrorMetrics:
             ["target"],
             registry=self.registry,
         ).labels(target)
+        self.config_version = Gauge(
+            "cdc_mirror_config_version",
+            "The configuration snapshot version in force (cdc_platform.config_store).",
+            ["target"],
+            registry=self.registry,
+        ).labels(target)
         self.lag = Gauge(
             "cdc_mirror_consumer_lag",
             "Messages in the partition after the last committed offset.",

@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from cdc_platform.config_store import ConfigSnapshot
 from simple_binlog.config import MirrorTarget, TableMirror
 from simple_binlog.errors import ConfigError, ContractError
 from simple_binlog.message import EventType, SimpleBinlog
-from simple_binlog.routing import ShardRouter
+from simple_binlog.routing import ShardRouter, ShardRule
 from simple_binlog.values import JsonScalar
 
 RowKey = tuple[JsonScalar, ...]
@@ -63,10 +64,17 @@ class ChangeRouter:
     """Messages of one or more instances → row changes of the logical tables for ``target``."""
 
     def __init__(
-        self, tables: Sequence[TableMirror], router: ShardRouter, target: MirrorTarget
+        self,
+        tables: Sequence[TableMirror],
+        router: ShardRouter,
+        target: MirrorTarget,
+        routers: Mapping[str, ShardRouter] | None = None,
     ) -> None:
+        """``routers``: an instance's own shard rules (the web admin keeps them per
+        instance); ``router`` serves the instances without."""
         self._tables = {(t.instance, t.name): t for t in tables if target in t.targets}
         self._router = router
+        self._routers = dict(routers or {})
         self._cache: dict[tuple[str, str, str], TableMirror | None] = {}
         self._targets: dict[tuple[str, str, str], _Target | None] = {}
 
@@ -74,7 +82,7 @@ class ChangeRouter:
         cache_key = (instance, schema, table)
         if cache_key not in self._cache:
             try:
-                logical = self._router.route(schema, table).name
+                logical = self._routers.get(instance, self._router).route(schema, table).name
             except ConfigError:
                 # No shard rule names it, so no table mirror can be configured for it.
                 self._cache[cache_key] = None
@@ -190,3 +198,31 @@ def project(row: Mapping[str, JsonScalar], columns: Sequence[str] | None) -> dic
     if columns is None:
         return dict(row)
     return {name: row[name] for name in columns if name in row}
+
+
+@dataclass(frozen=True)
+class MirrorConfig:
+    """What one mirror process runs with under one configuration snapshot."""
+
+    version: int
+    tables: tuple[TableMirror, ...]  # the table mirrors of the target
+    instances: tuple[str, ...]  # whose topics are read: those with such tables, sorted
+    router: ChangeRouter
+
+
+def mirror_config(
+    snapshot: ConfigSnapshot, target: MirrorTarget, instance: str | None = None
+) -> MirrorConfig:
+    """The target's tables, instances and router in ``snapshot`` (only ``instance``'s when
+    given). Pure."""
+    tables = tuple(
+        t for t in snapshot.tables_for(target) if instance is None or t.instance == instance
+    )
+    routers = snapshot.routers()
+    default = ShardRouter([ShardRule()])  # for no instance of a valid snapshot
+    return MirrorConfig(
+        version=snapshot.version,
+        tables=tables,
+        instances=tuple(sorted({t.instance for t in tables})),
+        router=ChangeRouter(tables, default, target, routers),
+    )

@@ -115,6 +115,13 @@ class WarehouseApplier(ChangeApplier):
 
         return self._run(apply)
 
+    def set_tables(self, tables: Sequence[TableMirror]) -> None:
+        fresh = {t.name: t for t in tables}
+        for name, old in self._tables.items():
+            if fresh.get(name) != old:
+                self._columns.pop(name, None)  # read again from the warehouse when next used
+        self._tables = fresh
+
     def close(self) -> None:
         self._conn.close()
 
