@@ -536,7 +536,7 @@ def test_parse_column_type(spec, expected):
         "",
         "   ",
         "frobnicate",
-        "vector(3)",
+        "vectors(3)",
         "decimal(12,4",
         "varchar(255",
         "int(10) signedness",
@@ -549,6 +549,11 @@ def test_parse_column_type(spec, expected):
 def test_unsupported_or_garbled_types_are_refused(spec):
     with pytest.raises(UnsupportedTypeError, match="column type"):
         parse_column_type(spec)
+
+
+def test_mysql_vector_is_binary():
+    # MySQL 9's VECTOR(n) travels as the bytes of its float32s, like a BINARY column.
+    assert parse_column_type("vector(3)").kind is Kind.BINARY
 
 
 def test_unsupported_type_error_is_a_contract_error():
