@@ -42,7 +42,13 @@ changes are not applied from then on (counted in the log), and the other tables 
 After fixing the cause, mirror the table again from a snapshot and restart the mirror.
 
 The bridge: JPype starts the JVM inside this process once (``kudu.client_jars`` on its
-classpath) and the client's classes are called directly, a batch at a time.
+classpath). A batch crosses it a few times, not per value: ``mirror.kudu_batch`` turns the
+changes into one JSON buffer of their wire values and ``io.cdcmirror.kudu.GuardedBatch``
+(stack/jvm/kudu, built into ``cdc-mirror-kudu.jar`` beside the client) decodes them, reads the
+stored offsets and upserts in one call (building rows call by call through JPype cost about
+130 µs a row).
+``writer="python"`` keeps that call-by-call path as the reference the Java one is tested
+against (tests/integration/mirror/test_kudu.py); the mirror does not use it.
 """
 
 from __future__ import annotations
@@ -51,9 +57,10 @@ import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mirror.applier import ApplyResult, ChangeApplier
+from mirror.kudu_batch import BatchBuffer, ValueRefusedError, buffers
 from mirror.kudu_types import KuduType, key_refusal, kudu_type
 from mirror.plan import RowChange, RowKey, latest_per_key
 from simple_binlog.config import KuduSettings, MirrorSettings, TableMirror
@@ -74,6 +81,8 @@ SHARD_COLUMN = "_shard"
 DELETED_COLUMN = "_deleted"
 _BOOKKEEPING = (OFFSET_COLUMN, SHARD_COLUMN, DELETED_COLUMN)
 _PURGE_EVERY_S = 600.0
+_BATCH_CLASS = "io.cdcmirror.kudu.GuardedBatch"
+_BATCH_JAR = "cdc-mirror-kudu*.jar"
 _COMMENT = "MySQL type: "  # each mirrored column's comment: how its values are carried
 _SETTER = {
     "INT8": "addByte",
@@ -117,10 +126,10 @@ class _Java:
         import jpype.imports  # noqa: PLC0415 - enables 'from org.apache … import'
 
         if not jpype.isJVMStarted():
-            if not any(jars.glob("kudu-client-*.jar")):
+            if not any(jars.glob("kudu-client-*.jar")) or not any(jars.glob(_BATCH_JAR)):
                 raise ConfigError(
-                    f"the Kudu Java client is not in {jars}; run 'cdc-mirror stack up "
-                    "kudu-master' once, or set kudu.client_jars."
+                    f"the Kudu Java client or cdc-mirror-kudu.jar is not in {jars}; run "
+                    "'cdc-mirror stack up kudu-master' once, or set kudu.client_jars."
                 )
             # -Xrs: the JVM leaves SIGTERM/SIGINT to Python (the mirror stops on them).
             jpype.startJVM(
@@ -152,6 +161,25 @@ class _Java:
         self.AlterTableOptions, self.CreateTableOptions = AlterTableOptions, CreateTableOptions
         self.KuduClient, self.KuduPredicate = KuduClient, KuduPredicate
         self.SessionConfiguration = SessionConfiguration
+        try:
+            self.GuardedBatch = jpype.JClass(_BATCH_CLASS)
+        except TypeError:  # JPype's "class not found"
+            raise ConfigError(
+                f"{_BATCH_CLASS} is not on the JVM's classpath; run 'cdc-mirror stack up "
+                "kudu-master' once to build cdc-mirror-kudu.jar, or add it to kudu.client_jars."
+            ) from None
+        self.strings = jpype.JArray(jpype.JString)
+        self.ints = jpype.JArray(jpype.JInt)
+        self.bytes = jpype.JArray(jpype.JByte)
+
+    def batch(self, handle: Any, buffer: BatchBuffer) -> Any:
+        """A ``GuardedBatch`` of the table ``handle`` for ``buffer``'s columns."""
+        return self.GuardedBatch(
+            handle,
+            self.strings(buffer.names),
+            self.strings(buffer.forms),
+            self.ints(buffer.fixed_lengths),
+        )
 
     def java_value(self, kudu: KuduType, value: Any) -> Any:  # noqa: PLR0911 - one per type
         """A canonical Python value as the Java object the client wants (setters, predicates)."""
@@ -228,14 +256,6 @@ def _stored_type(java: _Java, column: Any) -> KuduType:
     return KuduType(name)
 
 
-def _same_type(stored: KuduType, wanted: KuduType) -> bool:
-    return (stored.name, stored.precision, stored.scale) == (
-        wanted.name,
-        wanted.precision,
-        wanted.scale,
-    )
-
-
 class KuduApplier(ChangeApplier):
     def __init__(
         self,
@@ -243,8 +263,12 @@ class KuduApplier(ChangeApplier):
         mirror_settings: MirrorSettings,
         tables: Sequence[TableMirror],
         client_jars: Path,
+        writer: Literal["java", "python"] = "java",
     ) -> None:
+        """``writer``: "java" (the batch writer, what the mirror runs) or "python" (the
+        call-by-call reference path, for tests and the benchmark)."""
         self._settings = kudu
+        self._writer = writer
         self._ttl_s = mirror_settings.tombstone_ttl_s
         self._tables = {t.name: t for t in tables}
         self._java = _Java(client_jars, kudu.jvm_heap)
@@ -323,7 +347,7 @@ class KuduApplier(ChangeApplier):
         wanted = {name: kudu_type(parse_column_type(spec)) for name, spec in types.items()}
         for name, kudu in wanted.items():
             stored = opened.types.get(name)
-            if stored is not None and not _same_type(stored, kudu):
+            if stored is not None and not stored.same_as(kudu):
                 raise TableStopped(
                     f"column {name} is now {types[name]} ({kudu.text} in Kudu) but the Kudu "
                     f"table holds {stored.text}, and Kudu cannot change a column's type"
@@ -467,6 +491,8 @@ class KuduApplier(ChangeApplier):
                 f"({', '.join(key_columns)})"
             )
         keyed = {self._canonical_key(key_columns, c): c for c in latest.values()}
+        if self._writer == "java":
+            return self.write_columns(table, opened, list(keyed.values()), guarded=True)
         stored = self._call(
             lambda: self._stored_versions(opened, list(keyed)), f"reading the versions of {table}"
         )
@@ -474,6 +500,41 @@ class KuduApplier(ChangeApplier):
         if fresh:
             self._write(table, opened, fresh)
         return ApplyResult(applied=len(fresh), stale=len(keyed) - len(fresh))
+
+    def write_columns(
+        self, table: str, opened: _Table, changes: Sequence[RowChange], guarded: bool
+    ) -> ApplyResult:
+        """``changes`` (one per key) through ``GuardedBatch``: with ``guarded``, the stored
+        offsets are read and only newer changes upserted; without, every change is upserted
+        (the benchmark's baseline: the same client and rows without the read — never the
+        mirror's path)."""
+        try:
+            parts = buffers(changes, opened.types)
+        except ValueRefusedError as exc:
+            raise TableStopped(str(exc)) from None
+        result = ApplyResult()
+        for part in parts:
+            result += self._write_buffer(table, opened, part, guarded)
+        return result
+
+    def _write_buffer(
+        self, table: str, opened: _Table, buffer: BatchBuffer, guarded: bool
+    ) -> ApplyResult:
+        java = self._java
+        outcome = self._call(
+            lambda: java.batch(opened.handle, buffer).apply(
+                self._client, java.bytes(buffer.changes), guarded
+            ),
+            f"writing to {table}",
+        )
+        if outcome.refused is not None:
+            raise TableStopped(str(outcome.refused))
+        if outcome.failed is not None:
+            self._open.clear()
+            raise ServiceUnavailableError(
+                f"Kudu at {self._masters} failed writing to {table} ({outcome.failed})."
+            )
+        return ApplyResult(applied=int(outcome.applied), stale=int(outcome.stale))
 
     def _write(self, table: str, opened: _Table, changes: list[RowChange]) -> None:
         session = self._client.newSession()

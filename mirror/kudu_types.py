@@ -70,6 +70,10 @@ class KuduType:
             return f"DECIMAL({self.precision},{self.scale})"
         return self.name
 
+    def same_as(self, other: KuduType) -> bool:
+        """The same Kudu column type (the carrying form aside)."""
+        return (self.name, self.precision, self.scale) == (other.name, other.precision, other.scale)
+
     def to_java(self, value: Any) -> Any:
         """The canonical Python value as the Java client's setter for this type takes it."""
         form = self.form
