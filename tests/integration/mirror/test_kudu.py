@@ -253,3 +253,58 @@ def test_a_mirror_process_to_kudu_equals_mysql_after_a_workload(
         want = _canonical(row, types)
         got = {name: live_rows[key].get(name) for name in row}
         assert got == want, key
+
+
+def _reading(offset: int, key: int, value: object, value_type: str) -> SimpleBinlog:
+    return SimpleBinlog(
+        binlog_offset=offset,
+        execute_time=offset // 10**6 * 1000,
+        event_type=EventType.INSERT,
+        schema_name="meter_00",
+        table_name="readings_00",
+        source=Source.BINLOG,
+        content={"id": key, "v": value},
+        column_types={"id": "int(11)", "v": value_type},
+        primary_keys=("id",),
+    )
+
+
+def test_a_column_type_change_stops_that_table_with_one_sentence_and_the_others_flow(
+    kudu_settings: Settings,
+) -> None:
+    """ALTER TABLE … MODIFY v VARCHAR: Kudu cannot change a column's type, so the table stops
+    (nothing of it is written from then on) while the orders keep flowing."""
+    settings = kudu_settings.model_copy(
+        update={
+            "tables": [
+                *kudu_settings.tables,
+                TableMirror(db_prefix="meter", table_prefix="readings", targets=["kudu"]),
+            ]
+        }
+    )
+    workload = Workload(random.Random(4))
+    orders = workload.messages(40)
+    router = _router(settings)
+    applier = kudu_applier(settings)
+    try:
+        first = applier.apply_batch(
+            _changes(router, [_reading(workload.offset + 1, 1, 7, "int(11)"), *orders])
+        )
+        assert first.applied > 1 and applier.stopped == {}
+        later = workload.messages(30)
+        changed = _reading(workload.offset + 1, 2, "seven", "varchar(8)")
+        second = applier.apply_batch(_changes(router, [changed, *later]))
+        assert second.applied > 0  # the orders keep flowing
+        assert applier.stopped == {
+            "meter_readings": "column v is now varchar(8) (STRING in Kudu) but the Kudu table "
+            "holds INT32, and Kudu cannot change a column's type"
+        }
+        again = applier.apply_batch(
+            _changes(router, [_reading(workload.offset + 2, 3, 9, "int(11)")])
+        )
+        assert again.applied == 0  # a stopped table stays stopped until mirrored again
+    finally:
+        applier.close()
+    _assert_equal(settings, _reference(router, orders + later), BASE_TYPES)
+    readings = kudu_rows(settings, "meter_readings")
+    assert {k: r["v"] for k, r in readings.items()} == {"1": 7}
