@@ -520,6 +520,32 @@ def webui_create_user(
     console.print(f"user {username!r} ({role}) created", markup=False)
 
 
+@app.command("validate")
+def validate_command(
+    table: Annotated[str, typer.Argument(help="The table mirror (its logical table name).")],
+    target: Annotated[list[str], typer.Option("--target", help="warehouse or redis (repeatable).")],
+    chunk_rows: Annotated[int, typer.Option(min=2, help="Source rows per chunk.")] = 10_000,
+) -> None:
+    """Compare TABLE in MySQL with each target chunk by chunk (hashes computed in each
+    store), name the keys missing, extra or different, and show their rows side by side.
+    A change in flight is re-checked once the mirror applied it, never reported.
+    Exit code 4 when a target differs."""
+    from validation.run import TARGETS, Options, describe, validate  # noqa: PLC0415
+
+    unknown = [name for name in target if name not in TARGETS]
+    if unknown:
+        raise ConfigError(f"--target {unknown[0]!r}: validation knows {', '.join(TARGETS)}.")
+    loaded = settings()
+    differs = False
+    for name in target:
+        report = validate(loaded, table, name, Options(chunk_rows=chunk_rows))  # type: ignore[arg-type]
+        for line in describe(report):
+            console.print(escape(line), highlight=False)
+        differs = differs or not report.equal
+    if differs:
+        raise typer.Exit(ExitCode.CHECK_FAILED)
+
+
 config_app = typer.Typer(help="Check a configuration without running anything.")
 app.add_typer(config_app, name="config")
 

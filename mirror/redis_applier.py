@@ -47,9 +47,15 @@ from mirror.applier import ApplyResult, ChangeApplier
 from mirror.plan import BatchPlan, RowChange, latest_per_key, project
 from simple_binlog.config import MirrorSettings, RedisSettings, TableMirror
 from simple_binlog.errors import ServiceUnavailableError
-from simple_binlog.values import JsonScalar
+from simple_binlog.naming import decode_redis_document, redis_key, redis_key_part
 
 log = logging.getLogger(__name__)
+
+# The key and document layout is the contract's (``simple_binlog.naming``), so readers of
+# Redis (validation) need not import the mirror.
+_key_part = redis_key_part
+decode_value = decode_redis_document
+__all__ = ["APPLY_SCRIPT", "OFFSET_WIDTH", "RedisApplier", "decode_value", "encode_value", "redis_key"]
 
 OFFSET_WIDTH = 20  # bytes 12..31 of every value: after {"_offset":"
 
@@ -83,17 +89,6 @@ return {applied, stale}
 """
 
 
-def _key_part(value: JsonScalar) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    if "%" in text or ":" in text:
-        return text.replace("%", "%25").replace(":", "%3A")
-    return text
-
-
-def redis_key(prefix: str, table: str, key: Sequence[JsonScalar]) -> str:
-    return ":".join([prefix, table, *(_key_part(part) for part in key)])
-
-
 def _shard_member(shard: str) -> bytes:
     """``","_shard":"<shard>"`` (what follows the offset digits in every value)."""
     return b'","_shard":' + orjson.dumps(shard)
@@ -115,12 +110,6 @@ def _encode(change: RowChange, columns: Sequence[str] | None, shard_member: byte
         row = orjson.dumps(project(change.row, columns))
     # One formatting operation per value: this runs for every key of every batch.
     return b'{"_offset":"%020d%b,"row":%b}' % (change.offset, shard_member, row)
-
-
-def decode_value(raw: bytes) -> tuple[int, str, dict[str, JsonScalar] | None]:
-    """(offset, shard, row or None for a tombstone) of a stored value."""
-    document = orjson.loads(raw)
-    return int(document["_offset"]), document["_shard"], document["row"]
 
 
 class RedisApplier(ChangeApplier):

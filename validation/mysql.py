@@ -1,0 +1,211 @@
+"""The source side: a logical table's shards on MySQL/MariaDB, hashed in SQL.
+
+Every read is one statement over the UNION ALL of the shards, so nothing but counts, sums,
+keys and (for the few differing keys) the rows' canonical texts leaves the server. A chunk's
+digest is read between two reads of the server's binlog position (MariaDB
+``@@gtid_binlog_pos``, MySQL ``@@gtid_executed``) and read again, up to ``position_retries``
+times, while they differ: the digest then reflects the source at ``position``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import pymysql
+
+from cdc_platform import mysql_source
+from cdc_platform.mysql_source import SourceAccess
+from simple_binlog.config import TableMirror
+from simple_binlog.errors import ServiceUnavailableError
+from simple_binlog.routing import ShardRouter
+from simple_binlog.values import ColumnType, Kind
+from validation.canonical import MYSQL, ChunkDigest, mysql_chunk_sums
+from validation.plan import Chunk, Key
+from validation.table import TableShape, read_table_shape
+
+log = logging.getLogger(__name__)
+
+
+def key_order(name: str, column: ColumnType) -> str:
+    """A key column as MySQL orders it for validation (text: by its UTF-8 bytes)."""
+    quoted = MYSQL.quote(name)
+    if column.kind is Kind.TEXT:
+        return f"CAST(CONVERT({quoted} USING utf8mb4) AS BINARY)"
+    return quoted
+
+
+def key_range(shape: TableShape, chunk: Chunk, order: Any = key_order) -> tuple[str, list[Any]]:
+    """``WHERE`` text and parameters of a chunk (row comparison for a composite key)."""
+    columns = [order(name, column) for name, column in zip(shape.key, shape.key_types, strict=True)]
+    tuple_sql = columns[0] if len(columns) == 1 else f"({', '.join(columns)})"
+    marks = "%s" if len(columns) == 1 else f"({', '.join(['%s'] * len(columns))})"
+    parts: list[str] = []
+    params: list[Any] = []
+    if chunk.lo is not None:
+        parts.append(f"{tuple_sql} > {marks}")
+        params += list(chunk.lo)
+    if chunk.hi is not None:
+        parts.append(f"{tuple_sql} <= {marks}")
+        params += list(chunk.hi)
+    return (" AND ".join(parts) or "TRUE"), params
+
+
+def keys_in(shape: TableShape, keys: Sequence[Key], quote: Any) -> tuple[str, list[Any]]:
+    columns = [quote(name) for name in shape.key]
+    if len(columns) == 1:
+        return f"{columns[0]} IN ({', '.join(['%s'] * len(keys))})", [k[0] for k in keys]
+    one = f"({', '.join(['%s'] * len(columns))})"
+    params = [value for key in keys for value in key]
+    return f"({', '.join(columns)}) IN ({', '.join([one] * len(keys))})", params
+
+
+class MySqlSide:
+    """The source: ``shape``'s shards on one MySQL instance."""
+
+    name = "mysql"
+
+    def __init__(
+        self, instance: SourceAccess, shape: TableShape | None = None, position_retries: int = 5
+    ) -> None:
+        self.shape = shape if shape is not None else TableShape("", (), (), ())
+        self.position: str = ""
+        self.queries = 0
+        self._retries = position_retries
+        self._instance = instance
+        try:
+            self._conn = mysql_source.connect(
+                instance, autocommit=True, read_timeout=600, init_command="SET time_zone = '+00:00'"
+            )
+            with self._conn.cursor() as cursor:
+                cursor.execute("SELECT VERSION()")
+                version = str(cursor.fetchone()[0])
+        except pymysql.MySQLError as exc:
+            raise self._unavailable(exc) from None
+        mariadb = "mariadb" in version.lower()
+        self._position_sql = "SELECT @@gtid_binlog_pos" if mariadb else "SELECT @@gtid_executed"
+
+    def read_shape(self, router: ShardRouter, mirror: TableMirror) -> TableShape:
+        """The table's shape (``read_table_shape``); it becomes this side's."""
+        try:
+            with self._conn.cursor() as cursor:
+                self.shape = read_table_shape(cursor, router, mirror)
+        except pymysql.MySQLError as exc:
+            raise self._unavailable(exc) from None
+        return self.shape
+
+    def _unavailable(self, exc: pymysql.MySQLError) -> ServiceUnavailableError:
+        where = (
+            f"MySQL instance {self._instance.name!r} at {self._instance.host}:{self._instance.port}"
+        )
+        return ServiceUnavailableError(f"{where} failed ({exc.args[-1] if exc.args else exc}).")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self.queries += 1
+        try:
+            with self._conn.cursor() as cursor:
+                cursor.execute(sql, list(params))
+                return list(cursor.fetchall())
+        except pymysql.MySQLError as exc:
+            raise self._unavailable(exc) from None
+
+    def _row_hash(self, db: str, table: str) -> str:
+        shape = self.shape
+        pieces = [MYSQL.piece(n, shape.column_type(n)) for n in shape.compared_columns]
+        return MYSQL.row_hash(MYSQL.visitor.literal(f"{db}.{table}"), pieces)
+
+    def _union(
+        self, select: str, where: str, params: list[Any], tail: str = ""
+    ) -> tuple[str, list[Any]]:
+        parts, all_params = [], []
+        for db, table in self.shape.shards:
+            source = f"{MYSQL.quote(db)}.{MYSQL.quote(table)}"
+            columns = select.format(hash=self._row_hash(db, table))
+            parts.append(f"(SELECT {columns} FROM {source} WHERE {where}{tail})")  # noqa: S608
+            all_params += params
+        return " UNION ALL ".join(parts), all_params
+
+    def digest(self, chunk: Chunk) -> ChunkDigest:
+        where, params = key_range(self.shape, chunk)
+        union, all_params = self._union("{hash} AS h", where, params)
+        sql = f"SELECT {mysql_chunk_sums('h')} FROM ({union}) AS rows_"  # noqa: S608
+        for _ in range(self._retries):
+            before = self._query(self._position_sql)[0][0]
+            count, high, low = self._query(sql, all_params)[0]
+            after = self._query(self._position_sql)[0][0]
+            self.position = str(after or "")
+            if before == after:
+                break
+            log.debug("the source committed while a chunk was read; reading it again")
+        return ChunkDigest.of(count, high, low)
+
+    def _key_select(self) -> str:
+        return ", ".join(MYSQL.quote(n) for n in self.shape.key)
+
+    def middle_key(self, chunk: Chunk, count: int) -> Key | None:
+        wanted = count // 2
+        if wanted < 1:
+            return None
+        shape = self.shape
+        where, params = key_range(shape, chunk)
+        order = ", ".join(key_order(n, c) for n, c in zip(shape.key, shape.key_types, strict=True))
+        union, all_params = self._union(
+            self._key_select(), where, params, f" ORDER BY {order} LIMIT {wanted}"
+        )
+        rows = self._query(
+            f"SELECT * FROM ({union}) AS keys_ ORDER BY {order} LIMIT 1 OFFSET {wanted - 1}",  # noqa: S608
+            all_params,
+        )
+        return tuple(rows[0]) if rows else None
+
+    def boundaries(self, chunk_rows: int) -> list[Key]:
+        """Chunk boundaries every ``chunk_rows`` keys: a key-ordered scan of keys only, each
+        step reading at most ``chunk_rows`` keys of each shard's index."""
+        found: list[Key] = []
+        chunk = Chunk()
+        while (boundary := self.middle_key(chunk, 2 * chunk_rows)) is not None:
+            found.append(boundary)
+            chunk = Chunk(boundary, None)
+        return found
+
+    def row_hashes(self, chunk: Chunk) -> dict[Key, str]:
+        where, params = key_range(self.shape, chunk)
+        union, all_params = self._union(f"{self._key_select()}, {{hash}}", where, params)
+        return self._hashes(union, all_params)
+
+    def _hashes(self, sql: str, params: list[Any]) -> dict[Key, str]:
+        width = len(self.shape.key)
+        return {tuple(row[:width]): str(row[width]) for row in self._query(sql, params)}
+
+    def key_hashes(self, keys: Sequence[Key]) -> dict[Key, str]:
+        if not keys:
+            return {}
+        where, params = keys_in(self.shape, keys, MYSQL.quote)
+        union, all_params = self._union(f"{self._key_select()}, {{hash}}", where, params)
+        return self._hashes(union, all_params)
+
+    def rows(self, keys: Sequence[Key]) -> dict[Key, dict[str, Any]]:
+        """The canonical text of every compared column of ``keys``, and ``_shard``."""
+        if not keys:
+            return {}
+        shape = self.shape
+        names = shape.compared_columns
+        where, params = keys_in(shape, keys, MYSQL.quote)
+        found: dict[Key, dict[str, Any]] = {}
+        for db, table in shape.shards:
+            texts = ", ".join(MYSQL.text(n, shape.column_type(n)) for n in names)
+            sql = (
+                f"SELECT {self._key_select()}, {texts} FROM {MYSQL.quote(db)}.{MYSQL.quote(table)} "  # noqa: S608
+                f"WHERE {where}"
+            )
+            width = len(shape.key)
+            for row in self._query(sql, params):
+                found[tuple(row[:width])] = {
+                    "_shard": f"{db}.{table}",
+                    **dict(zip(names, row[width:], strict=True)),
+                }
+        return found
