@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import faulthandler
-import json
 import logging
 import signal
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
+from cdc_platform.observability import Probe, serve_observability
 from collector.binlog_files import (
     BinlogFileError,
     BinlogFiles,
@@ -38,11 +35,16 @@ class _Status:
     """What /health reports: 'standby', 'starting' (elected, fencing earlier owners) or
     'active' (publishing)."""
 
-    def __init__(self, remote: RemoteConfigRuntime | None = None) -> None:
+    def __init__(
+        self,
+        remote: RemoteConfigRuntime | None = None,
+        election: LeaderElection | None = None,
+    ) -> None:
         self.leading = False
         self.epoch = 0
         self.collector: Collector | None = None
         self.remote = remote
+        self.election = election  # None: no HA, this process leads alone
 
     @property
     def role(self) -> str:
@@ -50,6 +52,21 @@ class _Status:
             return "standby"
         started = self.collector is not None and self.collector.started.is_set()
         return "active" if started else "starting"
+
+    def ready(self) -> Probe:
+        """/health/ready: publishing, or standing by with a live ZooKeeper session (a healthy
+        follower that takes over when the leader goes); not ready while elected but not yet
+        publishing (fencing earlier owners, Kafka away) or without a session."""
+        role = self.role
+        if role == "active":
+            return Probe(True, f"active: publishing (epoch {self.epoch})")
+        if role == "starting":
+            return Probe(False, "elected; fencing earlier owners and reading the position")
+        if self.election is None:
+            return Probe(False, "not publishing")
+        if self.election.connected:
+            return Probe(True, "standby: following the election with a live ZooKeeper session")
+        return Probe(False, "standby without a ZooKeeper session: reconnecting")
 
     def to_json(self) -> dict[str, Any]:
         committed = self.collector.committed if self.collector else None
@@ -69,30 +86,6 @@ class _Status:
                 "switchedAt": switched.to_json() if switched else None,
             }
         return health
-
-
-def _serve(port: int, metrics: CollectorMetrics, status: _Status) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path == "/metrics":
-                body, kind = generate_latest(metrics.registry), CONTENT_TYPE_LATEST
-            elif self.path == "/health":
-                body, kind = json.dumps(status.to_json()).encode(), "application/json"
-            else:
-                self.send_error(404)
-                return
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def _start_sources(
@@ -148,10 +141,22 @@ def run_collector(
     instance, remote, governance = _start_sources(
         settings, instance_name, config_file, metrics, shutdown
     )
-    status = _Status(remote)
+    election = LeaderElection(settings.zookeeper, instance.name) if ha else None
+    status = _Status(remote, election)
     if governance is not None:
         metrics.governance_version.labels(instance.name).set(governance.version)
-    server = _serve(metrics_port, metrics, status) if metrics_port else None
+    server = (
+        serve_observability(
+            settings.collector.metrics_host,
+            metrics_port,
+            metrics.registry,
+            "collector",
+            status.ready,
+            health=status.to_json,
+        )
+        if metrics_port
+        else None
+    )
     metrics.role.labels(instance.name).set(0)
     log_decoder()
     metrics.native_decoder.labels(instance.name).set(decoder_name() == "native")
@@ -184,13 +189,13 @@ def run_collector(
 
     tune_gc()  # after start-up: what it made is frozen out of the collector's sight
     try:
-        if ha:
-            LeaderElection(settings.zookeeper, instance.name).run(lead, shutdown)
+        if election is not None:
+            election.run(lead, shutdown)
         else:
             lead(shutdown, 0)
     finally:
         if server is not None:
-            server.shutdown()
+            server.close()
         if governance is not None:
             governance.close()
         if remote is not None:

@@ -50,6 +50,8 @@ class LeaderElection:
         self._instance = instance
         self.identifier = identifier or f"{socket.gethostname()}:{threading.get_native_id()}"
         self._base = f"{settings.root}/collectors/{instance}"
+        # A ZooKeeper session is live now (the collector's readiness as a standby).
+        self.connected = False
 
     def _connect(self, lost: threading.Event) -> KazooClient:
         client = KazooClient(hosts=self._settings.hosts, timeout=self._settings.session_timeout_s)
@@ -60,6 +62,7 @@ class LeaderElection:
                 # whether a standby has taken over: stop publishing now; Kafka fencing covers
                 # what is already in flight.
                 log.warning("ZooKeeper session %s: stepping down", state)
+                self.connected = False
                 lost.set()
 
         client.add_listener(on_state)
@@ -82,6 +85,7 @@ class LeaderElection:
                 )
             except RetryCancelled:
                 continue
+            self.connected = not lost.is_set()
             election = client.Election(f"{self._base}/election", self.identifier)
             # A standby waits inside the election: cancel it on shutdown so it exits at once.
             round_over = threading.Event()
@@ -103,6 +107,7 @@ class LeaderElection:
                     log.warning("leader election interrupted (%s); rejoining", exc)
             finally:
                 round_over.set()
+                self.connected = False
                 canceller.join()
                 client.stop()
                 client.close()

@@ -5,14 +5,22 @@ against MySQL found a mismatch."""
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
 from datetime import date
+from pathlib import Path
 
 from rich.console import Console
 
+from cdc_platform.observability import ObservabilityServer, Probe, serve_observability
 from merge.archive import ArchiveOverride
-from merge.job import MergeRequest, TableOutcome, build_merger, merge_tables
+from merge.job import Merger, MergeRequest, TableOutcome, build_merger, merge_tables
+from merge.metrics import MergeMetrics, textfile_path
 from simple_binlog.config import Settings
 from simple_binlog.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def parse_day(text: str) -> date:
@@ -79,21 +87,82 @@ def run_merge_command(
         wait_ready_s,
         skip_readiness,
     )
-    merger = build_merger(settings)
+    metrics = MergeMetrics()
+    textfile = textfile_path(settings.lake_dir, settings.merge.metrics_textfile)
+    metrics.load(textfile)
+    merger: Merger | None = None
+
+    def ready() -> Probe:
+        if merger is None:
+            return Probe(False, "starting Spark")
+        return Probe(True, "merging")
+
+    server = _serve(settings, metrics, ready)
     outcomes: list[TableOutcome] = []
     try:
-        for number, request in enumerate(requests, 1):
-            console.print(
-                f"merging {request.table} {request.dt} ({number} of {len(requests)}) …",
-                markup=False,
-                highlight=False,
-            )
-            [outcome] = merge_tables(merger, [request])
-            _report(outcome, console, err_console)
-            outcomes.append(outcome)
+        merger = build_merger(settings)
+        try:
+            for number, request in enumerate(requests, 1):
+                console.print(
+                    f"merging {request.table} {request.dt} ({number} of {len(requests)}) …",
+                    markup=False,
+                    highlight=False,
+                )
+                [outcome] = merge_tables(merger, [request])
+                _report(outcome, console, err_console)
+                outcomes.append(outcome)
+                record_outcome(metrics, outcome, time.time())
+                _write_textfile(metrics, textfile)
+        finally:
+            merger.spark.stop()
     finally:
-        merger.spark.stop()
+        if server is not None:
+            server.close()
     return outcomes
+
+
+def record_outcome(metrics: MergeMetrics, outcome: TableOutcome, now: float) -> None:
+    """Pure: one table's merge into the metrics (a failure keeps its last success)."""
+    result = outcome.result
+    if result is None:
+        metrics.failed(outcome.table, now)
+        return
+    check = result.check
+    metrics.succeeded(
+        outcome.table,
+        result.dt,
+        rows=result.rows,
+        changes=result.changes,
+        files=result.files,
+        seconds=result.seconds,
+        check_ok=None if check is None else check.ok,
+        mismatched_days=None if check is None else len(check.mismatches),
+        now=now,
+    )
+
+
+def _serve(
+    settings: Settings, metrics: MergeMetrics, ready: Callable[[], Probe]
+) -> ObservabilityServer | None:
+    """The merge's /metrics and probes while it runs; a merge never fails for them (another
+    merge running holds the port: this one goes on without)."""
+    port = settings.merge.metrics_port
+    if not port:
+        return None
+    try:
+        return serve_observability(
+            settings.merge.metrics_host, port, metrics.registry, "merge", ready
+        )
+    except OSError as exc:
+        log.warning("merge metrics not served on port %d (%s); merging anyway", port, exc)
+        return None
+
+
+def _write_textfile(metrics: MergeMetrics, path: Path) -> None:
+    try:
+        metrics.write(path)
+    except OSError as exc:
+        log.warning("merge metrics not written to %s: %s", path, exc)
 
 
 def _report(outcome: TableOutcome, console: Console, err_console: Console) -> None:

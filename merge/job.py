@@ -131,6 +131,7 @@ class MergeResult:
     late_rows_seen: int
     remerged: list[str] = field(default_factory=list)
     files_carried: int = 0
+    files: int = 0  # data files of the published version (carried ones included)
     mode: str = "full"
     check: CheckResult | None = None
     readiness: str = "ready"  # or "skipped by operator"
@@ -151,6 +152,7 @@ class MergeResult:
             "remerged": self.remerged,
             "mode": self.mode,
             "filesCarried": self.files_carried,
+            "files": self.files,
             "checkOk": None if self.check is None else self.check.ok,
             "readiness": self.readiness,
         }
@@ -314,6 +316,7 @@ class Merger:
                     mirror.name, dt, run_id, layout.rows, layout.carried, replace=dt in days
                 )
                 row_count = layout.carried_rows + self._rows_in_new_files(location, layout)
+                file_count = len(_data_files(location))
             finally:
                 for frame in layout.cached:
                     frame.unpersist()
@@ -333,6 +336,7 @@ class Merger:
             late_rows_seen=late_seen,
             remerged=remerged,
             files_carried=len(layout.carried),
+            files=file_count,
             mode=layout.mode,
             readiness="skipped by operator" if request.skip_readiness else "ready",
         )

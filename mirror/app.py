@@ -7,9 +7,8 @@ import signal
 import threading
 from collections.abc import Sequence
 
-from prometheus_client import start_http_server
-
 from cdc_platform.config_store import ConfigWatch, watch_config
+from cdc_platform.observability import Probe, serve_observability
 from mirror.applier import ChangeApplier
 from mirror.consumer import MirrorConsumer
 from mirror.metrics import MirrorMetrics
@@ -75,14 +74,29 @@ def _run_watched(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     metrics = MirrorMetrics(target)
-    server = None
-    if metrics_port:
-        server, _ = start_http_server(metrics_port, addr="127.0.0.1", registry=metrics.registry)
-        log.info("mirror metrics on http://127.0.0.1:%d/metrics", metrics_port)
+    consumer: MirrorConsumer | None = None
+
+    def ready() -> Probe:
+        if consumer is None:
+            return Probe(False, f"starting: connecting to the {target} target")
+        return consumer.ready()
+
+    server = (
+        serve_observability(
+            settings.mirror.metrics_host, metrics_port, metrics.registry, "mirror", ready
+        )
+        if metrics_port
+        else None
+    )
     metrics.config_version.set(config.version)
-    applier = build_applier(settings, target, config.tables)
     try:
-        MirrorConsumer(
+        applier = build_applier(settings, target, config.tables)
+    except BaseException:
+        if server is not None:
+            server.close()
+        raise
+    try:
+        consumer = MirrorConsumer(
             settings.kafka,
             settings.mirror,
             target,
@@ -93,11 +107,12 @@ def _run_watched(
             stop,
             config=watch,
             only_instance=instance,
-        ).run()
+        )
+        consumer.run()
     finally:
         applier.close()
         if server is not None:
-            server.shutdown()
+            server.close()
 
 
 def serve_backend(settings: Settings, host: str, port: int) -> None:

@@ -53,6 +53,7 @@ from cdc_platform.kafka import (
     map_kafka_error,
     producer_config,
 )
+from cdc_platform.observability import Probe
 from cdc_platform.retry import RetryCancelled, RetryPolicy
 from mirror.applier import ApplyResult, ChangeApplier
 from mirror.metrics import MirrorMetrics
@@ -130,6 +131,9 @@ class MirrorConsumer:
         self._dead_letter_errors: list[str] = []
         self.batches = 0
         self.assignment: set[tuple[str, int]] = set()  # (topic, partition) owned now
+        # The group gave this member its share (maybe none: more members than partitions)
+        # since it last subscribed or lost its partitions.
+        self.joined = False
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _ensure_topics(self) -> bool:
@@ -181,8 +185,20 @@ class MirrorConsumer:
                 self._consumer.close()
                 self._producer.flush(10)
 
+    def ready(self) -> Probe:
+        """/health/ready: subscribed and given its partitions by the group (or no table
+        mirror targets it yet: nothing to do is not a failure)."""
+        if self._consumer is None:
+            return Probe(False, "starting: the Kafka consumer is not created yet")
+        if not self._instance_by_topic:
+            return Probe(True, f"no table mirror targets {self._target} yet; waiting for one")
+        if not self.joined:
+            return Probe(False, "waiting for the consumer group to assign partitions")
+        return Probe(True, f"consuming {len(self.assignment)} partitions")
+
     def _subscribe(self) -> None:
         assert self._consumer is not None
+        self.joined = False
         group = f"{self._mirror.group_prefix}.{self._target}"
         if not self._instance_by_topic:
             self._consumer.unsubscribe()
@@ -461,6 +477,7 @@ class MirrorConsumer:
     # -- rebalance and client errors ----------------------------------------------------------
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.assignment |= {(p.topic, p.partition) for p in partitions}
+        self.joined = True
         log.info("mirror → %s: %d partitions assigned", self._target, len(partitions))
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -482,6 +499,7 @@ class MirrorConsumer:
         for key in lost:
             self._applied_up_to.pop(key, None)
         self.assignment -= lost
+        self.joined = False
         log.warning("mirror → %s: %d partitions lost", self._target, len(partitions))
 
     def _on_client_error(self, error: KafkaError) -> None:

@@ -12,10 +12,11 @@ import ipaddress
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, Self, get_args
+from typing import Annotated, Any, Literal, Self, get_args
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -81,6 +82,25 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+# The address a component's /metrics and /health endpoints listen on (``metrics_host``):
+# loopback unless a deployment opens it (then put it behind a network policy: the endpoint
+# has no login). An IP literal or a host name; "0.0.0.0" (every interface) must be said.
+METRICS_HOST = "127.0.0.1"
+_HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?")
+
+
+def _bind_address(value: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        if not _HOST_NAME.fullmatch(value):
+            raise ValueError("must be an IP address or a host name to listen on") from None
+    return value
+
+
+BindAddress = Annotated[str, AfterValidator(_bind_address)]
 
 
 class _Section(BaseModel):
@@ -219,6 +239,8 @@ class CollectorSettings(_Section):
     # binlog file and position such as "mariadb-bin.000042:4".
     start: str = "current"
     metrics_port: int = Field(39100, ge=0, le=65535)
+    # Where /metrics and /health listen (cdc_platform.observability); loopback by default.
+    metrics_host: BindAddress = METRICS_HOST
     reconnect_backoff_max_s: float = Field(30.0, gt=0)
     # Where the instance's connection, start position (when no position is stored),
     # include/exclude filters and shard rules come from: this file, or the web admin
@@ -412,6 +434,8 @@ class MirrorSettings(_Section):
     # PostgreSQL schema of the warehouse tables (one per deployment).
     warehouse_schema: str = "cdc_mirror"
     metrics_port: int = Field(39110, ge=0, le=65535)
+    # Where /metrics and /health listen (cdc_platform.observability); loopback by default.
+    metrics_host: BindAddress = METRICS_HOST
 
     @field_validator("warehouse_schema")
     @classmethod
@@ -494,6 +518,8 @@ class StreamWriterSettings(_Section):
     kafka_delay_s: float = Field(60.0, ge=0)
     writer_delay_s: float = Field(120.0, ge=0)
     metrics_port: int = Field(39102, ge=0, le=65535)
+    # Where /metrics and /health listen (cdc_platform.observability); loopback by default.
+    metrics_host: BindAddress = METRICS_HOST
     # Dead-lettered messages logged per batch (all are written and counted).
     dead_letter_log_samples: int = Field(3, ge=0)
 
@@ -544,6 +570,13 @@ class MergeSettings(_Section):
     max_incremental_keys: int = Field(2_000_000, ge=0)
     # When changed keys sit in more than this fraction of the files, a full merge is cheaper.
     max_touched_fraction: float = Field(0.5, gt=0, le=1)
+    # While it runs, a merge serves /metrics and /health on metrics_host:metrics_port (0: not;
+    # a port in use is logged and skipped: a merge never fails for its metrics). Each run
+    # also writes its results to metrics_textfile (default <lake>/_merge/cdc_merge.prom) for
+    # node-exporter's textfile collector, so the last run's verdicts outlive the process.
+    metrics_host: BindAddress = METRICS_HOST
+    metrics_port: int = Field(39103, ge=0, le=65535)
+    metrics_textfile: Path | None = None
 
     @field_validator("database")
     @classmethod

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer
-from prometheus_client import start_http_server
 
 from cdc_platform.kafka import consumer_config, high_watermark
 from cdc_platform.lake import default_writer_name
+from cdc_platform.observability import Probe, serve_observability
 from cdc_platform.retry import RetryCancelled, RetryPolicy
 from simple_binlog.config import Settings
 from simple_binlog.errors import (
@@ -138,6 +138,22 @@ def start_query(
     return stream.start()
 
 
+class QueryProbe:
+    """The writer's readiness: its streaming query runs (it is None from the start until the
+    first query started, and between a failed query and its restart)."""
+
+    def __init__(self) -> None:
+        self.query: Any | None = None  # a pyspark StreamingQuery, or a fake with isActive
+
+    def ready(self) -> Probe:
+        query = self.query
+        if query is None:
+            return Probe(False, "no streaming query runs (starting, or restarting after Kafka)")
+        if not query.isActive:
+            return Probe(False, "the streaming query has stopped")
+        return Probe(True, "the streaming query runs")
+
+
 def run_stream_writer(
     settings: Settings,
     instances: list[str],
@@ -147,13 +163,32 @@ def run_stream_writer(
     available_now: bool = False,
 ) -> None:
     """Run until SIGTERM/SIGINT (or, with ``available_now``, until Kafka is read to its end)."""
-    from pyspark.errors import StreamingQueryException  # noqa: PLC0415
-
     run = plan_run(settings, instances, topics, name)
     port = settings.stream_writer.metrics_port if metrics_port is None else metrics_port
     metrics = WriterMetrics(run.name)
-    if port:
-        start_http_server(port, addr="127.0.0.1", registry=metrics.registry)
+    probe = QueryProbe()
+    host = settings.stream_writer.metrics_host
+    server = (
+        serve_observability(host, port, metrics.registry, "stream_writer", probe.ready)
+        if port
+        else None
+    )
+    try:
+        _run_writer(settings, run, metrics, probe, available_now)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _run_writer(
+    settings: Settings,
+    run: WriterRun,
+    metrics: WriterMetrics,
+    probe: QueryProbe,
+    available_now: bool,
+) -> None:
+    from pyspark.errors import StreamingQueryException  # noqa: PLC0415
+
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -186,6 +221,7 @@ def run_stream_writer(
         def run_query() -> None:
             assert writer is not None
             query = start_query(spark, settings, run, writer, available_now)
+            probe.query = query
             try:
                 while query.isActive and not stop.is_set():
                     query.awaitTermination(poll_s)
@@ -206,6 +242,8 @@ def run_stream_writer(
                     f"Kafka did not answer ({query_failure(text)}); the query starts again "
                     "from its checkpoint."
                 ) from None
+            finally:
+                probe.query = None
 
         def restarting(exc: RetriableError, delay_s: float) -> None:
             log.warning("%s In %.0f s.", exc, delay_s)
