@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.report [--quick] [--out DIR] [--only collector mirror …]
                                      [--note "machine shared with …"]
 
-Runs each component benchmark (collector, replay, stream_writer, merge, mirror, webui, and
+Runs each component benchmark (collector, replay, stream_writer, merge, mirror, kudu, webui, and
 governance when ``bench/governance_bench.py`` exists) one after the other, each in its own
 process with ``--json`` so its figures come back as data, not printed text. Writes
 ``DIR/report.md`` (default ``bench/results/<UTC date>/``) with every figure, its ratio to the
@@ -87,6 +87,10 @@ TARGETS: dict[str, tuple[Target, ...]] = {
     "mirror.freshness": (Target("p99", "<=", 500, "p99 < 500 ms (mirror's share)"),),
     # Issue 7: a MySQL commit visible in Redis within a second, the collector in front.
     "mirror.freshness_mysql": (Target("p99", "<=", 1000, "p99 < 1 s (MySQL commit → Redis)"),),
+    # Issue 27: the Kudu target's guard costs at most 40 % against an unguarded batch upsert
+    # through the same client, and a MySQL commit is visible in Kudu within a second.
+    "kudu.apply": (Target("ratio", ">=", 0.6, "≥ 60 % of an unguarded upsert"),),
+    "kudu.freshness_mysql": (Target("p99", "<=", 1000, "p99 < 1 s (MySQL commit → Kudu)"),),
     # Issue 10: detection on every string column loses at most 15 % against governance off.
     "governance.detect": (Target("ratio", ">=", 0.85, "loss ≤ 15 % vs governance off"),),
 }
@@ -135,6 +139,12 @@ COMPONENTS: tuple[Component, ...] = (
         "bench.mirror_bench",
         (),
         ("--changes", "100000", "--keys", "20000", "--freshness-seconds", "10"),
+    ),
+    Component(
+        "kudu",
+        "bench.kudu_bench",
+        (),
+        ("--changes", "50000", "--keys", "20000", "--freshness-seconds", "10"),
     ),
     Component("webui", "bench.webui_bench", ("--requests", "10000"), ("--requests", "1000")),
     Component(
