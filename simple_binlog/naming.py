@@ -14,10 +14,10 @@ reader of a mirror (``validation``) finds it without importing the mirror:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import orjson
 
-from simple_binlog.config import KafkaSettings
 from simple_binlog.values import JsonScalar
 
 WAREHOUSE_OFFSET_COLUMN = "_binlog_offset"
@@ -25,7 +25,14 @@ WAREHOUSE_SHARD_COLUMN = "_shard"
 WAREHOUSE_DELETED_COLUMN = "_deleted"
 
 
-def topic_name(settings: KafkaSettings, instance: str) -> str:
+class TopicSettings(Protocol):
+    """What naming needs of the Kafka settings (the contract does not import configuration)."""
+
+    @property
+    def topic_prefix(self) -> str: ...
+
+
+def topic_name(settings: TopicSettings, instance: str) -> str:
     return f"{settings.topic_prefix}{instance}"
 
 
