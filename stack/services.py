@@ -24,7 +24,7 @@ from pathlib import Path
 
 from simple_binlog.config import LOCAL_PORTS, Settings
 from simple_binlog.errors import StackError
-from stack import health, kudu
+from stack import health, kudu, replication
 from stack.install import apt_install, ensure_jars, find_binary
 from stack.process import PidFile, last_log_line, port_open, run, spawn, terminate, wait_until
 
@@ -186,13 +186,16 @@ class MariaDB(Service):
     name = "mariadb"
     port = LOCAL_PORTS["mariadb"]
 
+    server_id = 1
+    extra_config = ""  # more [mariadbd] lines (the failover pair's servers)
+
     @property
     def socket(self) -> Path:
-        return self.paths.run / "mariadb.sock"
+        return self.paths.run / f"{self.name}.sock"
 
     @property
     def config_file(self) -> Path:
-        return self.paths.conf / "mariadb" / "my.cnf"
+        return self.paths.conf / self.name / "my.cnf"
 
     def install(self) -> None:
         if find_binary("mariadbd") is None or find_binary("mariadb-install-db") is None:
@@ -208,12 +211,12 @@ class MariaDB(Service):
 [mariadbd]
 datadir = {self.data_dir / "db"}
 socket = {self.socket}
-pid-file = {self.paths.run / "mariadbd.pid"}
+pid-file = {self.paths.run / f"{self.name.replace('mariadb', 'mariadbd')}.pid"}
 port = {self.port}
 bind-address = 127.0.0.1
 skip-name-resolve
 log-error = {self.log_file}
-server-id = 1
+server-id = {self.server_id}
 # What the collector needs: full row images with column names and types in the binlog.
 log-bin = {binlog_dir / "mariadb-bin"}
 binlog-format = ROW
@@ -230,7 +233,7 @@ innodb-buffer-pool-size = 256M
 # A local, disposable stack: commit without an fsync per transaction.
 innodb-flush-log-at-trx-commit = 2
 sync-binlog = 0
-""",
+{self.extra_config}""",
         )
         if (self.data_dir / "db" / "mysql").is_dir():
             return
@@ -267,6 +270,34 @@ sync-binlog = 0
             admin_user=stack.admin_user,
             admin_password=stack.admin_password.get_secret_value(),
         )
+
+
+class _FailoverMariaDB(MariaDB):
+    """One of the failover pair (``stack.replication``): a primary and its GTID replica
+    beside the stack's MariaDB, for the tests that kill a primary and promote its replica.
+    Opt-in: started by name (``stack up mariadb-primary mariadb-replica``), never by a bare
+    ``stack up``."""
+
+    def configured(self) -> bool:
+        return False
+
+
+class MariaDBPrimary(_FailoverMariaDB):
+    name = "mariadb-primary"
+    port = replication.PRIMARY_PORT
+    server_id = replication.PRIMARY_SERVER_ID
+
+
+class MariaDBReplica(_FailoverMariaDB):
+    name = "mariadb-replica"
+    port = replication.REPLICA_PORT
+    server_id = replication.REPLICA_SERVER_ID
+    extra_config = "read-only = 1\n"
+
+    def provision(self) -> None:
+        # No users of its own: they come from the primary's binlog, so the replica's binlog
+        # holds only the primary's GTIDs (gtid_strict_mode).
+        replication.follow(self.socket, _os_user(), self.settings.stack)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -697,4 +728,6 @@ SERVICE_ORDER: tuple[type[Service], ...] = (
     Spark,
     KuduMaster,
     KuduTabletServer,
+    MariaDBPrimary,
+    MariaDBReplica,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from collector.reader import server_position
 from simple_binlog.config import Settings
 from tests.integration.collector.harness import CollectorScene, admin
+from tests.integration.collector.pair import FailoverPair
 
 
 @pytest.fixture()
@@ -38,3 +40,25 @@ def scene(local_stack: Settings, tmp_path: Path):
         process.stop()
     with admin(local_stack) as conn, conn.cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS {db}")
+
+
+@pytest.fixture(scope="session")
+def failover_pair_services(local_stack: Settings) -> Iterator[FailoverPair]:
+    """The stack's failover pair (``stack up mariadb-primary mariadb-replica``), started once
+    per test session by the stack's own code."""
+    from stack.manager import LocalStack
+
+    stack = LocalStack(local_stack)
+    done = stack.up(["mariadb-primary", "mariadb-replica"])
+    yield FailoverPair(local_stack, stack)
+    started_here = [name for name, what in done.items() if what == "started"]
+    if started_here and os.environ.get("CDC_MIRROR_TESTS_STOP_STACK") == "1":
+        stack.down(started_here)
+
+
+@pytest.fixture()
+def failover_pair(failover_pair_services: FailoverPair) -> FailoverPair:
+    """A fresh primary → replica pair, whatever the previous test left (a killed primary, a
+    promoted replica)."""
+    failover_pair_services.reset()
+    return failover_pair_services
