@@ -15,8 +15,9 @@ which keys were written, and the caller applies the same batch again (safe, see 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from mirror.plan import RowChange, RowKey, latest_per_key
 from simple_binlog.config import TableMirror
@@ -44,6 +45,10 @@ class ApplyResult:
 class ChangeApplier(ABC):
     # The table mirrors of this applier's target, by logical name.
     _tables: dict[str, TableMirror]
+    # Tables the target cannot follow (a schema change it cannot hold), by logical name, with
+    # the sentence that says why: their changes are no longer applied, the other tables'
+    # are. The consumer exports them as ``cdc_mirror_table_stopped``.
+    stopped: Mapping[str, str] = MappingProxyType({})
 
     def set_tables(self, tables: Sequence[TableMirror]) -> None:
         """Between batches (never during one): the target's table mirrors from now on. An

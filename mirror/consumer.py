@@ -354,6 +354,8 @@ class MirrorConsumer:
         self._metrics.applied.inc(result.applied)
         self._metrics.stale.inc(result.stale)
         self._metrics.superseded.inc(result.superseded)
+        for table in self._applier.stopped:  # the alert CdcMirrorTableStopped
+            self._metrics.table_stopped.labels(self._target, table).set(1)
         return True
 
     def _commit(self, records: list[_Record], wait: bool) -> None:

@@ -73,6 +73,12 @@ class MirrorMetrics:
             ["target"],
             registry=self.registry,
         ).labels(target)
+        self.table_stopped = Gauge(
+            "cdc_mirror_table_stopped",
+            "1 for a table the target stopped following (a schema change it cannot hold).",
+            ["target", "table"],
+            registry=self.registry,
+        )
         self.lag = Gauge(
             "cdc_mirror_consumer_lag",
             "Messages in the partition after the last committed offset.",

@@ -19,13 +19,23 @@ temporary staging table (kept for the session, emptied at each commit), then
 3. rows older than a delete are removed (hard) and its tombstone written, unless the table
    holds a newer row; soft deletes are upserts setting ``_deleted``.
 
-Schema evolution: a column a message carries that the table lacks is added
-(``ALTER TABLE … ADD COLUMN``) inside the batch's transaction, under an advisory lock so
-concurrent mirror processes do not race; no restart needed. Rows not changed since hold NULL
-there (an ADD COLUMN writes no row events, so a DEFAULT of MySQL's is not seen until the row
-changes). Columns are never dropped or
-retyped by the mirror (a MySQL type change that the old type cannot hold stops the batch with
-an error naming the table, and it is retried until an operator alters the column).
+Schema evolution, inside the batch's transaction and before its rows, under an advisory lock
+so concurrent mirror processes do not race; no restart needed. Each column's comment records
+the MySQL type it was made for (``MySQL type: decimal(12,4)``); the batch's ``columnTypes``
+are compared with it (and with the column's PostgreSQL type, ``format_type`` of the catalog):
+
+- a column the table lacks is added (``ADD COLUMN``). Rows not changed since hold NULL there
+  (an ADD COLUMN writes no row events, so a DEFAULT of MySQL's is not seen until the row
+  changes);
+- a changed type is decided by ``mirror.pg_schema.decide``: widened (``ALTER COLUMN … TYPE``,
+  also in the tombstone table for a key column), kept (the column holds every new value:
+  logged once), or the table is *stopped*: one sentence logged and in ``stopped``, its changes
+  not applied from then on (counted, logged at ``close``) while the other tables flow. After
+  altering the column by hand, restart the mirror and replay the table (``cdc-mirror
+  replay``); the sentence names the first offset not applied. A refused ALTER (a view depends
+  on the column) stops the table too;
+- a column the batch no longer carries (a MySQL DROP, or the old name of a RENAME, which row
+  events show as a drop and an add) is kept, NULL in rows written since; logged once.
 
 Adapters for other warehouses (Kudu, StarRocks, …) implement ``mirror.applier.ChangeApplier``
 the same way; see ``docs/warehouse-adapters.md``.
@@ -35,17 +45,19 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import psycopg
 from psycopg import sql
 
 from mirror.applier import ApplyResult, ChangeApplier
+from mirror.pg_schema import Alter, Keep, Stop, decide
 from mirror.pgtypes import RowConverters, pg_type
 from mirror.plan import RowChange, RowKey, latest_per_key
 from simple_binlog.config import MirrorSettings, PostgresSettings, TableMirror
-from simple_binlog.errors import ConfigError, ServiceUnavailableError
+from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +70,22 @@ DELETED_COLUMN = "_deleted"
 TOMBSTONE_SUFFIX = "__tombstone"
 _STAGE_DELETE = "_cdc_delete"
 _BOOKKEEPING = (OFFSET_COLUMN, SHARD_COLUMN, DELETED_COLUMN)
+_COMMENT = "MySQL type: "  # each mirrored column's comment: the MySQL type it was made for
+
+
+class _TableStopped(CdcMirrorError):
+    """The warehouse cannot follow a schema change of this table; the sentence says why."""
+
+
+@dataclass(slots=True)
+class _Column:
+    """A warehouse column: its PostgreSQL type (``format_type``), the MySQL type of its
+    comment, and the MySQL types this process already decided about (so a batch with the
+    same types costs no catalog read)."""
+
+    pg: str
+    mysql: str | None
+    seen: set[str] = field(default_factory=set)
 
 
 def connect_warehouse(settings: PostgresSettings) -> Connection:
@@ -94,8 +122,11 @@ class WarehouseApplier(ChangeApplier):
         self._postgres = postgres
         self._schema = mirror_settings.warehouse_schema
         self._tables = {t.name: t for t in tables}
-        # Columns (name → PostgreSQL type) of each table as last seen; refreshed after errors.
-        self._columns: dict[str, dict[str, str]] = {}
+        # Columns of each table as last seen; refreshed after errors.
+        self._columns: dict[str, dict[str, _Column]] = {}
+        self.stopped: dict[str, str] = {}  # table → the sentence that stopped it
+        self._not_applied: dict[str, int] = {}  # changes of stopped tables, by table
+        self._absent: set[tuple[str, str]] = set()  # (table, column) logged as absent
         # The staging table of each logical table in this session, by the columns it holds.
         self._stages: dict[str, list[str]] = {}
         self._conn = connect_warehouse(postgres)
@@ -110,7 +141,13 @@ class WarehouseApplier(ChangeApplier):
         def apply(conn: Connection) -> ApplyResult:
             result = ApplyResult(superseded=plan.superseded)
             for table, latest in plan.tables.items():
-                result += self._apply_table(conn, table, latest, plan.column_types(table))
+                if table in self.stopped:
+                    self._not_applied[table] = self._not_applied.get(table, 0) + len(latest)
+                    continue
+                try:
+                    result += self._apply_table(conn, table, latest, plan.column_types(table))
+                except _TableStopped as exc:
+                    self._stop(table, str(exc), latest)
             return result
 
         return self._run(apply)
@@ -123,7 +160,21 @@ class WarehouseApplier(ChangeApplier):
         self._tables = fresh
 
     def close(self) -> None:
+        for table, count in self._not_applied.items():
+            log.error(
+                "warehouse table %s stayed stopped; %d changes were not applied", table, count
+            )
         self._conn.close()
+
+    def _stop(self, table: str, reason: str, latest: dict[RowKey, RowChange]) -> None:
+        first = min(change.offset for change in latest.values())
+        self.stopped[table] = (
+            f"the warehouse mirror of {table} stopped at binlogOffset {first}: {reason}; "
+            f"alter the column in PostgreSQL, restart the mirror and replay {table} "
+            "(cdc-mirror replay)."
+        )
+        self._not_applied[table] = self._not_applied.get(table, 0) + len(latest)
+        log.error("%s", self.stopped[table])
 
     # -- one transaction with error translation ----------------------------------------------
     def _run(self, work: Callable[[Connection], R]) -> R:
@@ -152,13 +203,19 @@ class WarehouseApplier(ChangeApplier):
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema)))
 
     # -- DDL ----------------------------------------------------------------------------------
-    def _load_columns(self, conn: Connection, table: str) -> dict[str, str]:
+    def _load_columns(self, conn: Connection, table: str) -> dict[str, _Column]:
+        # The catalog, not information_schema: it spells the type with its modifiers
+        # (numeric(12,4), timestamp(3) …) as ALTER takes it, and holds the comment.
         rows = conn.execute(
-            "SELECT column_name, data_type FROM information_schema.columns "
-            "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod), "
+            "col_description(a.attrelid, a.attnum) FROM pg_attribute a "
+            "JOIN pg_class c ON c.oid = a.attrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped "
+            "ORDER BY a.attnum",
             (self._schema, table),
         ).fetchall()
-        return {str(name): str(kind) for name, kind in rows}
+        return {str(name): _Column(str(kind), _mysql_type(comment)) for name, kind, comment in rows}
 
     def _ensure_table(
         self,
@@ -173,25 +230,153 @@ class WarehouseApplier(ChangeApplier):
         known = self._columns.get(table)
         if known is None:
             known = self._columns[table] = self._load_columns(conn, table)
-        missing = [name for name in types if name not in known]
-        if known and not missing:
-            return [c for c in known if c not in _BOOKKEEPING]
+        if known and all(
+            name in known and spec in known[name].seen for name, spec in types.items()
+        ):
+            return self._data_columns(table, known, types)
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{self._schema}.{table}",))
         known = self._load_columns(conn, table)  # another process may have done it meanwhile
-        target = sql.Identifier(self._schema, table)
         if not known:
             self._create(conn, table, key_columns, types, soft)
         else:
-            for name, spec in types.items():
-                if name not in known:
-                    log.info("warehouse table %s.%s: adding column %s", self._schema, table, name)
-                    conn.execute(
-                        sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
-                            target, sql.Identifier(name), sql.SQL(pg_type(spec))
-                        )
-                    )
+            self._evolve(conn, table, known, key_columns, types)
         known = self._columns[table] = self._load_columns(conn, table)
-        return [c for c in known if c not in _BOOKKEEPING]
+        for name, spec in types.items():
+            known[name].seen.add(spec)
+        return self._data_columns(table, known, types)
+
+    def _data_columns(
+        self, table: str, known: dict[str, _Column], types: Mapping[str, str]
+    ) -> list[str]:
+        """The table's MySQL columns, all of them: those the batch lacks are written as NULL
+        (the row's state then); each such column is logged once."""
+        columns = [c for c in known if c not in _BOOKKEEPING]
+        if len(columns) > len(types):
+            for name in columns:
+                if name not in types and (table, name) not in self._absent:
+                    self._absent.add((table, name))
+                    log.warning(
+                        "warehouse table %s.%s: column %s is no longer in the changes (dropped "
+                        "or renamed in MySQL); it is kept, NULL in rows written from now on",
+                        self._schema,
+                        table,
+                        name,
+                    )
+        return columns
+
+    def _evolve(
+        self,
+        conn: Connection,
+        table: str,
+        known: dict[str, _Column],
+        key_columns: tuple[str, ...],
+        types: Mapping[str, str],
+    ) -> None:
+        """Add the columns the table lacks and follow type changes, or stop the table (before
+        any DDL: the stop leaves the batch's transaction untouched)."""
+        decisions = {
+            name: decide(known[name].pg, pg_type(spec))
+            for name, spec in types.items()
+            if name in known and spec != known[name].mysql
+        }
+        for name, decision in decisions.items():
+            if isinstance(decision, Stop):
+                raise _TableStopped(
+                    f"column {name} changed from MySQL {known[name].mysql or known[name].pg} "
+                    f"to {types[name]} and {decision.reason}"
+                )
+        target = sql.Identifier(self._schema, table)
+        for name, spec in types.items():
+            if name not in known:
+                log.info("warehouse table %s.%s: adding column %s", self._schema, table, name)
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
+                        target, sql.Identifier(name), sql.SQL(pg_type(spec))
+                    )
+                )
+                self._comment(conn, table, name, spec)
+        if any(isinstance(d, Alter) for d in decisions.values()):
+            self._stages.pop(table, None)  # the staging table copies the target's types
+        for name, decision in decisions.items():
+            if not isinstance(decision, Stop):  # none is, see above
+                self._follow(conn, table, name, known[name], types[name], decision, key_columns)
+
+    def _follow(
+        self,
+        conn: Connection,
+        table: str,
+        name: str,
+        column: _Column,
+        spec: str,
+        decision: Alter | Keep,
+        key_columns: tuple[str, ...],
+    ) -> None:
+        where = f"warehouse table {self._schema}.{table}: column {name}"
+        if isinstance(decision, Alter):
+            log.info(
+                "%s: MySQL %s → %s; altering %s to %s",
+                where,
+                column.mysql,
+                spec,
+                column.pg,
+                decision.to.sql(),
+            )
+            tables = [table]
+            if name in key_columns and self._exists(conn, table + TOMBSTONE_SUFFIX):
+                tables.append(table + TOMBSTONE_SUFFIX)
+            for each in tables:
+                self._alter_type(conn, each, name, decision.to.sql())
+        elif decision.narrower:
+            log.warning(
+                "%s: MySQL %s → %s; its %s column holds every new value and is kept "
+                "(values MySQL rewrote in the ALTER change here when their rows change)",
+                where,
+                column.mysql,
+                spec,
+                column.pg,
+            )
+        else:
+            log.info(
+                "%s: MySQL %s → %s; its %s column holds it as it is",
+                where,
+                column.mysql,
+                spec,
+                column.pg,
+            )
+        self._comment(conn, table, name, spec)
+
+    def _alter_type(self, conn: Connection, table: str, name: str, to: str) -> None:
+        column = sql.Identifier(name)
+        statement = sql.SQL("ALTER TABLE {} ALTER COLUMN {} TYPE {} USING {}::{}").format(
+            sql.Identifier(self._schema, table), column, sql.SQL(to), column, sql.SQL(to)
+        )
+        try:
+            with conn.transaction():  # a savepoint: a refusal stops this table, not the batch
+                conn.execute(statement)
+        except (
+            psycopg.errors.FeatureNotSupported,
+            psycopg.errors.DependentObjectsStillExist,
+            psycopg.errors.DataException,
+        ) as exc:
+            raise _TableStopped(
+                f"PostgreSQL refused to alter column {name} to {to} ({_reason_without_values(exc)})"
+            ) from None
+
+    def _exists(self, conn: Connection, table: str) -> bool:
+        found = conn.execute(
+            "SELECT to_regclass(%s) IS NOT NULL",
+            (sql.Identifier(self._schema, table).as_string(conn),),
+        ).fetchone()
+        return bool(found and found[0])
+
+    def _comment(self, conn: Connection, table: str, name: str, spec: str) -> None:
+        conn.execute(
+            sql.SQL("COMMENT ON COLUMN {}.{} IS {}").format(
+                sql.Identifier(self._schema, table),
+                sql.Identifier(name),
+                sql.Literal(_COMMENT + spec),
+            )
+        )
 
     def _create(
         self,
@@ -238,6 +423,8 @@ class WarehouseApplier(ChangeApplier):
                     sql.Identifier(self._schema, table + TOMBSTONE_SUFFIX), tombstone, keys
                 )
             )
+        for name, spec in types.items():
+            self._comment(conn, table, name, spec)
         log.info(
             "warehouse table %s.%s created (key %s, %s deletes)",
             self._schema,
@@ -412,6 +599,12 @@ def _reason_without_values(exc: psycopg.Error) -> str:
     reason = re.sub(r': ".*"$', "", exc.diag.message_primary or type(exc).__name__)
     column = re.search(r"COPY \S+, line \d+, column (\S+?):", exc.diag.context or "")
     return f"{reason}, column {column.group(1)}" if column else reason
+
+
+def _mysql_type(comment: object) -> str | None:
+    if isinstance(comment, str) and comment.startswith(_COMMENT):
+        return comment[len(_COMMENT) :]
+    return None
 
 
 def _one_line(exc: BaseException) -> str:
