@@ -182,6 +182,7 @@ class _FakeMerger:
             dt=request.dt,
             rows=10,
             changes=12,
+            files=3,
             seconds=0.5,
             archive=SimpleNamespace(reason="rule off [test]"),
             check=None if ok is None else SimpleNamespace(ok=ok),
@@ -201,7 +202,7 @@ def test_merge_all_reports_each_table_as_it_ends(
     output = io.StringIO()
     console = Console(file=output, width=200)
     merger = _FakeMerger(output, {})
-    monkeypatch.setattr(merge_app, "build_merger", lambda _settings: merger)
+    monkeypatch.setattr(merge_app, "build_merger", lambda _settings, _config=None: merger)
     outcomes = merge_app.run_merge_command(
         _settings(tmp_path), "2026-11-21", [], True, False, False, None, console, console
     )
@@ -229,7 +230,7 @@ def test_merge_exit_code_says_whether_a_check_or_a_table_failed(
     config = tmp_path / "cdc-mirror.yaml"
     config.write_text(TABLES)
     merger = _FakeMerger(io.StringIO(), checks, fail)
-    monkeypatch.setattr(merge_app, "build_merger", lambda _settings: merger)
+    monkeypatch.setattr(merge_app, "build_merger", lambda _settings, _config=None: merger)
     assert cli.run(["--config", str(config), "merge", "--all", "--dt", "2026-11-21"]) == code
     captured = capsys.readouterr()
     if fail:
