@@ -55,7 +55,14 @@ log = logging.getLogger(__name__)
 # Redis (validation) need not import the mirror.
 _key_part = redis_key_part
 decode_value = decode_redis_document
-__all__ = ["APPLY_SCRIPT", "OFFSET_WIDTH", "RedisApplier", "decode_value", "encode_value", "redis_key"]
+__all__ = [
+    "APPLY_SCRIPT",
+    "OFFSET_WIDTH",
+    "RedisApplier",
+    "decode_value",
+    "encode_value",
+    "redis_key",
+]
 
 OFFSET_WIDTH = 20  # bytes 12..31 of every value: after {"_offset":"
 
