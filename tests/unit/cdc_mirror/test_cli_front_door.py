@@ -185,7 +185,7 @@ class _FakeMerger:
             files=3,
             seconds=0.5,
             archive=SimpleNamespace(reason="rule off [test]"),
-            check=None if ok is None else SimpleNamespace(ok=ok),
+            check=None if ok is None else SimpleNamespace(ok=ok, mismatches=[] if ok else ["dt"]),
             readiness="ready",
         )
 
