@@ -1,9 +1,13 @@
-"""A MariaDB binlog dump as raw events: (header, body) pairs, with the reader's position.
+"""A MariaDB or MySQL binlog dump as raw events: (header, body) pairs, with the reader's position.
 
-python-mysql-replication opens the connection and speaks the replication protocol (checksum
-negotiation, heartbeat period, replica registration, the GTID dump command); from there on
-this module reads the packets itself and hands out the event bytes, which
-``collector.binlog_events`` and ``collector.row_decoder`` decode (see there for why).
+The server's flavour and version are read from the handshake when the stream connects
+(``collector.mysql_dump.ServerVersion``). For MariaDB, python-mysql-replication speaks the
+replication protocol on that connection (checksum negotiation, heartbeat period, the GTID
+dump command); for MySQL, ``collector.mysql_dump`` does (COM_BINLOG_DUMP_GTID with tagged
+GTID sets, or COM_BINLOG_DUMP from a file and position when the server has no GTIDs). From
+there on this module reads the packets itself and hands out the event bytes, which
+``collector.binlog_events`` and ``collector.row_decoder`` decode (see there for why); a MySQL
+stream's compressed transactions (TRANSACTION_PAYLOAD) are expanded on the way.
 With the C extension built, the socket is read in large chunks and each chunk's complete
 packets are split into events by ``collector._native.scan_packets``; without it, packet by
 packet in Python (``_packets``), the reference.
@@ -23,8 +27,10 @@ import pymysql
 
 from cdc_platform import mysql_source
 from collector import binlog_events as ev
+from collector import mysql_events as mev
 from collector import native
 from collector.ddl import TRANSACTION_STARTS
+from collector.mysql_dump import ServerVersion, start_dump
 from simple_binlog.config import MySQLInstance
 from simple_binlog.errors import ContractError
 
@@ -46,21 +52,21 @@ class BinlogStream:
         server_id: int,
         gtid: str,
         heartbeat_s: float | None = None,
+        file: str = "",
+        pos: int = 0,
+        partial: bool = False,
     ) -> None:
-        from pymysqlreplication import BinLogStreamReader  # noqa: PLC0415
-
-        self._library = BinLogStreamReader(
-            # The library opens its connections from these (the cleartext-password rule too).
-            connection_settings=mysql_source.connect_settings(instance),
-            server_id=server_id,
-            auto_position=gtid,
-            # Blocking: MariaDB resets a non-blocking GTID dump part-way through an active
-            # binlog (seen on 10.11); bounded readers stop at a known position themselves.
-            blocking=True,
-            slave_heartbeat=heartbeat_s,
-            is_mariadb=True,
-            enable_logging=False,  # its parameter dump (INFO) is noise in our logs
-        )
+        """``gtid``: read after this GTID position. A MySQL server without GTIDs is read from
+        ``file`` at ``pos`` instead: a transaction end, or with ``partial`` inside the
+        transaction to hand out whole (it is then read from the file's start)."""
+        self._instance = instance
+        self._server_id = server_id
+        self._gtid = gtid
+        self._heartbeat_s = heartbeat_s
+        self._file, self._pos, self._partial = file, pos, partial
+        self._library: Any = None
+        self._connection: Any = None
+        self.server: ServerVersion | None = None
         # The server sends a heartbeat every ``heartbeat_s`` while idle: silence for much
         # longer means it is gone without closing the connection (a dead host, a cut
         # network); the read then fails and the caller reconnects.
@@ -73,22 +79,89 @@ class BinlogStream:
         self.drained = True
 
     def __iter__(self) -> Iterator[tuple[ev.EventHeader, bytes]]:
-        library: Any = self._library
-        library._BinLogStreamReader__connect_to_stream()
+        connection: Any = mysql_source.connect(self._instance)
+        self._connection = connection
+        self.server = server = ServerVersion.of(connection)
+        if server.is_mysql:
+            trailer = self._mysql_dump(connection, server)
+        else:
+            trailer = self._mariadb_dump(connection)
         if self._silence_limit is not None:
-            library._stream_connection._sock.settimeout(self._silence_limit)
-        trailer = ev.CHECKSUM_LENGTH if library._BinLogStreamReader__use_checksum else 0
-        if native.AVAILABLE:
-            yield from self._scanned(library._stream_connection, trailer)
-            return
-        for data in _packets(library._stream_connection):
+            connection._sock.settimeout(self._silence_limit)
+        events = (
+            self._scanned(connection, trailer)
+            if native.AVAILABLE
+            else self._read(connection, trailer)
+        )
+        if server.is_mysql:
+            events = mev.expanded(events)
+            if self._partial and self._file and not self._gtid:
+                events = self._from_transaction_at(events)
+        yield from events
+
+    def _mariadb_dump(self, connection: Any) -> int:
+        """python-mysql-replication opens MariaDB's GTID dump on ``connection``."""
+        from pymysqlreplication import BinLogStreamReader  # noqa: PLC0415
+
+        self._library = library = BinLogStreamReader(
+            # The library opens its connections from these (the cleartext-password rule too);
+            # its stream connection is the one already open.
+            connection_settings=mysql_source.connect_settings(self._instance),
+            pymysql_wrapper=lambda **_: connection,
+            server_id=self._server_id,
+            auto_position=self._gtid,
+            # Blocking: MariaDB resets a non-blocking GTID dump part-way through an active
+            # binlog (seen on 10.11); bounded readers stop at a known position themselves.
+            blocking=True,
+            slave_heartbeat=self._heartbeat_s,
+            is_mariadb=True,
+            enable_logging=False,  # its parameter dump (INFO) is noise in our logs
+        )
+        library._BinLogStreamReader__connect_to_stream()
+        return ev.CHECKSUM_LENGTH if library._BinLogStreamReader__use_checksum else 0
+
+    def _mysql_dump(self, connection: Any, server: ServerVersion) -> int:
+        file, pos = self._file, self._pos
+        if self._partial and not self._gtid:
+            pos = 4  # the transaction's start is not known: from the file's start
+        checksum = start_dump(
+            connection, server, self._server_id, self._gtid, file, pos, self._heartbeat_s
+        )
+        return ev.CHECKSUM_LENGTH if checksum else 0
+
+    def _read(self, connection: Any, trailer: int) -> Iterator[tuple[ev.EventHeader, bytes]]:
+        for data in _packets(connection):
             header = ev.read_header(data, 1)
             body = data[1 + ev.HEADER_LENGTH : len(data) - trailer]
             if header.type == ev.ROTATE:
                 self.log_file, self.log_pos = ev.rotate_event(body)
-            elif header.log_pos and header.type != ev.HEARTBEAT:
+            elif header.log_pos and header.type not in _HEARTBEATS:
                 self.log_pos = header.log_pos
             yield header, body
+
+    def _from_transaction_at(
+        self, events: Iterator[tuple[ev.EventHeader, bytes]]
+    ) -> Iterator[tuple[ev.EventHeader, bytes]]:
+        """Whole transactions that end at or before (file, pos) left out: the one ``pos``
+        falls into is handed out from its first event (as ``collector.binlog_files``)."""
+        held: list[tuple[ev.EventHeader, bytes, str, int]] = []
+        for header, body in events:
+            if header.type in _HEARTBEATS:
+                continue
+            held.append((header, body, self.log_file, self.log_pos))
+            if header.type not in (ev.XID, ev.QUERY, mev.XA_PREPARE):
+                continue
+            if header.type == ev.QUERY and not _ends_transaction(body):
+                continue
+            if self.log_file == self._file and self.log_pos <= self._pos:
+                held = []
+                continue
+            break
+        file, pos = self.log_file, self.log_pos
+        for header, body, self.log_file, self.log_pos in held:
+            yield header, body
+        self.log_file, self.log_pos = file, pos
+        yield from events
 
     def _scanned(self, connection: Any, trailer: int) -> Iterator[tuple[ev.EventHeader, bytes]]:
         """The events of the dump, split natively from chunks of the socket's bytes."""
@@ -110,7 +183,7 @@ class BinlogStream:
                     self.drained = True
                 if header.type == ev.ROTATE:
                     self.log_file, self.log_pos = ev.rotate_event(body)
-                elif header.log_pos and header.type != ev.HEARTBEAT:
+                elif header.log_pos and header.type not in _HEARTBEATS:
                     self.log_pos = header.log_pos
                 yield header, body
             if stop == scan_eof:
@@ -133,14 +206,20 @@ class BinlogStream:
 
     def close(self) -> None:
         """Safe from another thread: a shutdown wakes a reader blocked on the socket."""
-        connection = getattr(self._library, "_stream_connection", None)
+        connection = self._connection
         sock = getattr(connection, "_sock", None)
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-        self._library.close()
+        if self._library is not None:
+            self._library.close()
+        elif connection is not None:
+            with contextlib.suppress(pymysql.MySQLError, OSError):
+                connection.close()
 
 
+# A heartbeat's log_pos is where the server stands, not an event handed out.
+_HEARTBEATS = (ev.HEARTBEAT, mev.HEARTBEAT_V2)
 _MAX_PACKET = 0xFFFFFF
 _LOST = 2013  # CR_SERVER_LOST
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector import binlog_events as ev
-from collector import mysql_json
+from collector import mysql_gtid, mysql_json
 from collector.mysql_gtid import uuid_text
 from simple_binlog.errors import ContractError
 
@@ -248,37 +248,14 @@ def gtid_text(kind: int, body: bytes) -> str:
 
 
 def previous_gtids(body: bytes) -> str:
-    """The GTID set a PREVIOUS_GTIDS event lists (the set written before this file)."""
+    """The GTID set a PREVIOUS_GTIDS event lists (the set written before this file), in both
+    of MySQL's formats (``collector.mysql_gtid.decode``)."""
     if len(body) < 8:
         raise ContractError("a PREVIOUS_GTIDS event is truncated.")
-    raw_count = struct.unpack_from("<Q", body, 0)[0]
-    tagged = raw_count >> 56 == 1
-    count = raw_count & ((1 << 56) - 1)
-    offset = 8
-    entries = []
-    for _ in range(count):
-        if offset + 16 > len(body):
-            raise ContractError("a PREVIOUS_GTIDS event is truncated.")
-        uuid = uuid_text(body[offset : offset + 16])
-        offset += 16
-        tag = ""
-        if tagged:
-            length, offset = _varlen_uint(body, offset)
-            tag = body[offset : offset + length].decode("ascii").lower()
-            offset += length
-        if offset + 8 > len(body):
-            raise ContractError("a PREVIOUS_GTIDS event is truncated.")
-        intervals = struct.unpack_from("<Q", body, offset)[0]
-        offset += 8
-        if offset + 16 * intervals > len(body):
-            raise ContractError("a PREVIOUS_GTIDS event is truncated.")
-        parts = [uuid, tag] if tag else [uuid]
-        for _ in range(intervals):
-            start, stop = struct.unpack_from("<QQ", body, offset)
-            offset += 16
-            parts.append(str(start) if stop == start + 1 else f"{start}-{stop - 1}")
-        entries.append(":".join(parts))
-    return ",".join(entries)
+    try:
+        return str(mysql_gtid.decode(body))
+    except ContractError as exc:
+        raise ContractError(f"a PREVIOUS_GTIDS event is malformed ({exc})") from None
 
 
 # -- compressed transactions -------------------------------------------------------------------

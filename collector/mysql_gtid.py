@@ -11,6 +11,7 @@ untagged intervals first, tags sorted, intervals merged.
 from __future__ import annotations
 
 import re
+import struct
 from dataclasses import dataclass
 
 from simple_binlog.errors import ContractError
@@ -109,6 +110,18 @@ class GtidSet:
                 merged.append((low, high))
         self._intervals[key] = merged
 
+    def intervals(self) -> list[tuple[str, str, list[tuple[int, int]]]]:
+        """(uuid, tag, closed intervals) per entry, in the canonical order."""
+        keys = sorted(self._intervals)
+        return [(uuid, tag, list(self._intervals[(uuid, tag)])) for uuid, tag in keys]
+
+    def issubset(self, other: GtidSet) -> bool:
+        return all(
+            any(low >= l2 and high <= h2 for l2, h2 in other._intervals.get(key, []))
+            for key, ranges in self._intervals.items()
+            for low, high in ranges
+        )
+
     def add(self, gtid: Gtid) -> GtidSet:
         """A new set with ``gtid`` in it."""
         result = GtidSet(self._intervals)
@@ -149,3 +162,68 @@ def advance(position: str, gtid: str) -> str:
 def validate_position(text: str) -> None:
     """ContractError in one sentence unless ``text`` is a MySQL GTID set."""
     GtidSet.parse(text)
+
+
+# -- the binary form: COM_BINLOG_DUMP_GTID's payload and PREVIOUS_GTIDS events -------------------
+#
+# n_sids (8 bytes), then per (uuid, tag): the uuid's 16 bytes, [tag], n_intervals (8), and each
+# interval as start and end-exclusive (8 + 8). MySQL 8.3+ (sql/rpl_gtid_set.cc,
+# encode_nsids_format) writes a set holding any tag in the "tagged" format: the first 8 bytes
+# are (1 << 56) | (n_sids << 8) | 1, and every entry carries its tag (a serialization-library
+# length: for up to 32 characters one byte, length << 1; 0 untagged). Servers before 8.3 know
+# only the untagged format, which is kept for a set without tags.
+
+_TAGGED = 1
+
+
+def encode(gtids: GtidSet) -> bytes:
+    """The binary form of ``gtids`` (untagged format unless a tag is in it)."""
+    entries = gtids.intervals()
+    tagged = any(tag for _, tag, _ in entries)
+    count = len(entries)
+    parts = [struct.pack("<Q", (_TAGGED << 56) | (count << 8) | _TAGGED if tagged else count)]
+    for uuid, tag, ranges in entries:
+        parts.append(bytes.fromhex(uuid.replace("-", "")))
+        if tagged:
+            parts.append(bytes([len(tag) << 1]) + tag.encode("ascii"))
+        parts.append(struct.pack("<Q", len(ranges)))
+        parts.extend(struct.pack("<QQ", low, high + 1) for low, high in ranges)
+    return b"".join(parts)
+
+
+def decode(data: bytes) -> GtidSet:
+    """A GTID set from its binary form (either format); ContractError if malformed."""
+    try:
+        return _decode(data)
+    except (struct.error, IndexError, UnicodeDecodeError):
+        raise ContractError("a binary GTID set is truncated or malformed.") from None
+
+
+def _decode(data: bytes) -> GtidSet:
+    raw = struct.unpack_from("<Q", data, 0)[0]
+    tagged = raw >> 56 == _TAGGED
+    if raw >> 56 not in (0, _TAGGED):
+        raise ContractError(f"a binary GTID set has an unknown format {raw >> 56}.")
+    count = (raw >> 8) & ((1 << 48) - 1) if tagged else raw
+    offset, result = 8, GtidSet()
+    for _ in range(count):
+        if len(data) < offset + 16:
+            raise IndexError
+        uuid = uuid_text(data[offset : offset + 16])
+        offset += 16
+        tag = ""
+        if tagged:
+            length = data[offset]
+            if length & 1:
+                raise ContractError("a binary GTID set has a tag longer than a GTID tag can be.")
+            tag = data[offset + 1 : offset + 1 + (length >> 1)].decode("ascii").lower()
+            offset += 1 + (length >> 1)
+        (intervals,) = struct.unpack_from("<Q", data, offset)
+        offset += 8
+        for _ in range(intervals):
+            low, end = struct.unpack_from("<QQ", data, offset)
+            offset += 16
+            if low < 1 or end <= low:
+                raise ContractError("a binary GTID set has an empty interval.")
+            result._add_range((uuid, tag), low, end - 1)
+    return result

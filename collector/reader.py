@@ -21,6 +21,7 @@ from cdc_platform import mysql_source
 from collector import binlog_events as ev
 from collector.binlog_stream import BinlogStream
 from collector.decoding import EventContext, TableSchema, build_messages
+from collector.mysql_dump import ServerVersion, binary_log_status
 from collector.row_decoder import TableDecoders
 from collector.schema import BinlogTableSchemas, load_table_schema
 from simple_binlog.config import MySQLInstance
@@ -58,6 +59,14 @@ def connect(instance: MySQLInstance, **options: Any) -> pymysql.connections.Conn
 
 
 def server_position(cursor: Any) -> ServerPosition:
+    """The server's binlog file and position, and its GTID position: MariaDB's
+    ``gtid_binlog_pos``, or MySQL's ``gtid_executed`` (empty with ``gtid_mode`` OFF)."""
+    server = ServerVersion.of(cursor.connection)
+    if server.is_mysql:
+        status = binary_log_status(cursor, server)
+        if status is None:
+            raise ServiceUnavailableError("the MySQL server has no binary log enabled (log_bin).")
+        return ServerPosition(status.file, status.pos, status.gtid)
     cursor.execute("SHOW MASTER STATUS")
     row = cursor.fetchone()
     if row is None:

@@ -30,6 +30,8 @@ from collector.binlog_stream import BinlogStream
 from collector.decoding import TableSchema
 from collector.event_source import EventSource, SourceFactory
 from collector.metrics import CollectorMetrics
+from collector.mysql_dump import ServerVersion, binary_log_status
+from collector.mysql_gtid import GtidSet
 from collector.position import CollectorPosition
 from collector.preflight import Preflight, Subject, read_snapshot
 from collector.publisher import AbortedError, OversizedMessageError, Publisher
@@ -51,7 +53,7 @@ from collector.work import (
     TransactionEnd,
     WorkItem,
 )
-from simple_binlog.config import FILE_POSITION, CollectorSettings, MySQLInstance
+from simple_binlog.config import FILE_POSITION, MYSQL_GTID_SET, CollectorSettings, MySQLInstance
 from simple_binlog.errors import (
     CdcMirrorError,
     ConfigError,
@@ -417,20 +419,33 @@ class Collector:
             return CollectorPosition(self._instance.name, gtid, OffsetState(), epoch=self._epoch)
         start = self._settings.start
         file_position = FILE_POSITION.match(start)
+        file, pos = "", 0
         if start == "current":
             with connect(self._instance) as connection, connection.cursor() as cursor:
-                gtid = server_position(cursor).gtid
+                here = server_position(cursor)
+            gtid = here.gtid
+            if not gtid:  # a MySQL server without GTIDs is read by file and position
+                file, pos = here.file, here.pos
+        elif MYSQL_GTID_SET.match(start):
+            gtid = str(GtidSet.parse(start))
         elif file_position:
-            gtid = self._gtid_at(file_position.group("file"), int(file_position.group("pos")))
+            file, pos = file_position.group("file"), int(file_position.group("pos"))
+            gtid = self._gtid_at(file, pos)
         else:
             gtid = start
-        return CollectorPosition(self._instance.name, gtid, OffsetState(), epoch=self._epoch)
+        return CollectorPosition(
+            self._instance.name, gtid, OffsetState(), file=file, pos=pos, epoch=self._epoch
+        )
 
     def _gtid_at(self, file: str, pos: int) -> str:
         """The GTID position of a binlog file and position: MariaDB's dump resumes from GTIDs
         only, and BINLOG_GTID_POS translates (NULL if the position is not a transaction
-        boundary of a binlog the server still has)."""
+        boundary of a binlog the server still has). A MySQL server without GTIDs is read
+        from the file and position themselves ("")."""
         with connect(self._instance) as connection, connection.cursor() as cursor:
+            server = ServerVersion.of(connection)
+            if server.is_mysql:
+                return self._mysql_gtid_at(cursor, server, file, pos)
             cursor.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
             row = cursor.fetchone()
         if row is None or row[0] is None:
@@ -440,6 +455,17 @@ class Collector:
                 "SHOW BINARY LOGS / SHOW BINLOG EVENTS, or a GTID position."
             )
         return str(row[0])
+
+    def _mysql_gtid_at(self, cursor: Any, server: ServerVersion, file: str, pos: int) -> str:
+        status = binary_log_status(cursor, server)
+        if status is not None and status.gtid:
+            raise ConfigError(
+                f"collector.start {file}:{pos}: MySQL instance {self._instance.name!r} has "
+                "GTIDs (gtid_mode ON), so the collector resumes by GTID set; give the GTID set "
+                "executed at that point (e.g. from the PREVIOUS_GTIDS of "
+                f"'mysqlbinlog {file}' plus the GTIDs before {pos}) instead."
+            )
+        return ""
 
     # -- inner loop: one binlog connection -----------------------------------------------------
     def _stream(self, start: CollectorPosition) -> None:  # noqa: PLR0912 - one branch per item
@@ -459,6 +485,9 @@ class Collector:
                 self._instance.replica_server_id,
                 start.gtid,
                 self._settings.heartbeat_s,
+                start.file,
+                start.pos,
+                start.partial is not None,
             )
         decoder = EventDecoder(
             start,

@@ -36,6 +36,7 @@ from pydantic_settings import (
 
 from simple_binlog.errors import ConfigError
 from simple_binlog.governance.model import GovernanceSettings
+from simple_binlog.lake_location import LOCAL_S3_PORT, LakeLocation, LakeSettings, parse_location
 from simple_binlog.patterns import check_pattern
 from simple_binlog.routing import ShardRule
 
@@ -56,12 +57,35 @@ LOCAL_PORTS = {
     "kudu_master_web": 38051,
     "kudu_tserver": 37050,
     "kudu_tserver_web": 38050,
+    # HDFS's (8020/9870 NameNode; 9866/9864/9867 DataNode) and SeaweedFS's (9333 master,
+    # 8080 volume, 8888 filer, 8333 S3; each gRPC port at +10000), behind a 3 likewise.
+    "hdfs_namenode": 38020,
+    "hdfs_namenode_http": 39870,
+    "hdfs_datanode": 39866,
+    "hdfs_datanode_http": 39864,
+    "hdfs_datanode_ipc": 39867,
+    "seaweedfs_master": 39333,
+    "seaweedfs_master_grpc": 49333,
+    "seaweedfs_volume": 38080,
+    "seaweedfs_volume_grpc": 48080,
+    "seaweedfs_filer": 38888,
+    "seaweedfs_filer_grpc": 48888,
+    "seaweedfs_s3": LOCAL_S3_PORT,
+    "seaweedfs_s3_grpc": 48333,
 }
 # Passwords of the local stack only. Refused for any host that is not loopback.
 LOCAL_PASSWORDS = frozenset({"cdc-local", "cdc-admin-local", "cdc-pg-local"})
 
 GTID_POSITION = re.compile(r"^\d+-\d+-\d+(,\d+-\d+-\d+)*$")
 FILE_POSITION = re.compile(r"^(?P<file>[\w.-]+):(?P<pos>\d+)$")
+# A MySQL GTID set: "uuid:1-42", several uuids comma-separated, tagged GTIDs (MySQL 8.4+)
+# "uuid:tag:1-3" or after the untagged intervals "uuid:1-5:tag:1-3". Checked before
+# FILE_POSITION, which "uuid:42" would also match.
+_UUID = r"[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}"
+_TAG = r":[A-Za-z_][A-Za-z0-9_]{0,31}"
+_INTERVALS = r"(:\d+(-\d+)?)+"
+_GTID_ENTRY = rf"{_UUID}({_TAG})?{_INTERVALS}({_TAG}{_INTERVALS})*"
+MYSQL_GTID_SET = re.compile(rf"^{_GTID_ENTRY}(,\s*{_GTID_ENTRY})*$")
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
@@ -235,7 +259,8 @@ class CollectorSettings(_Section):
     # go on, or stop with an error.
     on_oversized: Literal["dead-letter", "stop"] = "dead-letter"
     # Where an instance without a stored position starts: "current" (the server's current
-    # position), a GTID position such as "0-1-1234" (several domains: "0-1-5,1-2-9"), or a
+    # position), a GTID position such as "0-1-1234" (several domains: "0-1-5,1-2-9"), a
+    # MySQL GTID set such as "uuid:1-42" (tagged, MySQL 8.4+: "uuid:1-42:tag:1-3"), or a
     # binlog file and position such as "mariadb-bin.000042:4".
     start: str = "current"
     metrics_port: int = Field(39100, ge=0, le=65535)
@@ -253,9 +278,12 @@ class CollectorSettings(_Section):
     def _start_is_a_position(cls, value: str) -> str:
         if value == "current" or GTID_POSITION.match(value) or FILE_POSITION.match(value):
             return value
+        if MYSQL_GTID_SET.match(value):
+            return value
         raise ValueError(
-            "must be 'current', a GTID position like '0-1-1234' or a binlog file and "
-            "position like 'mariadb-bin.000042:4'"
+            "must be 'current', a GTID position like '0-1-1234' (MariaDB) or "
+            "'3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42' (MySQL; tagged: 'uuid:tag:1-3'), or "
+            "a binlog file and position like 'mariadb-bin.000042:4'"
         )
 
     @field_validator("include", "exclude")
@@ -656,6 +684,8 @@ class Settings(BaseSettings):
     redis: RedisSettings = RedisSettings()
     postgres: PostgresSettings = PostgresSettings()
     spark: SparkSettings = SparkSettings()
+    # Where the lake lives: a local path, hdfs:// or s3:// (simple_binlog.lake_location).
+    lake: LakeSettings = LakeSettings()
     collector: CollectorSettings = CollectorSettings()
     stream_writer: StreamWriterSettings = StreamWriterSettings()
     merge: MergeSettings = MergeSettings()
@@ -730,6 +760,11 @@ class Settings(BaseSettings):
     @property
     def lake_dir(self) -> Path:
         return (self.spark.lake_dir or self.stack.home / "lake").resolve()
+
+    @property
+    def lake_location(self) -> LakeLocation:
+        """``lake.location`` parsed; unset, the local folder ``lake_dir``."""
+        return parse_location(self.lake.location or str(self.lake_dir), Path.cwd())
 
 
 def _field_path(location: tuple[int | str, ...]) -> str:
