@@ -4,6 +4,12 @@
 Reads the instances' topics with Spark's Kafka source (``read_committed``, from the earliest
 offsets on a new checkpoint, at most ``max_offsets_per_trigger`` messages per batch) and hands
 every micro-batch to ``stream_writer.writer.BatchWriter``.
+
+The instances read and each one's shard rules come from the configuration store
+(``cdc_platform.config_store``, the config file by default) and follow it without a restart
+(``stream_writer.routing``): changed shard rules route the next micro-batch on; an added
+instance's topic is read once the query, stopped between two batches, starts again from its
+checkpoint (Spark reads a new topic from its start).
 """
 
 from __future__ import annotations
@@ -15,12 +21,14 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer
 
+from cdc_platform.config_store import ConfigWatch, watch_config
 from cdc_platform.kafka import consumer_config, high_watermark
 from cdc_platform.lake import default_writer_name
 from cdc_platform.observability import Probe, serve_observability
@@ -36,6 +44,7 @@ from simple_binlog.naming import topic_name
 from simple_binlog.spark import build_session
 from stream_writer import localfs
 from stream_writer.metrics import WriterMetrics
+from stream_writer.routing import LiveRouting
 from stream_writer.writer import BatchWriter, WriterPaths
 
 if TYPE_CHECKING:
@@ -49,18 +58,28 @@ _QUERY_RESTARTS = RetryPolicy(first_delay_s=5.0, max_delay_s=60.0)
 
 @dataclass(frozen=True, slots=True)
 class WriterRun:
-    """What one writer reads and where it keeps its checkpoint."""
+    """What one writer reads and where it keeps its checkpoint; ``live``: its routing as
+    the configuration store changes it (its topics at start are ``live.routing.topics``)."""
 
     name: str
     topics: list[str]
     paths: WriterPaths
+    live: LiveRouting | None = None
 
 
 def plan_run(
-    settings: Settings, instances: list[str], topics: list[str], name: str | None
+    settings: Settings,
+    instances: list[str],
+    topics: list[str],
+    name: str | None,
+    live: LiveRouting | None = None,
 ) -> WriterRun:
-    """Pure: topics, writer name and paths from the settings and the command line."""
-    if not topics:
+    """Topics, writer name and paths from the settings and the command line; with ``live``,
+    the instances and topics of its configuration snapshot. Pure but for ``live``."""
+    if not topics and live is not None:
+        topics = list(live.routing.topics)
+        default_name = default_writer_name(live.routing.instances)
+    elif not topics:
         chosen = instances or [i.name for i in settings.instances]
         for instance in chosen:
             settings.instance(instance)  # ConfigError for an unknown one
@@ -73,7 +92,9 @@ def plan_run(
     checkpoint = settings.stream_writer.checkpoint_dir or (
         lake / "_stream_writer" / writer_name / "checkpoint"
     )
-    return WriterRun(writer_name, topics, WriterPaths(lake, checkpoint.resolve(), writer_name))
+    return WriterRun(
+        writer_name, topics, WriterPaths(lake, checkpoint.resolve(), writer_name), live
+    )
 
 
 def kafka_options(settings: Settings, topics: list[str]) -> dict[str, str]:
@@ -124,7 +145,9 @@ def start_query(
     available_now: bool,
 ) -> Any:
     reader = spark.readStream.format("kafka")
-    for key, value in kafka_options(settings, run.topics).items():
+    # The topics of the routing in force: a configuration change may have added some.
+    topics = list(writer.wanted_topics) or run.topics
+    for key, value in kafka_options(settings, topics).items():
         reader = reader.option(key, value)
     stream = reader.load().writeStream.foreachBatch(writer)
     stream = stream.option("checkpointLocation", str(run.paths.checkpoint_dir))
@@ -154,6 +177,25 @@ class QueryProbe:
         return Probe(True, "the streaming query runs")
 
 
+def queries_while_topics_change(
+    run_query: Callable[[], None], writer: BatchWriter, stop: threading.Event, name: str
+) -> None:
+    """``run_query`` again each time it stopped for a configuration change that adds topics
+    (the writer halted): the new query resumes from the checkpoint, and Spark reads a new
+    topic from its start."""
+    while True:
+        try:
+            run_query()
+        except CdcMirrorError:
+            if not writer.halted:
+                raise
+            # A batch refused while stopping: it runs again in the new query.
+        if stop.is_set() or not writer.halted:
+            return
+        writer.resume()
+        log.info("stream writer %s now reads %s", name, ", ".join(writer.wanted_topics))
+
+
 def run_stream_writer(
     settings: Settings,
     instances: list[str],
@@ -163,7 +205,24 @@ def run_stream_writer(
     available_now: bool = False,
 ) -> None:
     """Run until SIGTERM/SIGINT (or, with ``available_now``, until Kafka is read to its end)."""
-    run = plan_run(settings, instances, topics, name)
+    watch = watch_config(settings)
+    try:
+        _run_watched(settings, watch, instances, topics, name, metrics_port, available_now)
+    finally:
+        watch.close()
+
+
+def _run_watched(
+    settings: Settings,
+    watch: ConfigWatch,
+    instances: list[str],
+    topics: list[str],
+    name: str | None,
+    metrics_port: int | None,
+    available_now: bool,
+) -> None:
+    live = LiveRouting(watch, settings.kafka, instances, topics)
+    run = plan_run(settings, instances, topics, name, live)
     port = settings.stream_writer.metrics_port if metrics_port is None else metrics_port
     metrics = WriterMetrics(run.name)
     probe = QueryProbe()
@@ -213,6 +272,8 @@ def _run_writer(
             settings.shard_rules,
             latest,
             metrics,
+            routing=run.live.routing if run.live is not None else None,
+            reconfigure=run.live.next if run.live is not None else None,
         )
         # Batches committed but not published before a restart go first.
         writer.start()
@@ -220,14 +281,18 @@ def _run_writer(
 
         def run_query() -> None:
             assert writer is not None
+            reading = writer.wanted_topics
             query = start_query(spark, settings, run, writer, available_now)
             probe.query = query
             try:
-                while query.isActive and not stop.is_set():
+                while query.isActive and not stop.is_set() and writer.wanted_topics == reading:
                     query.awaitTermination(poll_s)
                     writer.check_published()
                     writer.check_readiness()
+                    writer.take_routing_between_batches()
                 if query.isActive:
+                    if writer.wanted_topics != reading:
+                        writer.halt()  # between batches; refuses the next one
                     query.stop()
                 query.awaitTermination()
             except StreamingQueryException as exc:
@@ -250,7 +315,11 @@ def _run_writer(
             metrics.restarts.labels(run.name).inc()
 
         with contextlib.suppress(RetryCancelled):
-            _QUERY_RESTARTS.call(run_query, stop=stop, on_retry=restarting)
+            _QUERY_RESTARTS.call(
+                lambda: queries_while_topics_change(run_query, writer, stop, run.name),
+                stop=stop,
+                on_retry=restarting,
+            )
         writer.close()
         writer.check_readiness()
     finally:

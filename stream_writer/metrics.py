@@ -72,6 +72,12 @@ class WriterMetrics:
             ["writer"],
             registry=self.registry,
         )
+        self.config_version = Gauge(
+            "cdc_stream_writer_config_version",
+            "The configuration snapshot version in force (cdc_platform.config_store).",
+            ["writer"],
+            registry=self.registry,
+        ).labels(writer)
 
     def observe_state(self, state: WriterState) -> None:
         for progress in state.partitions.values():

@@ -15,6 +15,7 @@ a third of the writer's CPU). The contract checks that follow are the same for b
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
@@ -223,7 +224,7 @@ def _java_pattern(pattern: str) -> str:
     return "^(?:" + pattern.replace("(?P<", "(?<") + ")$"
 
 
-def route_column(rules: list[ShardRule]) -> Column:
+def route_column(rules: Sequence[ShardRule]) -> Column:
     """The logical table of each row by the first matching rule, as
     ``simple_binlog.routing.ShardRouter`` does, or NULL when no rule matches."""
     schema, table = F.col("schemaName"), F.col("tableName")
@@ -245,24 +246,51 @@ def route_column(rules: list[ShardRule]) -> Column:
     return logical
 
 
-def with_known_routes(rows: DataFrame, known_routes: dict[tuple[str, str], str]) -> DataFrame:
-    """``rows`` plus ``_known``: the logical table of each row's physical table when it was
-    routed in an earlier batch (the contract's Python router decided and checked it), else
-    NULL. A broadcast hash join: one hash lookup a row however many physical tables a sharded
-    source has (a map literal's lookup scans its keys), instead of four regexes a row. Each
-    task keeps its rows (a broadcast join does not shuffle the Kafka rows), and a row meets
-    at most one route: the routes are a dict, one per (schema, table), so the join never
-    repeats a row."""
+def topic_route_column(
+    default: Sequence[ShardRule], by_topic: Mapping[str, Sequence[ShardRule]] | None = None
+) -> Column:
+    """``route_column`` of each row's topic's rules (``by_topic``; ``default`` for a topic
+    not in it). One rule set when every topic has the default's (no topic test a row)."""
+    differing = {t: r for t, r in (by_topic or {}).items() if tuple(r) != tuple(default)}
+    if not differing:
+        return route_column(default)
+    logical: Column | None = None
+    for topic, rules in sorted(differing.items()):
+        mine = F.col("kafkaTopic") == topic
+        by_rules = route_column(rules)
+        logical = F.when(mine, by_rules) if logical is None else logical.when(mine, by_rules)
+    assert logical is not None
+    return logical.otherwise(route_column(default))
+
+
+KnownRoutes = Mapping[tuple[str, str, str], str]  # (topic, schema, table) → logical table
+
+
+def with_known_routes(rows: DataFrame, known_routes: KnownRoutes) -> DataFrame:
+    """``rows`` plus ``_known``: the logical table of each row's physical table (of its topic:
+    each instance has its own shard rules) when it was routed in an earlier batch (the
+    contract's Python router decided and checked it), else NULL. A broadcast hash join: one
+    hash lookup a row however many physical tables a sharded source has (a map literal's
+    lookup scans its keys), instead of four regexes a row. Each task keeps its rows (a
+    broadcast join does not shuffle the Kafka rows), and a row meets at most one route: the
+    routes are a dict, one per (topic, schema, table), so the join never repeats a row."""
     if not known_routes:
         return rows.withColumn("_known", F.lit(None).cast("string"))
     routes = rows.sparkSession.createDataFrame(
-        [(schema, table, logical) for (schema, table), logical in known_routes.items()],
-        "_routeSchema STRING, _routeTable STRING, _known STRING",
+        [
+            (topic, schema, table, logical)
+            for (topic, schema, table), logical in known_routes.items()
+        ],
+        "_routeTopic STRING, _routeSchema STRING, _routeTable STRING, _known STRING",
     )
-    matches = (F.col("schemaName") == F.col("_routeSchema")) & (
-        F.col("tableName") == F.col("_routeTable")
+    matches = (
+        (F.col("kafkaTopic") == F.col("_routeTopic"))
+        & (F.col("schemaName") == F.col("_routeSchema"))
+        & (F.col("tableName") == F.col("_routeTable"))
     )
-    return rows.join(F.broadcast(routes), matches, "left").drop("_routeSchema", "_routeTable")
+    return rows.join(F.broadcast(routes), matches, "left").drop(
+        "_routeTopic", "_routeSchema", "_routeTable"
+    )
 
 
 def route_checks(route: Column, known: Column | None = None) -> tuple[Column, Column]:
@@ -302,9 +330,10 @@ def route_checks(route: Column, known: Column | None = None) -> tuple[Column, Co
 def lake_rows(
     kafka_rows: DataFrame,
     zone: str,
-    rules: list[ShardRule],
-    known_routes: dict[tuple[str, str], str] | None = None,
+    rules: Sequence[ShardRule],
+    known_routes: KnownRoutes | None = None,
     jvm_parse: bool = False,
+    topic_rules: Mapping[str, Sequence[ShardRule]] | None = None,
 ) -> DataFrame:
     """Every message of the batch as a row of the lake, in one pass.
 
@@ -312,6 +341,8 @@ def lake_rows(
     executeTime; all others ``_table`` = ``dead_letter``, ``_dt`` = the day of the Kafka
     timestamp, ``error`` = one sentence, and keep their ``raw`` bytes and ``kafkaKey``. Files
     hold the union of both column sets; each Hive table declares (and readers read) its own.
+    ``topic_rules``: the shard rules of the rows of a topic (its instance's), ``rules`` for
+    the others.
     """
     # Each step its own projection: the regexes of the routing and the checks of a message
     # run once per row. Spark does not share an expression used in several CASE branches,
@@ -319,7 +350,7 @@ def lake_rows(
     # A physical table routed in an earlier batch is looked up (``known_routes``); only new
     # ones run the rules' regexes (coalesce evaluates its second argument only when needed).
     routed = with_known_routes(parse(kafka_rows, zone, jvm_parse), known_routes or {}).withColumn(
-        "_route", F.coalesce(F.col("_known"), route_column(rules))
+        "_route", F.coalesce(F.col("_known"), topic_route_column(rules, topic_rules))
     )
     logical, route_error = route_checks(F.col("_route"), F.col("_known").isNotNull())
     checked = routed.withColumn("error", F.coalesce(F.col("error"), route_error)).withColumn(

@@ -63,6 +63,7 @@ from simple_binlog.routing import ShardRouter, ShardRule
 from stream_writer import commit, layout, localfs, transform
 from stream_writer.metrics import WriterMetrics
 from stream_writer.readiness import UNKNOWN_LAG, BatchProgress, ReadinessRule, WriterState
+from stream_writer.routing import WriterRouting
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -152,7 +153,8 @@ class _StagedStats:
     """What the staged files of a batch hold, from their Parquet footers (or columns)."""
 
     files: list[layout.StagedFile]
-    physical_tables: dict[str, set[tuple[str, str]]]  # logical table → physical tables
+    # logical table → physical tables (topic, schema, table)
+    physical_tables: dict[str, set[tuple[str, str, str]]]
     max_event: dict[tuple[str, int], int]  # (topic, partition) → newest executeTime
     dead_letters: int
 
@@ -210,20 +212,29 @@ class BatchWriter:
         spark: SparkSession,
         config: StreamWriterSettings,
         paths: WriterPaths,
-        rules: list[ShardRule],
+        rules: Sequence[ShardRule],
         latest_offsets: LatestOffsets,
         metrics: WriterMetrics,
         clock: Callable[[], float] = time.time,
         on_published: Callable[[commit.BatchManifest], None] | None = None,
+        routing: WriterRouting | None = None,
+        reconfigure: Callable[[], WriterRouting | None] | None = None,
     ) -> None:
-        """``on_published`` is told of each batch once its rows are queryable in Hive."""
+        """``on_published`` is told of each batch once its rows are queryable in Hive.
+        ``routing``: the topics read and each one's shard rules (default: ``rules`` for
+        all); ``reconfigure`` is asked for a new one at the start of every batch (None:
+        unchanged) — see ``_take_routing``."""
         self.spark = spark
         self.config = config
         self.paths = paths
-        self.rules = rules
-        self.router = ShardRouter(rules)
-        # (schemaName, tableName) → logical table, for the physical tables seen so far.
-        self._routes: dict[tuple[str, str], str] = {}
+        self.routing = routing or WriterRouting(version=0, topics=(), default=tuple(rules))
+        self._reconfigure = reconfigure
+        self._routers: dict[str, ShardRouter] = {}
+        # (topic, schemaName, tableName) → logical table, for the physical tables seen so far.
+        self._routes: dict[tuple[str, str, str], str] = {}
+        # Held for a whole batch: ``halt`` waits for the batch in progress, then refuses more.
+        self._gate = threading.Lock()
+        self._halted = False
         self.latest_offsets = latest_offsets
         self.metrics = metrics
         self.clock = clock
@@ -278,6 +289,16 @@ class BatchWriter:
         batch done before it is published: its manifest is then published by ``start``
         when the writer starts again (``_recover``), before any new batch.
         """
+        with self._gate:
+            if self._halted:
+                raise CdcMirrorError(
+                    f"batch {batch_id} refused: the query is stopping to read other topics; "
+                    "it runs again from the checkpoint."
+                )
+            self._take_routing()
+            self._write_batch(batch, batch_id)
+
+    def _write_batch(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         self.start()
         manifest = self.manifests.load(batch_id)
@@ -296,6 +317,65 @@ class BatchWriter:
         self._pending = self._publisher.submit(
             self._publish_batch, manifest, phases, started, staged_s
         )
+
+    # -- configuration ----------------------------------------------------------------------
+
+    def _take_routing(self) -> None:
+        """Between batches (before this one is staged): put a new routing in force. Changed
+        shard rules route this batch on (the physical tables routed so far are routed again);
+        new topics are only read once the job restarts the query (``wanted_topics``)."""
+        fresh = self._reconfigure() if self._reconfigure is not None else None
+        if fresh is None:
+            return
+        old, self.routing = self.routing, fresh
+        self.metrics.config_version.set(fresh.version)
+        if not old.same_rules(fresh):
+            self._routers.clear()
+            self._routes.clear()
+            log.info(
+                "config version %d: shard rules changed; in force from this batch", fresh.version
+            )
+        added = sorted(set(fresh.topics) - set(old.topics))
+        if added:
+            log.info(
+                "config version %d: new topics %s; read once the query restarts",
+                fresh.version,
+                ", ".join(added),
+            )
+
+    def take_routing_between_batches(self) -> None:
+        """``_take_routing`` while no batch runs (none may come on a quiet stream, and a new
+        topic must still be read); a batch in progress takes it itself when it starts."""
+        if self._gate.acquire(blocking=False):
+            try:
+                if not self._halted:
+                    self._take_routing()
+            finally:
+                self._gate.release()
+
+    @property
+    def wanted_topics(self) -> tuple[str, ...]:
+        """The topics the routing in force reads (the job restarts the query on a change)."""
+        return self.routing.topics
+
+    def halt(self) -> None:
+        """Wait for the batch in progress, then refuse every batch until ``resume``: the job
+        stops its query between batches (a refused batch runs again from the checkpoint)."""
+        with self._gate:
+            self._halted = True
+
+    def resume(self) -> None:
+        with self._gate:
+            self._halted = False
+
+    @property
+    def halted(self) -> bool:
+        return self._halted
+
+    def _router(self, topic: str) -> ShardRouter:
+        if topic not in self._routers:
+            self._routers[topic] = ShardRouter(list(self.routing.rules_for(topic)))
+        return self._routers[topic]
 
     def start(self) -> None:
         """Create the Hive database and publish the batches committed but not published
@@ -421,7 +501,12 @@ class BatchWriter:
         )
         began = time.monotonic()
         rows = transform.lake_rows(
-            batch, self.config.time_zone, self.rules, self._routes, self._jvm_parse
+            batch,
+            self.config.time_zone,
+            self.routing.default,
+            self._routes,
+            self._jvm_parse,
+            self.routing.by_topic,
         )
         observation = Observation(f"cdc_stream_writer_{batch_id}_{uuid.uuid4().hex[:8]}")
         observed = rows.observe(
@@ -429,7 +514,10 @@ class BatchWriter:
             # As JSON text: PySpark hands an observed array back as a bare Java object.
             F.to_json(
                 F.collect_set(
-                    F.when(F.col("error").isNull(), F.struct("_table", "schemaName", "tableName"))
+                    F.when(
+                        F.col("error").isNull(),
+                        F.struct("_table", "kafkaTopic", "schemaName", "tableName"),
+                    )
                 )
             ).alias("physical"),
         )
@@ -487,9 +575,11 @@ class BatchWriter:
         staged = sorted(target.glob("_table=*/_dt=*/*.parquet"))
         if not staged:
             return _StagedStats([], {}, {}, 0)
-        physical: dict[str, set[tuple[str, str]]] = defaultdict(set)
+        physical: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
         for item in json.loads(observed_metrics(observation)["physical"]):
-            physical[item["_table"]].add((item["schemaName"], item["tableName"]))
+            physical[item["_table"]].add(
+                (item["kafkaTopic"], item["schemaName"], item["tableName"])
+            )
         files: list[layout.StagedFile] = []
         max_event: dict[tuple[str, int], int] = {}
         dead = 0
@@ -593,8 +683,8 @@ class BatchWriter:
     def _check_routes(self, stats: _StagedStats) -> None:
         """Spark routed with Java regexes; the contract's router is Python's. They must agree."""
         for table, physicals in stats.physical_tables.items():
-            for schema_name, table_name in physicals:
-                expected = layout.logical_table(self.router, schema_name, table_name)
+            for topic, schema_name, table_name in physicals:
+                expected = layout.logical_table(self._router(topic), schema_name, table_name)
                 if expected != table:
                     raise CdcMirrorError(
                         f"shard rules route {schema_name}.{table_name} to {expected!r} in Python "

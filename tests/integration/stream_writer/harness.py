@@ -158,7 +158,8 @@ class WriterEnv:
 class WriterProcess:
     """``python -m stream_writer.job`` in its own process group (SIGKILL reaches the JVM)."""
 
-    def __init__(self, env: WriterEnv, log_file: Path, *extra: str) -> None:
+    def __init__(self, env: WriterEnv, log_file: Path, *extra: str, by_topic: bool = True) -> None:
+        """``by_topic``: read ``env.topic`` (else the instances of the configuration)."""
         self.log_file = log_file
         self._log = log_file.open("ab")
         self.proc = subprocess.Popen(
@@ -166,8 +167,7 @@ class WriterProcess:
                 sys.executable,
                 "-m",
                 "stream_writer.job",
-                "--topic",
-                env.topic,
+                *(["--topic", env.topic] if by_topic else []),
                 "--name",
                 env.name,
                 *extra,
@@ -210,10 +210,10 @@ class LakeRun:
     leaving, the writer is killed if still running, and the database is dropped unless the
     test's final query (``query_and_drop``) dropped it."""
 
-    def __init__(self, env: WriterEnv, tmp_path: Path) -> None:
+    def __init__(self, env: WriterEnv, tmp_path: Path, by_topic: bool = True) -> None:
         self.env = env
         self._tmp = tmp_path
-        self.writer = WriterProcess(env, tmp_path / "writer.log")
+        self.writer = WriterProcess(env, tmp_path / "writer.log", by_topic=by_topic)
         self._dropped = False
 
     def restart_writer(self) -> WriterProcess:

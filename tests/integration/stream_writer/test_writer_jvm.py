@@ -19,7 +19,7 @@ from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 
 from cdc_platform.lake import HiveCatalog
 from simple_binlog.config import Settings
-from simple_binlog.routing import ShardRouter
+from simple_binlog.routing import ShardRouter, ShardRule
 from simple_binlog.spark import build_session
 from stream_writer import localfs, transform
 from stream_writer.metrics import WriterMetrics
@@ -214,8 +214,11 @@ def test_known_routes_are_looked_up_and_new_tables_still_routed_by_the_rules(
     # A known route wins over the rules (it is what the contract's router said when the
     # table was first seen); a table not in the map is still routed by the rules.
     # Among many (a sharded source): no cap on the routes, and no name collides with another.
-    known = {(f"db{i:05d}", "orders_00"): f"db{i:05d}_orders" for i in range(20_000)}
-    known[("shop_00", "orders_00")] = "looked_up"
+    # Routes are per topic (each instance has its own shard rules): another topic's does not
+    # apply.
+    known = {("cdc.t", f"db{i:05d}", "orders_00"): f"db{i:05d}_orders" for i in range(20_000)}
+    known[("cdc.t", "shop_00", "orders_00")] = "looked_up"
+    known[("cdc.other", "crm", "users")] = "not_this_topic"
     looked_up = {
         (row["schemaName"], row["tableName"]): (row["_table"], row["error"])
         for row in transform.lake_rows(kafka_rows, "UTC", local_stack.shard_rules, known).collect()
@@ -289,6 +292,29 @@ _REFUSED_BY_JAR_ONLY: list[tuple[bytes, str]] = [
     (b"{'version': 1, 'content': {}}", "single quotes (Spark's JSON options allow them)"),
     (json.dumps(_message(content={"x": float("nan")})).encode(), "NaN (not JSON)"),
 ]
+
+
+def test_each_topic_is_routed_by_its_instances_shard_rules(spark: Any) -> None:
+    value = (
+        b'{"version": 1, "binlogOffset": 1, "executeTime": 1709251200000, "eventType": "INSERT",'
+        b' "schemaName": "shop_00", "tableName": "orders_00", "source": "BINLOG",'
+        b' "content": {"id": 1}}'
+    )
+    kafka_rows = spark.createDataFrame(
+        [
+            (None, bytearray(value), topic, 0, 0, datetime(2024, 3, 1, tzinfo=UTC))
+            for topic in ("cdc.a", "cdc.b", "cdc.c")
+        ],
+        "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP",
+    )
+    keep_suffix = ShardRule(table_pattern=r"^(?P<table>.+)$")
+    routed = {
+        row["kafkaTopic"]: row["_table"]
+        for row in transform.lake_rows(
+            kafka_rows, "UTC", [ShardRule()], topic_rules={"cdc.b": [keep_suffix]}
+        ).collect()
+    }
+    assert routed == {"cdc.a": "shop_orders", "cdc.b": "shop_orders_00", "cdc.c": "shop_orders"}
 
 
 def test_the_jars_json_parse_reads_messages_as_from_json_does(spark: Any) -> None:
