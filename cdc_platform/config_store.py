@@ -93,6 +93,13 @@ class ConfigSnapshot(BaseModel):
         known = ", ".join(i.name for i in self.instances) or "none"
         raise ConfigError(f"no MySQL instance named {name!r} in the config (known: {known})")
 
+    def table(self, name: str) -> TableMirror:
+        for candidate in self.tables:
+            if candidate.name == name:
+                return candidate
+        known = ", ".join(t.name for t in self.tables) or "none"
+        raise ConfigError(f"no table mirror named {name!r} in the config (configured: {known})")
+
     def tables_for(self, target: MirrorTarget | None = None) -> tuple[TableMirror, ...]:
         """The table mirrors with ``target`` among their targets (all when None)."""
         return tuple(t for t in self.tables if target is None or target in t.targets)
@@ -498,6 +505,20 @@ def open_config_store(settings: Settings, config_file: Path | None = None) -> Co
     if path is None:
         return FakeConfigStore(snapshot_from_settings(settings))
     return FileConfigStore(path)
+
+
+def load_snapshot(settings: Settings, config_file: Path | None = None) -> ConfigSnapshot:
+    """The current snapshot of ``config_store``, once: for batch jobs (merge, replay) that
+    read their instances and table mirrors at start. ConfigError when it is unusable."""
+    store = open_config_store(settings, config_file)
+    try:
+        snapshot = store.load()
+    finally:
+        store.close()
+    problems = validate_snapshot(snapshot)
+    if problems:
+        raise ConfigError(f"the configuration from {store.where} is refused: {problems[0]}")
+    return snapshot
 
 
 def _env_config_file() -> Path | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from cdc_platform.config_store import ConfigSnapshot, load_snapshot, snapshot_from_settings
 from cdc_platform.observability import ObservabilityServer, Probe, serve_observability
 from merge.archive import ArchiveOverride
 from merge.job import Merger, MergeRequest, TableOutcome, build_merger, merge_tables
@@ -39,19 +40,22 @@ def plan_requests(
     force_archive_rule: bool,
     wait_ready_s: float | None,
     skip_readiness: bool = False,
+    config: ConfigSnapshot | None = None,
 ) -> list[MergeRequest]:
-    """Pure: the merges a command line asks for (ConfigError when it asks for nonsense)."""
+    """Pure: the merges a command line asks for (ConfigError when it asks for nonsense), of
+    the table mirrors of ``config`` (default: those of ``settings``)."""
+    config = config or snapshot_from_settings(settings)
     day = parse_day(dt)
     if ignore_archive_rule and force_archive_rule:
         raise ConfigError("--ignore-archive-rule and --force-archive-rule exclude each other.")
     if bool(tables) == all_tables:
         raise ConfigError("name the tables to merge with --table, or use --all (not both).")
     if all_tables:
-        names = [t.name for t in settings.tables if "hive" in t.targets]
+        names = [t.name for t in config.tables_for("hive")]
         if not names:
             raise ConfigError("no configured table is mirrored to Hive (tables: in the config).")
     else:
-        names = [settings.table(name).name for name in tables]
+        names = [config.table(name).name for name in tables]
     override = (
         ArchiveOverride.IGNORE
         if ignore_archive_rule
@@ -76,7 +80,9 @@ def run_merge_command(
     err_console: Console,
     skip_readiness: bool = False,
 ) -> list[TableOutcome]:
-    """Run the merges, reporting each table as it starts and ends; returns every outcome."""
+    """Run the merges, reporting each table as it starts and ends; returns every outcome.
+    The table mirrors are read from the configuration store once, at start."""
+    config = load_snapshot(settings)
     requests = plan_requests(
         settings,
         dt,
@@ -86,6 +92,7 @@ def run_merge_command(
         force_archive_rule,
         wait_ready_s,
         skip_readiness,
+        config,
     )
     metrics = MergeMetrics()
     textfile = textfile_path(settings.lake_dir, settings.merge.metrics_textfile)
@@ -100,7 +107,7 @@ def run_merge_command(
     server = _serve(settings, metrics, ready)
     outcomes: list[TableOutcome] = []
     try:
-        merger = build_merger(settings)
+        merger = build_merger(settings, config)
         try:
             for number, request in enumerate(requests, 1):
                 console.print(

@@ -29,7 +29,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -38,6 +38,7 @@ from urllib.parse import unquote, urlparse
 
 from pyspark.sql import functions as F
 
+from cdc_platform.config_store import ConfigSnapshot, load_snapshot, snapshot_from_settings
 from cdc_platform.lake import ROW_COLUMNS, HiveCatalog, default_writer_name, readiness_dir
 from merge import records
 from merge.archive import ArchiveDecision, ArchiveOverride, decide, time_column
@@ -158,13 +159,16 @@ class MergeResult:
         }
 
 
-def writer_ready_dir(settings: Settings) -> Path:
+def writer_ready_dir(settings: Settings, instances: Iterable[str] | None = None) -> Path:
     """Where the stream writer merge waits for keeps its readiness records: the one named
-    ``merge.writer``, else the configured writer, else the writer of all instances."""
+    ``merge.writer``, else the configured writer, else the writer of all ``instances``
+    (default: the settings')."""
     name = (
         settings.merge.writer
         or settings.stream_writer.name
-        or default_writer_name(instance.name for instance in settings.instances)
+        or default_writer_name(
+            instances if instances is not None else (i.name for i in settings.instances)
+        )
     )
     return readiness_dir(settings.lake_dir, name)
 
@@ -216,14 +220,18 @@ class Merger:
         spark: SparkSession,
         live_schema: Callable[[str], LiveSchema] | None = None,
         daily_counts: Callable[[str, date], dict[date, int]] | None = None,
+        config: ConfigSnapshot | None = None,
     ) -> None:
+        """``config``: the instances and table mirrors, read from the configuration store at
+        start (default: those of ``settings``)."""
         self.settings = settings
+        self.config = config or snapshot_from_settings(settings)
         self.spark = spark
         self.lake = settings.lake_dir
         self.store = SnapshotStore(
             spark, settings.merge.database, self.lake, settings.merge.file_format
         )
-        self.ready_dir = writer_ready_dir(settings)
+        self.ready_dir = writer_ready_dir(settings, (i.name for i in self.config.instances))
         if live_schema is None or daily_counts is None:
             from mirror.backend import MirrorBackend  # noqa: PLC0415
 
@@ -259,7 +267,7 @@ class Merger:
     # -- one merge --------------------------------------------------------------------------
     def _merge(self, request: MergeRequest, allow_remerge: bool) -> MergeResult:
         started = time.monotonic()
-        mirror = self.settings.table(request.table)
+        mirror = self.config.table(request.table)
         if "hive" not in mirror.targets:
             raise ConfigError(f"table {mirror.name!r} is not mirrored to Hive (targets).")
         dt = request.dt.isoformat()
@@ -607,8 +615,12 @@ def merge_tables(merger: Merger, requests: list[MergeRequest]) -> list[TableOutc
     return outcomes
 
 
-def build_merger(settings: Settings) -> Merger:
+def build_merger(settings: Settings, config: ConfigSnapshot | None = None) -> Merger:
+    """A Merger in a Spark session of its own; ``config`` (default: loaded from the
+    configuration store) names the table mirrors."""
     from simple_binlog.spark import build_session  # noqa: PLC0415
 
+    if config is None:
+        config = load_snapshot(settings)
     spark = build_session(settings, "cdc-mirror-merge")
-    return Merger(settings, spark)
+    return Merger(settings, spark, config=config)
