@@ -58,7 +58,7 @@ def test_a_non_loopback_bind_without_authentication_is_refused_at_once(host: str
     started = time.monotonic()
     result = _sql_server("--host", host, "--port", str(port), env={})
     assert time.monotonic() - started < 20, "the refusal came after starting Spark"
-    assert result.returncode == 1
+    assert result.returncode == 2  # a configuration error (ExitCode.CONFIG)
     message = result.stderr.strip()
     assert len(message.splitlines()) == 1, message
     assert host in message and "sql_server.password" in message and "127.0.0.1" in message
@@ -68,7 +68,7 @@ def test_a_non_loopback_bind_without_authentication_is_refused_at_once(host: str
 
 def test_the_password_is_not_echoed_when_its_user_is_missing() -> None:
     result = _sql_server("--host", "0.0.0.0", env={"CDC_MIRROR_SQL_SERVER__PASSWORD": PASSWORD})
-    assert result.returncode == 1
+    assert result.returncode == 2  # a configuration error (ExitCode.CONFIG)
     assert "sql_server" in result.stderr
     assert PASSWORD not in result.stderr + result.stdout
 

@@ -93,6 +93,10 @@ def test_mariadb_runs_with_the_local_stacks_server_settings(services: dict[str, 
                 "innodb-flush-log-at-trx-commit", "sync-binlog"):  # fmt: skip
         local.pop(key)
     local["log-bin"] = Path(local["log-bin"].strip("{}").split("/")[-1].strip(' "')).name
+    # The stack's own server writes its class defaults (the failover pair overrides them).
+    local["server-id"] = str(MariaDB.server_id)
+    assert MariaDB.extra_config == ""
+    local.pop("{self.extra_config}")
     flags = {}
     for flag in services["mariadb"]["command"]:
         key, _, value = flag.removeprefix("--").partition("=")

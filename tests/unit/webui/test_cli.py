@@ -39,11 +39,11 @@ def test_create_user_then_log_in(tmp_path: Path):
     assert "Ops-password-42" not in done.stdout + done.stderr
 
     again = _create_user(tmp_path, "ops", password="Ops-password-42")
-    assert again.returncode == 1
+    assert again.returncode == 2  # a usage or configuration error
     assert again.stderr.strip() == "error: a user named 'ops' exists already."
 
     weak = _create_user(tmp_path, "dev", password="short")
-    assert weak.returncode == 1
+    assert weak.returncode == 2
     assert "password: the password must be at least 10 characters." in weak.stderr
     assert "Traceback" not in weak.stderr
 
