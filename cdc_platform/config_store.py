@@ -74,6 +74,36 @@ class InstanceConfig(BaseModel):
     collector_group: str | None = None
     topic: str | None = None  # None: kafka.topic_prefix + name
 
+    def login(self) -> InstanceLogin:
+        """What a connection to the instance needs; ConfigError when the snapshot carries no
+        password (the web admin gives none to a token of role 'component')."""
+        if self.password is None:
+            raise ConfigError(
+                f"the configuration carries no password for instance {self.name!r}; reading "
+                "its tables needs the config file, or a snapshot with the instance's password."
+            )
+        return InstanceLogin(
+            self.name,
+            self.host,
+            self.port,
+            self.user,
+            self.password,
+            self.allow_cleartext_password,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceLogin:
+    """A connection to an instance (``cdc_platform.mysql_source.SourceAccess``), with its
+    password; plain data, so it can be handed to another process."""
+
+    name: str
+    host: str
+    port: int
+    user: str
+    password: SecretStr
+    allow_cleartext_password: bool = False
+
 
 class ConfigSnapshot(BaseModel):
     """One version of the whole configuration. ``version`` grows with every change;

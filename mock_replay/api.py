@@ -17,6 +17,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
+from cdc_platform.config_store import ConfigSnapshot, load_snapshot
 from mock_replay.errors import ReplayError
 from mock_replay.progress import RunStatus, TableProgress
 from mock_replay.publish import CancelWatch, KafkaProgressStore
@@ -51,19 +52,23 @@ class _LocalRun:
 class ReplayService:
     """Start, watch and cancel replay runs. One per process; thread-safe."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, config: ConfigSnapshot | None = None) -> None:
+        """``settings``: Kafka and the ``replay:`` limits; ``config``: the instances
+        (connection with password, shard rules), by default read from the configuration store
+        once, now."""
         self._settings = settings
+        self._config = config or load_snapshot(settings)
         self._local: dict[str, _LocalRun] = {}
         self._lock = threading.Lock()
 
     def _store(self, instance: str) -> KafkaProgressStore:
-        self._settings.instance(instance)  # ConfigError naming the known instances
+        self._config.instance(instance)  # ConfigError naming the known instances
         return KafkaProgressStore(self._settings.kafka, instance)
 
     def start(self, request: ReplayRequest) -> str:
         """Validate and record a new run, start it in the background; returns its id."""
         store = self._store(request.instance)
-        prepared = start_run(self._settings, request, store)
+        prepared = start_run(self._settings, request, store, config=self._config)
         self._launch(request.instance, prepared, {}, store)
         return prepared.spec.run_id
 
@@ -74,7 +79,9 @@ class ReplayService:
             if local is not None and not local.done.is_set():
                 raise ReplayError(f"replay run {run_id} is still running in this process.")
         store = self._store(instance)
-        prepared, existing = load_for_resume(self._settings, instance, run_id, store, rate_limit)
+        prepared, existing = load_for_resume(
+            self._settings, instance, run_id, store, rate_limit, self._config
+        )
         self._launch(instance, prepared, existing, store)
         return run_id
 
@@ -116,7 +123,7 @@ class ReplayService:
     def runs(self, instance: str | None = None) -> list[RunStatus]:
         """Every recorded run, newest first."""
         found: list[RunStatus] = []
-        for name in [instance] if instance else [i.name for i in self._settings.instances]:
+        for name in [instance] if instance else [i.name for i in self._config.instances]:
             found.extend(self._store(name).runs().values())
         return sorted(found, key=lambda s: s.spec.created_ms, reverse=True)
 
@@ -160,4 +167,4 @@ class ReplayService:
             local = self._local.get(run_id)
         if local is not None:
             return [local.instance]
-        return [i.name for i in self._settings.instances]
+        return [i.name for i in self._config.instances]

@@ -25,6 +25,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from cdc_platform.config_store import ConfigSnapshot, load_snapshot
 from mock_replay.errors import ReplayError
 from mock_replay.progress import TableProgress
 from mock_replay.publish import CancelWatch, KafkaProgressStore
@@ -72,16 +73,17 @@ def _prepare(
     resume: str | None,
     store: KafkaProgressStore,
     console: Console,
+    config: ConfigSnapshot,
 ) -> tuple[PreparedRun, dict[str, TableProgress]]:
     if resume:
         prepared, existing = load_for_resume(
-            settings, request.instance, resume, store, request.rate_limit
+            settings, request.instance, resume, store, request.rate_limit, config
         )
         console.print(
             f"resuming replay run [bold]{escape(resume)}[/] ({len(prepared.spec.tables)} tables)"
         )
         return prepared, existing
-    prepared = start_run(settings, request, store)
+    prepared = start_run(settings, request, store, config=config)
     console.print(
         f"replay run [bold]{escape(prepared.spec.run_id)}[/]: {len(prepared.spec.tables)} tables"
         f" of {escape(f'{request.db_prefix}*.{request.table_prefix}*')}, executeTime "
@@ -97,9 +99,11 @@ def run_replay_command(
     console: Console,
     show_progress: bool = True,
 ) -> RunOutcome:
+    config = load_snapshot(settings)  # the instances, once, at start
+    config.instance(request.instance)  # ConfigError naming the known instances
     store = KafkaProgressStore(settings.kafka, request.instance)
     store.ensure_topics()
-    prepared, existing = _prepare(settings, request, resume, store, console)
+    prepared, existing = _prepare(settings, request, resume, store, console, config)
     spec = prepared.spec
     cancellation = Cancellation(CancelWatch(settings.kafka, spec.instance, spec.run_id))
     totals = _Totals(

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from cdc_platform.config_store import ConfigSnapshot, InstanceLogin, snapshot_from_settings
 from mock_replay.condition import Condition, compile_condition
 from mock_replay.errors import ReplayCancelled, ReplayError
 from mock_replay.plan import (
@@ -93,6 +94,7 @@ class PreparedRun:
     shapes: dict[str, TableShape]  # by "schema.table"
     conditions: dict[str, Condition | None]
     rate_limit: float
+    login: InstanceLogin  # the instance's connection, from the configuration at start
 
 
 def new_run_id(now: dt.datetime) -> str:
@@ -135,15 +137,19 @@ def prepare_run(
     source: MySQLSource,
     now: dt.datetime,
     run_id: str | None = None,
+    config: ConfigSnapshot | None = None,
 ) -> PreparedRun:
-    """Find and check every table and the condition; refuse the run before reading a row."""
-    settings.instance(request.instance)  # ConfigError naming the known instances
+    """Find and check every table and the condition; refuse the run before reading a row.
+    ``config``: the instances (connection, shard rules) as read from the configuration store
+    at start (default: those of ``settings``)."""
+    config = config or snapshot_from_settings(settings)
+    instance = config.instance(request.instance)  # ConfigError naming the known instances
     if not request.db_prefix or not request.table_prefix:
         raise ReplayError("a replay needs both a database prefix and a table prefix.")
     day = execute_day(request.execute_day, now)
     if request.replica:
         source.replica_lag()  # refuses a server that is not a replica, before anything else
-    router = ShardRouter(settings.shard_rules)
+    router = ShardRouter(list(instance.shard_rules))
     found = source.discover(router, request.db_prefix, request.table_prefix)
     if not found:
         raise ReplayError(
@@ -172,17 +178,19 @@ def prepare_run(
     rate = replay.rate_limit if request.rate_limit is None else request.rate_limit
     if rate < 0:
         raise ReplayError("the rate limit must be 0 (none) or a positive number of rows/s.")
-    return PreparedRun(spec, shapes, _compile_all(settings, spec, shapes), rate)
+    return PreparedRun(spec, shapes, _compile_all(settings, spec, shapes), rate, instance.login())
 
 
-def reload_run(settings: Settings, spec: RunSpec, source: MySQLSource, rate: float) -> PreparedRun:
+def reload_run(
+    settings: Settings, spec: RunSpec, source: MySQLSource, rate: float, login: InstanceLogin
+) -> PreparedRun:
     """A recorded run, its tables read again (a table dropped since is an error)."""
     shapes = {}
     for name in spec.tables:
         schema, _, table = name.partition(".")
         shapes[name] = source.shape(schema, table)
     _refuse_keyless(shapes)
-    return PreparedRun(spec, shapes, _compile_all(settings, spec, shapes), rate)
+    return PreparedRun(spec, shapes, _compile_all(settings, spec, shapes), rate, login)
 
 
 class Cancellation:
@@ -553,7 +561,7 @@ def _run_worker(
     spec = prepared.spec
     # The policy set before anything is read: without it nothing may be published.
     governance = start_governance(settings, spec.instance)
-    source = MySQLSource(settings.instance(spec.instance), spec.replica)
+    source = MySQLSource(prepared.login, spec.replica)
     publisher = KafkaChunkPublisher(settings.kafka, spec.instance, spec.run_id, worker)
     try:
         publisher.start()
@@ -588,12 +596,16 @@ def start_run(
     request: ReplayRequest,
     store: KafkaProgressStore,
     now: dt.datetime | None = None,
+    config: ConfigSnapshot | None = None,
 ) -> PreparedRun:
-    """Plan and record a new run (nothing is published if it is refused)."""
+    """Plan and record a new run (nothing is published if it is refused); ``config``: see
+    ``prepare_run``."""
     now = now or dt.datetime.now(dt.UTC)
-    source = MySQLSource(settings.instance(request.instance), request.replica)
+    config = config or snapshot_from_settings(settings)
+    login = config.instance(request.instance).login()
+    source = MySQLSource(login, request.replica)
     try:
-        prepared = prepare_run(settings, request, source, now)
+        prepared = prepare_run(settings, request, source, now, config=config)
     finally:
         source.close()
     store.ensure_topics()
@@ -602,8 +614,16 @@ def start_run(
 
 
 def load_for_resume(
-    settings: Settings, instance: str, run_id: str, store: KafkaProgressStore, rate: float | None
+    settings: Settings,
+    instance: str,
+    run_id: str,
+    store: KafkaProgressStore,
+    rate: float | None,
+    config: ConfigSnapshot | None = None,
 ) -> tuple[PreparedRun, dict[str, TableProgress]]:
+    """A recorded run to go on with, and its tables' progress; ``config``: see
+    ``prepare_run``."""
+    login = (config or snapshot_from_settings(settings)).instance(instance).login()
     # A killed run left a transaction open; fence it first, or the committed read below
     # would wait for the broker to time it out.
     recorded = store.spec(run_id)
@@ -612,10 +632,10 @@ def load_for_resume(
     spec = status.spec
     if status.state_name == "done":
         raise ReplayError(f"replay run {run_id} is already done; start a new run instead.")
-    source = MySQLSource(settings.instance(instance), spec.replica)
+    source = MySQLSource(login, spec.replica)
     try:
         prepared = reload_run(
-            settings, spec, source, settings.replay.rate_limit if rate is None else rate
+            settings, spec, source, settings.replay.rate_limit if rate is None else rate, login
         )
     finally:
         source.close()

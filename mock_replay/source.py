@@ -21,11 +21,11 @@ from pymysql.constants import FIELD_TYPE
 from cdc_platform import mysql_source
 from mock_replay.errors import ReplayError
 from mock_replay.plan import IndexColumn, TableShape, choose_key
-from simple_binlog.config import MySQLInstance
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 from simple_binlog.routing import ShardRouter
 
 log = logging.getLogger(__name__)
+
 
 _TABLES = """
 SELECT TABLE_SCHEMA, TABLE_NAME, COALESCE(TABLE_ROWS, 0)
@@ -104,7 +104,7 @@ def overload_reason(sample: LoadSample, max_threads_running: int, max_lag_s: int
 class MySQLSource:
     """One connection to the instance (or the replica named for the run)."""
 
-    def __init__(self, instance: MySQLInstance, replica: str | None = None) -> None:
+    def __init__(self, instance: mysql_source.SourceAccess, replica: str | None = None) -> None:
         self._instance = instance
         self._replica = replica
         self._host, self._port = (
