@@ -235,7 +235,7 @@ class Merger:
         if live_schema is None or daily_counts is None:
             from mirror.backend import MirrorBackend  # noqa: PLC0415
 
-            backend = MirrorBackend(settings)
+            backend = MirrorBackend(settings, self.config)
             live_schema = live_schema or backend.live_schema
             daily_counts = daily_counts or (
                 lambda name, day: backend.refresh_daily_counts(name, today=day)

@@ -7,7 +7,7 @@ import signal
 import threading
 from collections.abc import Sequence
 
-from cdc_platform.config_store import ConfigWatch, watch_config
+from cdc_platform.config_store import ConfigWatch, load_snapshot, watch_config
 from cdc_platform.observability import Probe, serve_observability
 from mirror.applier import ChangeApplier
 from mirror.consumer import MirrorConsumer
@@ -123,7 +123,7 @@ def serve_backend(settings: Settings, host: str, port: int) -> None:
     from mirror.backend import MirrorBackend, mirror_router  # noqa: PLC0415
 
     app = FastAPI(title="cdc-mirror mirror backend")
-    app.include_router(mirror_router(MirrorBackend(settings)))
+    app.include_router(mirror_router(MirrorBackend(settings, load_snapshot(settings))))
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 
@@ -135,9 +135,10 @@ def refresh_all_counts(settings: Settings) -> dict[str, int]:
     """
     from mirror.backend import MirrorBackend  # noqa: PLC0415
 
-    backend = MirrorBackend(settings)
+    config = load_snapshot(settings)  # the table mirrors, once, at start
+    backend = MirrorBackend(settings, config)
     counted: dict[str, int] = {}
-    for table in settings.tables:
+    for table in config.tables:
         if table.check_column is None:
             continue
         try:

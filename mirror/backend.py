@@ -14,6 +14,8 @@ HTTP (a FastAPI ``APIRouter`` the web admin mounts, or ``cdc-mirror mirror backe
 - ``GET  /mirror/tables/{name}/lineage``: MySQL shards ↔ Kafka topic ↔ Hive raw table ↔
   Hive snapshot ↔ warehouse table ↔ Redis key prefix.
 
+The instances (their connection and shard rules) and the table mirrors come from a
+configuration snapshot (``cdc_platform.config_store``); the settings give the rest.
 Schemas and counts are read with the instance's own (replication + SELECT) user. The shard
 comparison and the summing of counts are pure functions, tested without services.
 """
@@ -23,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -32,8 +34,9 @@ from fastapi import APIRouter, HTTPException
 from psycopg import sql
 
 from cdc_platform import mysql_source
+from cdc_platform.config_store import ConfigSnapshot, snapshot_from_settings
 from mirror.warehouse import connect_warehouse
-from simple_binlog.config import MySQLInstance, Settings, TableMirror
+from simple_binlog.config import Settings, TableMirror
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 from simple_binlog.naming import topic_name
 from simple_binlog.routing import ShardRouter
@@ -111,13 +114,19 @@ def sum_daily_counts(
 
 
 class MirrorBackend:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, config: ConfigSnapshot | None = None) -> None:
+        """``config``: the instances (connection with password, shard rules) and table
+        mirrors, as read from the configuration store (default: those of ``settings``);
+        ``settings``: the connections and names of the rest (warehouse, Kafka, lake, Redis)."""
         self._settings = settings
-        self._router = ShardRouter(list(settings.shard_rules))
+        self._config = config or snapshot_from_settings(settings)
 
     # -- MySQL --------------------------------------------------------------------------------
+    def _connect_to(self, mirror: TableMirror) -> AbstractContextManager[Any]:
+        return self._mysql(self._config.instance(mirror.instance).login())
+
     @contextmanager
-    def _mysql(self, instance: MySQLInstance) -> Iterator[Any]:
+    def _mysql(self, instance: mysql_source.SourceAccess) -> Iterator[Any]:
         try:
             connection = mysql_source.connect(instance, init_command="SET time_zone = '+00:00'")
         except pymysql.MySQLError as exc:
@@ -142,9 +151,10 @@ class MirrorBackend:
             _SYSTEM_SCHEMAS,
         )
         shards = []
+        router = ShardRouter(list(self._config.instance(mirror.instance).shard_rules))
         for schema, table in cursor.fetchall():
             try:
-                logical = self._router.route(str(schema), str(table)).name
+                logical = router.route(str(schema), str(table)).name
             except ConfigError:
                 continue  # a table no shard rule names belongs to no logical table
             if logical == mirror.name:
@@ -152,8 +162,8 @@ class MirrorBackend:
         return sorted(shards)
 
     def live_schema(self, name: str) -> LiveSchema:
-        mirror = self._settings.table(name)
-        with self._mysql(self._settings.instance(mirror.instance)) as cursor:
+        mirror = self._config.table(name)
+        with self._connect_to(mirror) as cursor:
             found = []
             for schema, table in self._shards(cursor, mirror):
                 cursor.execute(
@@ -174,13 +184,13 @@ class MirrorBackend:
     # -- daily counts -------------------------------------------------------------------------
     def refresh_daily_counts(self, name: str, today: dt.date | None = None) -> dict[dt.date, int]:
         """Count rows per day by the check column across all shards and cache the result."""
-        mirror = self._settings.table(name)
+        mirror = self._config.table(name)
         if mirror.check_column is None:
             raise ConfigError(f"table mirror {name!r} has no check_column to count by.")
         today = today or dt.datetime.now(dt.UTC).date()
         since = today - dt.timedelta(days=COUNT_DAYS)
         per_shard = []
-        with self._mysql(self._settings.instance(mirror.instance)) as cursor:
+        with self._connect_to(mirror) as cursor:
             for schema, table in self._shards(cursor, mirror):
                 column = mirror.check_column.replace("`", "``")
                 cursor.execute(
@@ -222,7 +232,7 @@ class MirrorBackend:
 
     def daily_counts(self, name: str, today: dt.date | None = None) -> list[dict[str, Any]]:
         """The cached counts of the last ``COUNT_DAYS`` days (empty until first refreshed)."""
-        self._settings.table(name)
+        self._config.table(name)
         today = today or dt.datetime.now(dt.UTC).date()
         with connect_warehouse(self._settings.postgres) as conn:
             exists = conn.execute(
@@ -242,12 +252,13 @@ class MirrorBackend:
 
     # -- lineage ------------------------------------------------------------------------------
     def lineage(self, name: str, shards: Sequence[str] | None = None) -> dict[str, Any]:
-        mirror = self._settings.table(name)
+        mirror = self._config.table(name)
         raw = f"{self._settings.stream_writer.database}.{mirror.name}"
         return {
             "table": mirror.name,
             "mysql": {"instance": mirror.instance, "shards": list(shards or [])},
-            "kafka_topic": topic_name(self._settings.kafka, mirror.instance),
+            "kafka_topic": self._config.instance(mirror.instance).topic
+            or topic_name(self._settings.kafka, mirror.instance),
             "hive_raw": raw if "hive" in mirror.targets else None,
             "hive_snapshot": f"{self._settings.merge.database}.{mirror.name}"
             if "hive" in mirror.targets

@@ -440,6 +440,25 @@ class SnapshotEtags:
             self._etags[key] = etag
 
 
+def instance_config(row: Instance, keys: Keys | None = None) -> InstanceConfig:
+    """An instance as the components see it; with ``keys``, its password decrypted (in
+    memory only), for the web admin's own use of it or a collector token's snapshot."""
+    return InstanceConfig(
+        name=row.name,
+        host=row.host,
+        port=row.port,
+        user=row.user,
+        password=SecretStr(keys.decrypt(row.password_encrypted)) if keys is not None else None,
+        allow_cleartext_password=row.allow_cleartext_password,
+        gtid_start=row.gtid_start,
+        include=tuple(row.include),
+        exclude=tuple(row.exclude),
+        shard_rules=tuple(ShardRule.model_validate(rule) for rule in row.shard_rules),
+        collector_group=row.collector_group,
+        topic=row.topic,
+    )
+
+
 def config_snapshot(
     db: Session, keys: Keys, version: int, secret_for: str | None = None
 ) -> ConfigSnapshot:
@@ -449,23 +468,7 @@ def config_snapshot(
     if secret_for is not None:
         rows = [row for row in rows if row.name == secret_for]
     instances = tuple(
-        InstanceConfig(
-            name=row.name,
-            host=row.host,
-            port=row.port,
-            user=row.user,
-            password=(
-                SecretStr(keys.decrypt(row.password_encrypted)) if row.name == secret_for else None
-            ),
-            allow_cleartext_password=row.allow_cleartext_password,
-            gtid_start=row.gtid_start,
-            include=tuple(row.include),
-            exclude=tuple(row.exclude),
-            shard_rules=tuple(ShardRule.model_validate(rule) for rule in row.shard_rules),
-            collector_group=row.collector_group,
-            topic=row.topic,
-        )
-        for row in rows
+        instance_config(row, keys if row.name == secret_for else None) for row in rows
     )
     names = {i.name for i in instances}
     tables = tuple(

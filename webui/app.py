@@ -21,12 +21,12 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import SecretStr
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from simple_binlog.config import MySQLInstance, Settings
+from cdc_platform.config_store import InstanceConfig
+from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
 from webui import admin, governance_api, governance_pages, pages
 from webui.api import router as api_router
@@ -54,22 +54,9 @@ def default_replay_service(
         return SimulatedReplayService()
     from webui.replay_adapter import MockReplayService  # noqa: PLC0415 - Kafka clients
 
-    def instances() -> list[tuple[MySQLInstance, str]]:
+    def instances() -> list[InstanceConfig]:
         with sessions() as db:
-            return [
-                (
-                    MySQLInstance(
-                        name=row.name,
-                        host=row.host,
-                        port=row.port,
-                        user=row.user,
-                        password=SecretStr(keys.decrypt(row.password_encrypted)),
-                        allow_cleartext_password=row.allow_cleartext_password,
-                    ),
-                    row.topic,
-                )
-                for row in admin.list_instances(db)
-            ]
+            return [admin.instance_config(row, keys) for row in admin.list_instances(db)]
 
     return MockReplayService(settings, instances)
 

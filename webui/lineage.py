@@ -1,9 +1,9 @@
 """A table mirror's live schema, daily counts and lineage, from the mirror backend
 (``mirror.backend.MirrorBackend``) pointed at the admin's own instance and table mirror.
 
-The backend reads its instances and tables from ``Settings``; the admin keeps them in its
-database, so each call builds settings holding just this mirror, its instance (password
-decrypted in memory only) and that instance's shard rules. Each part is asked separately:
+The backend takes its instances and table mirrors as a configuration snapshot: each call
+hands it one holding just this mirror and its instance (password decrypted in memory only,
+the instance's own shard rules and topic). Each part is asked separately:
 MySQL being away still shows the lineage, a missing counts cache still shows the schema.
 """
 
@@ -13,13 +13,13 @@ import logging
 from dataclasses import asdict
 from typing import Any
 
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
+from cdc_platform.config_store import ConfigSnapshot
 from mirror.backend import MirrorBackend
-from simple_binlog.config import MySQLInstance, Settings
+from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError
-from simple_binlog.routing import ShardRule
 from webui import admin
 from webui.lineage_map import MirrorSource, Naming, TableLineage, table_lineage
 from webui.openlineage import Namespaces
@@ -39,24 +39,12 @@ class MirrorDetails(BaseModel):
 
 def mirror_details(db: Session, settings: Settings, keys: Keys, name: str) -> MirrorDetails:
     row = admin.get_table_mirror(db, name)
-    instance = row.instance
-    derived = settings.model_copy(
-        update={
-            "instances": [
-                MySQLInstance(
-                    name=instance.name,
-                    host=instance.host,
-                    port=instance.port,
-                    user=instance.user,
-                    password=SecretStr(keys.decrypt(instance.password_encrypted)),
-                    allow_cleartext_password=instance.allow_cleartext_password,
-                )
-            ],
-            "tables": [admin.table_mirror(row)],
-            "shard_rules": [ShardRule.model_validate(rule) for rule in instance.shard_rules],
-        }
+    snapshot = ConfigSnapshot(
+        version=0,
+        instances=(admin.instance_config(row.instance, keys),),
+        tables=(admin.table_mirror(row),),
     )
-    backend = MirrorBackend(derived)
+    backend = MirrorBackend(settings, snapshot)
     problems: list[str] = []
     live: dict[str, Any] | None = None
     counts: list[dict[str, Any]] | None = None
@@ -69,8 +57,6 @@ def mirror_details(db: Session, settings: Settings, keys: Keys, name: str) -> Mi
     except CdcMirrorError as exc:
         problems.append(f"daily counts: {exc}")
     lineage = backend.lineage(name, live["shards"] if live else None)
-    # The admin may give an instance a topic of its own; the backend only knows the default.
-    lineage["kafka_topic"] = instance.topic
     return MirrorDetails(
         name=name, live_schema=live, daily_counts=counts, lineage=lineage, problems=problems
     )

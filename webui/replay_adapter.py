@@ -1,10 +1,10 @@
 """``webui.replay.ReplayService`` over ``mock_replay.api`` (the real history replay).
 
-mock_replay reads an instance's connection from ``Settings.instances``; the admin keeps its
-instances in its own database. So every call builds settings whose ``instances`` are the
-admin's (passwords decrypted in memory only), and the run is published to
-``<kafka.topic_prefix><instance>`` as mock_replay does — an instance whose topic was set to
-something else in the admin is refused rather than replayed into the wrong topic.
+mock_replay takes its instances as a configuration snapshot; every call hands it the
+admin's instances (passwords decrypted in memory only, each with its own shard rules), and
+the run is published to ``<kafka.topic_prefix><instance>`` as mock_replay does — an instance
+whose topic was set to something else in the admin is refused rather than replayed into the
+wrong topic.
 
 Runs started here are tracked by the service that started them (cancel stops them at once);
 status and history come from the instances' progress topics, so runs of the CLI or of other
@@ -18,18 +18,19 @@ import threading
 from collections.abc import Callable
 from datetime import date
 
+from cdc_platform.config_store import ConfigSnapshot, InstanceConfig
 from cdc_platform.kafka import topic_names
 from mock_replay import api as mock_api
 from mock_replay.errors import ReplayError
 from mock_replay.publish import progress_topic
-from simple_binlog.config import MySQLInstance, Settings
+from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError
 from webui.replay import ReplayNotFoundError, ReplayRequest, ReplayState, ReplayStatus
 
 log = logging.getLogger(__name__)
 
-# The admin's instances as mock_replay needs them: (instance, its configured topic).
-InstancesProvider = Callable[[], list[tuple[MySQLInstance, str]]]
+# The admin's instances as mock_replay needs them: with their passwords.
+InstancesProvider = Callable[[], list[InstanceConfig]]
 
 _STATES: dict[str, ReplayState] = {
     "running": "running",
@@ -47,15 +48,16 @@ class MockReplayService:
         self._started_by: dict[str, mock_api.ReplayService] = {}
 
     def _service(self) -> mock_api.ReplayService:
-        configured = [instance for instance, _ in self._instances()]
+        configured = tuple(self._instances())
         if not configured:
             raise CdcMirrorError("no instance is configured in the admin yet; add one first.")
-        derived = self._settings.model_copy(update={"instances": configured})
-        return mock_api.ReplayService(derived)
+        return mock_api.ReplayService(
+            self._settings, ConfigSnapshot(version=0, instances=configured)
+        )
 
     def start(self, request: ReplayRequest) -> str:
-        topics = {i.name: t for i, t in self._instances()}
         expected = f"{self._settings.kafka.topic_prefix}{request.instance}"
+        topics = {i.name: i.topic or expected for i in self._instances()}
         if request.instance in topics and topics[request.instance] != expected:
             raise CdcMirrorError(
                 f"instance {request.instance!r} publishes to {topics[request.instance]!r}, but "
@@ -91,7 +93,7 @@ class MockReplayService:
         if service is not None:
             return service.status(run_id), service
         existing = self._progress_topics()
-        names = [i.name for i, _ in self._instances()]
+        names = [i.name for i in self._instances()]
         replayed = [n for n in names if progress_topic(self._settings.kafka, n) in existing]
         if replayed:
             service = self._service()
@@ -104,7 +106,7 @@ class MockReplayService:
         raise ReplayNotFoundError(f"no replay run {run_id!r}.")
 
     def runs(self) -> list[ReplayStatus]:
-        names = [instance.name for instance, _ in self._instances()]
+        names = [instance.name for instance in self._instances()]
         existing = self._progress_topics()
         # An instance never replayed has no progress topic yet; mock_replay cannot read a
         # topic that does not exist, and there is nothing to read.
