@@ -8,8 +8,8 @@ of no instance of the snapshot by the rules all instances share (the config file
 instance the same ones), or the default rule when they differ or there is none.
 
 A running writer's topics only grow: a topic left by a change (an instance removed) is still
-read until the process restarts, since Spark's Kafka source with ``failOnDataLoss`` refuses a
-checkpoint whose partitions disappeared.
+read until the process restarts; dropping it from a running query would leave checkpointed
+partitions that Spark's Kafka source with ``failOnDataLoss`` reports as data loss.
 """
 
 from __future__ import annotations

@@ -237,6 +237,7 @@ class BatchWriter:
         self._halted = False
         self.latest_offsets = latest_offsets
         self.metrics = metrics
+        metrics.config_version.set(self.routing.version)
         self.clock = clock
         self.on_published = on_published
         self.zone = ZoneInfo(config.time_zone)
