@@ -36,6 +36,7 @@ from pydantic_settings import (
 
 from simple_binlog.errors import ConfigError
 from simple_binlog.governance.model import GovernanceSettings
+from simple_binlog.lake_location import LOCAL_S3_PORT, LakeLocation, LakeSettings, parse_location
 from simple_binlog.patterns import check_pattern
 from simple_binlog.routing import ShardRule
 
@@ -56,6 +57,21 @@ LOCAL_PORTS = {
     "kudu_master_web": 38051,
     "kudu_tserver": 37050,
     "kudu_tserver_web": 38050,
+    # HDFS's (8020/9870 NameNode; 9866/9864/9867 DataNode) and SeaweedFS's (9333 master,
+    # 8080 volume, 8888 filer, 8333 S3; each gRPC port at +10000), behind a 3 likewise.
+    "hdfs_namenode": 38020,
+    "hdfs_namenode_http": 39870,
+    "hdfs_datanode": 39866,
+    "hdfs_datanode_http": 39864,
+    "hdfs_datanode_ipc": 39867,
+    "seaweedfs_master": 39333,
+    "seaweedfs_master_grpc": 49333,
+    "seaweedfs_volume": 38080,
+    "seaweedfs_volume_grpc": 48080,
+    "seaweedfs_filer": 38888,
+    "seaweedfs_filer_grpc": 48888,
+    "seaweedfs_s3": LOCAL_S3_PORT,
+    "seaweedfs_s3_grpc": 48333,
 }
 # Passwords of the local stack only. Refused for any host that is not loopback.
 LOCAL_PASSWORDS = frozenset({"cdc-local", "cdc-admin-local", "cdc-pg-local"})
@@ -668,6 +684,8 @@ class Settings(BaseSettings):
     redis: RedisSettings = RedisSettings()
     postgres: PostgresSettings = PostgresSettings()
     spark: SparkSettings = SparkSettings()
+    # Where the lake lives: a local path, hdfs:// or s3:// (simple_binlog.lake_location).
+    lake: LakeSettings = LakeSettings()
     collector: CollectorSettings = CollectorSettings()
     stream_writer: StreamWriterSettings = StreamWriterSettings()
     merge: MergeSettings = MergeSettings()
@@ -742,6 +760,11 @@ class Settings(BaseSettings):
     @property
     def lake_dir(self) -> Path:
         return (self.spark.lake_dir or self.stack.home / "lake").resolve()
+
+    @property
+    def lake_location(self) -> LakeLocation:
+        """``lake.location`` parsed; unset, the local folder ``lake_dir``."""
+        return parse_location(self.lake.location or str(self.lake_dir), Path.cwd())
 
 
 def _field_path(location: tuple[int | str, ...]) -> str:

