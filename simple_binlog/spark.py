@@ -125,7 +125,11 @@ def build_session(
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
     spark_home = Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
-    jars = extra_jars(settings.stack.home.resolve() / "jars" / "spark", spark_home)
+    jars_home = settings.stack.home.resolve() / "jars"
+    # Iceberg's jars too (stack/jvm/iceberg), inert until a session configures its catalog
+    # (cdc_platform.iceberg): the driver's class path is fixed when the first session of a
+    # process starts the JVM, so every session carries them.
+    jars = [*extra_jars(jars_home / "spark", spark_home), *sorted(jars_home.glob("iceberg/*.jar"))]
     model_classes = metastore_model_classes(spark_home) if create_schema else []
     conf = spark_conf(settings, jars, create_schema, model_classes)
     builder = SparkSession.builder.appName(app_name)

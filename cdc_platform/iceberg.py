@@ -1,0 +1,481 @@
+"""The lake as Apache Iceberg tables (format v2) in the shared Hive metastore, on any storage.
+
+One interface over the three storages of ``lake.location`` (``simple_binlog.lake_location``),
+chosen by configuration the way pyiceberg's ``load_catalog`` chooses a catalog:
+
+* ``storage_for(settings)`` → a ``LakeStorage`` (local folder, HDFS or S3): the Spark and
+  Hadoop settings that reach it, the Iceberg FileIO properties another engine needs, the
+  secrets no message may show, and ``check()``, which proves the location can be written
+  before a component consumes anything;
+* ``lake_session(settings, app)`` → a SparkSession with Iceberg's runtime and the catalog
+  ``lake`` (``settings.lake.catalog``): ``type=hive`` on the stack's metastore, warehouse at
+  the location, the lock-free commit of Hive 2.3.10, ``S3FileIO`` on ``s3://`` and Hadoop's
+  S3A for the metastore's own calls;
+* ``LakeCatalog``: namespaces, tables, and the exactly-once primitive: ``append(df, table,
+  offsets)`` is one Iceberg commit whose snapshot summary records the Kafka offsets it covers,
+  and ``committed_offsets(table)`` reads them back from the table's current snapshot lineage.
+
+Storage errors (the JVM's, through py4j) become one sentence naming the location and the
+cause, through one table (``map_lake_error``), with every secret removed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from simple_binlog.config import Settings
+from simple_binlog.errors import ConfigError, ServiceUnavailableError
+from simple_binlog.lake_location import LakeLocation, S3Access, resolve_s3_access, scrub
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+# The snapshot-summary property that holds the Kafka offsets a commit covers.
+OFFSETS_PROPERTY = "cdc-mirror.kafka-offsets"
+_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+class LakeUnreachableError(ServiceUnavailableError):
+    """The lake's storage did not answer (retrying later may succeed)."""
+
+
+class LakeAccessError(ConfigError):
+    """The storage answered but refused: a missing bucket, wrong credentials, no permission."""
+
+
+# (substring of the Java exception chain, cause for a user, error class): first match wins.
+_LAKE_ERRORS: tuple[tuple[tuple[str, ...], str, type[Exception]], ...] = (
+    (
+        ("NoSuchBucket", "UnknownStoreException", "The specified bucket does not exist"),
+        "the bucket {bucket} does not exist",
+        LakeAccessError,
+    ),
+    (
+        ("InvalidAccessKeyId", "SignatureDoesNotMatch", "The AWS Access Key Id"),
+        "the S3 credentials were refused (wrong access key id or secret access key)",
+        LakeAccessError,
+    ),
+    (
+        ("AccessDeniedException", "AccessDenied", "Status Code: 403", "status code 403"),
+        "access was denied (check the credentials and their permissions)",
+        LakeAccessError,
+    ),
+    (
+        ("AccessControlException", "Permission denied"),
+        "permission was denied",
+        LakeAccessError,
+    ),
+    (
+        ("UnknownHostException",),
+        "the host name does not resolve",
+        LakeUnreachableError,
+    ),
+    (
+        (
+            "ConnectException",
+            "Connection refused",
+            "ConnectTimeoutException",
+            "SocketTimeoutException",
+            "Unable to execute HTTP request",
+            "NoRouteToHostException",
+        ),
+        "nothing answers there (is the service running and the address right?)",
+        LakeUnreachableError,
+    ),
+)
+
+
+def map_lake_error(location: LakeLocation, chain: str, secrets: Sequence[str]) -> Exception | None:
+    """Pure: the product error for a storage failure described by ``chain`` (the Java
+    exception chain as text), or None when it is not a storage failure this table knows."""
+    bucket = location.host if location.kind == "s3" else ""
+    for needles, cause, error in _LAKE_ERRORS:
+        if any(needle in chain for needle in needles):
+            return error(_sentence(location, cause.format(bucket=bucket), secrets))
+    return None
+
+
+def _sentence(location: LakeLocation, cause: str, secrets: Sequence[str]) -> str:
+    return scrub(f"the lake at {location.uri} cannot be used: {cause}.", tuple(secrets))
+
+
+def _java_chain(exc: BaseException) -> str:
+    """The Java exception and its causes, as text (class names and messages)."""
+    throwable = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    parts = [str(exc)]
+    depth = 0
+    while throwable is not None and depth < 20:
+        parts.append(str(throwable.toString()))
+        throwable = throwable.getCause()
+        depth += 1
+    return "\n".join(parts)
+
+
+# -- offsets in the commit ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KafkaOffsets:
+    """What a commit covers: per (topic, partition), the offset of the NEXT message to read.
+
+    Everything below it is in the table ("after the last item", Kafka's own committed-offset
+    meaning); a writer restarting from these offsets neither skips nor repeats a message.
+    """
+
+    next_offsets: Mapping[tuple[str, int], int]
+
+    def encode(self) -> str:
+        """The snapshot-summary value: ``{"topic": {"partition": next offset}}``, sorted."""
+        by_topic: dict[str, dict[str, int]] = {}
+        for (topic, partition), offset in sorted(self.next_offsets.items()):
+            by_topic.setdefault(topic, {})[str(partition)] = offset
+        return json.dumps(by_topic, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def decode(cls, text: str) -> KafkaOffsets:
+        """Parse ``encode``'s form; ValueError naming what is wrong."""
+        try:
+            raw = json.loads(text)
+        except ValueError:
+            raise ValueError(f"the offsets property is not JSON: {text[:80]!r}") from None
+        offsets: dict[tuple[str, int], int] = {}
+        if not isinstance(raw, dict):
+            raise ValueError("the offsets property is not an object of topics")
+        for topic, partitions in raw.items():
+            if not isinstance(partitions, dict):
+                raise ValueError(f"the offsets of topic {topic!r} are not an object")
+            for partition, offset in partitions.items():
+                if not partition.isdigit() or not isinstance(offset, int) or offset < 0:
+                    raise ValueError(f"bad offset for {topic}[{partition}]: {offset!r}")
+                offsets[(topic, int(partition))] = offset
+        return cls(offsets)
+
+
+# -- storages ----------------------------------------------------------------------------------
+
+
+class LakeStorage(ABC):
+    """One storage kind behind one interface (see the module)."""
+
+    def __init__(self, location: LakeLocation) -> None:
+        self.location = location
+
+    def spark_conf(self, catalog: str) -> dict[str, str]:
+        """The Spark settings the storage adds to the Iceberg catalog ``catalog``."""
+        return {}
+
+    def file_io_properties(self) -> dict[str, str]:
+        """Iceberg FileIO properties (the same keys in Spark's catalog and in pyiceberg)."""
+        return {}
+
+    def secrets(self) -> tuple[str, ...]:
+        return ()
+
+    @abstractmethod
+    def check(self, spark: SparkSession) -> None:
+        """Prove the location can be written: LakeUnreachableError or LakeAccessError, one
+        sentence naming the location and the cause, otherwise."""
+
+
+class LocalStorage(LakeStorage):
+    def check(self, spark: SparkSession) -> None:
+        path = self.location.local_path
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            probe = path / ".cdc-mirror-probe"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise LakeAccessError(_sentence(self.location, exc.strerror or str(exc), ())) from None
+
+
+class _HadoopStorage(LakeStorage):
+    """A storage reached through a Hadoop FileSystem (HDFS; S3A for the metastore's calls)."""
+
+    def probe_conf(self) -> dict[str, str]:
+        """Hadoop settings of the check only: fail within seconds, not after minutes of
+        retries (the session keeps Hadoop's patient defaults)."""
+        return {}
+
+    def check(self, spark: SparkSession) -> None:
+        jvm: Any = spark.sparkContext._jvm
+        conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
+        for key, value in self.probe_conf().items():
+            conf.set(key, value)
+        with lake_errors(self.location, self.secrets()):
+            path = jvm.org.apache.hadoop.fs.Path(self.location.uri + "/")
+            fs = jvm.org.apache.hadoop.fs.FileSystem.newInstance(path.toUri(), conf)
+            try:
+                fs.mkdirs(path)
+                fs.getFileStatus(path)
+            finally:
+                fs.close()
+
+
+class HdfsStorage(_HadoopStorage):
+    def probe_conf(self) -> dict[str, str]:
+        return {
+            "ipc.client.connect.max.retries": "1",
+            "ipc.client.connect.max.retries.on.timeouts": "1",
+            "ipc.client.connect.timeout": "5000",
+            "dfs.client.retry.policy.enabled": "false",
+        }
+
+
+class S3Storage(_HadoopStorage):
+    def __init__(self, location: LakeLocation, access: S3Access) -> None:
+        super().__init__(location)
+        self.access = access
+
+    def secrets(self) -> tuple[str, ...]:
+        return self.access.secrets()
+
+    def file_io_properties(self) -> dict[str, str]:
+        access = self.access
+        properties = {
+            "io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+            "client.region": access.region,
+            "s3.path-style-access": str(access.path_style).lower(),
+        }
+        if access.endpoint:
+            properties["s3.endpoint"] = access.endpoint
+        if access.access_key_id and access.secret_access_key:
+            properties["s3.access-key-id"] = access.access_key_id.get_secret_value()
+            properties["s3.secret-access-key"] = access.secret_access_key.get_secret_value()
+        return properties
+
+    def hadoop_conf(self) -> dict[str, str]:
+        """S3A under the ``s3`` scheme: the metastore creates and lists the lake's folders."""
+        access = self.access
+        conf = {
+            "fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "fs.s3a.endpoint.region": access.region,
+            "fs.s3a.path.style.access": str(access.path_style).lower(),
+        }
+        if access.endpoint:
+            conf["fs.s3a.endpoint"] = access.endpoint
+            conf["fs.s3a.connection.ssl.enabled"] = str(
+                access.endpoint.startswith("https://")
+            ).lower()
+        if access.access_key_id and access.secret_access_key:
+            conf["fs.s3a.access.key"] = access.access_key_id.get_secret_value()
+            conf["fs.s3a.secret.key"] = access.secret_access_key.get_secret_value()
+            conf["fs.s3a.aws.credentials.provider"] = (
+                "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+            )
+        return conf
+
+    def spark_conf(self, catalog: str) -> dict[str, str]:
+        prefix = f"spark.sql.catalog.{catalog}"
+        conf = {f"{prefix}.{key}": value for key, value in self.file_io_properties().items()}
+        conf.update({f"spark.hadoop.{key}": value for key, value in self.hadoop_conf().items()})
+        return conf
+
+    def probe_conf(self) -> dict[str, str]:
+        return {
+            **self.hadoop_conf(),
+            "fs.s3a.bucket.probe": "2",  # a missing bucket fails at once, by name
+            "fs.s3a.attempts.maximum": "1",
+            "fs.s3a.retry.limit": "1",
+            "fs.s3a.retry.interval": "100ms",
+            "fs.s3a.connection.establish.timeout": "5s",
+            "fs.s3a.connection.timeout": "10s",
+        }
+
+
+def storage_for(settings: Settings, env: Mapping[str, str] | None = None) -> LakeStorage:
+    """The storage ``lake.location`` names (S3 settings completed from ``env``, default the
+    process environment)."""
+    location = settings.lake_location
+    if location.kind == "hdfs":
+        return HdfsStorage(location)
+    if location.kind == "s3":
+        access = resolve_s3_access(settings.lake.s3, os.environ if env is None else env)
+        return S3Storage(location, access)
+    return LocalStorage(location)
+
+
+@contextmanager
+def lake_errors(location: LakeLocation, secrets: Sequence[str]) -> Iterator[None]:
+    """Translate a storage failure raised through py4j into the product's error (one table);
+    anything the table does not know is re-raised as it is."""
+    try:
+        yield
+    except Exception as exc:  # py4j's and PySpark's captured errors; unknown ones re-raised
+        mapped = map_lake_error(location, _java_chain(exc), secrets)
+        if mapped is None:
+            raise
+        raise mapped from None
+
+
+# -- Spark -------------------------------------------------------------------------------------
+
+
+def iceberg_jars(jars_home: Path) -> list[Path]:
+    """Iceberg's runtime, the AWS bundle and S3A, resolved by the stack (``stack/jvm/iceberg``)."""
+    folder = jars_home / "iceberg"
+    jars = sorted(folder.glob("*.jar"))
+    if not any(p.name.startswith("iceberg-spark-runtime") for p in jars):
+        raise ConfigError(f"Iceberg's jars are missing from {folder}; run 'cdc-mirror stack up'.")
+    return jars
+
+
+def catalog_conf(catalog: str, storage: LakeStorage) -> dict[str, str]:
+    """Pure: the Spark settings of the Iceberg catalog ``catalog`` on ``storage``."""
+    prefix = f"spark.sql.catalog.{catalog}"
+    return {
+        "spark.sql.extensions": _EXTENSIONS,
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        # The shared Hive metastore (embedded client on PostgreSQL, as ``spark_conf`` sets).
+        f"{prefix}.type": "hive",
+        f"{prefix}.warehouse": storage.location.uri,
+        # Every reader sees the latest commit (no 30 s table cache across sessions).
+        f"{prefix}.cache-enabled": "false",
+        f"{prefix}.table-default.format-version": "2",
+        # Hive 2.3.10's metastore commits atomically without Hive locks (whose tables the
+        # embedded metastore lacks: NEXT_LOCK_ID).
+        "spark.hadoop.iceberg.engine.hive.lock-enabled": "false",
+        # The metastore clients Iceberg opens pool their connections with DBCP (PySpark ships
+        # no BoneCP, Hive's default).
+        "spark.hadoop.datanucleus.connectionPoolingType": "DBCP",
+        **storage.spark_conf(catalog),
+    }
+
+
+def lake_session(
+    settings: Settings, app_name: str, extra_conf: dict[str, str] | None = None
+) -> SparkSession:
+    """A Spark session with the lake's Iceberg catalog (``settings.lake.catalog``)."""
+    from simple_binlog.spark import build_session  # noqa: PLC0415 - imports pyspark
+
+    storage = storage_for(settings)
+    iceberg_jars(settings.stack.home.resolve() / "jars")  # build_session puts them on spark.jars
+    conf = {**catalog_conf(settings.lake.catalog, storage), **(extra_conf or {})}
+    log.info("lake: Iceberg catalog %r at %s", settings.lake.catalog, storage.location.uri)
+    return build_session(settings, app_name, extra_conf=conf)
+
+
+# -- the catalog -------------------------------------------------------------------------------
+
+
+def _ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+class LakeCatalog:
+    """Iceberg tables of the lake, through a session from ``lake_session``."""
+
+    def __init__(self, spark: SparkSession, storage: LakeStorage, catalog: str) -> None:
+        self.spark = spark
+        self.storage = storage
+        self.catalog = catalog
+
+    @classmethod
+    def open(cls, spark: SparkSession, settings: Settings, check: bool = True) -> LakeCatalog:
+        """The catalog of ``settings``; with ``check``, the location is proven writable first."""
+        lake = cls(spark, storage_for(settings), settings.lake.catalog)
+        if check:
+            lake.storage.check(spark)
+        return lake
+
+    @property
+    def location(self) -> LakeLocation:
+        return self.storage.location
+
+    def name(self, namespace: str, table: str) -> str:
+        return f"{_ident(self.catalog)}.{_ident(namespace)}.{_ident(table)}"
+
+    def _errors(self) -> Any:
+        return lake_errors(self.location, self.storage.secrets())
+
+    def create_namespace(self, namespace: str) -> None:
+        """``<location>/<namespace>.db``, registered in the metastore (repeatable)."""
+        where = self.location.child(f"{namespace}.db").replace("'", "\\'")
+        with self._errors():
+            self.spark.sql(
+                f"CREATE NAMESPACE IF NOT EXISTS {_ident(self.catalog)}.{_ident(namespace)} "
+                f"LOCATION '{where}'"
+            )
+
+    def drop_namespace(self, namespace: str) -> None:
+        """Drop the namespace, its tables and every file below ``<location>/<namespace>.db``.
+
+        The tables are dropped from the metastore and the folder deleted through Hadoop's
+        FileSystem, not with ``DROP TABLE … PURGE`` (Iceberg's purge runs a Spark job per
+        table that stalled in local mode here)."""
+        jvm: Any = self.spark.sparkContext._jvm
+        where = self.location.child(f"{namespace}.db")
+        with self._errors():
+            rows = self.spark.sql(
+                f"SHOW TABLES IN {_ident(self.catalog)}.{_ident(namespace)}"
+            ).collect()
+            for row in rows:
+                self.spark.sql(f"DROP TABLE IF EXISTS {self.name(namespace, row.tableName)}")
+            self.spark.sql(f"DROP NAMESPACE IF EXISTS {_ident(self.catalog)}.{_ident(namespace)}")
+            path = jvm.org.apache.hadoop.fs.Path(where)
+            path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
+
+    def create_table(
+        self,
+        namespace: str,
+        table: str,
+        columns: Sequence[tuple[str, str]],
+        partitioned_by: Sequence[str] = (),
+    ) -> None:
+        """An Iceberg v2 table (repeatable); ``columns`` as (name, Spark SQL type)."""
+        ddl = ", ".join(f"{_ident(name)} {kind}" for name, kind in columns)
+        partitions = f" PARTITIONED BY ({', '.join(partitioned_by)})" if partitioned_by else ""
+        with self._errors():
+            self.spark.sql(
+                f"CREATE TABLE IF NOT EXISTS {self.name(namespace, table)} ({ddl}) USING iceberg"
+                f"{partitions} TBLPROPERTIES ('format-version'='2')"
+            )
+
+    def append(self, frame: DataFrame, namespace: str, table: str, offsets: KafkaOffsets) -> None:
+        """Append ``frame`` as ONE commit whose snapshot summary records ``offsets``: after
+        it, ``committed_offsets`` returns them; if it fails, the table keeps its previous
+        snapshot and offsets (Iceberg's atomic commit)."""
+        with self._errors():
+            frame.writeTo(self.name(namespace, table)).option(
+                f"snapshot-property.{OFFSETS_PROPERTY}", offsets.encode()
+            ).append()
+
+    def _table(self, namespace: str, table: str) -> Any:
+        jvm: Any = self.spark.sparkContext._jvm
+        name = f"{self.catalog}.{namespace}.{table}"
+        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            self.spark._jsparkSession, name
+        )
+
+    def committed_offsets(self, namespace: str, table: str) -> KafkaOffsets | None:
+        """The offsets of the newest commit in the table's current lineage that recorded
+        some (commits without, e.g. compaction, are passed over); None for a table no
+        ``append`` has committed to. Read fresh from the catalog every time."""
+        with self._errors():
+            java_table = self._table(namespace, table)
+            snapshot = java_table.currentSnapshot()
+            while snapshot is not None:
+                value = snapshot.summary().get(OFFSETS_PROPERTY)
+                if value is not None:
+                    return KafkaOffsets.decode(str(value))
+                parent = snapshot.parentId()
+                snapshot = java_table.snapshot(parent) if parent is not None else None
+        return None
+
+    def metadata_location(self, namespace: str, table: str) -> str:
+        """The table's current metadata file: what another engine opens (pyiceberg's
+        ``StaticTable.from_metadata``) with ``storage.file_io_properties()``."""
+        with self._errors():
+            return str(self._table(namespace, table).operations().current().metadataFileLocation())

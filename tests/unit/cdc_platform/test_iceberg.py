@@ -1,0 +1,97 @@
+"""The Iceberg catalog's pure parts: the Spark settings per storage, the offsets a commit
+records, and the one table of storage errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from cdc_platform.iceberg import (
+    KafkaOffsets,
+    LakeAccessError,
+    LakeUnreachableError,
+    catalog_conf,
+    map_lake_error,
+    storage_for,
+)
+from simple_binlog.config import Settings
+from simple_binlog.lake_location import LakeSettings, parse_location
+
+
+def _settings(location: str | None) -> Settings:
+    return Settings(lake=LakeSettings(location=location))
+
+
+def test_the_catalog_is_iceberg_v2_in_the_hive_metastore_on_each_storage() -> None:
+    for location in ("/data/lake", "hdfs://nn:8020/lake", "s3://cdc-lake/lake"):
+        conf = catalog_conf("lake", storage_for(_settings(location), env={}))
+        assert conf["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
+        assert conf["spark.sql.catalog.lake.type"] == "hive"
+        assert conf["spark.sql.catalog.lake.table-default.format-version"] == "2"
+        assert conf["spark.hadoop.iceberg.engine.hive.lock-enabled"] == "false"
+        assert conf["spark.sql.catalog.lake.warehouse"] == parse_location(location, BASE).uri
+
+
+BASE = __import__("pathlib").Path("/")
+
+
+def test_s3_gets_s3fileio_and_s3a_for_the_metastore() -> None:
+    conf = catalog_conf("lake", storage_for(_settings("s3://cdc-lake/lake"), env={}))
+    assert conf["spark.sql.catalog.lake.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert conf["spark.sql.catalog.lake.s3.endpoint"] == "http://127.0.0.1:38333"
+    assert conf["spark.sql.catalog.lake.s3.path-style-access"] == "true"
+    assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    local = catalog_conf("lake", storage_for(_settings(None), env={}))
+    assert not any("s3" in key for key in local)
+
+
+def test_offsets_round_trip_in_a_stable_form() -> None:
+    offsets = KafkaOffsets({("b", 1): 7, ("a", 0): 0, ("b", 0): 12})
+    assert offsets.encode() == '{"a":{"0":0},"b":{"0":12,"1":7}}'
+    assert KafkaOffsets.decode(offsets.encode()) == offsets
+
+
+@pytest.mark.parametrize(
+    "text", ["not json", "[]", '{"t": 3}', '{"t": {"x": 1}}', '{"t": {"0": -1}}']
+)
+def test_malformed_offsets_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="offset"):
+        KafkaOffsets.decode(text)
+
+
+S3 = parse_location("s3://cdc-lake/lake", BASE)
+
+
+@pytest.mark.parametrize(
+    ("chain", "error", "cause"),
+    [
+        (
+            "java.net.ConnectException: Connection refused",
+            LakeUnreachableError,
+            "nothing answers there",
+        ),
+        ("java.net.UnknownHostException: nn1", LakeUnreachableError, "does not resolve"),
+        (
+            "org.apache.hadoop.fs.s3a.UnknownStoreException: s3a://cdc-lake",
+            LakeAccessError,
+            "the bucket cdc-lake does not exist",
+        ),
+        (
+            "S3Exception: The request signature we calculated does not match "
+            "(Service: S3, Status Code: 403) SignatureDoesNotMatch key=AKIAX secret=s3cr3t",
+            LakeAccessError,
+            "credentials were refused",
+        ),
+    ],
+)
+def test_storage_failures_map_to_one_sentence(
+    chain: str, error: type[Exception], cause: str
+) -> None:
+    mapped = map_lake_error(S3, chain, ("s3cr3t", "AKIAX"))
+    assert isinstance(mapped, error)
+    assert str(mapped).startswith("the lake at s3://cdc-lake/lake cannot be used: ")
+    assert cause in str(mapped) and "s3cr3t" not in str(mapped)
+
+
+def test_an_unknown_failure_is_not_mapped() -> None:
+    assert map_lake_error(S3, "AnalysisException: TABLE_OR_VIEW_NOT_FOUND", ()) is None
