@@ -21,13 +21,13 @@ from decimal import Decimal
 
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
+from cdc_platform.config import Settings, load_settings
 from collector.decoding import fix_reader_quirks
 from collector.metrics import CollectorMetrics
 from collector.position import parse_gtid
 from collector.publisher import KafkaPublisher
 from collector.reader import ServerPosition, connect, server_position
 from collector.service import Collector, tune_gc
-from simple_binlog.config import Settings, load_settings
 from simple_binlog.naming import topic_name
 from stack.manager import LocalStack
 

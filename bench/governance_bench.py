@@ -21,12 +21,12 @@ import time
 from bench.collector_bench import DB, DDL, _admin, collector_run, workload_a
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
+from cdc_platform.config import Settings, load_settings
 from collector.decoding import fix_reader_quirks
 from collector.reader import ServerPosition, read_range
-from simple_binlog.config import Settings, load_settings
-from simple_binlog.governance import GovernanceSettings
-from simple_binlog.governance.policy import Governance, compile_governance
-from simple_binlog.governance.source import GovernanceRuntime, StaticPolicySource
+from governance import GovernanceSettings
+from governance.policy import Governance, compile_governance
+from governance.source import GovernanceRuntime, StaticPolicySource
 from simple_binlog.offsets import OffsetGenerator
 from simple_binlog.routing import ShardRouter
 from stack.manager import LocalStack

@@ -49,9 +49,9 @@ from bench.mirror_bench import (
     _write_paced,
     batches,
 )
+from cdc_platform.config import Settings, TableMirror, load_settings
 from mirror.kudu import KuduApplier
 from mirror.plan import RowChange
-from simple_binlog.config import Settings, TableMirror, load_settings
 from stack.manager import LocalStack
 
 

@@ -39,13 +39,13 @@ from typing import Any
 
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
+from cdc_platform.config import MergeSettings, Settings, TableMirror, load_settings
+from cdc_platform.spark import build_session
 from merge import records
 from merge.job import Merger, MergeRequest, MergeResult
 from merge.schema import plan_schema
 from merge.transform import align, flatten, in_key_ranges, latest
 from mirror.backend import LiveSchema
-from simple_binlog.config import MergeSettings, Settings, TableMirror, load_settings
-from simple_binlog.spark import build_session
 
 DAY1 = date(2026, 11, 19)
 COLUMNS = {

@@ -47,10 +47,10 @@ from psycopg import sql
 
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
+from cdc_platform.config import KafkaSettings, Settings, TableMirror, load_settings
 from mirror.plan import RowChange
 from mirror.redis_applier import RedisApplier, redis_key
 from mirror.warehouse import WarehouseApplier, connect_warehouse
-from simple_binlog.config import KafkaSettings, Settings, TableMirror, load_settings
 from stack.manager import LocalStack
 
 TABLE = "bench_orders"

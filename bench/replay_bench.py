@@ -34,11 +34,11 @@ from confluent_kafka.admin import AdminClient
 
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
+from cdc_platform.config import Settings, load_settings
 from cdc_platform.kafka import admin_config
 from mock_replay.plan import chunk_query
 from mock_replay.publish import KafkaProgressStore, progress_topic
 from mock_replay.runner import Cancellation, ReplayRequest, execute_run, start_run
-from simple_binlog.config import Settings, load_settings
 from simple_binlog.naming import topic_name
 from stack.manager import LocalStack
 from stack.process import PidFile

@@ -41,9 +41,9 @@ from confluent_kafka import Producer
 
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
+from cdc_platform.config import Settings, load_settings
 from cdc_platform.kafka import ensure_topic, producer_config
-from simple_binlog.config import Settings, load_settings
-from simple_binlog.spark import build_session
+from cdc_platform.spark import build_session
 from stream_writer import localfs
 
 

@@ -31,7 +31,7 @@ from pydantic import SecretStr
 
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
-from simple_binlog.config import Settings, StackSettings, WebUISettings
+from cdc_platform.config import Settings, StackSettings, WebUISettings
 from webui.app import create_app
 from webui.replay import SimulatedReplayService
 from webui.schema_source import LiveTableSchema, StaticSchemaSource

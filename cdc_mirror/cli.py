@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from simple_binlog.config import Settings, load_settings
+from cdc_platform.config import Settings, load_settings
 from simple_binlog.errors import EXIT_CODES, CdcMirrorError, ConfigError, ExitCode, exit_code_for
 
 
@@ -224,7 +224,7 @@ def sql(
     """Query the Hive tables (raw change layer, snapshots) through Spark SQL."""
     from pyspark.errors import PySparkException  # noqa: PLC0415
 
-    from simple_binlog.spark import build_session  # noqa: PLC0415
+    from cdc_platform.spark import build_session  # noqa: PLC0415
 
     spark = build_session(settings(), "cdc-mirror-sql")
     try:

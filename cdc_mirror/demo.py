@@ -54,9 +54,9 @@ from cdc_mirror.processes import (
     port_free,
     wait_until,
 )
+from cdc_platform.config import Settings, load_settings
 from cdc_platform.kafka import admin_config, consumer_config
 from collector.reader import connect
-from simple_binlog.config import Settings, load_settings
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.naming import topic_name
 from stack.manager import LocalStack

@@ -3,7 +3,7 @@
 Downstream users query the Hive snapshots and the raw change layer the way they query Hive:
 with a HiveServer2 client (beeline, PyHive, JDBC ``jdbc:hive2://host:port/default``). The
 server runs in a Spark session built like every other job of cdc-mirror
-(``simple_binlog.spark.build_session``): the same metastore, lake and jars, so it sees each
+(``cdc_platform.spark.build_session``): the same metastore, lake and jars, so it sees each
 partition as soon as the stream writer or the merge publishes it.
 
 Who gets in: it listens on loopback by default, where it checks no login. It refuses to
@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from simple_binlog.config import Settings, SqlServerSettings
+from cdc_platform.config import Settings, SqlServerSettings
 from simple_binlog.errors import CdcMirrorError, ConfigError
 
 log = logging.getLogger(__name__)
@@ -162,7 +162,7 @@ def run_sql_server(
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    from simple_binlog.spark import build_session  # noqa: PLC0415 - starts a JVM
+    from cdc_platform.spark import build_session  # noqa: PLC0415 - starts a JVM
 
     spark = build_session(settings, "cdc-mirror-sql-server", thrift_conf(host, port, auth))
     try:

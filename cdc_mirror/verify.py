@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
+from cdc_platform.config import Settings, TableMirror, load_settings
 from cdc_platform.kafka import ReadStalledError, UnknownTopicError, read_to_end
 from cdc_platform.retry import RetryPolicy
-from simple_binlog.config import Settings, TableMirror, load_settings
 from simple_binlog.errors import (
     CdcMirrorError,
     ConfigError,
@@ -970,7 +970,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         settings = load_settings()
-        from simple_binlog.spark import build_session  # noqa: PLC0415
+        from cdc_platform.spark import build_session  # noqa: PLC0415
 
         spark = build_session(settings, f"cdc-verify-{args.table}", CHECK_SPARK_CONF)
         try:

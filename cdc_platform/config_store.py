@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from simple_binlog.config import (
+from cdc_platform.config import (
     CONFIG_ENV_VAR,
     MirrorTarget,
     Settings,

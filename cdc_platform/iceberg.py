@@ -1,6 +1,6 @@
 """The lake as Apache Iceberg tables (format v2) in the shared Hive metastore, on any storage.
 
-One interface over the three storages of ``lake.location`` (``simple_binlog.lake_location``),
+One interface over the three storages of ``lake.location`` (``cdc_platform.lake_location``),
 chosen by configuration the way pyiceberg's ``load_catalog`` chooses a catalog:
 
 * ``storage_for(settings)`` → a ``LakeStorage`` (local folder, HDFS or S3): the Spark and
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
+from cdc_platform.lake_location import LakeLocation, S3Access, resolve_s3_access, scrub
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
-from simple_binlog.lake_location import LakeLocation, S3Access, resolve_s3_access, scrub
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -358,7 +358,7 @@ def lake_session(
     settings: Settings, app_name: str, extra_conf: dict[str, str] | None = None
 ) -> SparkSession:
     """A Spark session with the lake's Iceberg catalog (``settings.lake.catalog``)."""
-    from simple_binlog.spark import build_session  # noqa: PLC0415 - imports pyspark
+    from cdc_platform.spark import build_session  # noqa: PLC0415 - imports pyspark
 
     storage = storage_for(settings)
     iceberg_jars(settings.stack.home.resolve() / "jars")  # build_session puts them on spark.jars

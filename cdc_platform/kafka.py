@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from simple_binlog.config import KafkaSettings
+from cdc_platform.config import KafkaSettings
 from simple_binlog.errors import (
     CdcMirrorError,
     ConfigError,

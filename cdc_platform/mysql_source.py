@@ -32,7 +32,7 @@ class CleartextPasswordRefusedError(ConfigError):
 
 
 class SourceAccess(Protocol):
-    """What a connection to a source needs (``simple_binlog.config.MySQLInstance``, or the
+    """What a connection to a source needs (``cdc_platform.config.MySQLInstance``, or the
     web admin's ``InstanceAccess``)."""
 
     @property

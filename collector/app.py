@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from cdc_platform.config import MySQLInstance, Settings
 from cdc_platform.observability import Probe, serve_observability
 from collector.binlog_files import (
     BinlogFileError,
@@ -24,9 +25,8 @@ from collector.position import CollectorPosition
 from collector.publisher import FencedError, KafkaPublisher
 from collector.remote_config import RemoteConfigRuntime, start_remote_config
 from collector.service import Collector, tune_gc
-from simple_binlog.config import MySQLInstance, Settings
+from governance.source import GovernanceRuntime, start_governance
 from simple_binlog.errors import CdcMirrorError, ContractError
-from simple_binlog.governance.source import GovernanceRuntime, start_governance
 
 log = logging.getLogger(__name__)
 

@@ -26,12 +26,12 @@ from typing import Any
 import pymysql
 
 from cdc_platform import mysql_source
+from cdc_platform.config import MySQLInstance
 from collector import binlog_events as ev
 from collector import mysql_events as mev
 from collector import native
 from collector.ddl import TRANSACTION_STARTS
 from collector.mysql_dump import ServerVersion, start_dump
-from simple_binlog.config import MySQLInstance
 from simple_binlog.errors import ContractError
 
 # Bytes asked of the socket per read by the native scanner: a few hundred single-row

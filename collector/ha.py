@@ -24,8 +24,8 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import CancelledError, KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
+from cdc_platform.config import ZooKeeperSettings
 from cdc_platform.retry import RetryCancelled, RetryPolicy
-from simple_binlog.config import ZooKeeperSettings
 from simple_binlog.errors import RetriableError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from cdc_platform.governance_model import DetectionRecord
 from collector.position import CollectorPosition
-from simple_binlog.governance.model import DetectionRecord
 
 
 class CollectorMetrics:

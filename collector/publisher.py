@@ -22,6 +22,8 @@ from typing import Any, NoReturn
 import orjson
 from confluent_kafka import KafkaError, Producer
 
+from cdc_platform.config import KafkaSettings
+from cdc_platform.governance_model import DetectionRecord, detections_topic
 from cdc_platform.kafka import (
     KafkaFatalError,
     MessageTooLargeError,
@@ -34,14 +36,12 @@ from cdc_platform.kafka import (
 from collector.encoder import MessageEncoder
 from collector.position import CollectorPosition
 from simple_binlog import errors
-from simple_binlog.config import KafkaSettings
 from simple_binlog.errors import (
     CdcMirrorError,
     FatalError,
     ServiceUnavailableError,
     TransactionAbortedError,
 )
-from simple_binlog.governance.model import DetectionRecord, detections_topic
 from simple_binlog.message import SimpleBinlog
 from simple_binlog.naming import topic_name
 from simple_binlog.routing import partition_key
@@ -78,7 +78,7 @@ class Publisher(ABC):
 
     @abstractmethod
     def detections(self, records: list[DetectionRecord]) -> None:
-        """Publish governance detection records (``simple_binlog.governance``) in the open
+        """Publish governance detection records (``governance``) in the open
         transaction."""
 
     @abstractmethod

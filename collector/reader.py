@@ -18,13 +18,13 @@ from typing import Any
 import pymysql
 
 from cdc_platform import mysql_source
+from cdc_platform.config import MySQLInstance
 from collector import binlog_events as ev
 from collector.binlog_stream import BinlogStream
 from collector.decoding import EventContext, TableSchema, build_messages
 from collector.mysql_dump import ServerVersion, binary_log_status
 from collector.row_decoder import TableDecoders
 from collector.schema import BinlogTableSchemas, load_table_schema
-from simple_binlog.config import MySQLInstance
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
 from simple_binlog.message import EventType, SimpleBinlog
 from simple_binlog.offsets import OffsetGenerator

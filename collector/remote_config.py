@@ -47,18 +47,18 @@ import orjson
 from cryptography.fernet import Fernet, InvalidToken
 from pydantic import SecretStr, ValidationError
 
+from cdc_platform.config import CollectorSettings, MySQLInstance, Settings
+from cdc_platform.config import describe_validation_error as describe_settings_error
 from cdc_platform.config_store import AdminFeed, AdminNotFoundError
-from collector.metrics import CollectorMetrics
-from simple_binlog.config import CollectorSettings, MySQLInstance, Settings
-from simple_binlog.config import describe_validation_error as describe_settings_error
-from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
-from simple_binlog.governance.model import (
+from cdc_platform.governance_model import (
     GovernanceSettings,
     GovernanceWebUISource,
     describe_governance_error,
 )
-from simple_binlog.governance.policy import Governance, compile_governance
-from simple_binlog.governance.source import GovernanceRuntime, StaticPolicySource
+from collector.metrics import CollectorMetrics
+from governance.policy import Governance, compile_governance
+from governance.source import GovernanceRuntime, StaticPolicySource
+from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 from simple_binlog.naming import topic_name
 from simple_binlog.routing import ShardRouter, ShardRule
 

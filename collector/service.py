@@ -24,6 +24,7 @@ from typing import Any
 
 import pymysql
 
+from cdc_platform.config import FILE_POSITION, MYSQL_GTID_SET, CollectorSettings, MySQLInstance
 from cdc_platform.retry import RetryCancelled, RetryPolicy
 from collector import binlog_events as ev
 from collector.binlog_stream import BinlogStream
@@ -53,15 +54,14 @@ from collector.work import (
     TransactionEnd,
     WorkItem,
 )
-from simple_binlog.config import FILE_POSITION, MYSQL_GTID_SET, CollectorSettings, MySQLInstance
+from governance.policy import Governance
+from governance.source import GovernanceRuntime
 from simple_binlog.errors import (
     CdcMirrorError,
     ConfigError,
     RetriableError,
     ServiceUnavailableError,
 )
-from simple_binlog.governance.policy import Governance
-from simple_binlog.governance.source import GovernanceRuntime
 from simple_binlog.offsets import OffsetState
 from simple_binlog.patterns import compile_pattern
 
@@ -213,7 +213,7 @@ class Collector:
         self._decoders = TableDecoders(self._schemas, self._filter)
         self._rows_children: dict[tuple[str, str], Any] = {}
         self._unhandled_children: dict[int, Any] = {}
-        # Detection and column policies (simple_binlog.governance), applied to every row
+        # Detection and column policies (governance), applied to every row
         # before it is added; a new policy set is swapped in between MySQL transactions.
         self._governance = governance
         self._policies: Governance | None = governance.current if governance else None

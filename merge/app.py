@@ -13,12 +13,12 @@ from pathlib import Path
 
 from rich.console import Console
 
+from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot, snapshot_from_settings
 from cdc_platform.observability import ObservabilityServer, Probe, serve_observability
 from merge.archive import ArchiveOverride
 from merge.job import Merger, MergeRequest, TableOutcome, build_merger, merge_tables
 from merge.metrics import MergeMetrics, textfile_path
-from simple_binlog.config import Settings
 from simple_binlog.errors import ConfigError
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from enum import StrEnum
 
-from simple_binlog.config import ArchiveDeleteRule, TableMirror
+from cdc_platform.config import ArchiveDeleteRule, TableMirror
 from simple_binlog.errors import ConfigError
 
 

@@ -38,6 +38,7 @@ from urllib.parse import unquote, urlparse
 
 from pyspark.sql import functions as F
 
+from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot, snapshot_from_settings
 from cdc_platform.lake import ROW_COLUMNS, HiveCatalog, default_writer_name, readiness_dir
 from merge import records
@@ -60,7 +61,6 @@ from merge.transform import (
     summarize_changes,
 )
 from merge.types import SchemaChangeError
-from simple_binlog.config import Settings, TableMirror
 from simple_binlog.errors import CdcMirrorError, ConfigError
 
 if TYPE_CHECKING:
@@ -618,7 +618,7 @@ def merge_tables(merger: Merger, requests: list[MergeRequest]) -> list[TableOutc
 def build_merger(settings: Settings, config: ConfigSnapshot | None = None) -> Merger:
     """A Merger in a Spark session of its own; ``config`` (default: loaded from the
     configuration store) names the table mirrors."""
-    from simple_binlog.spark import build_session  # noqa: PLC0415
+    from cdc_platform.spark import build_session  # noqa: PLC0415
 
     if config is None:
         config = load_snapshot(settings)

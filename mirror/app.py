@@ -7,13 +7,13 @@ import signal
 import threading
 from collections.abc import Sequence
 
+from cdc_platform.config import MirrorTarget, Settings, TableMirror
 from cdc_platform.config_store import ConfigWatch, load_snapshot, watch_config
 from cdc_platform.observability import Probe, serve_observability
 from mirror.applier import ChangeApplier
 from mirror.consumer import MirrorConsumer
 from mirror.metrics import MirrorMetrics
 from mirror.plan import mirror_config
-from simple_binlog.config import MirrorTarget, Settings, TableMirror
 from simple_binlog.errors import CdcMirrorError, ConfigError
 
 log = logging.getLogger(__name__)

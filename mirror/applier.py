@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from cdc_platform.config import TableMirror
 from mirror.plan import RowChange, RowKey, latest_per_key
-from simple_binlog.config import TableMirror
 from simple_binlog.values import JsonScalar
 
 

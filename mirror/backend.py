@@ -34,9 +34,9 @@ from fastapi import APIRouter, HTTPException
 from psycopg import sql
 
 from cdc_platform import mysql_source
+from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, snapshot_from_settings
 from mirror.warehouse import connect_warehouse
-from simple_binlog.config import Settings, TableMirror
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 from simple_binlog.naming import topic_name
 from simple_binlog.routing import ShardRouter

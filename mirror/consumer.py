@@ -43,6 +43,7 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from cdc_platform.config import KafkaSettings, MirrorSettings, MirrorTarget
 from cdc_platform.config_store import ConfigWatch, diff_snapshots
 from cdc_platform.kafka import (
     RebalanceError,
@@ -58,7 +59,6 @@ from cdc_platform.retry import RetryCancelled, RetryPolicy
 from mirror.applier import ApplyResult, ChangeApplier
 from mirror.metrics import MirrorMetrics
 from mirror.plan import ChangeRouter, RowChange, mirror_config
-from simple_binlog.config import KafkaSettings, MirrorSettings, MirrorTarget
 from simple_binlog.errors import (
     CdcMirrorError,
     ContractError,

@@ -59,11 +59,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from cdc_platform.config import KuduSettings, MirrorSettings, TableMirror
 from mirror.applier import ApplyResult, ChangeApplier
 from mirror.kudu_batch import BatchBuffer, ValueRefusedError, buffers
 from mirror.kudu_types import KuduType, key_refusal, kudu_type
 from mirror.plan import RowChange, RowKey, latest_per_key
-from simple_binlog.config import KuduSettings, MirrorSettings, TableMirror
 from simple_binlog.errors import (
     CdcMirrorError,
     ConfigError,

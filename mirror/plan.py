@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from cdc_platform.config import MirrorTarget, TableMirror
 from cdc_platform.config_store import ConfigSnapshot
-from simple_binlog.config import MirrorTarget, TableMirror
 from simple_binlog.errors import ConfigError, ContractError
 from simple_binlog.message import EventType, SimpleBinlog
 from simple_binlog.routing import ShardRouter, ShardRule

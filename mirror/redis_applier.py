@@ -43,9 +43,9 @@ import orjson
 import redis
 from redis.exceptions import NoScriptError
 
+from cdc_platform.config import MirrorSettings, RedisSettings, TableMirror
 from mirror.applier import ApplyResult, ChangeApplier
 from mirror.plan import BatchPlan, RowChange, latest_per_key, project
-from simple_binlog.config import MirrorSettings, RedisSettings, TableMirror
 from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.naming import decode_redis_document, redis_key, redis_key_part
 

@@ -52,11 +52,11 @@ from typing import TypeVar
 import psycopg
 from psycopg import sql
 
+from cdc_platform.config import MirrorSettings, PostgresSettings, TableMirror
 from mirror.applier import ApplyResult, ChangeApplier
 from mirror.pg_schema import Alter, Keep, Stop, decide
 from mirror.pgtypes import RowConverters, pg_type
 from mirror.plan import RowChange, RowKey, latest_per_key
-from simple_binlog.config import MirrorSettings, PostgresSettings, TableMirror
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)

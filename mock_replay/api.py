@@ -17,6 +17,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
+from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot
 from mock_replay.errors import ReplayError
 from mock_replay.progress import RunStatus, TableProgress
@@ -31,7 +32,6 @@ from mock_replay.runner import (
     request_cancel,
     start_run,
 )
-from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError
 
 log = logging.getLogger(__name__)

@@ -25,6 +25,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot
 from mock_replay.errors import ReplayError
 from mock_replay.progress import TableProgress
@@ -38,7 +39,6 @@ from mock_replay.runner import (
     load_for_resume,
     start_run,
 )
-from simple_binlog.config import Settings
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,8 @@ from typing import Any
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from cdc_platform.config import KafkaSettings
+from cdc_platform.governance_model import DetectionRecord, detections_topic
 from cdc_platform.kafka import (
     UnknownTopicError,
     consumer_config,
@@ -35,9 +37,7 @@ from cdc_platform.kafka import (
 )
 from mock_replay.errors import ReplayError
 from mock_replay.progress import RunSpec, RunStatus, TableProgress, fold
-from simple_binlog.config import KafkaSettings
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
-from simple_binlog.governance.model import DetectionRecord, detections_topic
 from simple_binlog.naming import topic_name
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,11 @@ from typing import Any
 
 import orjson
 
+from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot, InstanceLogin, snapshot_from_settings
+from cdc_platform.governance_model import DetectionRecord
+from governance.policy import Governance
+from governance.source import GovernanceRuntime, start_governance
 from mock_replay.condition import Condition, compile_condition
 from mock_replay.errors import ReplayCancelled, ReplayError
 from mock_replay.plan import (
@@ -59,11 +63,7 @@ from mock_replay.publish import (
     fence,
 )
 from mock_replay.source import LoadGuard, MySQLSource
-from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError
-from simple_binlog.governance.model import DetectionRecord
-from simple_binlog.governance.policy import Governance
-from simple_binlog.governance.source import GovernanceRuntime, start_governance
 from simple_binlog.offsets import mock_offset
 from simple_binlog.routing import ShardRouter, partition_key
 from simple_binlog.values import JsonScalar

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-from simple_binlog.config import LOCAL_PORTS
+from cdc_platform.config import LOCAL_PORTS
 
 HOST = "127.0.0.1"
 

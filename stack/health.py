@@ -6,7 +6,7 @@ import logging
 import socket
 from pathlib import Path
 
-from simple_binlog.config import PostgresSettings
+from cdc_platform.config import PostgresSettings
 from simple_binlog.errors import CdcMirrorError
 
 log = logging.getLogger(__name__)

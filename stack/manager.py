@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from stack.services import SERVICE_ORDER, Service, ServiceStatus, StackPaths
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from simple_binlog.config import Settings, load_settings
+from cdc_platform.config import Settings, load_settings
 from simple_binlog.errors import StackError
 
 
@@ -32,7 +32,7 @@ def initialise_metastore(settings: Settings, jars_dir: Path, log_file: Path) -> 
 
 
 def _main() -> int:
-    from simple_binlog.spark import build_session  # noqa: PLC0415
+    from cdc_platform.spark import build_session  # noqa: PLC0415
 
     settings: Settings = load_settings()
     spark = build_session(settings, "cdc-mirror-metastore-init", create_schema=True)

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from pydantic import SecretStr
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from simple_binlog.errors import StackError
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from simple_binlog.config import LOCAL_PORTS
-from simple_binlog.lake_location import S3Access
+from cdc_platform.config import LOCAL_PORTS
+from cdc_platform.lake_location import S3Access
 
 HOST = "127.0.0.1"
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from simple_binlog.config import LOCAL_PORTS, Settings
+from cdc_platform.config import LOCAL_PORTS, Settings
+from cdc_platform.lake_location import LOCAL_S3_BUCKET, resolve_s3_access
 from simple_binlog.errors import StackError
-from simple_binlog.lake_location import LOCAL_S3_BUCKET, resolve_s3_access
 from stack import hdfs, health, kudu, replication, seaweedfs
 from stack.install import (
     SEAWEEDFS_REQUIREMENT,

@@ -28,12 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer
 
+from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigWatch, watch_config
 from cdc_platform.kafka import consumer_config, high_watermark
 from cdc_platform.lake import default_writer_name
 from cdc_platform.observability import Probe, serve_observability
 from cdc_platform.retry import RetryCancelled, RetryPolicy
-from simple_binlog.config import Settings
+from cdc_platform.spark import build_session
 from simple_binlog.errors import (
     CdcMirrorError,
     RetriableError,
@@ -41,7 +42,6 @@ from simple_binlog.errors import (
     exit_code_for,
 )
 from simple_binlog.naming import topic_name
-from simple_binlog.spark import build_session
 from stream_writer import localfs
 from stream_writer.metrics import WriterMetrics
 from stream_writer.routing import LiveRouting
@@ -368,7 +368,7 @@ def kafka_away(text: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from simple_binlog.config import load_settings  # noqa: PLC0415
+    from cdc_platform.config import load_settings  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--config", type=Path)

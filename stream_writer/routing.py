@@ -18,8 +18,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from cdc_platform.config import KafkaSettings
 from cdc_platform.config_store import ConfigSnapshot, ConfigWatch, InstanceConfig
-from simple_binlog.config import KafkaSettings
 from simple_binlog.errors import ConfigError
 from simple_binlog.naming import topic_name
 from simple_binlog.routing import ShardRule

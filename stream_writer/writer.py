@@ -56,8 +56,8 @@ from pyspark import SparkContext
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
+from cdc_platform.config import StreamWriterSettings
 from cdc_platform.lake import DEAD_LETTER_TABLE, HiveCatalog, readiness_dir
-from simple_binlog.config import StreamWriterSettings
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.routing import ShardRouter, ShardRule
 from stream_writer import commit, layout, localfs, transform

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from simple_binlog.config import Settings, load_settings
+from cdc_platform.config import Settings, load_settings
 
 _ROOT = Path(__file__).parent
 _MARKER_BY_FOLDER = {"unit": "unit", "integration": "integration", "e2e": "e2e"}

@@ -16,8 +16,8 @@ from typing import Any
 import pymysql
 
 from cdc_platform import mysql_source
+from cdc_platform.config import TableMirror
 from cdc_platform.mysql_source import SourceAccess
-from simple_binlog.config import TableMirror
 from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.routing import ShardRouter
 from simple_binlog.values import ColumnType, Kind

@@ -16,7 +16,7 @@ from typing import Any
 
 import redis
 
-from simple_binlog.config import RedisSettings
+from cdc_platform.config import RedisSettings
 from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.naming import decode_redis_document, redis_key, redis_key_part_value
 from simple_binlog.values import ColumnType, JsonScalar, Kind, decode

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from simple_binlog.config import Settings, TableMirror
+from cdc_platform.config import Settings, TableMirror
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
 from simple_binlog.naming import mirror_group, topic_name
 from simple_binlog.routing import ShardRouter

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from simple_binlog.config import TableMirror
+from cdc_platform.config import TableMirror
 from simple_binlog.errors import CdcMirrorError, ConfigError
 from simple_binlog.routing import ShardRouter
 from simple_binlog.values import ColumnType, JsonScalar, Kind, encode, parse_column_type

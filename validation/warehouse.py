@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from simple_binlog.config import PostgresSettings
+from cdc_platform.config import PostgresSettings
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
 from simple_binlog.naming import WAREHOUSE_DELETED_COLUMN, WAREHOUSE_SHARD_COLUMN
 from simple_binlog.values import ColumnType, Kind

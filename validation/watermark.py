@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, TopicPartition
 
+from cdc_platform.config import KafkaSettings
 from cdc_platform.kafka import consumer_config, high_watermark, kafka_errors
-from simple_binlog.config import KafkaSettings
 from simple_binlog.errors import ServiceUnavailableError
 
 Marks = dict[int, int]  # partition → offset

@@ -16,8 +16,8 @@ from pydantic import SecretStr, ValidationError
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, InstanceConfig, with_etag
-from simple_binlog.config import Settings, TableMirror
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.routing import ShardRule
 from webui.models import ApiToken, AuditEntry, Instance, LoginSession, TableMirrorRow, User

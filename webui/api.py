@@ -29,8 +29,8 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cdc_platform.config import TableMirror
 from cdc_platform.config_store import snapshot_body
-from simple_binlog.config import TableMirror
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
 from webui import admin
 from webui.auth import (

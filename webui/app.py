@@ -25,8 +25,8 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from cdc_platform.config import Settings
 from cdc_platform.config_store import InstanceConfig
-from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
 from webui import admin, governance_api, governance_pages, pages
 from webui.api import router as api_router

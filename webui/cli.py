@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import SecretStr, ValidationError
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from simple_binlog.errors import ConfigError
 from webui import admin
 from webui.app import quiet_library_loggers

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from fastapi import Request
 from sqlalchemy.orm import Session, sessionmaker
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from webui.admin import CollectorConfigCache, SnapshotEtags
 from webui.auth import HashingPool, LoginThrottle
 from webui.replay import ReplayService

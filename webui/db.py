@@ -11,7 +11,7 @@ from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """Detections over time: the collectors' detection records (``cdc.binlog.<instance>.detections``,
-``simple_binlog.governance.DetectionRecord``, never a value) summed per hour, instance, logical
+``governance.DetectionRecord``, never a value) summed per hour, instance, logical
 table, column, detector and applied action into ``detection_counts``.
 
 A daemon thread in the web admin process reads every instance's detection topic by manual
@@ -29,10 +29,10 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from cdc_platform.config import KafkaSettings
 from cdc_platform.kafka import consumer_config, high_watermark, kafka_errors
-from simple_binlog.config import KafkaSettings
+from governance import DetectionRecord, detections_topic
 from simple_binlog.errors import CdcMirrorError, ContractError
-from simple_binlog.governance import DetectionRecord, detections_topic
 from webui.models import DetectionCount, DetectionOffset, Instance
 from webui.monitoring import Series
 

@@ -2,7 +2,7 @@
 standardisation rules, lookup tables and the set-wide settings (issue 10).
 
 Every change is validated twice, in the caller's transaction: the item by its
-``simple_binlog.governance`` model (the one the collectors load), then the whole set as the
+``governance`` model (the one the collectors load), then the whole set as the
 collectors will receive it (two policies for one column, a rule naming a missing lookup
 table, ``drop`` on a key column, …), each problem as one sentence. A change bumps the set's
 ``version`` and every instance's ``version``, so each collector's config etag changes and the
@@ -25,9 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from simple_binlog.config import Settings, TableMirror
-from simple_binlog.errors import CdcMirrorError
-from simple_binlog.governance import (
+from cdc_platform.config import Settings, TableMirror
+from governance import (
     BUILTIN_DETECTORS,
     ColumnPolicy,
     DetectorRule,
@@ -37,7 +36,8 @@ from simple_binlog.governance import (
     StandardiseRule,
     describe_governance_error,
 )
-from simple_binlog.governance.functions import FunctionNotAllowedError, FunctionRegistry
+from governance.functions import FunctionNotAllowedError, FunctionRegistry
+from simple_binlog.errors import CdcMirrorError
 from webui import admin
 from webui.lineage_map import ColumnTreatment
 from webui.models import (

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from simple_binlog.governance import ColumnPolicy, DetectorRule, LookupTable, StandardiseRule
+from governance import ColumnPolicy, DetectorRule, LookupTable, StandardiseRule
 from webui import governance
 from webui.api import _ERRORS, DB, Ctx, Editor, Reader
 from webui.detections import HOUR_S, hour_of, load_series

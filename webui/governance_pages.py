@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData, UploadFile
 
-from simple_binlog.governance import (
+from governance import (
     BUILTIN_DETECTORS,
     BUILTIN_VALIDATORS,
     ColumnPolicy,

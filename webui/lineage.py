@@ -16,9 +16,9 @@ from typing import Any
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
+from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot
 from mirror.backend import MirrorBackend
-from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError
 from webui import admin
 from webui.lineage_map import MirrorSource, Naming, TableLineage, table_lineage

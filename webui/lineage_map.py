@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from simple_binlog.config import Settings, TableMirror
+from cdc_platform.config import Settings, TableMirror
 
 PolicyName = Literal["pass", "mask", "hash", "drop"]
 Direction = Literal["downstream", "upstream", "both"]

@@ -104,7 +104,7 @@ class TableMirrorRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="RESTRICT"))
-    # The whole simple_binlog.config.TableMirror as JSON (minus ``instance``): one schema for
+    # The whole cdc_platform.config.TableMirror as JSON (minus ``instance``): one schema for
     # the file config and the admin, validated by the same model.
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -159,7 +159,7 @@ class DetectorRuleRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(63), unique=True)
-    # The whole simple_binlog.governance.DetectorRule as JSON.
+    # The whole governance.DetectorRule as JSON.
     spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     position: Mapped[int] = mapped_column(Integer)  # rules are tried in this order
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from simple_binlog.config import ScrapeTarget
+from cdc_platform.config import ScrapeTarget
 from webui.models import MetricSample
 
 log = logging.getLogger(__name__)

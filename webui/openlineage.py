@@ -31,9 +31,9 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from cdc_platform.config import Settings
 from merge.types import hive_type
 from mirror.pgtypes import pg_type
-from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError
 from webui.lineage_map import ColumnLineage, TableLineage
 

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from starlette.datastructures import FormData
 
-from simple_binlog.config import ALL_TARGETS, TableMirror
+from cdc_platform.config import ALL_TARGETS, TableMirror
 from simple_binlog.errors import CdcMirrorError
 from webui import admin, governance
 from webui.auth import (

@@ -18,12 +18,12 @@ import threading
 from collections.abc import Callable
 from datetime import date
 
+from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot, InstanceConfig
 from cdc_platform.kafka import topic_names
 from mock_replay import api as mock_api
 from mock_replay.errors import ReplayError
 from mock_replay.publish import progress_topic
-from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError
 from webui.replay import ReplayNotFoundError, ReplayRequest, ReplayState, ReplayStatus
 

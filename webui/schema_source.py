@@ -15,7 +15,7 @@ from typing import Protocol
 import pymysql
 
 from cdc_platform import mysql_source
-from simple_binlog.config import TableMirror
+from cdc_platform.config import TableMirror
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
 from simple_binlog.routing import ShardRouter, ShardRule
 

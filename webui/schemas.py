@@ -8,7 +8,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from simple_binlog.config import (
+from cdc_platform.config import (
     GTID_POSITION,
     INSTANCE_NAME,
     LOCAL_PASSWORDS,
@@ -162,7 +162,7 @@ class CollectorConfig(BaseModel):
     governance: dict[str, Any] = Field(
         default_factory=dict,
         description=(
-            "the governance policy set (simple_binlog.governance.GovernanceSettings without "
+            "the governance policy set (governance.GovernanceSettings without "
             "source, webui and hash_salt: the salt stays in each collector's own config)"
         ),
     )

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from simple_binlog.errors import ConfigError
 
 log = logging.getLogger(__name__)

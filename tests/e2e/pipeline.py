@@ -19,8 +19,8 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from cdc_mirror.processes import Component, Supervisor, config_env, free_port, wait_until
+from cdc_platform.config import Settings
 from cdc_platform.kafka import consumer_config
-from simple_binlog.config import Settings
 from simple_binlog.naming import topic_name
 
 ROOT = Path(__file__).resolve().parents[2]

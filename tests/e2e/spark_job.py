@@ -15,8 +15,8 @@ from pathlib import Path
 import orjson
 
 from cdc_mirror.verify import CHECK_SPARK_CONF, spark_checks
-from simple_binlog.config import load_settings
-from simple_binlog.spark import build_session
+from cdc_platform.config import load_settings
+from cdc_platform.spark import build_session
 
 
 def main() -> int:

@@ -69,8 +69,8 @@ from cdc_mirror.verify import (
     redis_digest,
     warehouse_digest,
 )
+from cdc_platform.config import Settings
 from collector.reader import server_position
-from simple_binlog.config import Settings
 from tests.e2e.chaos import (
     FAULT_HOW,
     RESTART_FAULTS,

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

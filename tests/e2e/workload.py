@@ -21,7 +21,7 @@ from typing import Any
 
 import pymysql
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 
 log = logging.getLogger(__name__)
 

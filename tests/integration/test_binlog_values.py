@@ -15,9 +15,9 @@ from decimal import Decimal
 import pymysql
 import pytest
 
+from cdc_platform.config import Settings
 from collector.reader import ServerPosition, read_range, server_position
 from collector.schema import load_table_schema
-from simple_binlog.config import Settings
 from simple_binlog.message import EventType, decode_message
 from simple_binlog.offsets import OffsetGenerator
 from simple_binlog.values import canonical, parse_column_type

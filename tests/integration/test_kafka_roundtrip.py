@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
+from cdc_platform.config import Settings
 from cdc_platform.kafka import admin_config, consumer_config, ensure_topic, producer_config
-from simple_binlog.config import Settings
 from simple_binlog.message import EventType, SimpleBinlog, Source, decode_message
 from simple_binlog.naming import topic_name
 from simple_binlog.offsets import OffsetGenerator

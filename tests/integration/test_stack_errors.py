@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from simple_binlog.errors import StackError
 from stack.manager import LocalStack
 from stack.services import Redis, StackPaths

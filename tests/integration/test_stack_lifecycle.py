@@ -15,8 +15,8 @@ import redis
 from confluent_kafka import Consumer, Producer
 from kazoo.client import KazooClient
 
+from cdc_platform.config import LOCAL_PORTS, Settings
 from cdc_platform.kafka import consumer_config, ensure_topic, producer_config
-from simple_binlog.config import LOCAL_PORTS, Settings
 
 CLI = [sys.executable, "-m", "cdc_mirror", "stack"]
 SERVICES = ("mariadb", "postgresql", "redis", "zookeeper", "kafka", "spark")

@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from cdc_platform.config import Settings
 from cdc_platform.kafka import (
     UnknownTopicError,
     admin_config,
@@ -18,7 +19,6 @@ from cdc_platform.kafka import (
     producer_config,
     read_to_end,
 )
-from simple_binlog.config import Settings
 
 PARTITIONS = 3
 

@@ -3,7 +3,7 @@ source reaches the local stack's MariaDB (mysql_native_password, no TLS) as befo
 
 from __future__ import annotations
 
-from simple_binlog.config import Settings, TableMirror
+from cdc_platform.config import Settings, TableMirror
 from simple_binlog.routing import ShardRule
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from cdc_platform.config import Settings
 from collector.reader import server_position
-from simple_binlog.config import Settings
 from tests.integration.collector.harness import CollectorScene, admin
 from tests.integration.collector.pair import FailoverPair
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pymysql
 from confluent_kafka import Consumer
 
+from cdc_platform.config import Settings
 from cdc_platform.kafka import consumer_config
 from collector.position import parse_gtid
 from collector.reader import ServerPosition, read_range, server_position
-from simple_binlog.config import Settings
 from simple_binlog.message import SimpleBinlog, decode_message
 from simple_binlog.naming import topic_name
 from simple_binlog.offsets import OffsetGenerator

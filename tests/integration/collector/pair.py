@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import pymysql
 
+from cdc_platform.config import MySQLInstance, Settings
 from collector.reader import ServerPosition, server_position
-from simple_binlog.config import MySQLInstance, Settings
 from stack import replication
 from stack.manager import LocalStack
 from stack.services import MariaDB, _os_user

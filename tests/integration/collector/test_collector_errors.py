@@ -9,7 +9,7 @@ import sys
 import time
 import uuid
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from tests.integration.collector.harness import ROOT, admin
 
 

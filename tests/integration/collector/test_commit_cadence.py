@@ -13,11 +13,11 @@ import threading
 import time
 import uuid
 
+from cdc_platform.config import Settings
 from collector.metrics import CollectorMetrics
 from collector.publisher import MemoryPublisher
 from collector.reader import server_position
 from collector.service import Collector
-from simple_binlog.config import Settings
 from tests.integration.collector.harness import admin
 
 

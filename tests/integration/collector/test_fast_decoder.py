@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import random
 
+from cdc_platform.config import Settings
 from collector.decoding import EventContext, fix_reader_quirks, messages_from_rows
 from collector.reader import SchemaCache, ServerPosition, read_range, server_position
 from collector.row_decoder import NATIVE_DECODER
 from collector.schema import BinlogTableSchemas
-from simple_binlog.config import Settings
 from simple_binlog.offsets import OffsetGenerator
 from tests.integration import test_binlog_values as every
 from tests.integration.test_binlog_values import admin  # noqa: F401 - a fixture

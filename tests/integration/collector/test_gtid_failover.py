@@ -29,8 +29,8 @@ from typing import Any
 import pymysql
 import pytest
 
+from cdc_platform.config import Settings
 from collector.reader import ServerPosition, read_range
-from simple_binlog.config import Settings
 from simple_binlog.message import EventType, SimpleBinlog
 from simple_binlog.offsets import OffsetGenerator
 from stack.replication import PRIMARY_PORT, REPLICA_PORT

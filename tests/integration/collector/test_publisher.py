@@ -7,10 +7,10 @@ import uuid
 
 from confluent_kafka import Consumer, TopicPartition
 
+from cdc_platform.config import Settings
 from cdc_platform.kafka import consumer_config
 from collector.position import CollectorPosition
 from collector.publisher import KafkaPublisher
-from simple_binlog.config import Settings
 from simple_binlog.message import EventType, SimpleBinlog, Source, decode_message
 from simple_binlog.naming import topic_name
 from simple_binlog.offsets import OffsetState

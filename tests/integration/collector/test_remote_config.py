@@ -32,8 +32,8 @@ from typing import Any
 import httpx
 import pytest
 
+from cdc_platform.config import Settings
 from collector.reader import ServerPosition, read_range, server_position
-from simple_binlog.config import Settings
 from simple_binlog.message import SimpleBinlog
 from simple_binlog.offsets import OffsetGenerator
 from tests.integration.collector.harness import (

@@ -4,7 +4,7 @@ boundary with one sentence."""
 
 from __future__ import annotations
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from tests.integration.collector.harness import CollectorScene, admin, reached
 from tests.integration.collector.test_collector_errors import _error_line, _run_collector
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import sys
 
-from simple_binlog.config import load_settings
-from simple_binlog.spark import build_session
+from cdc_platform.config import load_settings
+from cdc_platform.spark import build_session
 
 
 def main(databases: list[str]) -> int:

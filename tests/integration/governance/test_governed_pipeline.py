@@ -32,10 +32,10 @@ import yaml
 from confluent_kafka import Consumer
 from psycopg import sql
 
+from cdc_platform.config import Settings, TableMirror
 from cdc_platform.kafka import consumer_config
 from collector.reader import server_position
-from simple_binlog.config import Settings, TableMirror
-from simple_binlog.governance import DetectionRecord
+from governance import DetectionRecord
 from tests.integration.collector.harness import CollectorProcess, reached
 from tests.integration.governance.workload import SALT, PlantedTable, admin
 from tests.integration.mirror.harness import MirrorProcess, MirrorScene, free_port, wait_for
@@ -407,8 +407,8 @@ def test_lake_and_snapshot_hold_no_plaintext(governed: dict[str, Any]) -> None:
                 sys.executable,
                 "-c",
                 (
-                    "from simple_binlog.config import load_settings;"
-                    "from simple_binlog.spark import build_session;"
+                    "from cdc_platform.config import load_settings;"
+                    "from cdc_platform.spark import build_session;"
                     "s = build_session(load_settings(), 'gv-cleanup');"
                     f"s.sql('DROP DATABASE IF EXISTS {raw} CASCADE');"
                     f"s.sql('DROP DATABASE IF EXISTS {snapshot} CASCADE');"

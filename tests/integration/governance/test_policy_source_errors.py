@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from tests.integration.mirror.harness import free_port
 
 ROOT = Path(__file__).resolve().parents[3]

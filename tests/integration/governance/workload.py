@@ -18,7 +18,7 @@ from typing import Any
 
 import pymysql
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from tests.unit.governance.planted import VALID, near_misses
 
 SHARDS = 2

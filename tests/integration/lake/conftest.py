@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from cdc_platform.config import Settings
 from cdc_platform.iceberg import LakeCatalog, catalog_conf, iceberg_jars, storage_for
-from simple_binlog.config import Settings
-from simple_binlog.lake_location import LOCAL_S3_BUCKET
+from cdc_platform.lake_location import LOCAL_S3_BUCKET
 
 STORAGES = ("local", "hdfs", "s3")
 
@@ -81,7 +81,7 @@ def lake_spark(
     s3_service: Settings,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[LakeSpark]:
-    from simple_binlog.spark import build_session
+    from cdc_platform.spark import build_session
 
     iceberg_jars(local_stack.stack.home.resolve() / "jars")
     root = tmp_path_factory.mktemp("lake")

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from cdc_platform.config import LOCAL_PORTS
 from cdc_platform.iceberg import (
     KafkaOffsets,
     LakeAccessError,
@@ -16,8 +17,7 @@ from cdc_platform.iceberg import (
     LakeUnreachableError,
     storage_for,
 )
-from simple_binlog.config import LOCAL_PORTS
-from simple_binlog.lake_location import LOCAL_S3_BUCKET
+from cdc_platform.lake_location import LOCAL_S3_BUCKET
 from stack.process import port_open
 from tests.integration.lake.conftest import Lake, LakeSpark, with_lake
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simple_binlog.config import LOCAL_PORTS, Settings
+from cdc_platform.config import LOCAL_PORTS, Settings
 from stack import seaweedfs
 from stack.manager import LocalStack
 from stack.process import port_open

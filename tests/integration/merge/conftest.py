@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from psycopg import sql
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from tests.integration.merge.harness import Shop, unique_prefix
 from tests.integration.mirror.targets import pg_connect
 
 
 @pytest.fixture(scope="module")
 def spark(local_stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from simple_binlog.spark import build_session
+    from cdc_platform.spark import build_session
 
     lake = tmp_path_factory.mktemp("merge-lake")
     scoped = local_stack.model_copy(

@@ -25,12 +25,12 @@ from typing import Any
 import pymysql
 import yaml
 
-from merge import records
-from simple_binlog.config import (
+from cdc_platform.config import (
     MergeSettings,
     Settings,
     TableMirror,
 )
+from merge import records
 from simple_binlog.values import encode, parse_column_type
 
 SHARDS = 3

@@ -11,7 +11,7 @@ import pytest
 import redis
 from psycopg import sql
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from tests.integration.mirror.targets import pg_connect
 from tests.unit.mirror.workload import table_mirror
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from cdc_platform.config import Settings
 from cdc_platform.kafka import consumer_config, ensure_topic, producer_config
-from simple_binlog.config import Settings
 from simple_binlog.message import SimpleBinlog
 from simple_binlog.routing import partition_key
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cdc_platform.config import Settings
 from mirror.kudu import KuduApplier, _Table
-from simple_binlog.config import Settings
 
 
 def kudu_applier(settings: Settings) -> KuduApplier:

@@ -11,8 +11,8 @@ import psycopg
 import redis
 from psycopg import sql
 
+from cdc_platform.config import Settings
 from mirror.redis_applier import decode_value
-from simple_binlog.config import Settings
 from simple_binlog.values import JsonScalar, decode, parse_column_type
 
 

@@ -10,11 +10,11 @@ from decimal import Decimal
 import pytest
 import redis
 
+from cdc_platform.config import Settings
 from mirror.applier import MemoryApplier
 from mirror.plan import ChangeRouter
 from mirror.redis_applier import RedisApplier, redis_key
 from mirror.warehouse import WarehouseApplier
-from simple_binlog.config import Settings
 from simple_binlog.message import EventType, SimpleBinlog
 from simple_binlog.routing import ShardRouter
 from tests.integration.mirror.targets import as_pg, live_redis_rows, pg_connect, pg_rows, redis_rows

@@ -11,8 +11,8 @@ import pymysql
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from cdc_platform.config import Settings, TableMirror
 from mirror.backend import MirrorBackend, mirror_router
-from simple_binlog.config import Settings, TableMirror
 
 
 def _admin(settings: Settings) -> pymysql.connections.Connection:

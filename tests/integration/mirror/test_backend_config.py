@@ -7,9 +7,9 @@ import uuid
 
 import pymysql
 
+from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, InstanceConfig
 from mirror.backend import MirrorBackend
-from simple_binlog.config import Settings, TableMirror
 from simple_binlog.routing import ShardRule
 
 

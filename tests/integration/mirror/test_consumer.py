@@ -13,11 +13,11 @@ import threading
 
 import pytest
 
+from cdc_platform.config import Settings
 from mirror.applier import ApplyResult, MemoryApplier
 from mirror.consumer import MirrorConsumer
 from mirror.metrics import MirrorMetrics
 from mirror.plan import ChangeRouter
-from simple_binlog.config import Settings
 from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.message import SimpleBinlog
 from simple_binlog.routing import ShardRouter

@@ -15,12 +15,12 @@ from typing import Any
 import pymysql
 import pytest
 
+from cdc_platform.config import Settings, TableMirror
 from collector.reader import SchemaCache, read_range, server_position
 from mirror.app import build_applier
 from mirror.consumer import MirrorConsumer
 from mirror.metrics import MirrorMetrics
 from mirror.plan import ChangeRouter
-from simple_binlog.config import Settings, TableMirror
 from simple_binlog.offsets import OffsetGenerator
 from simple_binlog.routing import ShardRouter
 from simple_binlog.values import encode, parse_column_type

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from cdc_platform.config import Settings
 from mirror.applier import MemoryApplier
 from mirror.consumer import dead_letter_topic
 from mirror.plan import ChangeRouter
-from simple_binlog.config import Settings
 from simple_binlog.routing import ShardRouter
 from tests.integration.mirror.harness import MirrorProcess, MirrorScene, free_port, scrape, wait_for
 from tests.integration.mirror.targets import pg_connect

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from cdc_platform.config import Settings, TableMirror
 from collector.reader import SchemaCache, read_range, server_position
 from mirror.applier import MemoryApplier
 from mirror.plan import ChangeRouter
-from simple_binlog.config import Settings, TableMirror
 from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.message import EventType, SimpleBinlog, Source
 from simple_binlog.offsets import OffsetGenerator

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from cdc_platform.config import Settings
 from mirror.kudu import KuduApplier
 from mirror.plan import RowChange
-from simple_binlog.config import Settings
 from simple_binlog.values import decode, encode, parse_column_type
 from tests.integration.mirror.kudu_store import kudu_rows
 from tests.unit.mirror.test_kudu_types import CASES

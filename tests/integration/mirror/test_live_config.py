@@ -15,7 +15,7 @@ import httpx
 import pytest
 import uvicorn
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from simple_binlog.message import SimpleBinlog
 from tests.integration.mirror.harness import MirrorProcess, MirrorScene, free_port, scrape, wait_for
 from tests.integration.mirror.targets import live_redis_rows

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from psycopg import sql
 
+from cdc_platform.config import Settings
 from mirror.metrics import MirrorMetrics
 from mirror.plan import RowChange
 from mirror.warehouse import WarehouseApplier
-from simple_binlog.config import Settings
 from tests.integration.mirror.targets import pg_connect, pg_rows
 
 

@@ -7,8 +7,8 @@ import uuid
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from cdc_platform.config import Settings
 from cdc_platform.kafka import admin_config
-from simple_binlog.config import Settings
 from tests.integration.mock_replay.helpers import Shards, with_topic_prefix
 
 

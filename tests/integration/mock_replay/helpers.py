@@ -13,12 +13,12 @@ import pymysql
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from cdc_platform.config import Settings
 from cdc_platform.kafka import admin_config, consumer_config
 from mock_replay.plan import TableShape, chunk_query
 from mock_replay.publish import MemoryChunkPublisher, MemoryProgressStore
 from mock_replay.runner import Cancellation, ReplayRequest, ReplayWorker, prepare_run
 from mock_replay.source import MySQLSource
-from simple_binlog.config import Settings
 from simple_binlog.message import SimpleBinlog, decode_message
 from simple_binlog.values import canonical, parse_column_type
 

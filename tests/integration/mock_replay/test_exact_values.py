@@ -22,13 +22,13 @@ import pytest
 import redis
 from psycopg import sql
 
+from cdc_platform.config import Settings
 from collector.reader import read_range, server_position
 from mirror.pgtypes import mysql_date_text
 from mirror.plan import ChangeRouter
 from mirror.redis_applier import RedisApplier
 from mirror.warehouse import WarehouseApplier
 from mock_replay.runner import ReplayRequest
-from simple_binlog.config import Settings
 from simple_binlog.message import SimpleBinlog
 from simple_binlog.offsets import OffsetGenerator
 from simple_binlog.routing import ShardRouter

@@ -3,10 +3,10 @@ tables by that instance's shard rules (not the settings' instances and rules).""
 
 from __future__ import annotations
 
+from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot, InstanceConfig
 from mock_replay.api import ReplayService
 from mock_replay.runner import ReplayRequest
-from simple_binlog.config import Settings
 from simple_binlog.naming import topic_name
 from simple_binlog.routing import ShardRule
 from tests.integration.mock_replay.helpers import Shards, read_topic

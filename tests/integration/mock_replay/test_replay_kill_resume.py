@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from simple_binlog.naming import topic_name
 from tests.integration.mock_replay.helpers import Shards, end_offsets, read_topic
 

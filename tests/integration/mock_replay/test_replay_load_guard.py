@@ -9,8 +9,8 @@ import logging
 import threading
 import time
 
+from cdc_platform.config import Settings
 from mock_replay.runner import ReplayRequest
-from simple_binlog.config import Settings
 from tests.integration.mock_replay.helpers import Shards, admin, replay_to_memory
 
 BUSY = 6

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+from cdc_platform.config import Settings
 from collector.reader import read_range, server_position
 from mirror.memory import InMemoryMirror
 from mock_replay.runner import ReplayRequest
-from simple_binlog.config import Settings
 from simple_binlog.offsets import OffsetGenerator, split
 from simple_binlog.routing import ShardRouter
 from tests.integration.mock_replay.helpers import Shards, admin

@@ -13,10 +13,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from cdc_platform.config import Settings
 from cdc_platform.kafka import consumer_config, ensure_topic, producer_config
 from mock_replay.progress import TableProgress
 from mock_replay.publish import KafkaChunkPublisher, KafkaProgressStore
-from simple_binlog.config import Settings
 from simple_binlog.naming import topic_name
 
 TABLES = [f"shop_{n:02d}.orders_{n:02d}".encode() for n in range(12)]

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from cdc_platform.config import Settings
 from mock_replay.errors import ConditionError, ReplayError
 from mock_replay.publish import KafkaProgressStore, progress_topic
 from mock_replay.runner import ReplayRequest, start_run
-from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError, ConfigError
 from simple_binlog.naming import topic_name
 from tests.integration.mock_replay.helpers import Shards, end_offsets, replay_to_memory

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import time
 
+from cdc_platform.config import Settings
 from mock_replay.api import ReplayService
 from mock_replay.plan import chunk_query
 from mock_replay.runner import ReplayRequest
-from simple_binlog.config import Settings
 from simple_binlog.message import EventType, Source
 from simple_binlog.naming import topic_name
 from simple_binlog.offsets import mock_offset

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from cdc_platform.config import Settings
 from collector.reader import read_range, server_position
 from mock_replay.runner import ReplayRequest
 from mock_replay.source import MySQLSource
-from simple_binlog.config import Settings
 from simple_binlog.message import EventType, Source
 from simple_binlog.offsets import OffsetGenerator, mock_offset
 from tests.integration.mock_replay.helpers import Shards, admin, mysql_rows, replay_to_memory

@@ -11,9 +11,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from cdc_platform.config import Settings
 from mock_replay.api import ReplayService
 from mock_replay.runner import ReplayRequest
-from simple_binlog.config import Settings
 from simple_binlog.naming import topic_name
 from tests.integration.mock_replay.helpers import Shards, end_offsets, read_topic
 

@@ -16,8 +16,8 @@ import sys
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
-from simple_binlog.config import load_settings
-from simple_binlog.spark import build_session
+from cdc_platform.config import load_settings
+from cdc_platform.spark import build_session
 
 
 def drop_table(spark: SparkSession, database: str, table: str) -> None:

@@ -21,7 +21,7 @@ from py4j.java_gateway import JavaGateway
 from py4j.protocol import Py4JJavaError
 
 from cdc_mirror.processes import Component, free_port, port_free
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 
 ROOT = Path(__file__).resolve().parents[3]
 SPARK_JARS = Path(pyspark.__file__).parent / "jars"

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from tests.integration.stream_writer.harness import create_topic, delete_topic
 
 

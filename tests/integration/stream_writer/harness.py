@@ -21,8 +21,8 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from cdc_platform.config import Settings
 from cdc_platform.kafka import admin_config, ensure_topic, producer_config
-from simple_binlog.config import Settings
 from simple_binlog.message import EventType, SimpleBinlog, Source
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -14,8 +14,8 @@ import sys
 
 from pyspark.sql import functions as F
 
-from simple_binlog.config import load_settings
-from simple_binlog.spark import build_session
+from cdc_platform.config import load_settings
+from cdc_platform.spark import build_session
 
 
 def main(database: str, drop: bool) -> int:

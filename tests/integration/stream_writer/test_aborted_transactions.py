@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from tests.integration.stream_writer.harness import (
     LakeRun,
     WriterEnv,

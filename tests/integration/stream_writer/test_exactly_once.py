@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from stream_writer.layout import FileName
 from tests.integration.stream_writer.harness import (
     LakeRun,

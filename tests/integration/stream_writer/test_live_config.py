@@ -13,8 +13,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
+from cdc_platform.config import Settings
 from cdc_platform.kafka import ensure_topic
-from simple_binlog.config import Settings
 from simple_binlog.naming import topic_name
 from tests.integration.stream_writer.harness import (
     LakeRun,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from tests.integration.stream_writer.harness import (
     LakeRun,
     WriterEnv,

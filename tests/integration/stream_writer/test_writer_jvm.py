@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 
+from cdc_platform.config import Settings
 from cdc_platform.lake import HiveCatalog
-from simple_binlog.config import Settings
+from cdc_platform.spark import build_session
 from simple_binlog.routing import ShardRouter, ShardRule
-from simple_binlog.spark import build_session
 from stream_writer import localfs, transform
 from stream_writer.metrics import WriterMetrics
 from stream_writer.writer import BatchWriter, WriterPaths, footer_ranges, register_jvm_parse

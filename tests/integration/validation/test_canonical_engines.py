@@ -13,8 +13,8 @@ import pymysql
 import pytest
 from psycopg import sql
 
+from cdc_platform.config import Settings
 from mirror.pgtypes import pg_text, pg_type
-from simple_binlog.config import Settings
 from simple_binlog.type_table import REPRESENTATIVE_TYPES
 from simple_binlog.values import encode, parse_column_type
 from tests.integration.mirror.targets import pg_connect

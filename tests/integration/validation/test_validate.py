@@ -19,12 +19,12 @@ import pytest
 import redis
 from psycopg import sql
 
+from cdc_platform.config import Settings, TableMirror
 from collector.reader import SchemaCache, read_range, server_position
 from mirror.app import build_applier
 from mirror.consumer import MirrorConsumer
 from mirror.metrics import MirrorMetrics
 from mirror.plan import ChangeRouter
-from simple_binlog.config import Settings, TableMirror
 from simple_binlog.naming import decode_redis_document, mirror_group, redis_key
 from simple_binlog.offsets import OffsetGenerator
 from simple_binlog.routing import ShardRouter

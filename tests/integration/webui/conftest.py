@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 
 
 @pytest.fixture(scope="session")

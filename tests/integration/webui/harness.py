@@ -20,7 +20,7 @@ import httpx
 import pymysql
 import pytest
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from simple_binlog.errors import StackError
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,7 +10,7 @@ import psycopg
 import sqlalchemy as sa
 from fastapi.testclient import TestClient
 
-from simple_binlog.config import Settings, StackSettings, WebUISettings
+from cdc_platform.config import Settings, StackSettings, WebUISettings
 from tests.integration.webui.harness import mariadb_admin
 from tests.unit.webui.harness import (
     ADMIN_PASSWORD,

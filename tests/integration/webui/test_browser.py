@@ -25,10 +25,10 @@ from confluent_kafka import Producer
 from playwright.sync_api import Page, expect, sync_playwright
 from prometheus_client import start_http_server
 
+from cdc_platform.config import Settings
 from cdc_platform.kafka import ensure_topic, producer_config
 from collector.metrics import CollectorMetrics
-from simple_binlog.config import Settings
-from simple_binlog.governance import DetectionRecord, PolicyAction, detections_topic
+from governance import DetectionRecord, PolicyAction, detections_topic
 from simple_binlog.naming import topic_name
 from tests.integration.webui.harness import (
     ARTIFACTS,

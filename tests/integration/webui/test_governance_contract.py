@@ -1,5 +1,5 @@
 """The governance contract between the web admin and the collectors, over real HTTP: a
-collector's ``WebUIPolicySource`` (``simple_binlog.governance.source``) polls ``cdc-mirror
+collector's ``WebUIPolicySource`` (``governance.source``) polls ``cdc-mirror
 webui`` served in a subprocess, receives the policy set saved through the admin's API, keeps
 its own salt, gets 304 while nothing changes and the new set after a change."""
 
@@ -13,8 +13,8 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from simple_binlog.governance import GovernanceSettings, GovernanceWebUISource, PolicyAction
-from simple_binlog.governance.source import WebUIPolicySource
+from governance import GovernanceSettings, GovernanceWebUISource, PolicyAction
+from governance.source import WebUIPolicySource
 from tests.integration.webui.harness import Server, start_server
 from tests.unit.webui.harness import instance_body
 

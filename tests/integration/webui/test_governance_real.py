@@ -16,9 +16,9 @@ from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
+from cdc_platform.config import Settings, StackSettings, WebUISettings
 from cdc_platform.kafka import ensure_topic, producer_config
-from simple_binlog.config import Settings, StackSettings, WebUISettings
-from simple_binlog.governance import DetectionRecord, PolicyAction, detections_topic
+from governance import DetectionRecord, PolicyAction, detections_topic
 from tests.integration.webui.harness import ShardedTable, sharded_table, wait_for
 from tests.unit.webui.harness import ADMIN_PASSWORD, login, make_token
 from webui.admin import now

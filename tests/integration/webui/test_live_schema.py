@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from simple_binlog.config import Settings, StackSettings, WebUISettings
+from cdc_platform.config import Settings, StackSettings, WebUISettings
 from simple_binlog.routing import ShardRule
 from tests.integration.webui.harness import free_port, sharded_table
 from tests.unit.webui.harness import ADMIN_PASSWORD, login

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from simple_binlog.config import Settings, StackSettings, WebUISettings
+from cdc_platform.config import Settings, StackSettings, WebUISettings
 from tests.integration.webui.harness import sharded_table
 from tests.unit.webui.harness import ADMIN_PASSWORD, login
 from webui.app import create_app

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from simple_binlog.config import Settings, StackSettings, WebUISettings
+from cdc_platform.config import Settings, StackSettings, WebUISettings
 from tests.integration.webui.harness import fill_rows, sharded_table, wait_for
 from tests.unit.webui.harness import ADMIN_PASSWORD, login
 from webui.app import create_app

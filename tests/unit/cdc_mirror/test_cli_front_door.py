@@ -17,9 +17,9 @@ import pytest
 from rich.console import Console
 
 from cdc_mirror import cli
+from cdc_platform.config import ENV_PREFIX
 from merge import app as merge_app
 from merge.job import MergeRequest
-from simple_binlog.config import ENV_PREFIX
 from simple_binlog.errors import (
     EXIT_CODES,
     CdcMirrorError,

@@ -44,8 +44,8 @@ from cdc_mirror.verify import (
     check_raw_layer,
     verify_stores,
 )
+from cdc_platform.config import Settings
 from mirror.metrics import MirrorMetrics
-from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError
 from stream_writer.metrics import WriterMetrics
 

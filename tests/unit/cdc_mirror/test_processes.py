@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cdc_mirror.processes import Component, ComponentError, Supervisor, config_env, wait_until
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 
 # A child that writes its pid and the environment value it was given, then waits forever.
 _SLEEPER = (

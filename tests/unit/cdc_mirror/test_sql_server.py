@@ -25,7 +25,7 @@ from cdc_mirror.sql_server import (
     hive_auth_properties,
     thrift_conf,
 )
-from simple_binlog.config import Settings, SqlServerSettings
+from cdc_platform.config import Settings, SqlServerSettings
 from simple_binlog.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from cdc_platform.config import TableMirror
 from cdc_platform.config_store import (
     AdminConfigStore,
     ConfigSnapshot,
@@ -23,7 +24,6 @@ from cdc_platform.config_store import (
     validate_snapshot,
     with_etag,
 )
-from simple_binlog.config import TableMirror
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
 from simple_binlog.routing import ShardRule
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from cdc_platform.config import Settings
 from cdc_platform.iceberg import (
     KafkaOffsets,
     LakeAccessError,
@@ -13,8 +14,7 @@ from cdc_platform.iceberg import (
     map_lake_error,
     storage_for,
 )
-from simple_binlog.config import Settings
-from simple_binlog.lake_location import LakeSettings, parse_location
+from cdc_platform.lake_location import LakeSettings, parse_location
 
 
 def _settings(location: str | None) -> Settings:

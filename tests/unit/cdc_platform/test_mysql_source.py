@@ -10,11 +10,11 @@ from collections.abc import Callable
 import pytest
 from pydantic import SecretStr
 
+from cdc_platform.config import MySQLInstance, Settings, TableMirror
 from collector import reader
 from collector.binlog_stream import BinlogStream
 from mirror.backend import MirrorBackend
 from mock_replay.source import MySQLSource
-from simple_binlog.config import MySQLInstance, Settings, TableMirror
 from simple_binlog.errors import ConfigError
 from simple_binlog.routing import ShardRule
 from tests.unit.cdc_platform.fake_mysql import fake_mysql

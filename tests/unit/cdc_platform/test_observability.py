@@ -14,13 +14,13 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
+from cdc_platform.config import Settings
 from cdc_platform.observability import (
     ObservabilityServer,
     Probe,
     serve_observability,
     write_textfile,
 )
-from simple_binlog.config import Settings
 
 
 class Switch:

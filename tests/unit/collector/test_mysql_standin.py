@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from cdc_platform.config import CollectorSettings, MySQLInstance
 from collector import mysql_dump, mysql_gtid
 from collector.app import FileSources
 from collector.binlog_files import PositionalTableSchemas
@@ -21,7 +22,6 @@ from collector.metrics import CollectorMetrics
 from collector.position import CollectorPosition
 from collector.publisher import MemoryPublisher
 from collector.service import Collector
-from simple_binlog.config import CollectorSettings, MySQLInstance
 from simple_binlog.message import SimpleBinlog
 from simple_binlog.offsets import OffsetState
 from tests.support.mysql_standin import MySQLStandin, Recording, StandinOptions

@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 from typing import Any, cast
 
+from cdc_platform.config import ZooKeeperSettings
 from collector.app import _Status
 from collector.ha import LeaderElection
 from collector.service import Collector
-from simple_binlog.config import ZooKeeperSettings
 
 
 class FakeElection:

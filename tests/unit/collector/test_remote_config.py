@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from cdc_platform.config import CollectorSettings, Settings
+from cdc_platform.governance_model import GovernanceWebUISource
 from collector.metrics import CollectorMetrics
 from collector.remote_config import (
     CollectorConfigFeed,
@@ -22,10 +24,8 @@ from collector.remote_config import (
     diff_configs,
     parse_remote_config,
 )
-from simple_binlog.config import CollectorSettings, Settings
+from governance import GovernanceSettings
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
-from simple_binlog.governance import GovernanceSettings
-from simple_binlog.governance.model import GovernanceWebUISource
 
 PASSWORD = "Mysql-Secret-7f3a9c"
 TOKEN = "cdc_collector_token_1"

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cdc_platform.config import CollectorSettings, MySQLInstance
 from collector.decoding import (
     EventContext,
     TableSchema,
@@ -22,7 +23,6 @@ from collector.metrics import CollectorMetrics
 from collector.position import CollectorPosition
 from collector.publisher import MemoryPublisher
 from collector.service import Collector, TableFilter
-from simple_binlog.config import CollectorSettings, MySQLInstance
 from simple_binlog.errors import ContractError, ServiceUnavailableError
 from simple_binlog.message import EventType, Source
 from simple_binlog.offsets import OffsetGenerator, OffsetState, compose

@@ -26,7 +26,7 @@ import yaml
 from typer.testing import CliRunner
 
 from cdc_mirror.cli import app as cli_app
-from simple_binlog.config import LOCAL_PORTS, load_settings
+from cdc_platform.config import LOCAL_PORTS, load_settings
 from stack.services import Kafka, MariaDB, PostgreSQL, Redis, ZooKeeper
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,7 +10,7 @@ import datetime as dt
 import random
 from collections.abc import Callable
 
-from simple_binlog.governance.detectors import luhn_valid, prc_id_check_character
+from governance.detectors import luhn_valid, prc_id_check_character
 
 _AREAS = ("110105", "310104", "440305", "510107", "330106")
 _CARD_PREFIXES = ("622202", "621700", "436742", "524094", "356833", "601100")

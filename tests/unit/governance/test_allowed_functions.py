@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from governance import GovernanceSettings
+from governance.policy import compile_governance
 from simple_binlog.errors import ConfigError
-from simple_binlog.governance import GovernanceSettings
-from simple_binlog.governance.policy import compile_governance
 from simple_binlog.message import EventType, SimpleBinlog, Source
 from simple_binlog.routing import ShardRouter, ShardRule
 

@@ -8,9 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simple_binlog.errors import ConfigError
-from simple_binlog.governance import BUILTIN_DETECTORS, DetectorRule
-from simple_binlog.governance.detectors import (
+from governance import BUILTIN_DETECTORS, DetectorRule
+from governance.detectors import (
     DetectorSet,
     email_valid,
     ipv6_valid,
@@ -18,7 +17,8 @@ from simple_binlog.governance.detectors import (
     prc_id_check_character,
     prc_id_valid,
 )
-from simple_binlog.governance.functions import FunctionRegistry
+from governance.functions import FunctionRegistry
+from simple_binlog.errors import ConfigError
 from tests.unit.governance.planted import VALID, near_misses
 
 ALL = DetectorSet.build(list(BUILTIN_DETECTORS), [])

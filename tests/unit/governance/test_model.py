@@ -8,14 +8,14 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from simple_binlog.config import load_settings
-from simple_binlog.errors import ConfigError, ContractError
-from simple_binlog.governance import (
+from cdc_platform.config import load_settings
+from governance import (
     DetectionRecord,
     GovernanceSettings,
     PolicyAction,
     describe_governance_error,
 )
+from simple_binlog.errors import ConfigError, ContractError
 
 
 def _load(tmp_path: Path, config: dict[str, object]) -> str:

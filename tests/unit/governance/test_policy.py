@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from simple_binlog.errors import ConfigError
-from simple_binlog.governance import GovernanceSettings, PolicyAction
-from simple_binlog.governance.detectors import Detection
-from simple_binlog.governance.policy import (
+from governance import GovernanceSettings, PolicyAction
+from governance.detectors import Detection
+from governance.policy import (
     Governance,
     KeyColumnDroppedError,
     compile_governance,
 )
-from simple_binlog.governance.transforms import TransformFailedError, mask_text
+from governance.transforms import TransformFailedError, mask_text
+from simple_binlog.errors import ConfigError
 from simple_binlog.message import BinlogPosition, EventType, SimpleBinlog, Source, decode_message
 from simple_binlog.routing import ShardRouter, ShardRule
 from tests.unit.governance.planted import VALID

@@ -15,15 +15,15 @@ import orjson
 import pytest
 import yaml
 
-from simple_binlog.errors import ConfigError, ServiceUnavailableError
-from simple_binlog.governance import GovernanceSettings
-from simple_binlog.governance.policy import Governance, compile_governance
-from simple_binlog.governance.source import (
+from governance import GovernanceSettings
+from governance.policy import Governance, compile_governance
+from governance.source import (
     ConfigFilePolicySource,
     GovernanceRuntime,
     StaticPolicySource,
     WebUIPolicySource,
 )
+from simple_binlog.errors import ConfigError, ServiceUnavailableError
 from simple_binlog.message import EventType, SimpleBinlog, Source
 from simple_binlog.routing import ShardRouter, ShardRule
 

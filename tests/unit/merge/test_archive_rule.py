@@ -6,8 +6,8 @@ from datetime import date
 
 import pytest
 
+from cdc_platform.config import ArchiveDeleteRule, TableMirror
 from merge.archive import ArchiveOverride, DeleteCounts, decide, threshold, time_column
-from simple_binlog.config import ArchiveDeleteRule, TableMirror
 from simple_binlog.errors import ConfigError
 
 DT = date(2026, 11, 21)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from cdc_platform.config import Settings, TableMirror
 from merge import records
 from merge.app import plan_requests
 from merge.archive import ArchiveOverride
 from merge.check import check_days, compare
 from merge.job import NotReadyError, late_rows, wait_ready
-from simple_binlog.config import Settings, TableMirror
 from simple_binlog.errors import ConfigError
 
 DT = date(2026, 11, 21)

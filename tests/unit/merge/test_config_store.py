@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from cdc_platform.config import CONFIG_ENV_VAR, Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot
 from merge import app as merge_app
 from merge.app import plan_requests
-from simple_binlog.config import CONFIG_ENV_VAR, Settings, TableMirror
 
 SETTINGS = Settings(tables=[TableMirror(db_prefix="shop", table_prefix="orders")])
 STORE_FILE = """

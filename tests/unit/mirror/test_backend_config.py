@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
+from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, InstanceConfig
 from mirror.backend import MirrorBackend
-from simple_binlog.config import Settings, TableMirror
 from simple_binlog.errors import ConfigError
 
 SETTINGS = Settings()  # its own instance 'local' and no table mirror

@@ -8,11 +8,11 @@ import threading
 import pytest
 
 import mirror.consumer
+from cdc_platform.config import KafkaSettings, MirrorSettings, Settings
 from mirror.applier import MemoryApplier
 from mirror.consumer import MirrorConsumer
 from mirror.metrics import MirrorMetrics
 from mirror.plan import ChangeRouter
-from simple_binlog.config import KafkaSettings, MirrorSettings, Settings
 from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.routing import ShardRouter
 

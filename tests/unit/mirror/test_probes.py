@@ -10,12 +10,12 @@ import pytest
 from confluent_kafka import TopicPartition
 
 import mirror.consumer
+from cdc_platform.config import MirrorSettings, Settings
 from cdc_platform.observability import Probe
 from mirror.applier import MemoryApplier
 from mirror.consumer import MirrorConsumer
 from mirror.metrics import MirrorMetrics
 from mirror.plan import ChangeRouter
-from simple_binlog.config import MirrorSettings, Settings
 from simple_binlog.routing import ShardRouter
 
 TOPIC = "cdc.binlog.local"

@@ -8,7 +8,7 @@ import base64
 import random
 from dataclasses import dataclass, field
 
-from simple_binlog.config import TableMirror
+from cdc_platform.config import TableMirror
 from simple_binlog.message import EventType, SimpleBinlog, Source
 
 SHARDS = [(f"shop_{d:02d}", f"orders_{t:02d}") for d in range(2) for t in range(2)]

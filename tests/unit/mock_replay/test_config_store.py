@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from cdc_platform.config import CONFIG_ENV_VAR, Settings
 from cdc_platform.config_store import ConfigSnapshot, InstanceConfig
 from mock_replay.api import ReplayService
 from mock_replay.runner import ReplayRequest
-from simple_binlog.config import CONFIG_ENV_VAR, Settings
 from simple_binlog.errors import ConfigError
 
 SETTINGS = Settings()  # the built-in instance 'local' only

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from simple_binlog.config import (
+from cdc_platform.config import (
     CONFIG_ENV_VAR,
     ENV_PREFIX,
     LOCAL_PASSWORDS,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from simple_binlog.config import ENV_PREFIX, MySQLInstance, Settings, load_settings
+from cdc_platform.config import ENV_PREFIX, MySQLInstance, Settings, load_settings
 from simple_binlog.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from simple_binlog.config import Settings, load_settings
-from simple_binlog.errors import ConfigError
-from simple_binlog.lake_location import (
+from cdc_platform.config import Settings, load_settings
+from cdc_platform.lake_location import (
     LOCAL_S3_SECRET_KEY,
     S3Settings,
     parse_location,
     resolve_s3_access,
     scrub,
 )
+from simple_binlog.errors import ConfigError
 
 BASE = Path("/srv/cdc")
 

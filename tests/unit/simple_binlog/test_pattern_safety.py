@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from cdc_platform.config import CollectorSettings
 from collector.service import TableFilter
-from simple_binlog.config import CollectorSettings
-from simple_binlog.governance import DetectorRule
-from simple_binlog.governance.detectors import DetectorSet
+from governance import DetectorRule
+from governance.detectors import DetectorSet
 from simple_binlog.routing import ShardRouter, ShardRule
 
 CATASTROPHIC = [

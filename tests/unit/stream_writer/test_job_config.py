@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from simple_binlog.config import MySQLInstance, Settings, StreamWriterSettings
+from cdc_platform.config import MySQLInstance, Settings, StreamWriterSettings
 from simple_binlog.errors import ConfigError
 from stream_writer.job import kafka_away, kafka_options, plan_run, query_failure
 

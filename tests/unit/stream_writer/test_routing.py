@@ -3,8 +3,8 @@ snapshot changes (``stream_writer.routing``)."""
 
 from __future__ import annotations
 
+from cdc_platform.config import KafkaSettings
 from cdc_platform.config_store import ConfigSnapshot, ConfigWatch, FakeConfigStore, InstanceConfig
-from simple_binlog.config import KafkaSettings
 from simple_binlog.routing import ShardRule
 from stream_writer.routing import DEFAULT_RULES, LiveRouting, writer_routing
 

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from simple_binlog.config import PostgresSettings, Settings, StackSettings, WebUISettings
+from cdc_platform.config import PostgresSettings, Settings, StackSettings, WebUISettings
 from webui.app import create_app
 from webui.replay import ReplayService, SimulatedReplayService
 from webui.schema_source import LiveTableSchema, SchemaSource, StaticSchemaSource

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from simple_binlog.governance import DetectionRecord, GovernanceSettings, PolicyAction
+from governance import DetectionRecord, GovernanceSettings, PolicyAction
 from tests.unit.webui.harness import (
     create_viewer,
     instance_body,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from simple_binlog.governance import GovernanceSettings
+from governance import GovernanceSettings
 from tests.unit.webui.harness import instance_body, login, mirror_body, webui_settings
 from webui.app import create_app
 from webui.replay import SimulatedReplayService

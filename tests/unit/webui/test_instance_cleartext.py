@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
+from cdc_platform.config import Settings
 from collector.remote_config import parse_remote_config
-from simple_binlog.config import Settings
 from tests.unit.webui.harness import instance_body, make_token
 from webui import admin
 

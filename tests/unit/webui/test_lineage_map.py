@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from simple_binlog.config import Settings, TableMirror
+from cdc_platform.config import Settings, TableMirror
 from webui.lineage_map import (
     ColumnTreatment,
     LineageIndex,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from simple_binlog.config import (
+from cdc_platform.config import (
     ArchiveDeleteRule,
     Settings,
     StackSettings,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
+from cdc_platform.config import Settings
 from cdc_platform.config_store import InstanceConfig
-from simple_binlog.config import Settings
 from simple_binlog.errors import CdcMirrorError, ConfigError
 from webui.replay import ReplayRequest
 from webui.replay_adapter import MockReplayService

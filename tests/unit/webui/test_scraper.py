@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 from prometheus_client import start_http_server
 from sqlalchemy import select
 
+from cdc_platform.config import ScrapeTarget
 from collector.metrics import CollectorMetrics
-from simple_binlog.config import ScrapeTarget
 from tests.integration.webui.harness import free_port
 from tests.unit.webui.harness import login, make_app
 from webui.models import MetricSample

@@ -5,7 +5,7 @@ Pure logic: ``model`` (the settings and records every component shares), ``detec
 collector and the replay apply it before a message leaves them; the web admin edits it.
 """
 
-from simple_binlog.governance.model import (
+from cdc_platform.governance_model import (
     BUILTIN_DETECTORS,
     BUILTIN_VALIDATORS,
     ColumnPolicy,

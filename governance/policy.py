@@ -24,16 +24,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 
-from simple_binlog.errors import CdcMirrorError, ConfigError
-from simple_binlog.governance.detectors import Detection, DetectorSet
-from simple_binlog.governance.functions import FunctionRegistry
-from simple_binlog.governance.model import (
+from cdc_platform.governance_model import (
     ColumnPolicy,
     DetectionRecord,
     GovernanceSettings,
     PolicyAction,
 )
-from simple_binlog.governance.transforms import (
+from governance.detectors import Detection, DetectorSet
+from governance.functions import FunctionRegistry
+from governance.transforms import (
     HASHED_COLUMN_TYPE,
     MASKED_NON_TEXT_COLUMN_TYPE,
     Hasher,
@@ -42,6 +41,7 @@ from simple_binlog.governance.transforms import (
     mask_text,
     recrypt_transform,
 )
+from simple_binlog.errors import CdcMirrorError, ConfigError
 from simple_binlog.message import SimpleBinlog
 from simple_binlog.routing import ShardRouter
 from simple_binlog.values import JsonScalar, Kind, parse_column_type

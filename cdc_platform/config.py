@@ -34,9 +34,9 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from cdc_platform.governance_model import GovernanceSettings
+from cdc_platform.lake_location import LOCAL_S3_PORT, LakeLocation, LakeSettings, parse_location
 from simple_binlog.errors import ConfigError
-from simple_binlog.governance.model import GovernanceSettings
-from simple_binlog.lake_location import LOCAL_S3_PORT, LakeLocation, LakeSettings, parse_location
 from simple_binlog.patterns import check_pattern
 from simple_binlog.routing import ShardRule
 
@@ -684,7 +684,7 @@ class Settings(BaseSettings):
     redis: RedisSettings = RedisSettings()
     postgres: PostgresSettings = PostgresSettings()
     spark: SparkSettings = SparkSettings()
-    # Where the lake lives: a local path, hdfs:// or s3:// (simple_binlog.lake_location).
+    # Where the lake lives: a local path, hdfs:// or s3:// (cdc_platform.lake_location).
     lake: LakeSettings = LakeSettings()
     collector: CollectorSettings = CollectorSettings()
     stream_writer: StreamWriterSettings = StreamWriterSettings()
@@ -699,7 +699,7 @@ class Settings(BaseSettings):
     shard_rules: list[ShardRule] = Field(default_factory=lambda: [ShardRule()])
     # The logical tables mirrored downstream of Kafka (Hive snapshot, warehouse, Redis).
     tables: list[TableMirror] = Field(default_factory=list)
-    # Plaintext detection, column policies, standardisation (simple_binlog.governance).
+    # Plaintext detection, column policies, standardisation (governance).
     governance: GovernanceSettings = GovernanceSettings()
 
     @field_validator("instances")

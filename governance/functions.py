@@ -15,8 +15,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable
 
+from governance.detectors import BUILTIN_VALIDATOR_FUNCTIONS, Validator
 from simple_binlog.errors import ConfigError
-from simple_binlog.governance.detectors import BUILTIN_VALIDATOR_FUNCTIONS, Validator
 
 Function = Callable[..., object]
 

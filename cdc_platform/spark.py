@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simple_binlog.config import Settings
+from cdc_platform.config import Settings
 from simple_binlog.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -34,17 +34,17 @@ import httpx
 import orjson
 from pydantic import ValidationError
 
+from cdc_platform.governance_model import GovernanceSettings, describe_governance_error
+from governance.policy import DetectionBatch, Governance, compile_governance
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
-from simple_binlog.governance.model import GovernanceSettings, describe_governance_error
-from simple_binlog.governance.policy import DetectionBatch, Governance, compile_governance
 from simple_binlog.routing import ShardRouter
 
 if TYPE_CHECKING:
-    from simple_binlog.config import Settings
+    from cdc_platform.config import Settings
 
 log = logging.getLogger(__name__)
 
-# simple_binlog.config's name for the config file variable (config imports this package).
+# cdc_platform.config's name for the config file variable (config imports this package).
 CONFIG_ENV_VAR = "CDC_MIRROR_CONFIG"
 
 Compiler = Callable[[GovernanceSettings], Governance | None]
@@ -127,7 +127,7 @@ def _governance_of(path: Path) -> GovernanceSettings:
         YamlConfigSettingsSource,
     )
 
-    from simple_binlog.config import Settings, describe_validation_error  # noqa: PLC0415
+    from cdc_platform.config import Settings, describe_validation_error  # noqa: PLC0415
 
     class FileSettings(Settings):
         @classmethod

@@ -8,9 +8,9 @@ import hashlib
 import hmac
 from collections.abc import Callable, Sequence
 
+from cdc_platform.governance_model import LookupTable, StandardiseRule
+from governance.detectors import Detection
 from simple_binlog.errors import ConfigError
-from simple_binlog.governance.detectors import Detection
-from simple_binlog.governance.model import LookupTable, StandardiseRule
 from simple_binlog.values import JsonScalar
 
 Transform = Callable[[JsonScalar], JsonScalar]

@@ -29,11 +29,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from simple_binlog.governance.model import BUILTIN_DETECTORS, DetectorRule
+from cdc_platform.governance_model import BUILTIN_DETECTORS, DetectorRule
 from simple_binlog.patterns import compile_pattern
 
 if TYPE_CHECKING:
-    from simple_binlog.governance.functions import FunctionRegistry
+    from governance.functions import FunctionRegistry
     from simple_binlog.patterns import Matcher
 
 Validator = Callable[[str], bool]
@@ -256,7 +256,7 @@ class DetectorSet:
         """
         if functions is None:
             # Imported here: the registry holds this module's built-in validators.
-            from simple_binlog.governance.functions import FunctionRegistry  # noqa: PLC0415
+            from governance.functions import FunctionRegistry  # noqa: PLC0415
 
             functions = FunctionRegistry()
         chosen = [_builtin(name) for name in BUILTIN_DETECTORS if name in builtin]

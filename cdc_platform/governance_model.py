@@ -1,7 +1,7 @@
 """The governance models: detector rules, column policies, standardisation, detection records.
 
 Shared by the collector and the replay (which apply them), the config file (``governance:``
-section of ``simple_binlog.config.Settings``) and the web admin (which stores, validates and
+section of ``cdc_platform.config.Settings``) and the web admin (which stores, validates and
 serves them in ``CollectorConfig.governance``). Pure data and validation; nothing here reads
 a file, imports a plug-in or talks to a service.
 
