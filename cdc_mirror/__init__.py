@@ -1,1 +1,3 @@
-"""The cdc-mirror application shell: the ``cdc-mirror`` command and the live demo."""
+"""The operator's entry points: the `cdc-mirror` CLI, the live demo, the process supervisor and
+the row-for-row check. May import every package; nothing imports it.
+"""

@@ -1,6 +1,11 @@
-"""The platform layer: one adapter per outside system (Kafka, MySQL, the lake, ...), each
-mapping its driver's errors into the product's taxonomy once. Imports only the contract.
+"""The platform layer: one adapter per outside system (configuration, Kafka, MySQL sources,
+Spark and the lake, retries), each mapping its driver's errors once. Imports only the contract.
 
-- ``cdc_platform.kafka``: confluent-kafka settings, topics, read-to-end, the error table.
-- ``cdc_platform.retry``: the one retry policy (tenacity, jittered back-off, by error class).
+- ``config``, ``config_store``, ``governance_model``, ``lake_location``: the settings of every
+  component and the one interface they read instances and table mirrors through;
+- ``kafka``: confluent-kafka settings, topics, read-to-end, the error table;
+- ``mysql_source``: every connection to a source (no cleartext password without TLS);
+- ``spark``, ``lake``, ``iceberg``: the Spark session, the raw layer's tables, the Iceberg catalog;
+- ``observability``: metrics and live/ready probes on a configurable address;
+- ``retry``: the one retry policy (tenacity, jittered back-off, by error class).
 """

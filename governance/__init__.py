@@ -1,8 +1,5 @@
-"""Data governance: plaintext detection, column policies and standardisation (issue 10).
-
-Pure logic: ``model`` (the settings and records every component shares), ``detectors``
-(regex + validator), ``policy`` (what a row looks like after its columns' policies). The
-collector and the replay apply it before a message leaves them; the web admin edits it.
+"""Data governance, the policy engine the collector and the replay apply to each row: detection,
+column policies, standardisation. Imports the platform (its policy model) and the contract.
 """
 
 from cdc_platform.governance_model import (

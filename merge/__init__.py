@@ -1,1 +1,3 @@
-"""Daily Hive snapshots: readiness check, delta extraction, archive-delete rule, merge and check."""
+"""Daily snapshots: readiness, delta extraction, archive-delete rule, merge and check (PySpark).
+Imports the platform (lake, MySQL, Spark) and the contract; no other component.
+"""

@@ -1,1 +1,3 @@
-"""Applying the SimpleBinlog stream to the online cache (Redis) and the real-time warehouse."""
+"""The stream applied to Redis and the real-time warehouse (PostgreSQL, Kudu), version-guarded.
+Imports the platform and the contract; no other component.
+"""

@@ -1,1 +1,3 @@
-"""History replay: existing rows in primary-key batches, published as SimpleBinlog MOCK events."""
+"""History replay: existing rows in key-ordered batches, published as SimpleBinlog MOCK events.
+Imports governance, the platform and the contract; no other component.
+"""

@@ -1,7 +1,5 @@
-"""The SimpleBinlog contract shared by every cdc-mirror component.
-
-The message model, lossless values, ordering offsets, shard routing, Kafka naming and config.
-Components import from here, never from each other.
+"""The SimpleBinlog contract: the message model, lossless values and kinds, the type table,
+offsets, routing, naming and the error taxonomy. Imports no other package of ours and no driver.
 """
 
 from simple_binlog.errors import CdcMirrorError, ConfigError, ContractError

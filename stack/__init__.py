@@ -1,4 +1,3 @@
-"""The local stack: real services as local processes on loopback, installed on demand.
-
-``cdc-mirror stack up|down|status``. See ``stack.services`` for each service.
+"""The local stack: real services as local processes on loopback, installed on demand
+(`cdc-mirror stack up|down|status`). Imports the platform and the contract; no component.
 """

@@ -1,4 +1,5 @@
 """Row-level validation of a table mirror against MySQL (``cdc-mirror validate``).
+Imports the platform and the contract; no other component.
 
 **Chunks.** The key space is cut on MySQL by a key-ordered scan of keys only (every
 ``chunk_rows``-th key of the UNION ALL of the table's shards; each step reads at most

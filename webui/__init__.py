@@ -1,1 +1,3 @@
-"""The FastAPI web admin: instances, table mirrors, replays, monitoring, users."""
+"""The control plane: the web admin's pages and API (configuration, status, users, tokens, audit).
+Imports components' entry points, governance, the platform and the contract.
+"""
