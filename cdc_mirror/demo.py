@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from cdc_mirror.processes import (
@@ -387,31 +388,39 @@ def _clear_hive(run: DemoRun) -> None:
 
 
 # -- progress and catching up --------------------------------------------------------------------
-# The counters the status line shows (prometheus_client adds "_total" to a counter's name).
-LAKE_ROWS_METRIC = "cdc_stream_writer_rows_total"
-MIRROR_ROWS_METRIC = "cdc_mirror_rows_total"
+# The counters the status line shows, by the names the components declare them with.
+LAKE_ROWS_METRIC = "cdc_stream_writer_rows"
+MIRROR_ROWS_METRIC = "cdc_mirror_rows"
 
 
-def prometheus_sum(text: str, metric: str) -> float:
-    """Pure: the sum of a metric's samples over all labels in a Prometheus text exposition."""
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(metric) and line[len(metric) : len(metric) + 1] in (" ", "{"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+def metric_total(text: str, family: str) -> float:
+    """Pure: a counter's (or gauge's) samples summed over all labels, read from a Prometheus
+    text exposition with prometheus_client's parser. ``family`` is the declared name: the
+    parser names a counter's family without the ``_total`` its samples carry."""
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
+    wanted = {family, f"{family}_total"}
+    return sum(
+        sample.value
+        for found in text_string_to_metric_families(text)
+        if found.name == family
+        for sample in found.samples
+        if sample.name in wanted
+    )
 
 
 def _prometheus_sum(url: str, metric: str) -> float | None:
-    """Sum of a metric's samples over all labels, or None while the endpoint is away."""
+    """Sum of a metric's samples over all labels, or None while the endpoint is away (or
+    answers with something that is not a Prometheus exposition)."""
     import urllib.error  # noqa: PLC0415
     import urllib.request  # noqa: PLC0415
 
     try:
         with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (loopback)
             text = response.read().decode()
-    except (OSError, urllib.error.URLError):
+        return metric_total(text, metric)
+    except (OSError, urllib.error.URLError, ValueError):
         return None
-    return prometheus_sum(text, metric)
 
 
 def _end_offsets(settings: Settings, topic: str) -> dict[int, int]:
@@ -574,11 +583,7 @@ class LiveServices:
         agreement = verify.verify_stores(
             schema,
             verify.MySQLStore(self.settings, mirror),
-            [
-                snapshot,
-                verify.WarehouseStore(self.settings, mirror),
-                verify.RedisStore(self.settings, mirror),
-            ],
+            [snapshot, *verify.mirror_stores(self.settings, mirror)],
         )
         raw = verify.check_raw_layer(
             LOGICAL_TABLE, verify.kafka_coordinates(self.settings, mirror), hive.lake
@@ -601,7 +606,9 @@ def run_demo(
     for chatty in ("httpx", "py4j"):  # one line per request / per Spark call
         logging.getLogger(chatty).setLevel(logging.WARNING)
     with _step(console, "1. local stack"):
-        LocalStack(settings).up(report=lambda name, what: console.print(f"  {name:<11} {what}"))
+        LocalStack(settings).up(
+            report=lambda name, what: console.print(f"  {escape(f'{name:<11}')} {escape(what)}")
+        )
     run = DemoRun.prepare(settings, console, config_file)
     with _step(console, "2. a clean slate and a sharded sample schema with history"):
         history = run.reset(options.history_rows)
@@ -692,7 +699,8 @@ class DemoRun:
         history = self.services.create_schema(history_rows)
         self.console.print(
             f"  {SHARDS}×{SHARDS} shard tables ({DATABASES[0]}..{DATABASES[-1]} × "
-            f"{TABLES[0]}..{TABLES[-1]}), {history} history rows; demo state in {self.names.home}"
+            f"{TABLES[0]}..{TABLES[-1]}), {history} history rows; demo state in "
+            f"{escape(str(self.names.home))}"
         )
         return history
 
@@ -738,10 +746,10 @@ class DemoRun:
             clock=self.clock,
         )
         started = ", ".join(f"{p.name} ({p.pid})" for p in self.supervisor.components.values())
-        self.console.print(f"  started {started}; logs in {self.names.logs}")
+        self.console.print(f"  started {escape(started)}; logs in {escape(str(self.names.logs))}")
         active = _active_collector(self.collectors)
         self.console.print(
-            f"  active collector: {active.name if active else '?'}; the other "
+            f"  active collector: {escape(active.name) if active else '?'}; the other "
             "stands by (ZooKeeper election, fenced by Kafka transactions); both take their "
             "connection and filters from the web admin"
         )
@@ -806,7 +814,8 @@ class DemoRun:
                     f"the web admin refused the demo's collector token: {made.text[:300]}"
                 )
         self.console.print(
-            f"  web admin: instance {INSTANCE!r}, table {LOGICAL_TABLE!r} and a collector "
+            f"  web admin: instance {escape(repr(INSTANCE))}, table {escape(repr(LOGICAL_TABLE))} "
+            "and a collector "
             "token entered"
         )
         return str(made.json()["token"])
@@ -826,7 +835,10 @@ class DemoRun:
             ],
         ).start()
         _wait_exit(replay, 600)
-        self.console.print(f"  {history} rows replayed into {self.topic} (log {replay.log_path})")
+        self.console.print(
+            f"  {history} rows replayed into {escape(self.topic)} "
+            f"(log {escape(str(replay.log_path))})"
+        )
 
     def merge(self, today: date) -> None:
         yesterday = today - timedelta(days=1)
@@ -839,20 +851,20 @@ class DemoRun:
                 ["merge", "--table", LOGICAL_TABLE, "--dt", day.isoformat(), *extra],
             ).start()
             _wait_exit(merge, 900)
-            self.console.print(f"  {day}: merged (log {merge.log_path})")
+            self.console.print(f"  {day}: merged (log {escape(str(merge.log_path))})")
 
     def live(self, workload: Workload, options: DemoOptions) -> None:
         workload.start()
         began = self.clock.monotonic()
         failed_over = not options.failover
         while self.clock.monotonic() - began < options.live_seconds and workload.error is None:
-            self.console.print(_live_line(self, workload))
+            self.console.print(escape(_live_line(self, workload)))
             if not failed_over and self.clock.monotonic() - began >= options.live_seconds / 2:
                 failed_over = True
                 _fail_over(self)
             self.clock.sleep(3.0)  # paces the status line
         workload.stop()
-        self.console.print(_live_line(self, workload))
+        self.console.print(escape(_live_line(self, workload)))
         self.console.print(
             f"  workload: {workload.transactions} MySQL transactions, "
             f"{workload.changes} row changes"
@@ -866,21 +878,19 @@ class DemoRun:
     def summary(self, day: date) -> bool:
         """Digest every store and compare them with MySQL, row for row."""
         agreement, raw = self.services.verify(self, day)
-        table = Table(title=f"{LOGICAL_TABLE}: MySQL and its mirrors, row for row")
+        table = Table(title=f"{escape(LOGICAL_TABLE)}: MySQL and its mirrors, row for row")
         for column in ("store", "rows", "checksum", "verdict"):
             table.add_column(column)
         for store, rows, checksum, verdict in agreement.rows():
             colour = "green" if verdict in ("reference", "equal") else "red"
-            table.add_row(store, rows, checksum, f"[{colour}]{verdict}[/]")
+            table.add_row(escape(store), rows, checksum, f"[{colour}]{escape(verdict)}[/]")
         self.console.print(table)
         for sentence in agreement.disagreements():
-            self.console.print(f"  {sentence}", style="red", markup=False, highlight=False)
+            self.console.print(f"  [red]{escape(sentence)}[/]", highlight=False)
         colour = "green" if raw.exactly_once else "red"
-        self.console.print(f"  [{colour}]{raw.describe()}[/]")
+        self.console.print(f"  [{colour}]{escape(raw.describe())}[/]")
         verdict = "agree" if agreement.agrees and raw.exactly_once else "DO NOT agree"
-        self.console.print(
-            f"  [bold]MySQL, the Hive snapshot of {day}, the warehouse and Redis {verdict}.[/]"
-        )
+        self.console.print(f"  [bold]{escape(_stores_named(agreement, day))} {verdict}.[/]")
         return agreement.agrees and raw.exactly_once
 
     def where_to_look(self, day: date) -> None:
@@ -904,7 +914,21 @@ class DemoRun:
         ]
         self.console.rule("[bold]where to look")
         for line in lines:
-            self.console.print(f"  {line}", highlight=False)
+            self.console.print(f"  {escape(line)}", highlight=False)
+
+
+_STORE_NAMES = {"hive": "the Hive snapshot of {day}", "warehouse": "the warehouse",
+                "redis": "Redis", "kudu": "Kudu"}  # fmt: skip
+
+
+def _stores_named(agreement: TableAgreement, day: date) -> str:
+    """'MySQL, the Hive snapshot of DAY, the warehouse and Redis': the stores compared."""
+    names = ["MySQL"] + [
+        _STORE_NAMES.get(s.store, s.store).format(day=day)
+        for s in agreement.stores
+        if s is not agreement.reference
+    ]
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
 
 
 def _wait_exit(component: Component, timeout_s: float) -> None:
@@ -943,7 +967,7 @@ def _fail_over(run: DemoRun) -> None:
     if active is None:
         return
     active.kill()
-    run.console.print(f"  [yellow]kill -9 {active.name}[/]: the standby takes over…")
+    run.console.print(f"  [yellow]kill -9 {escape(active.name)}[/]: the standby takes over…")
 
     def other_active() -> bool:
         now = _active_collector(run.collectors)
@@ -952,8 +976,8 @@ def _fail_over(run: DemoRun) -> None:
     took = wait_until(other_active, 120, "the standby collector to take over", clock=run.clock)
     successor = _active_collector(run.collectors)
     run.console.print(
-        f"  [green]{successor.name if successor else '?'} active[/] after {took:.1f} s; "
-        f"{active.name} restarts as the new standby"
+        f"  [green]{escape(successor.name) if successor else '?'} active[/] after {took:.1f} s; "
+        f"{escape(active.name)} restarts as the new standby"
     )
     active.start()
 
@@ -973,8 +997,9 @@ def _catch_up(run: DemoRun, last_gtid: str) -> None:
     )
     ends = services.end_offsets(run.topic)
     run.console.print(
-        f"  collector: everything up to GTID {last_gtid} is in Kafka ({took:.1f} s); "
-        f"{run.topic} ends at offsets {sum(ends.values())} (messages and transaction markers)"
+        f"  collector: everything up to GTID {escape(last_gtid)} is in Kafka ({took:.1f} s); "
+        f"{escape(run.topic)} ends at offsets {sum(ends.values())} "
+        "(messages and transaction markers)"
     )
     for target in run.names.mirror_ports:
         group = f"{run.names.group_prefix}.{target}"
@@ -984,7 +1009,7 @@ def _catch_up(run: DemoRun, last_gtid: str) -> None:
             return not services.messages_after(run.topic, committed)
 
         took = wait_until(applied, 300, f"the {target} mirror to apply everything", clock=run.clock)
-        run.console.print(f"  mirror → {target}: caught up ({took:.1f} s)")
+        run.console.print(f"  mirror → {escape(target)}: caught up ({took:.1f} s)")
     took = wait_until(
         lambda: not services.messages_after(run.topic, _writer_offsets(run.names, run.topic)),
         600,

@@ -45,8 +45,10 @@ from cdc_platform.retry import RetryPolicy
 from simple_binlog.errors import (
     CdcMirrorError,
     ConfigError,
+    ExitCode,
     RetriableError,
     ServiceUnavailableError,
+    exit_code_for,
 )
 from simple_binlog.naming import topic_name
 from simple_binlog.routing import ShardRouter
@@ -329,6 +331,28 @@ class RedisStore:
 
     def digest(self, schema: TableSchema, columns: Sequence[str] | None = None) -> TableDigest:
         return redis_digest(self.settings, self.mirror, schema)
+
+
+@dataclass(frozen=True)
+class KuduStore:
+    settings: Settings
+    mirror: TableMirror
+    store: str = "kudu"
+    columns: Sequence[str] | None = None
+
+    def digest(self, schema: TableSchema, columns: Sequence[str] | None = None) -> TableDigest:
+        return kudu_digest(self.settings, self.mirror, schema)
+
+
+def mirror_stores(settings: Settings, mirror: TableMirror) -> list[StoreReader]:
+    """The readers of the real-time stores ``mirror`` targets (the Hive snapshot is read by
+    Spark, see ``run_spark_checks``): the warehouse, Redis and Kudu, in that order."""
+    readers: dict[str, StoreReader] = {
+        "warehouse": WarehouseStore(settings, mirror),
+        "redis": RedisStore(settings, mirror),
+        "kudu": KuduStore(settings, mirror),
+    }
+    return [reader for target, reader in readers.items() if target in mirror.targets]
 
 
 # -- comparison ------------------------------------------------------------------------------
@@ -685,6 +709,31 @@ def redis_rows(raws: Iterable[Any], decode_value: Callable[[Any], Any]) -> Itera
         yield shard, row
 
 
+# -- Kudu ------------------------------------------------------------------------------------
+
+
+def kudu_rows(stored: Iterable[Mapping[str, Any]]) -> Iterable[StoreRow]:
+    """Pure: the live rows among a Kudu table's stored rows (``mirror.kudu``: tombstones have
+    ``_deleted``; ``_shard`` names the row's shard), values in the canonical Python form."""
+    from mirror.kudu import DELETED_COLUMN, SHARD_COLUMN  # noqa: PLC0415
+
+    for row in stored:
+        if not row.get(DELETED_COLUMN):
+            yield str(row[SHARD_COLUMN]), row
+
+
+def kudu_digest(settings: Settings, mirror: TableMirror, schema: TableSchema) -> TableDigest:
+    """The Kudu table (``kudu.table_prefix`` + table), read through the mirror's Java client
+    bridge (a JVM in this process)."""
+    from mirror.kudu import KuduApplier, client_jars  # noqa: PLC0415 - starts a JVM
+
+    reader = KuduApplier(settings.kudu, settings.mirror, [mirror], client_jars(settings))
+    try:
+        return digest_rows("kudu", schema, kudu_rows(reader.scan(schema.table)))
+    finally:
+        reader.close()
+
+
 # -- Hive snapshot (Spark) -------------------------------------------------------------------
 
 
@@ -905,10 +954,15 @@ CHECK_SPARK_CONF = {
 
 
 def spark_checks(
-    spark: SparkSession, settings: Settings, table: str, days: Sequence[str], raw: bool
+    spark: SparkSession,
+    settings: Settings,
+    table: str,
+    days: Sequence[str],
+    raw: bool,
+    schema: TableSchema | None = None,
 ) -> SparkChecks:
-    mirror = settings.table(table)
-    schema = mysql_schema(settings, mirror)
+    """``schema``: MySQL's view of the table, read when not given."""
+    schema = schema or mysql_schema(settings, settings.table(table))
     snapshots = {day: hive_snapshot_digest(spark, settings, schema, day) for day in days}
     if not raw:
         return SparkChecks(snapshots, [], [])
@@ -956,6 +1010,9 @@ def run_spark_checks(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Returns the command line's exit codes (``simple_binlog.errors.EXIT_CODES``): 2 for a
+    configuration error, 3 when MySQL (or another service) cannot be read, 4 when ``--compare``
+    finds a snapshot that differs from MySQL."""
     parser = argparse.ArgumentParser(
         prog="python -m cdc_mirror.verify",
         description="Digest a table's Hive snapshot (per --dt) and its raw lake coordinates.",
@@ -964,27 +1021,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dt", action="append", default=[])
     parser.add_argument("--output", required=True, type=Path)
     parser.add_argument("--no-raw", action="store_true")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="Also compare each --dt snapshot with MySQL now (exit code 4 when one differs).",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        settings = load_settings()
-        from cdc_platform.spark import build_session  # noqa: PLC0415
-
-        spark = build_session(settings, f"cdc-verify-{args.table}", CHECK_SPARK_CONF)
-        try:
-            found = spark_checks(spark, settings, args.table, args.dt, not args.no_raw)
-        finally:
-            spark.stop()
+        return _check(args, load_settings())
     except CdcMirrorError as exc:
         sys.stderr.write(f"error: {exc}\n")
-        return 1
-    document = found.to_json()
+        return exit_code_for(exc)
+
+
+def _check(args: argparse.Namespace, settings: Settings) -> int:
+    mirror = settings.table(args.table)
+    schema = mysql_schema(settings, mirror)  # before Spark starts: MySQL away fails at once
+    found = _spark_checks(settings, args.table, args.dt, not args.no_raw, schema)
     temporary = args.output.with_name(f".{args.output.name}.tmp")
-    temporary.write_bytes(orjson.dumps(document))
+    temporary.write_bytes(orjson.dumps(found.to_json()))
     temporary.replace(args.output)
-    return 0
+    if not args.compare:
+        return ExitCode.OK
+    reference = MySQLStore(settings, mirror)
+    agreements = [
+        verify_stores(schema, reference, [DigestStore(found.snapshots[day])]) for day in args.dt
+    ]
+    for agreement in agreements:
+        for sentence in agreement.disagreements():
+            sys.stderr.write(f"{sentence}\n")
+    return ExitCode.OK if all(a.agrees for a in agreements) else ExitCode.CHECK_FAILED
+
+
+def _spark_checks(
+    settings: Settings, table: str, days: Sequence[str], raw: bool, schema: TableSchema
+) -> SparkChecks:
+    """``spark_checks`` in a Spark session of this process."""
+    from cdc_platform.spark import build_session  # noqa: PLC0415
+
+    spark = build_session(settings, f"cdc-verify-{table}", CHECK_SPARK_CONF)
+    try:
+        return spark_checks(spark, settings, table, days, raw, schema)
+    finally:
+        spark.stop()
 
 
 if __name__ == "__main__":

@@ -36,10 +36,9 @@ def build_applier(
 
         return WarehouseApplier(settings.postgres, settings.mirror, tables)
     if target == "kudu":
-        from mirror.kudu import KuduApplier  # noqa: PLC0415 - starts a JVM
+        from mirror.kudu import KuduApplier, client_jars  # noqa: PLC0415 - starts a JVM
 
-        jars = settings.kudu.client_jars or settings.stack.home / "jars" / "kudu"
-        return KuduApplier(settings.kudu, settings.mirror, tables, jars.resolve())
+        return KuduApplier(settings.kudu, settings.mirror, tables, client_jars(settings))
     raise ConfigError(f"the mirror has no target {target!r} (choose redis, warehouse or kudu).")
 
 

@@ -55,11 +55,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from cdc_platform.config import KuduSettings, MirrorSettings, TableMirror
+from cdc_platform.config import KuduSettings, MirrorSettings, Settings, TableMirror
 from mirror.applier import ApplyResult, ChangeApplier
 from mirror.kudu_batch import BatchBuffer, ValueRefusedError, buffers
 from mirror.kudu_types import KuduType, key_refusal, kudu_type
@@ -256,6 +256,11 @@ def _stored_type(java: _Java, column: Any) -> KuduType:
     return KuduType(name)
 
 
+def client_jars(settings: Settings) -> Path:
+    """The folder of the Kudu Java client's jars: ``kudu.client_jars``, else the stack's."""
+    return (settings.kudu.client_jars or settings.stack.home / "jars" / "kudu").resolve()
+
+
 class KuduApplier(ChangeApplier):
     def __init__(
         self,
@@ -323,6 +328,31 @@ class KuduApplier(ChangeApplier):
             self._open.clear()  # reopen after an error: the schema may have moved on
             raise ServiceUnavailableError(
                 f"Kudu at {self._masters} failed {what} ({_java_reason(exc)})."
+            ) from None
+
+    # -- reading (the row-for-row check) -----------------------------------------------------
+    def scan(self, table: str) -> Iterator[dict[str, Any]]:
+        """Every stored row of ``table``, tombstones and bookkeeping columns included, each
+        value in the canonical Python form; nothing when the table was never written."""
+        opened = self._open_table(table)
+        if opened is None:
+            return
+        names = list(opened.index)
+        java = self._java
+        try:
+            scanner = self._client.newScannerBuilder(opened.handle).build()
+            while scanner.hasMoreRows():
+                rows = scanner.nextRows()
+                while rows.hasNext():
+                    row = rows.next()
+                    yield {
+                        n: java.python_value(opened.types[n], row, i) for i, n in enumerate(names)
+                    }
+            scanner.close()
+        except java.JException as exc:
+            raise ServiceUnavailableError(
+                f"Kudu at {self._masters} failed scanning {self._table_name(table)} "
+                f"({_java_reason(exc)})."
             ) from None
 
     # -- DDL ----------------------------------------------------------------------------------

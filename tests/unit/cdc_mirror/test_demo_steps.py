@@ -31,9 +31,10 @@ from cdc_mirror.demo import (
     _catch_up,
     _fail_over,
     _gtid_reached,
+    _live_line,
     _writer_offsets,
     demo_overrides,
-    prometheus_sum,
+    metric_total,
 )
 from cdc_mirror.processes import ComponentError, FakeClock, FakeLauncher, FakeProcess
 from cdc_mirror.verify import (
@@ -313,18 +314,48 @@ def test_live_stops_early_and_fails_when_the_workload_fails(demo: Demo) -> None:
     assert demo.clock.now == 0  # no status line was waited for
 
 
-def test_the_status_counters_are_named_as_the_components_expose_them() -> None:
-    # The lake column asked for "cdc_stream_writer_rows", which prometheus_client exposes as
-    # "cdc_stream_writer_rows_total": the status line showed 0 lake rows throughout.
+def test_the_status_counters_are_read_with_prometheus_client_s_parser() -> None:
+    # By the declared counter name, which the parser gives the family (its samples carry
+    # "_total"); the "_created" samples beside them are not rows.
     writer = WriterMetrics("demo")
     writer.rows.labels("demo", LOGICAL_TABLE).inc(120)
-    writer.rows.labels("demo", "other").inc(5)
+    writer.rows.labels("demo", "odd} 9 \" [x]").inc(5)  # a label the text must not confuse
     exposed = generate_latest(writer.registry).decode()
-    assert prometheus_sum(exposed, LAKE_ROWS_METRIC) == 125
-    assert prometheus_sum(exposed, "cdc_stream_writer_rows") == 0  # the old name
+    assert metric_total(exposed, LAKE_ROWS_METRIC) == 125
+    assert metric_total(exposed, "cdc_stream_writer_rows_total") == 0  # a sample, not a family
     mirror = MirrorMetrics("redis")
     mirror.rows.labels("redis", LOGICAL_TABLE).inc(70)
-    assert prometheus_sum(generate_latest(mirror.registry).decode(), MIRROR_ROWS_METRIC) == 70
+    assert metric_total(generate_latest(mirror.registry).decode(), MIRROR_ROWS_METRIC) == 70
+
+
+@dataclass
+class ExposingServices(FakeServices):
+    """Metrics as the real components expose them, read as the live demo reads them."""
+
+    expositions: dict[str, str] = field(default_factory=dict)
+
+    def metric_sum(self, url: str, metric: str) -> float | None:
+        return metric_total(self.expositions[url], metric)
+
+
+def test_every_status_counter_is_non_zero_when_data_flows(demo: Demo) -> None:
+    names = demo.run.names
+    writer = WriterMetrics("demo")
+    writer.rows.labels("demo", LOGICAL_TABLE).inc(120)
+    services = ExposingServices(demo.launcher)
+    services.expositions[f"http://127.0.0.1:{names.writer_port}/metrics"] = generate_latest(
+        writer.registry
+    ).decode()
+    for target, port in names.mirror_ports.items():
+        mirror = MirrorMetrics(target)
+        mirror.rows.labels(target, LOGICAL_TABLE).inc(70 if target == "redis" else 80)
+        services.expositions[f"http://127.0.0.1:{port}/metrics"] = generate_latest(
+            mirror.registry
+        ).decode()
+    demo.run.services = services
+    line = _live_line(demo.run, FakeWorkload(changes=150))  # type: ignore[arg-type]
+    assert "MySQL    150" in line and "Kafka end offsets     42" in line
+    assert "lake    120" in line and "warehouse     80" in line and "Redis     70" in line
 
 
 # -- 6. catching up --------------------------------------------------------------------------
@@ -450,6 +481,54 @@ def test_summary_names_the_store_that_differs_and_fails(demo: Demo) -> None:
     text = demo.text
     assert f"redis's copy of {LOGICAL_TABLE} differs from mysql: 1 missing; e.g. keys 3." in text
     assert "the warehouse and Redis DO NOT agree." in text
+
+
+def test_summary_prints_bracketed_table_text_and_keys_as_they_are(demo: Demo) -> None:
+    shard = "ordercenter_00.[bold]orderinfo[/bold]"
+    rows = [(shard, {"id": n, "amount": Decimal("1.00")}) for n in (1, 2, 3)]
+    schema = TableSchema("[red]t[/]", ((shard, ""),), dict(SCHEMA.columns), ("id",))
+    agreement = verify_stores(
+        schema, MemoryStore("mysql", rows), [MemoryStore("[kudu]", rows[:2])]
+    )
+    raw = check_raw_layer("[red]t[/]", [("[t]", 0, 0, 0)], [])
+    demo.services.checked = agreement, raw
+    assert demo.run.summary(DAY) is False
+    text = demo.text
+    assert "1 missing; e.g. keys 3" in text and "[kudu]" in text
+    assert "[kudu]'s copy of [red]t[/] differs from mysql: 1 missing; e.g. keys 3." in text
+    assert "[red]t[/] raw layer: 0 lake rows for 1 Kafka messages" in text
+    assert "e.g. [t]/0@0" in text
+
+
+def test_where_to_look_prints_bracketed_names_as_they_are(demo: Demo) -> None:
+    names = demo.run.names
+    demo.run.names = DemoNames(
+        home=names.home / "[b]x[/b]",
+        webui_port=8001,
+        collector_ports=names.collector_ports,
+        writer_port=names.writer_port,
+        mirror_ports=names.mirror_ports,
+        admin_password="[pw]",
+        warehouse_schema="cdc[demo]",
+        redis_prefix="[cdc]",
+    )
+    demo.run.where_to_look(DAY)
+    text = demo.text
+    assert "(user admin, password [pw])" in text
+    assert "FROM cdc[demo].ordercenter_orderinfo" in text
+    assert "--pattern '[cdc]:ordercenter_orderinfo:*'" in text
+    assert "[b]x[/b]/logs" in text
+
+
+def test_summary_names_kudu_in_the_verdict_when_it_is_checked(demo: Demo) -> None:
+    stores = [MemoryStore(name, ROWS) for name in ("hive", "warehouse", "redis", "kudu")]
+    agreement = verify_stores(SCHEMA, MemoryStore("mysql", ROWS), stores)
+    demo.services.checked = agreement, check_raw_layer(LOGICAL_TABLE, KAFKA, KAFKA)
+    assert demo.run.summary(DAY) is True
+    assert any("kudu" in line and "equal" in line for line in demo.text.splitlines())
+    assert "MySQL, the Hive snapshot of 2026-03-02, the warehouse, Redis and Kudu agree." in (
+        demo.text
+    )
 
 
 def test_summary_fails_when_the_raw_layer_is_not_exactly_once(demo: Demo) -> None:

@@ -12,16 +12,21 @@ import pytest
 
 from cdc_mirror.verify import (
     DigestStore,
+    KuduStore,
     MemoryStore,
+    RedisStore,
     StoreRow,
     TableSchema,
     digest_rows,
     from_postgres,
     from_spark,
     from_wire,
+    kudu_rows,
+    mirror_stores,
     redis_rows,
     verify_stores,
 )
+from cdc_platform.config import Settings, TableMirror
 from simple_binlog.errors import ConfigError
 
 SCHEMA = TableSchema(
@@ -195,3 +200,37 @@ def test_redis_rows_skip_expired_keys_and_tombstones() -> None:
         orjson.dumps({"_offset": 2, "_shard": "s.t", "row": None}),  # a delete
     ]
     assert list(redis_rows(raws, decode)) == [("s.t", {"id": "1"})]
+
+
+# -- Kudu ----------------------------------------------------------------------------------
+
+
+def _kudu(row: StoreRow, offset: int, deleted: bool = False) -> dict[str, object]:
+    """A row as ``KuduApplier.scan`` gives it: canonical values (the unsigned key from its
+    DECIMAL(20,0), the TIMESTAMP from UNIXTIME_MICROS) and the bookkeeping columns."""
+    shard, v = row
+    return {**v, "_binlog_offset": offset, "_shard": shard, "_deleted": deleted}
+
+
+def test_kudu_rows_agree_with_mysql_and_tombstones_are_not_rows() -> None:
+    stored = [_kudu(r, 100 + n) for n, r in enumerate(MYSQL_ROWS)]
+    stored.append(_kudu(_mysql(9), 200, deleted=True))  # a deleted row, kept as a tombstone
+    agreement = verify_stores(SCHEMA, REFERENCE, [MemoryStore("kudu", list(kudu_rows(stored)))])
+    assert agreement.agrees, agreement.describe()
+    assert [row[0] for row in agreement.rows()] == ["mysql", "kudu"]
+
+
+def test_a_kudu_copy_with_a_row_tombstoned_too_early_is_named() -> None:
+    stored = [_kudu(r, 100 + n, deleted=n == 2) for n, r in enumerate(MYSQL_ROWS)]
+    agreement = verify_stores(SCHEMA, REFERENCE, [MemoryStore("kudu", list(kudu_rows(stored)))])
+    assert agreement.disagreements() == [
+        "kudu's copy of shop_orders differs from mysql: 1 missing; e.g. keys 3."
+    ]
+
+
+def test_the_real_time_stores_checked_follow_the_table_mirror_s_targets() -> None:
+    settings = Settings()
+    both = TableMirror(db_prefix="shop", table_prefix="orders", targets=["hive", "redis", "kudu"])
+    assert [type(s) for s in mirror_stores(settings, both)] == [RedisStore, KuduStore]
+    default = TableMirror(db_prefix="shop", table_prefix="orders")
+    assert [s.store for s in mirror_stores(settings, default)] == ["warehouse", "redis"]
