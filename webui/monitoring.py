@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from html import escape
+from itertools import pairwise
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -31,17 +32,28 @@ METRIC_PREFIX = "cdc_"
 
 @dataclass(frozen=True)
 class Panel:
-    """One chart: every series whose metric name matches one of ``patterns``."""
+    """One chart: every series whose metric name matches one of ``patterns``.
+
+    ``mean_of`` names a histogram instead: the chart shows, per label set (e.g. each mirror
+    target), its mean observation between two scrapes, Δ``_sum`` / Δ``_count`` (what
+    ``rate(x_sum) / rate(x_count)`` gives in PromQL); a scrape with no new observation is a gap.
+    """
 
     title: str
-    patterns: tuple[str, ...]
+    patterns: tuple[str, ...] = ()
     unit: str = ""
+    mean_of: str | None = None
 
 
 PANELS: tuple[Panel, ...] = (
     Panel("Collection delay per instance", ("cdc_collector_delay_seconds",), "s"),
     Panel("Active collectors (1 active, 0 standby)", ("cdc_collector_active",)),
     Panel("Kafka consumer lag", ("cdc_*lag*",), "messages"),
+    Panel(
+        "Mirror freshness per target: MySQL commit → visible (mean per scrape)",
+        unit="s",
+        mean_of="cdc_mirror_freshness_seconds",
+    ),
     Panel("Writer watermark", ("cdc_*watermark*",), "unix s"),
     Panel("Ready days", ("cdc_*ready*",)),
     Panel("Merge runs and check results", ("cdc_merge_*", "cdc_*check*")),
@@ -139,6 +151,8 @@ class Series:
 
 
 def load_series(db: Session, panel: Panel, since: float) -> list[Series]:
+    if panel.mean_of is not None:
+        return _histogram_means(db, panel.mean_of, since)
     names = list(db.scalars(select(MetricSample.name).where(MetricSample.at >= since).distinct()))
     wanted = [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in panel.patterns)]
     if not wanted:
@@ -161,6 +175,45 @@ def load_series(db: Session, panel: Panel, since: float) -> list[Series]:
             (at, value)
         )
     return [Series(label, points) for label, points in sorted(grouped.items())]
+
+
+def _histogram_means(db: Session, histogram: str, since: float) -> list[Series]:
+    """Per (target, labels), the mean of the observations made between consecutive scrapes."""
+    totals: dict[tuple[str, str], dict[float, dict[str, float]]] = defaultdict(
+        lambda: defaultdict(dict)
+    )
+    rows = db.execute(
+        select(
+            MetricSample.target,
+            MetricSample.name,
+            MetricSample.labels,
+            MetricSample.at,
+            MetricSample.value,
+        ).where(
+            MetricSample.name.in_([f"{histogram}_sum", f"{histogram}_count"]),
+            MetricSample.at >= since,
+        )
+    )
+    for target, name, labels, at, value in rows:
+        totals[(target, labels)][at][name.rsplit("_", 1)[-1]] = value
+    short = histogram.removeprefix(METRIC_PREFIX)
+    found: list[Series] = []
+    for (target, labels), by_time in sorted(totals.items()):
+        points = _means(sorted((at, v) for at, v in by_time.items() if len(v) == 2))
+        label = f"{target} {short}{{{labels}}}" if labels else f"{target} {short}"
+        found.append(Series(label, points))
+    return found
+
+
+def _means(scrapes: list[tuple[float, dict[str, float]]]) -> list[tuple[float, float]]:
+    """Pure: (at, Δsum/Δcount) between consecutive scrapes that saw new observations (a
+    restarted process, whose count went down, starts over)."""
+    points: list[tuple[float, float]] = []
+    for (_, before), (at, now) in pairwise(scrapes):
+        observed = now["count"] - before["count"]
+        if observed > 0:
+            points.append((at, (now["sum"] - before["sum"]) / observed))
+    return points
 
 
 _COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563")
