@@ -1,8 +1,9 @@
 """The check after a merge: the snapshot against MySQL, rows per day by the check column.
 
-Pure logic here; the job counts the snapshot with Spark and MySQL through the mirror backend
-(``MirrorBackend.refresh_daily_counts``: computed across all shards and cached for the web
-admin). The days compared are the ``CHECK_DAYS`` days ending with ``dt``.
+Pure logic here; the job counts the snapshot with Spark and MySQL across all shards now
+(``cdc_platform.mysql_schema.LiveTables.count_per_day``; the web admin's cached counts are
+refreshed by the mirror's nightly job, not by the merge). The days compared are the
+``CHECK_DAYS`` days ending with ``dt``.
 
 * A day whose counts differ is a **mismatch**. MySQL is counted now, the snapshot as of the
   end of ``dt``, so rows created or deleted since midnight show up as mismatches of the

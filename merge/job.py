@@ -8,8 +8,8 @@ For one table and day ``dt``:
    of ``dt−1`` saw, ``dt−1`` is merged again first (its raw partition holds them now);
 3. register ``dt`` of the raw table (``ods_binlog_source.<table>``, as MSCK REPAIR does) and
    load it;
-4. live MySQL schema from the mirror backend, key (``tables[].key`` or MySQL's), schema
-   plan (``merge.schema``);
+4. live MySQL schema of all shards (``cdc_platform.mysql_schema``), key (``tables[].key``
+   or MySQL's), schema plan (``merge.schema``);
 5. flatten ``content`` into typed columns; the archive-delete rule (``merge.archive``);
 6. (changes ∪ snapshot ``dt−1`` as INSERTs) → latest row per key by binlogOffset → DELETEs
    dropped → partition ``dt`` of ``<merge.database>.<table>``, published atomically
@@ -41,6 +41,7 @@ from pyspark.sql import functions as F
 from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot, snapshot_from_settings
 from cdc_platform.lake import ROW_COLUMNS, HiveCatalog, default_writer_name, readiness_dir
+from cdc_platform.mysql_schema import LiveSchema, LiveTables
 from merge import records
 from merge.archive import ArchiveDecision, ArchiveOverride, decide, time_column
 from merge.check import CheckResult, check_days, compare
@@ -65,8 +66,6 @@ from simple_binlog.errors import CdcMirrorError, ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-    from mirror.backend import LiveSchema
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +222,8 @@ class Merger:
         config: ConfigSnapshot | None = None,
     ) -> None:
         """``config``: the instances and table mirrors, read from the configuration store at
-        start (default: those of ``settings``)."""
+        start (default: those of ``settings``); ``live_schema`` and ``daily_counts``
+        (default: read from MySQL now, ``cdc_platform.mysql_schema.LiveTables``)."""
         self.settings = settings
         self.config = config or snapshot_from_settings(settings)
         self.spark = spark
@@ -232,17 +232,19 @@ class Merger:
             spark, settings.merge.database, self.lake, settings.merge.file_format
         )
         self.ready_dir = writer_ready_dir(settings, (i.name for i in self.config.instances))
-        if live_schema is None or daily_counts is None:
-            from mirror.backend import MirrorBackend  # noqa: PLC0415
-
-            backend = MirrorBackend(settings, self.config)
-            live_schema = live_schema or backend.live_schema
-            daily_counts = daily_counts or (
-                lambda name, day: backend.refresh_daily_counts(name, today=day)
-            )
-        self._live_schema = live_schema
-        self._daily_counts = daily_counts
+        tables = LiveTables(self.config)
+        self._live_schema = live_schema or tables.live_schema
+        self._daily_counts = daily_counts or self._mysql_counts(tables)
         self._database_ready = False
+
+    def _mysql_counts(self, tables: LiveTables) -> Callable[[str, date], dict[date, int]]:
+        def counts(name: str, today: date) -> dict[date, int]:
+            column = self.config.table(name).check_column
+            if column is None:
+                raise ConfigError(f"table mirror {name!r} has no check_column to count by.")
+            return tables.count_per_day(name, column, today)
+
+        return counts
 
     # -- entry points -----------------------------------------------------------------------
     def merge(self, request: MergeRequest) -> MergeResult:

@@ -17,100 +17,47 @@ HTTP (a FastAPI ``APIRouter`` the web admin mounts, or ``cdc-mirror mirror backe
 The instances (their connection and shard rules) and the table mirrors come from a
 configuration snapshot (``cdc_platform.config_store``); the settings give the rest.
 Schemas and counts are read with the instance's own (replication + SELECT) user. The shard
-comparison and the summing of counts are pure functions, tested without services.
+comparison and the summing of counts are pure functions of ``cdc_platform.mysql_schema``
+(which reads the schema and counts for every component), tested without services.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
-import pymysql
 from fastapi import APIRouter, HTTPException
 from psycopg import sql
 
-from cdc_platform import mysql_source
-from cdc_platform.config import Settings, TableMirror
+from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot, snapshot_from_settings
+from cdc_platform.mysql_schema import (
+    COUNT_DAYS,
+    LiveSchema,
+    LiveTables,
+    ShardSchema,
+    merge_shard_schemas,
+    sum_daily_counts,
+)
 from mirror.warehouse import connect_warehouse
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 from simple_binlog.naming import topic_name
-from simple_binlog.routing import ShardRouter
+
+# Re-exported: they moved to the platform, where every component reads a table's shape.
+__all__ = [
+    "COUNT_DAYS",
+    "LiveSchema",
+    "MirrorBackend",
+    "ShardSchema",
+    "merge_shard_schemas",
+    "mirror_router",
+    "sum_daily_counts",
+]
 
 log = logging.getLogger(__name__)
-
-COUNT_DAYS = 7
-_SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys")
-
-
-@dataclass(frozen=True, slots=True)
-class ShardSchema:
-    shard: str  # schema.table
-    columns: dict[str, str]  # name → COLUMN_TYPE, in table order
-    key: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class LiveSchema:
-    table: str
-    shards: list[str]
-    columns: dict[str, str]
-    key: list[str]
-    shards_agree: bool
-    differences: list[str] = field(default_factory=list)
-
-
-def merge_shard_schemas(table: str, shards: Sequence[ShardSchema]) -> LiveSchema:
-    """The logical table's schema (the first shard's, by name) and how other shards differ."""
-    if not shards:
-        raise ConfigError(f"no MySQL table routes to the logical table {table!r}.")
-    ordered = sorted(shards, key=lambda s: s.shard)
-    reference = ordered[0]
-    differences: list[str] = []
-    for other in ordered[1:]:
-        for name, spec in reference.columns.items():
-            if name not in other.columns:
-                differences.append(f"{other.shard} lacks column {name}")
-            elif other.columns[name] != spec:
-                differences.append(
-                    f"{other.shard}.{name} is {other.columns[name]}, "
-                    f"{reference.shard}.{name} is {spec}"
-                )
-        differences += [
-            f"{other.shard} has the extra column {name}"
-            for name in other.columns
-            if name not in reference.columns
-        ]
-        if other.key != reference.key:
-            differences.append(
-                f"{other.shard} is keyed by ({', '.join(other.key)}), "
-                f"{reference.shard} by ({', '.join(reference.key)})"
-            )
-    return LiveSchema(
-        table=table,
-        shards=[s.shard for s in ordered],
-        columns=dict(reference.columns),
-        key=list(reference.key),
-        shards_agree=not differences,
-        differences=differences,
-    )
-
-
-def sum_daily_counts(
-    per_shard: Sequence[Sequence[tuple[dt.date, int]]], today: dt.date
-) -> dict[dt.date, int]:
-    """Counts per day of the ``COUNT_DAYS`` days before ``today``, zeros included."""
-    days = [today - dt.timedelta(days=n) for n in range(COUNT_DAYS, 0, -1)]
-    totals = dict.fromkeys(days, 0)
-    for rows in per_shard:
-        for day, count in rows:
-            if day in totals:
-                totals[day] += count
-    return totals
 
 
 class MirrorBackend:
@@ -120,66 +67,13 @@ class MirrorBackend:
         ``settings``: the connections and names of the rest (warehouse, Kafka, lake, Redis)."""
         self._settings = settings
         self._config = config or snapshot_from_settings(settings)
+        self._tables = LiveTables(self._config)
 
     # -- MySQL --------------------------------------------------------------------------------
-    def _connect_to(self, mirror: TableMirror) -> AbstractContextManager[Any]:
-        return self._mysql(self._config.instance(mirror.instance).login())
-
-    @contextmanager
-    def _mysql(self, instance: mysql_source.SourceAccess) -> Iterator[Any]:
-        try:
-            connection = mysql_source.connect(instance, init_command="SET time_zone = '+00:00'")
-        except pymysql.MySQLError as exc:
-            raise ServiceUnavailableError(
-                f"MySQL instance {instance.name!r} at {instance.host}:{instance.port} cannot "
-                f"be reached ({exc.args[-1]})."
-            ) from None
-        try:
-            with connection.cursor() as cursor:
-                yield cursor
-        except pymysql.MySQLError as exc:
-            raise ServiceUnavailableError(
-                f"MySQL instance {instance.name!r} refused a query ({exc.args[-1]})."
-            ) from None
-        finally:
-            connection.close()
-
-    def _shards(self, cursor: Any, mirror: TableMirror) -> list[tuple[str, str]]:
-        cursor.execute(
-            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
-            "WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA NOT IN (%s, %s, %s, %s)",
-            _SYSTEM_SCHEMAS,
-        )
-        shards = []
-        router = ShardRouter(list(self._config.instance(mirror.instance).shard_rules))
-        for schema, table in cursor.fetchall():
-            try:
-                logical = router.route(str(schema), str(table)).name
-            except ConfigError:
-                continue  # a table no shard rule names belongs to no logical table
-            if logical == mirror.name:
-                shards.append((str(schema), str(table)))
-        return sorted(shards)
-
     def live_schema(self, name: str) -> LiveSchema:
-        mirror = self._config.table(name)
-        with self._connect_to(mirror) as cursor:
-            found = []
-            for schema, table in self._shards(cursor, mirror):
-                cursor.execute(
-                    "SELECT COLUMN_NAME, COLUMN_TYPE, COLUMN_KEY FROM information_schema.COLUMNS "
-                    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
-                    (schema, table),
-                )
-                rows = cursor.fetchall()
-                found.append(
-                    ShardSchema(
-                        shard=f"{schema}.{table}",
-                        columns={str(n): str(t) for n, t, _ in rows},
-                        key=tuple(str(n) for n, _, k in rows if k == "PRI"),
-                    )
-                )
-        return merge_shard_schemas(name, found)
+        """The live schema of table mirror ``name`` over all its shards
+        (``cdc_platform.mysql_schema``: one key rule for every component)."""
+        return self._tables.live_schema(name)
 
     # -- daily counts -------------------------------------------------------------------------
     def refresh_daily_counts(self, name: str, today: dt.date | None = None) -> dict[dt.date, int]:
@@ -188,20 +82,9 @@ class MirrorBackend:
         if mirror.check_column is None:
             raise ConfigError(f"table mirror {name!r} has no check_column to count by.")
         today = today or dt.datetime.now(dt.UTC).date()
-        since = today - dt.timedelta(days=COUNT_DAYS)
-        per_shard = []
-        with self._connect_to(mirror) as cursor:
-            for schema, table in self._shards(cursor, mirror):
-                column = mirror.check_column.replace("`", "``")
-                cursor.execute(
-                    f"SELECT DATE(`{column}`), COUNT(*) FROM `{schema}`.`{table}` "  # noqa: S608 - names from information_schema, quoted
-                    f"WHERE `{column}` >= %s AND `{column}` < %s GROUP BY DATE(`{column}`)",
-                    (since, today),
-                )
-                per_shard.append([(day, int(count)) for day, count in cursor.fetchall()])
-        totals = sum_daily_counts(per_shard, today)
+        totals = self._tables.count_per_day(name, mirror.check_column, today)
         self._store_counts(name, totals)
-        log.info("daily counts of %s refreshed (%d shards)", name, len(per_shard))
+        log.info("daily counts of %s refreshed", name)
         return totals
 
     def _counts_table(self) -> sql.Composed:

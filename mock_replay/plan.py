@@ -1,5 +1,6 @@
-"""The pure parts of a replay: which key pages a table, the chunk SELECT, rows → MOCK messages,
-the execute time, and the rate limit. No I/O.
+"""The pure parts of a replay: the chunk SELECT over the table's key (chosen by
+``cdc_platform.mysql_schema``), rows → MOCK messages, the execute time, and the rate limit.
+No I/O.
 
 Keyset pagination: chunk n+1 selects the rows whose key is greater than the last key of chunk
 n, ``ORDER BY`` the key, ``LIMIT`` the batch size. Never OFFSET: its cost grows with the
@@ -27,33 +28,10 @@ from simple_binlog.values import ColumnType, JsonScalar, Kind, decode, encode, p
 
 
 @dataclass(frozen=True, slots=True)
-class IndexColumn:
-    """One row of information_schema.STATISTICS for a table."""
-
-    index_name: str
-    column: str
-    non_unique: bool
-    nullable: bool
-
-
-def choose_key(indexes: Sequence[IndexColumn]) -> tuple[str, ...]:
-    """The primary key, else the first (by name) unique key whose columns are all NOT NULL;
-    ``()`` if there is none: such a table cannot be paged exactly and is refused by name."""
-    by_name: dict[str, list[IndexColumn]] = {}
-    for column in indexes:
-        by_name.setdefault(column.index_name, []).append(column)
-    if "PRIMARY" in by_name:
-        return tuple(c.column for c in by_name["PRIMARY"])
-    for name in sorted(by_name):
-        columns = by_name[name]
-        if not any(c.non_unique or c.nullable for c in columns):
-            return tuple(c.column for c in columns)
-    return ()
-
-
-@dataclass(frozen=True, slots=True)
 class TableShape:
-    """A physical table as the replay reads it."""
+    """A physical table as the replay reads it (``cdc_platform.mysql_schema.TableShape``
+    and the estimated row count). ``key``: by ``cdc_platform.mysql_schema.choose_key``;
+    ``()``: such a table cannot be paged exactly and is refused by name."""
 
     schema: str
     table: str

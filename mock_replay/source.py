@@ -19,8 +19,9 @@ import pymysql.cursors
 from pymysql.constants import FIELD_TYPE
 
 from cdc_platform import mysql_source
+from cdc_platform.mysql_schema import MissingTableError, read_table_shape
 from mock_replay.errors import ReplayError
-from mock_replay.plan import IndexColumn, TableShape, choose_key
+from mock_replay.plan import TableShape
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 from simple_binlog.routing import ShardRouter
 
@@ -33,14 +34,6 @@ FROM information_schema.TABLES
 WHERE TABLE_TYPE = 'BASE TABLE' AND TABLE_SCHEMA LIKE %s AND TABLE_NAME LIKE %s
   AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')
 ORDER BY TABLE_SCHEMA, TABLE_NAME
-"""
-_COLUMNS = """
-SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS
-WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION
-"""
-_INDEXES = """
-SELECT INDEX_NAME, COLUMN_NAME, NON_UNIQUE, NULLABLE FROM information_schema.STATISTICS
-WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY INDEX_NAME, SEQ_IN_INDEX
 """
 
 
@@ -181,22 +174,17 @@ class MySQLSource:
         return shapes
 
     def shape(self, schema: str, table: str, estimated_rows: int = 0) -> TableShape:
-        columns = self._query(_COLUMNS, (schema, table), f"reading the columns of {schema}.{table}")
-        if not columns:
-            raise ReplayError(f"table {schema}.{table} does not exist on {self.where}.")
-        indexes = [
-            IndexColumn(str(name), str(column), bool(int(non_unique)), nullable == "YES")
-            for name, column, non_unique, nullable in self._query(
-                _INDEXES, (schema, table), f"reading the keys of {schema}.{table}"
-            )
-        ]
-        return TableShape(
-            schema=schema,
-            table=table,
-            column_types={str(name): str(spec) for name, spec in columns},
-            key=choose_key(indexes),
-            estimated_rows=estimated_rows,
-        )
+        """The table's columns and key (``cdc_platform.mysql_schema``, the key rule every
+        component uses)."""
+        connection = self._connect()
+        try:
+            with connection.cursor() as cursor:
+                found = read_table_shape(cursor, schema, table)
+        except pymysql.MySQLError as exc:
+            raise self._translate(exc, f"reading the shape of {schema}.{table}") from None
+        except MissingTableError:
+            raise ReplayError(f"table {schema}.{table} does not exist on {self.where}.") from None
+        return TableShape(schema, table, found.columns, found.key, estimated_rows)
 
     def read_chunk(self, sql: str, params: Sequence[object], table: str) -> list[tuple[Any, ...]]:
         """One chunk, read in a consistent snapshot of its own (read-only, so the server

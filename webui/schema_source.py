@@ -2,7 +2,8 @@
 table mirror against it.
 
 ``SchemaSource`` is the interface (the mirror backend may serve the same over HTTP later);
-``MariaDBSchemaSource`` reads ``information_schema`` of the instance directly, and
+``MariaDBSchemaSource`` reads ``information_schema`` of the instance directly (columns and
+key by ``cdc_platform.mysql_schema``, the rule every component uses), and
 ``StaticSchemaSource`` is the in-memory fake for tests of pure logic.
 """
 
@@ -16,6 +17,7 @@ import pymysql
 
 from cdc_platform import mysql_source
 from cdc_platform.config import TableMirror
+from cdc_platform.mysql_schema import read_table_shape
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
 from simple_binlog.routing import ShardRouter, ShardRule
 
@@ -42,7 +44,7 @@ class LiveTableSchema:
     logical_name: str
     physical_tables: tuple[str, ...]  # "schema.table", sorted
     columns: dict[str, str]  # name → column type, in table order
-    primary_key: tuple[str, ...]
+    primary_key: tuple[str, ...]  # the key by cdc_platform.mysql_schema's rule; () if none
 
 
 class SchemaSource(Protocol):
@@ -94,20 +96,7 @@ class MariaDBSchemaSource:
                 )
                 if not physical:
                     return None
-                schema, table = physical[0].split(".", 1)
-                cursor.execute(
-                    "SELECT column_name, column_type FROM information_schema.columns "
-                    "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
-                    (schema, table),
-                )
-                columns = {str(name): str(kind) for name, kind in cursor.fetchall()}
-                cursor.execute(
-                    "SELECT column_name FROM information_schema.statistics "
-                    "WHERE table_schema = %s AND table_name = %s AND index_name = 'PRIMARY' "
-                    "ORDER BY seq_in_index",
-                    (schema, table),
-                )
-                key = tuple(str(row[0]) for row in cursor.fetchall())
+                shape = read_table_shape(cursor, *physical[0].split(".", 1))
         except pymysql.Error as exc:
             raise ServiceUnavailableError(
                 f"the live schema of {wanted!r} cannot be read from MySQL instance "
@@ -115,7 +104,7 @@ class MariaDBSchemaSource:
             ) from exc
         finally:
             connection.close()
-        return LiveTableSchema(wanted, tuple(physical), columns, key)
+        return LiveTableSchema(wanted, tuple(physical), shape.columns, shape.key)
 
 
 class StaticSchemaSource:

@@ -9,9 +9,10 @@ from simple_binlog.routing import ShardRule
 
 def test_every_entry_point_still_reaches_the_local_mariadb(local_stack: Settings):
     from cdc_mirror import verify
+    from cdc_platform.config_store import snapshot_from_settings
+    from cdc_platform.mysql_schema import LiveTables
     from collector import reader
     from collector.binlog_stream import BinlogStream
-    from mirror.backend import MirrorBackend
     from mock_replay.source import MySQLSource
     from webui.schema_source import InstanceAccess, MariaDBSchemaSource
 
@@ -51,6 +52,7 @@ def test_every_entry_point_still_reaches_the_local_mariadb(local_stack: Settings
         cursor.execute("SELECT CURRENT_USER()")
         assert str(cursor.fetchone()[0]).startswith(f"{instance.user}@")
 
-    with MirrorBackend(local_stack)._mysql(instance) as cursor:
+    tables = LiveTables(snapshot_from_settings(settings))  # the mirror backend's reader
+    with tables.cursor(mirror.name) as (cursor, _router):
         cursor.execute("SELECT @@time_zone")
         assert cursor.fetchone()[0] == "+00:00"

@@ -73,8 +73,8 @@ def _row_check(instance: MySQLInstance) -> None:
 
 
 def _mirror_backend(instance: MySQLInstance) -> None:
-    with MirrorBackend(Settings(instances=[instance]))._mysql(instance) as cursor:
-        cursor.execute("SELECT 1")
+    mirror = TableMirror(instance=instance.name, db_prefix="d", table_prefix="t")
+    MirrorBackend(Settings(instances=[instance], tables=[mirror])).live_schema(mirror.name)
 
 
 ENTRY_POINTS: list[Callable[[MySQLInstance], None]] = [

@@ -8,15 +8,14 @@ from decimal import Decimal
 import orjson
 import pytest
 
+from cdc_platform.mysql_schema import IndexColumn, choose_key
 from mock_replay.condition import compile_condition
 from mock_replay.errors import ReplayError
 from mock_replay.plan import (
-    IndexColumn,
     RowEncoder,
     TableShape,
     TokenBucket,
     batch_is_whole,
-    choose_key,
     chunk_query,
     decode_key,
     encode_key,
