@@ -41,6 +41,7 @@ import orjson
 
 from cdc_platform.config import Settings, TableMirror, load_settings
 from cdc_platform.kafka import ReadStalledError, UnknownTopicError, read_to_end
+from cdc_platform.mysql_schema import find_shards, read_table_shape
 from cdc_platform.retry import RetryPolicy
 from simple_binlog.errors import (
     CdcMirrorError,
@@ -534,35 +535,19 @@ def _mysql_connect(settings: Settings, mirror: TableMirror) -> Any:
 
 
 def mysql_schema(settings: Settings, mirror: TableMirror) -> TableSchema:
-    """The shards of ``mirror`` (by the shard rules), the first shard's columns and the key."""
+    """The shards of ``mirror`` (by the shard rules), the first shard's columns and the key
+    (``tables[].key``, else MySQL's by ``cdc_platform.mysql_schema``'s rule)."""
     router = ShardRouter(list(settings.shard_rules))
-    like = mirror.db_prefix.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%") + "%"
     conn = _mysql_connect(settings, mirror)
     try:
         with conn.cursor() as cursor:
-            cursor.execute(
-                "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
-                "WHERE TABLE_SCHEMA LIKE %s AND TABLE_TYPE = 'BASE TABLE' "
-                "ORDER BY TABLE_SCHEMA, TABLE_NAME",
-                (like,),
-            )
-            shards = tuple(
-                (str(schema), str(table))
-                for schema, table in cursor.fetchall()
-                if _routes_to(router, str(schema), str(table), mirror.name)
-            )
+            shards = tuple(find_shards(cursor, router, mirror.name, mirror.db_prefix))
             if not shards:
                 raise VerifyError(f"MySQL has no shard of table {mirror.name!r}.")
-            cursor.execute(
-                "SELECT COLUMN_NAME, COLUMN_TYPE, COLUMN_KEY FROM information_schema.COLUMNS "
-                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
-                shards[0],
-            )
-            found = cursor.fetchall()
+            shape = read_table_shape(cursor, *shards[0])
     finally:
         conn.close()
-    columns = {str(name): str(kind) for name, kind, _ in found}
-    primary = tuple(str(name) for name, _, column_key in found if column_key == "PRI")
+    columns, primary = shape.columns, shape.key
     key = tuple(mirror.key) if mirror.key else primary
     if not key:
         raise VerifyError(f"table {mirror.name!r} has no key: set tables[].key in the config.")

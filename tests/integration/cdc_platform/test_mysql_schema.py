@@ -1,5 +1,5 @@
 """The table-shape reader against the real MariaDB, a table per key case, and every reader
-switched to it (mirror backend and merge, web admin, replay) agreeing on each table's key."""
+switched to it (mirror backend and merge, web admin, replay, the row check) agreeing on each table's key."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pymysql
 import pytest
 
+from cdc_mirror import verify
 from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import snapshot_from_settings
 from cdc_platform.mysql_schema import LiveTables, MissingTableError, read_table_shape
@@ -116,6 +117,16 @@ def test_every_switched_reader_agrees_on_the_key(cases: tuple[Settings, str], ta
         replay = source.shape(f"{prefix}_00", f"{table}_00")
     finally:
         source.close()
+
+    mirror = next(m for m in settings.tables if m.name == logical)
+    if expected:
+        checked = verify.mysql_schema(settings, mirror)
+        assert checked.shards == ((f"{prefix}_00", f"{table}_00"),)
+        assert checked.key == expected
+        assert checked.columns == platform.columns
+    else:  # the row check refuses a table without a key by name
+        with pytest.raises(verify.VerifyError, match=r"has no key: set tables\[\]\.key"):
+            verify.mysql_schema(settings, mirror)
 
     assert webui is not None
     assert platform.shards == backend.shards == [f"{prefix}_00.{table}_00"]
