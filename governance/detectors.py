@@ -18,6 +18,12 @@ Cost: each built-in detector runs only on text that passes its gate, a C-level s
 digits with at most one space or dash among them (ID, card, phone), ``d.ddd.d`` (IPv4),
 ``@`` (e-mail), ``x:x`` (IPv6). Text that cannot match costs about a microsecond.
 User rules run their own regex on every scanned string: give them a literal to anchor on.
+
+Length: ``scan`` reads at most ``max_chars`` characters of a value (``DEFAULT_MAX_CHARS``,
+64 Ki): a longer value is scanned in its first ``max_chars`` characters only, and counted in
+``DetectorSet.truncated``. A user rule that needs a lookaround runs on Python's ``re``, about
+a microsecond per character at most (``simple_binlog.patterns``), so one value costs at most
+a few hundred milliseconds.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ if TYPE_CHECKING:
     from simple_binlog.patterns import Matcher
 
 Validator = Callable[[str], bool]
+
+DEFAULT_MAX_CHARS = 65_536  # characters of one value a DetectorSet scans
 
 # -- validators (pure) ---------------------------------------------------------------------
 
@@ -223,8 +231,12 @@ def _user(rule: DetectorRule, functions: FunctionRegistry) -> RegexDetector:
 class DetectorSet:
     """The enabled detectors, compiled once; ``scan`` gives the detections of one string."""
 
-    def __init__(self, detectors: Sequence[RegexDetector]) -> None:
+    def __init__(
+        self, detectors: Sequence[RegexDetector], max_chars: int = DEFAULT_MAX_CHARS
+    ) -> None:
         self.detectors = tuple(detectors)
+        self.max_chars = max_chars
+        self.truncated = 0  # values longer than max_chars, scanned in their first max_chars
         self.names = tuple(d.name for d in self.detectors)
         # Detectors grouped by gate, each gate tested once per string; the regex gates only
         # after their union matched.
@@ -248,6 +260,7 @@ class DetectorSet:
         builtin: Sequence[str],
         rules: Sequence[DetectorRule],
         functions: FunctionRegistry | None = None,
+        max_chars: int = DEFAULT_MAX_CHARS,
     ) -> DetectorSet:
         """Built-ins in their priority order, then the enabled user rules in list order.
 
@@ -261,10 +274,14 @@ class DetectorSet:
             functions = FunctionRegistry()
         chosen = [_builtin(name) for name in BUILTIN_DETECTORS if name in builtin]
         chosen += [_user(rule, functions) for rule in rules if rule.enabled]
-        return cls(chosen)
+        return cls(chosen, max_chars)
 
     def scan(self, text: str) -> list[Detection]:
-        """The detections in ``text``, overlaps resolved by priority, in text order."""
+        """The detections in ``text``, overlaps resolved by priority, in text order; of its
+        first ``max_chars`` characters when it is longer (counted in ``truncated``)."""
+        if len(text) > self.max_chars:
+            text = text[: self.max_chars]
+            self.truncated += 1
         found: list[Detection] = []
         if self._by_pattern and _NUMBER_GATES.search(text) is not None:
             for pattern, members in self._by_pattern:

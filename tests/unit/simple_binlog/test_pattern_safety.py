@@ -14,6 +14,7 @@ from cdc_platform.config import CollectorSettings
 from collector.service import TableFilter
 from governance import DetectorRule
 from governance.detectors import DetectorSet
+from simple_binlog.patterns import check_pattern
 from simple_binlog.routing import ShardRouter, ShardRule
 
 CATASTROPHIC = [
@@ -97,3 +98,67 @@ def test_ordinary_patterns_stay_accepted(pattern: str) -> None:
 def test_a_lookaround_with_an_unbounded_repeat_is_refused() -> None:
     with pytest.raises(ValidationError, match="bound each repeat"):
         DetectorRule(name="pwn", pattern=r"(?<![0-9])[0-9]+(?![0-9])")
+
+
+# Accepted before on Python's merged parse, yet exponential or divergent in Java (Spark runs
+# shard rules as rlike('^(?:…)$')), or costly on Python's re (a lookaround).
+JAVA_ATTACKS = [
+    r"(?P<table>(?:\w|[a-z_]){1,64})_x",  # \w and [a-z_] share characters: 2**64 in Java
+    r"(?:\w|[a-z_])*?_x",  # lazy: Java's loop memo does not cover it
+    r"(?i)(?:a|A)*",  # case-insensitive overlap
+    r"(?:\s|\S)*",  # \xa0 is Python's \s and Java's \S
+    r"(?:[a-c]|[b-d])*",
+    r"\100",  # octal '@' in Python, group 1 then '00' in Java
+    r"[\1]",
+    r"a\0",
+    r"a\Z",
+    r"[a-z&&[^e]]",  # an intersection in Java, literal characters in Python
+    r"(?<!x)(?:a?){13}b",  # a lookaround: runs on re, 8192 ways per position
+]
+
+
+@pytest.mark.parametrize("pattern", JAVA_ATTACKS)
+def test_patterns_exponential_or_different_in_java_are_refused(pattern: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        DetectorRule(name="pwn", pattern=pattern + "z")
+    assert "\n" not in _sentence(caught.value)
+    assert repr(pattern + "z") in _sentence(caught.value)
+    with pytest.raises(ValidationError, match="regular expression"):
+        ShardRule(table_pattern=f"(?P<table>x)|{pattern}")
+    with pytest.raises(ValidationError, match="regular expression"):
+        CollectorSettings(include=[pattern])
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"(?P<db>[a-z]+)_\d+",
+        r"(?P<table>[a-z_]+)_\d{2}",
+        r"^(?P<db>[a-z_]+?)(_\d+)?$",
+        r"(?P<table>(?:[a-z]|_|-)+)_\d+",  # exclusive branches stay accepted
+        r"(?P<table>(?:\w|-){1,64})_\d+",
+        r"(?P<db>(?:ab|ac)+)",  # a common prefix is factored out
+        r"(?<![0-9])(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9])",
+        r"\x40[a-z]{1,20}",
+    ],
+)
+def test_ordinary_shard_rules_stay_accepted(pattern: str) -> None:
+    field = "schema_pattern" if "db>" in pattern else "table_pattern"
+    if "(?P<" in pattern:
+        assert getattr(ShardRule(**{field: pattern}), field) == pattern
+    assert DetectorRule(name="ok", pattern=pattern).pattern == pattern
+
+
+def test_the_default_shard_rule_stays_accepted() -> None:
+    rule = ShardRule()
+    for pattern in (rule.schema_pattern, rule.table_pattern):
+        assert check_pattern(pattern) == pattern
+
+
+@pytest.mark.timeout(10)
+def test_a_detector_scans_a_long_value_in_its_first_max_chars_and_counts_it() -> None:
+    rule = DetectorRule(name="tagged", pattern=r"(?<![0-9])9[0-9]{15}(?![0-9])")
+    detectors = DetectorSet.build([], [rule], max_chars=1_000)
+    assert detectors.scan("9" + "1" * 15) != []
+    assert detectors.scan("x" * 999 + " 9111111111111111") == []
+    assert detectors.truncated == 1
