@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Self, get_args
 
 import yaml
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -148,6 +149,11 @@ class MySQLInstance(_Section):
     # MariaDB's dialog/PAM) on a connection without TLS. Off: such a connection is refused
     # (cdc_platform.mysql_source), so a server the instance was redirected to learns nothing.
     allow_cleartext_password: bool = False
+    # The real server's RSA public key (PEM text, or the path of a PEM file), pinned for
+    # caching_sha2_password/sha256_password full authentication without TLS: the password
+    # is encrypted with this key only, never with one the server sends. Empty: such an
+    # authentication without TLS is refused (unless allow_cleartext_password).
+    server_public_key: str = ""
     # The replication client's own server id: unique among the server's replicas.
     replica_server_id: int = Field(4101, ge=1, le=2**32 - 1)
 
@@ -165,6 +171,14 @@ class MySQLInstance(_Section):
                 f"instance {self.name!r} uses a local-stack default password for the "
                 f"non-loopback host {self.host!r}; set a real password"
             )
+        pem = self.server_public_key.strip()
+        if pem.startswith("-----BEGIN"):  # PEM text: checked now (a file: when connecting)
+            try:
+                load_pem_public_key(pem.encode())
+            except (ValueError, TypeError):
+                raise ValueError(
+                    f"instance {self.name!r}: server_public_key is not a PEM public key"
+                ) from None
         return self
 
 
@@ -439,9 +453,7 @@ class WebUISettings(_Section):
     @model_validator(mode="after")
     def _token_lifetimes(self) -> Self:
         if self.token_default_lifetime_days > self.token_max_lifetime_days:
-            raise ValueError(
-                "token_default_lifetime_days must not exceed token_max_lifetime_days"
-            )
+            raise ValueError("token_default_lifetime_days must not exceed token_max_lifetime_days")
         return self
 
 

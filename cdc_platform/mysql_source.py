@@ -5,8 +5,15 @@ the web admin's schema reader all reach a source with its stored password. That 
 goes only to an authentication that does not reveal it: when a server asks for it in
 cleartext (``mysql_clear_password``, or MariaDB's ``dialog`` used by PAM) on a connection
 without TLS, the connection is refused before the password is sent, unless the instance
-says ``allow_cleartext_password``. A server someone redirected the instance to learns
-nothing. On TLS (or a local Unix socket) pymysql answers as it always does.
+says ``allow_cleartext_password``. The same holds for RSA full authentication
+(``caching_sha2_password`` when the server wants more than the scramble, and
+``sha256_password``): pymysql would ask the server for its RSA public key and encrypt the
+password with whatever key came back, so a server someone redirected the instance to
+would decrypt it. Without TLS that is refused too, unless the instance pins the real
+server's key (``server_public_key``: PEM text or a file), which is then the only key the
+password is encrypted with. ``caching_sha2_password``'s fast path (a scramble) stays
+allowed. A server someone redirected the instance to learns nothing. On TLS (or a local
+Unix socket) pymysql answers as it always does.
 
 The rule rides on pymysql's ``auth_plugin_map``, so python-mysql-replication, which opens its
 own connections from the settings it is given, is covered by passing it the same settings.
@@ -15,20 +22,27 @@ own connections from the settings it is given, is covered by passing it the same
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any, Protocol
 
 import pymysql
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from pydantic import SecretStr
+from pymysql import _auth
+from pymysql.err import OperationalError
 
 from simple_binlog.errors import ConfigError
 
 # Authentication plugins that send the password as it is.
 CLEARTEXT_PLUGINS = ("mysql_clear_password", "dialog")
+# Authentication plugins that may encrypt the password with a server's RSA public key.
+RSA_PLUGINS = ("caching_sha2_password", "sha256_password")
 CONNECT_TIMEOUT_S = 10
 
 
 class CleartextPasswordRefusedError(ConfigError):
-    """A source asked for the password in cleartext without TLS; it was not sent (fatal)."""
+    """A source asked for the password in cleartext, or encrypted with a key of its own
+    choosing, without TLS; it was not sent (fatal)."""
 
 
 class SourceAccess(Protocol):
@@ -69,6 +83,83 @@ class _CleartextGuard:
         )
 
 
+def _roundtrip(conn: Any, data: bytes) -> Any:
+    conn.write_packet(data)
+    packet = conn._read_packet()
+    packet.check_error()
+    return packet
+
+
+class _RsaGuard:
+    """pymysql's handler for ``caching_sha2_password`` and ``sha256_password``: the
+    password only over TLS or a socket, or encrypted with the instance's pinned key; never
+    with a key the server sends."""
+
+    def __init__(self, where: str, plugin: str, pinned_key: bytes | None, connection: Any):
+        self._where = where
+        self._plugin = plugin
+        self._pinned_key = pinned_key
+        self._connection = connection
+
+    def authenticate(self, packet: Any) -> Any:
+        conn = self._connection
+        if conn._secure or not conn.password:  # TLS or a socket; or nothing to reveal
+            conn.server_public_key = self._pinned_key
+            return conn._process_auth(self._plugin.encode(), packet)
+        if packet.is_auth_switch_request():
+            salt = packet.read_all()
+            conn.salt = salt[:-1] if salt.endswith(b"\0") else salt
+            if self._plugin == "caching_sha2_password":  # the fast path: a scramble
+                packet = _roundtrip(conn, _auth.scramble_caching_sha2(conn.password, conn.salt))
+        if self._plugin == "caching_sha2_password":
+            if not packet.is_extra_auth_data():
+                raise OperationalError(f"caching sha2: unknown packet {packet._data[:1]!r}")
+            packet.advance(1)
+            result = packet.read_uint8()
+            if result == 3:  # the scramble was enough
+                packet = conn._read_packet()
+                packet.check_error()
+                return packet
+            if result != 4:
+                raise OperationalError(f"caching sha2: unknown result {result}")
+        # Full authentication: the password itself, RSA-encrypted. A key the server sent
+        # (sha256_password's answer to pymysql's request) is ignored.
+        if self._pinned_key is None:
+            raise CleartextPasswordRefusedError(
+                f"{self._where} asked for the password encrypted with an RSA key it would "
+                f"send itself (authentication plugin '{self._plugin}', full authentication) "
+                "on a connection without TLS, so it was not sent; connect over TLS, or set "
+                "server_public_key on the instance to the real server's public key (PEM "
+                "text or a file), or, only if that server is really the instance and the "
+                "network is trusted, set allow_cleartext_password: true."
+            )
+        encrypted = _auth.sha2_rsa_encrypt(conn.password, conn.salt, self._pinned_key)
+        return _roundtrip(conn, encrypted)
+
+
+def pinned_public_key(source: Any) -> bytes | None:
+    """The instance's ``server_public_key`` as PEM bytes (read from its file if it is a
+    path), or None when it pins none."""
+    value = (getattr(source, "server_public_key", "") or "").strip()
+    if not value:
+        return None
+    where = f"the server_public_key of MySQL instance {source.name!r}"
+    if value.startswith("-----BEGIN"):
+        pem = value.encode()
+    else:
+        try:
+            pem = Path(value).expanduser().read_bytes()
+        except OSError as exc:
+            raise ConfigError(
+                f"{where} names the file {value!r}, which cannot be read ({exc.strerror})."
+            ) from None
+    try:
+        load_pem_public_key(pem)
+    except (ValueError, TypeError):
+        raise ConfigError(f"{where} is not a PEM public key.") from None
+    return pem
+
+
 def connect_settings(source: SourceAccess, **options: Any) -> dict[str, Any]:
     """pymysql's connection arguments for ``source``; ``options`` add to them or override
     them (e.g. a replica's host and port). A fresh dict each call: callers may change it."""
@@ -82,12 +173,23 @@ def connect_settings(source: SourceAccess, **options: Any) -> dict[str, Any]:
         "connect_timeout": CONNECT_TIMEOUT_S,
     }
     settings.update(options)
+    pinned_key = pinned_public_key(source)
+    where = f"MySQL instance {source.name!r} at {settings['host']}:{settings['port']}"
+    handlers: dict[str, Any] = {}
     if not source.allow_cleartext_password:
-        where = f"MySQL instance {source.name!r} at {settings['host']}:{settings['port']}"
-        settings["auth_plugin_map"] = {
-            plugin: functools.partial(_CleartextGuard, where, plugin)
+        handlers.update(
+            (plugin, functools.partial(_CleartextGuard, where, plugin))
             for plugin in CLEARTEXT_PLUGINS
-        }
+        )
+    if pinned_key is not None or not source.allow_cleartext_password:
+        handlers.update(
+            (plugin, functools.partial(_RsaGuard, where, plugin, pinned_key))
+            for plugin in RSA_PLUGINS
+        )
+    if pinned_key is not None:
+        settings["server_public_key"] = pinned_key
+    if handlers:
+        settings["auth_plugin_map"] = handlers
     return settings
 
 
@@ -95,6 +197,7 @@ def connect(source: SourceAccess, **options: Any) -> pymysql.connections.Connect
     """A connection to ``source`` (see ``connect_settings``).
 
     Raises pymysql's errors as they are (each caller says what failed in its own words), and
-    CleartextPasswordRefusedError when the server wants the password in cleartext.
+    CleartextPasswordRefusedError when the server wants the password in cleartext, or
+    encrypted with a key it sends, without TLS.
     """
     return pymysql.connect(**connect_settings(source, **options))
