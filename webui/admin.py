@@ -166,6 +166,8 @@ def save_instance(
     }
     if row is not None and data.password is None and _connection_changes(row, data):
         raise Problems([CONNECTION_NEEDS_PASSWORD])
+    if row is not None and data.password is None and _cleartext_turned_on(row, data):
+        raise Problems([CLEARTEXT_NEEDS_PASSWORD])
     if data.password is not None:
         values["password_encrypted"] = keys.encrypt(data.password.get_secret_value())
     if row is None:
@@ -195,6 +197,18 @@ CONNECTION_NEEDS_PASSWORD = (
     "password: changing the host, port or user needs the MySQL password entered again; "  # noqa: S105
     "the stored one is never sent to a new server."
 )
+
+
+CLEARTEXT_NEEDS_PASSWORD = (
+    "password: allowing the password in cleartext needs the MySQL password entered again; "  # noqa: S105
+    "the stored one is never released by this change alone."
+)
+
+
+def _cleartext_turned_on(row: Instance, data: InstanceIn) -> bool:
+    """Whether the update lets the stored password go out in cleartext (or encrypted with
+    a key the server sends): only someone who knows the password may allow that."""
+    return data.allow_cleartext_password and not row.allow_cleartext_password
 
 
 def _connection_changes(row: Instance, data: InstanceIn) -> bool:

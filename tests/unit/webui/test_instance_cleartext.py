@@ -27,7 +27,7 @@ def test_cleartext_password_is_off_by_default_and_kept_when_allowed(
     document = client.get("/api/collector-config/orders", headers=_bearer(token)).json()
     assert document["allow_cleartext_password"] is False
 
-    allowed = instance_body(password=None, allow_cleartext_password=True)
+    allowed = instance_body(allow_cleartext_password=True)  # turning it on needs the password
     updated = client.put("/api/instances/orders", json=allowed, headers=headers)
     assert updated.status_code == 200, updated.text
     assert updated.json()["allow_cleartext_password"] is True

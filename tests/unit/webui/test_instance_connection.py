@@ -108,7 +108,7 @@ def test_form_sets_and_clears_cleartext_password_permission(client: TestClient, 
     page = client.get("/instances/orders")
     assert 'name="allow_cleartext_password"' in page.text and "checked" not in page.text
 
-    ticked = _form(admin_csrf, allow_cleartext_password="on")
+    ticked = _form(admin_csrf, allow_cleartext_password="on", password=MYSQL_PASSWORD)
     assert client.post("/instances/orders", data=ticked, follow_redirects=False).status_code == 303
     assert _config(client, admin_csrf)["allow_cleartext_password"] is True
     assert "checked" in client.get("/instances/orders").text
@@ -116,5 +116,46 @@ def test_form_sets_and_clears_cleartext_password_permission(client: TestClient, 
     unticked = _form(admin_csrf)
     assert (
         client.post("/instances/orders", data=unticked, follow_redirects=False).status_code == 303
+    )
+    assert _config(client, admin_csrf)["allow_cleartext_password"] is False
+
+
+CLEARTEXT_REFUSAL = (
+    "password: allowing the password in cleartext needs the MySQL password entered again; "
+    "the stored one is never released by this change alone."
+)
+
+
+def test_api_refuses_to_allow_cleartext_without_the_password(client: TestClient, admin_csrf: str):
+    # An admin who does not know the password must not release it by ticking one box.
+    headers = {"X-CSRF-Token": admin_csrf}
+    assert client.post("/api/instances", json=instance_body(), headers=headers).status_code == 201
+    allowed = instance_body(password=None, allow_cleartext_password=True)
+    refused = client.put("/api/instances/orders", json=allowed, headers=headers)
+    assert refused.status_code == 422
+    assert refused.json()["detail"] == [CLEARTEXT_REFUSAL]
+    assert _config(client, admin_csrf)["allow_cleartext_password"] is False
+
+    with_password = instance_body(password=MYSQL_PASSWORD, allow_cleartext_password=True)
+    assert (
+        client.put("/api/instances/orders", json=with_password, headers=headers).status_code == 200
+    )
+    assert _config(client, admin_csrf)["allow_cleartext_password"] is True
+    # Once allowed, other edits keep the stored password; switching it off needs none.
+    kept = instance_body(password=None, allow_cleartext_password=True, collector_group="eu-2")
+    assert client.put("/api/instances/orders", json=kept, headers=headers).status_code == 200
+    off = instance_body(password=None)
+    assert client.put("/api/instances/orders", json=off, headers=headers).status_code == 200
+    assert _config(client, admin_csrf)["allow_cleartext_password"] is False
+
+
+def test_form_refuses_to_allow_cleartext_without_the_password(client: TestClient, admin_csrf: str):
+    headers = {"X-CSRF-Token": admin_csrf}
+    client.post("/api/instances", json=instance_body(), headers=headers)
+    ticked = _form(admin_csrf, allow_cleartext_password="on")
+    refused = client.post("/instances/orders", data=ticked, follow_redirects=False)
+    assert refused.status_code == 422
+    assert "allowing the password in cleartext needs the MySQL password entered again" in (
+        refused.text
     )
     assert _config(client, admin_csrf)["allow_cleartext_password"] is False
