@@ -396,6 +396,11 @@ def config_snapshot(
     scope: str | None = None
     if principal.role == "collector":
         if principal.kind != "token" or principal.instance is None:
+            # Audited like a refused collector config: the refusal stays on record.
+            admin.audit_secret_read(
+                db, principal.name, "(no instance)", "refused", "config_snapshot"
+            )
+            db.commit()
             raise HTTPException(status.HTTP_403_FORBIDDEN, "this token may not read this.")
         scope = principal.instance
     elif principal.role != "component" and not principal.can_read:

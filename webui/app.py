@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
@@ -21,24 +22,29 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import HTTPConnection
+from starlette.types import Scope
 
 from cdc_platform.config import Settings
 from cdc_platform.config_store import InstanceConfig
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
 from webui import admin, governance_api, governance_pages, pages
 from webui.api import router as api_router
+from webui.auth import SESSION_COOKIE
 from webui.body_limit import BodyLimit
 from webui.context import WebContext
 from webui.db import database_url, make_engine, migrate, session_factory
 from webui.detections import DetectionConsumer
 from webui.governance_pages import MAX_LOOKUP_UPLOAD_BYTES
+from webui.models import ApiToken
 from webui.monitoring import Scraper
 from webui.replay import ReplayNotFoundError, ReplayService, SimulatedReplayService
 from webui.schema_source import MariaDBSchemaSource, SchemaSource
-from webui.security import Keys, load_keys
+from webui.security import Keys, hash_token, load_keys
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +126,12 @@ def create_app(
     )
     app.middleware("http")(_security_headers)
     # Added last, so outermost: a body is cut before any other layer sees it.
-    app.add_middleware(BodyLimit, limit_for=body_limit_for, headers=_SECURITY_HEADERS)
+    app.add_middleware(
+        BodyLimit,
+        limit_for=body_limit_for,
+        headers=_SECURITY_HEADERS,
+        credentialed=_credentials_check(ctx),
+    )
     app.state.ctx = ctx
     app.state.scraper = scraper
     app.state.detections = detections
@@ -161,23 +172,55 @@ async def _security_headers(
 # Request body limits in bytes, by path prefix: small for the anonymous login, roomy for the
 # lookup-table uploads (governance_pages.MAX_LOOKUP_UPLOAD_BYTES plus the multipart framing;
 # as JSON the same table takes about twice the bytes), the default for everything else.
+# The roomy limits apply only to requests with credentials (``_credentialed``); anonymous
+# ones get the default there, so they cannot make the server hold 40 MiB before the 401.
 _SMALL_BODY = 16 * 1024
 _DEFAULT_BODY = 256 * 1024
 _BODY_LIMITS = (
-    ("/login", _SMALL_BODY),
-    ("/logout", _SMALL_BODY),
-    ("/governance/lookup-tables", MAX_LOOKUP_UPLOAD_BYTES + 2**20),
-    ("/api/governance/lookup-tables", 2 * MAX_LOOKUP_UPLOAD_BYTES),
+    ("/login", _SMALL_BODY, _SMALL_BODY),
+    ("/logout", _SMALL_BODY, _SMALL_BODY),
+    ("/governance/lookup-tables", _DEFAULT_BODY, MAX_LOOKUP_UPLOAD_BYTES + 2**20),
+    ("/api/governance/lookup-tables", _DEFAULT_BODY, 2 * MAX_LOOKUP_UPLOAD_BYTES),
 )
 
 
-def body_limit_for(method: str, path: str) -> int:
-    """The most bytes a request body to ``path`` may have (413 above)."""
+def body_limit_for(method: str, path: str, credentialed: bool = False) -> int:
+    """The most bytes a request body to ``path`` may have (413 above); ``credentialed``:
+    the request carries a valid session cookie or bearer token."""
     del method  # the same for every method of a path
-    for prefix, limit in _BODY_LIMITS:
+    for prefix, anonymous, with_credentials in _BODY_LIMITS:
         if path == prefix or path.startswith(prefix + "/"):
-            return limit
+            return with_credentials if credentialed else anonymous
     return _DEFAULT_BODY
+
+
+def _credentials_check(ctx: WebContext) -> Callable[[Scope], Awaitable[bool]]:
+    """Whether a request carries a session cookie with a valid signature (no database) or a
+    bearer token that is known, not revoked and not expired (one lookup by hash, in a worker
+    thread). Only the body limit asks; the routes still authenticate fully."""
+
+    def token_known(token: str) -> bool:
+        with ctx.sessions() as db:
+            found = db.scalar(
+                select(ApiToken.id).where(
+                    ApiToken.token_hash == hash_token(token),
+                    ApiToken.revoked.is_(False),
+                    ApiToken.expires_at > datetime.now(UTC),
+                )
+            )
+        return found is not None
+
+    async def credentialed(scope: Scope) -> bool:
+        connection = HTTPConnection(scope)
+        cookie = connection.cookies.get(SESSION_COOKIE)
+        if cookie and ctx.keys.unsign(cookie):
+            return True
+        scheme, _, token = connection.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return False
+        return await run_in_threadpool(token_known, token.strip())
+
+    return credentialed
 
 
 def _install_error_handlers(app: FastAPI) -> None:

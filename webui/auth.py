@@ -14,14 +14,18 @@ may do.
   configuration snapshot, without any password.
 - Tokens work until they expire, are revoked, or their owner's account is disabled.
 - Password hashing (scrypt: ~50 ms and 16 MiB each) runs in worker threads, a few at a time,
-  never on the event loop.
-- Login throttling (``LoginThrottle``) counts failures per client address and per user name.
+  never on the event loop; the user lookup runs in the same worker thread and its database
+  connection is returned before the hash is checked. Logins in flight are capped
+  (``HashingPool.max_waiting``): beyond the cap a login is refused at once (503).
+- Login throttling (``LoginThrottle``) counts failures per client address (IPv6 by /64) and
+  per user name; an attempt is counted before its password is checked.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import threading
 import time
 from collections import OrderedDict, deque
@@ -33,7 +37,7 @@ from typing import Literal, ParamSpec, TypeVar
 import anyio
 import anyio.to_thread
 from sqlalchemy import delete, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from webui.models import ApiToken, LoginSession, User
 from webui.security import Keys, hash_token, new_csrf_token, new_session_id, verify_password
@@ -76,32 +80,78 @@ def _hash_session_id(session_id: str) -> str:
     return hashlib.sha256(session_id.encode()).hexdigest()
 
 
+class LoginBusy(Exception):
+    """More logins are in flight than ``HashingPool`` admits; answer at once, do not queue."""
+
+
 class HashingPool:
     """Runs password hashing in worker threads, at most ``concurrency`` at once: the event
-    loop stays free for other requests, and a flood of logins costs bounded memory."""
+    loop stays free for other requests, and a flood of logins costs bounded memory. At most
+    ``max_waiting`` more wait for a thread; beyond that ``run`` raises ``LoginBusy`` at once,
+    so a flood of logins neither queues without bound nor holds requests open."""
 
-    def __init__(self, concurrency: int = 4) -> None:
+    def __init__(self, concurrency: int = 4, max_waiting: int = 16) -> None:
         self._concurrency = concurrency
+        self._max_in_flight = concurrency + max_waiting
+        self._in_flight = 0  # only touched on the event loop
         self._limiter: anyio.CapacityLimiter | None = None  # made inside the event loop
 
     async def run(self, function: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        if self._in_flight >= self._max_in_flight:
+            raise LoginBusy
         if self._limiter is None:
             self._limiter = anyio.CapacityLimiter(self._concurrency)
-        return await anyio.to_thread.run_sync(
-            lambda: function(*args, **kwargs), limiter=self._limiter
+        self._in_flight += 1
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: function(*args, **kwargs), limiter=self._limiter
+            )
+        finally:
+            self._in_flight -= 1
+
+
+@dataclass(frozen=True)
+class Authenticated:
+    user_id: int
+    username: str
+
+
+def _check_password(
+    sessions: sessionmaker[Session], username: str, password: str
+) -> Authenticated | None:
+    """In a worker thread: the user's stored hash, read with a connection that is returned
+    before the (slow) hash check, then the check."""
+    with sessions() as db:
+        user = db.scalar(select(User).where(User.username == username))
+        found = (
+            None if user is None else (user.id, user.username, user.password_hash, user.disabled)
         )
+    stored = found[2] if found is not None else _DUMMY_HASH
+    # Looked up at call time (not bound at import), so tests can watch the check.
+    matches = verify_password(password, stored)
+    if found is None or not matches or found[3]:
+        return None
+    return Authenticated(found[0], found[1])
 
 
 async def authenticate_password(
-    db: Session, hashing: HashingPool, username: str, password: str
-) -> User | None:
-    user = db.scalar(select(User).where(User.username == username))
-    stored = user.password_hash if user is not None else _DUMMY_HASH
-    # Looked up at call time (not bound at import), so tests can watch the check.
-    matches = await hashing.run(verify_password, password, stored)
-    if user is None or not matches or user.disabled:
-        return None
-    return user
+    sessions: sessionmaker[Session], hashing: HashingPool, username: str, password: str
+) -> Authenticated | None:
+    """The user, when the password is right and the account enabled. Nothing of it runs on
+    the event loop, and no database connection is held while the hash is checked. Raises
+    ``LoginBusy`` when too many logins are in flight."""
+    return await hashing.run(_check_password, sessions, username, password)
+
+
+def open_session_for(
+    sessions: sessionmaker[Session], keys: Keys, user: Authenticated, lifetime_s: int
+) -> str:
+    """``open_session`` in its own transaction (for a worker thread); the signed cookie."""
+    with sessions.begin() as db:
+        row = db.get(User, user.user_id)
+        if row is None or row.disabled:
+            raise LookupError(user.username)
+        return open_session(db, keys, row, lifetime_s)
 
 
 def open_session(db: Session, keys: Keys, user: User, lifetime_s: int) -> str:
@@ -187,14 +237,27 @@ def principal_from_bearer(db: Session, authorization: str | None) -> Principal |
 class LoginThrottle:
     """Failed logins per client address and per user name, in memory, per process.
 
+    - Addresses are keyed by network: an IPv4 address by itself (/32), an IPv6 address by its
+      /64 (one host usually holds a whole /64, so its addresses share one budget).
     - An address with ``max_address_failures`` failures within ``window_s`` is refused,
       whatever the name and password, until the oldest of them leaves the window (stops one
       address from guessing across many names).
-    - A name with ``max_failures`` failures within the window is refused, but only to
-      addresses that have themselves failed within the window: an attacker who keeps failing
-      cannot lock the real user out, whose address has not failed.
+    - A name with ``max_failures`` failures within the window is refused to addresses that
+      have themselves failed within the window.
+    - A name with ``global_failures`` failures within the window, from anywhere, is in
+      backoff: every attempt for it, from any address (also one that never failed), waits
+      until ``2 ** (failures - global_failures)`` seconds, at most ``max_backoff_s``, have
+      passed since its last failure. This is what stops guessing from many fresh addresses:
+      it gets one guess per backoff period at most. The trade-off: while an attacker keeps
+      guessing, the real user may also be asked to wait, but never longer than
+      ``max_backoff_s`` after the last failure, and the backoff ends with the window once the
+      failures stop; the real user is never locked out for good.
+    - An attempt is counted as a failure when it starts (``reserve``), before its password is
+      checked, so parallel attempts cannot all pass the check; a successful login gives the
+      address its attempt back and clears the name's failures, an attempt that was never
+      evaluated (``release``) gives both back.
     - Refused attempts are not counted, so every lock ends at most ``window_s`` after it
-      began. A successful login clears the name's failures (not the address's).
+      began.
     - At most ``max_keys`` names and addresses are tracked; the least recently failing are
       forgotten first, so a spray of names costs bounded memory.
 
@@ -209,8 +272,18 @@ class LoginThrottle:
         window_s: float = 300.0,
         max_keys: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
+        global_failures: int = 10,
+        max_backoff_s: float = 60.0,
     ) -> None:
         self._max = {"user": max_failures, "address": max_address_failures}
+        self._global = global_failures
+        self._max_backoff = max_backoff_s
+        # A name keeps enough failures for both of its rules (bounded: the backoff's growth
+        # stops at max_backoff_s after a few doublings anyway).
+        self._keep = {
+            "user": max(max_failures, global_failures + 8),
+            "address": max_address_failures,
+        }
         self._window = window_s
         self._max_keys = max_keys
         self._clock = clock
@@ -220,53 +293,108 @@ class LoginThrottle:
     def retry_after(self, address: str, username: str) -> float:
         """Seconds until ``address`` may try ``username`` again (0: now)."""
         with self._lock:
-            by_address = self._lock_left(("address", address))
-            if not self._recent(("address", address)):
-                return by_address  # a clean address is not held by the name's failures
-            return max(by_address, self._lock_left(("user", _name_key(username))))
+            return self._wait(address_key(address), _name_key(username))
+
+    def reserve(self, address: str, username: str) -> float:
+        """Count an attempt before its password is checked: 0 when it may go ahead (and is
+        now counted as a failure until ``succeeded`` or ``release``), else the seconds to
+        wait (nothing counted)."""
+        with self._lock:
+            wait = self._wait(address_key(address), _name_key(username))
+            if wait <= 0:
+                self._record(address, username)
+            return wait
 
     def refused_for(self, address: str) -> bool:
         """Whether the address itself (not only the name) is what is locked."""
         with self._lock:
-            return self._lock_left(("address", address)) > 0
+            return self._lock_left(("address", address_key(address))) > 0
 
     def failed(self, address: str, username: str) -> None:
         with self._lock:
-            for key in (("address", address), ("user", _name_key(username))):
-                times = self._recent(key)
-                if key not in self._failures:
-                    self._failures[key] = times
-                self._failures.move_to_end(key)
-                times.append(self._clock())
-            while len(self._failures) > self._max_keys:
-                self._failures.popitem(last=False)
+            self._record(address, username)
 
     def succeeded(self, address: str, username: str) -> None:
-        del address  # an address keeps its failures: a login of its own must not clear them
+        """After a reserved attempt succeeded: the address gets that attempt back (its other
+        failures stay: a login of its own must not clear them), the name's failures go."""
         with self._lock:
+            self._give_back(("address", address_key(address)))
             self._failures.pop(("user", _name_key(username)), None)
+
+    def release(self, address: str, username: str) -> None:
+        """A reserved attempt that was never evaluated (e.g. refused as busy)."""
+        with self._lock:
+            self._give_back(("address", address_key(address)))
+            self._give_back(("user", _name_key(username)))
 
     def tracked_keys(self) -> int:
         with self._lock:
             return len(self._failures)
 
+    def _wait(self, address: str, name: str) -> float:
+        by_address = self._lock_left(("address", address))
+        backoff = self._backoff_left(name)
+        if not self._recent(("address", address)):
+            # A clean address is not held by the name's failures, only by its backoff.
+            return max(by_address, backoff)
+        return max(by_address, backoff, self._lock_left(("user", name)))
+
+    def _record(self, address: str, username: str) -> None:
+        for key in (("address", address_key(address)), ("user", _name_key(username))):
+            times = self._recent(key)
+            if key not in self._failures:
+                self._failures[key] = times
+            self._failures.move_to_end(key)
+            times.append(self._clock())
+        while len(self._failures) > self._max_keys:
+            self._failures.popitem(last=False)
+
+    def _give_back(self, key: tuple[str, str]) -> None:
+        times = self._failures.get(key)
+        if times:
+            times.pop()
+            if not times:
+                del self._failures[key]
+
     def _lock_left(self, key: tuple[str, str]) -> float:
         times = self._recent(key)
-        if len(times) < self._max[key[0]]:
+        limit = self._max[key[0]]
+        if len(times) < limit:
             return 0.0
-        return max(0.0, times[0] + self._window - self._clock())
+        return max(0.0, times[-limit] + self._window - self._clock())
+
+    def _backoff_left(self, name: str) -> float:
+        times = self._recent(("user", name))
+        if len(times) < self._global:
+            return 0.0
+        delay = min(self._max_backoff, 2.0 ** (len(times) - self._global))
+        return max(0.0, times[-1] + delay - self._clock())
 
     def _recent(self, key: tuple[str, str]) -> deque[float]:
         """The key's failures within the window (oldest first); a key without any is dropped."""
         times = self._failures.get(key)
         if times is None:
-            return deque(maxlen=self._max[key[0]])
+            return deque(maxlen=self._keep[key[0]])
         cutoff = self._clock() - self._window
         while times and times[0] <= cutoff:
             times.popleft()
         if not times:
             del self._failures[key]
         return times
+
+
+def address_key(address: str) -> str:
+    """The throttle's key for a client address: IPv4 by itself, IPv6 by its /64 (an
+    IPv4-mapped IPv6 address as the IPv4 address); anything else as given, kept short."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address[:80]
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 def _name_key(username: str) -> str:

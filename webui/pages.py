@@ -17,6 +17,7 @@ from fastapi.templating import Jinja2Templates
 from pydantic import SecretStr, ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 
 from cdc_platform.config import ALL_TARGETS, TableMirror
@@ -26,11 +27,12 @@ from webui.auth import (
     CSRF_FIELD,
     LOGIN_CSRF_COOKIE,
     SESSION_COOKIE,
+    LoginBusy,
     Principal,
     authenticate_password,
     close_session,
     csrf_ok,
-    open_session,
+    open_session_for,
     principal_from_cookie,
 )
 from webui.context import WebContext, context, db_session
@@ -177,7 +179,10 @@ def login_page(request: Request, ctx: Ctx, next: str = "/") -> Response:
 
 
 @router.post("/login")
-async def login(request: Request, db: DB, ctx: Ctx) -> Response:
+async def login(request: Request, ctx: Ctx) -> Response:
+    # No request-scoped database session here: the user lookup runs in the hashing worker
+    # thread (auth.authenticate_password), so nothing blocks the event loop and no pooled
+    # connection is held while the password hash is checked.
     form = await request.form()
     next_url = _safe_next(_text(form, "next", "/"))
     cookie = request.cookies.get(LOGIN_CSRF_COOKIE)
@@ -188,26 +193,45 @@ async def login(request: Request, db: DB, ctx: Ctx) -> Response:
         )
     username = _text(form, "username")
     address = request.client.host if request.client else "unknown"
-    wait = ctx.login_throttle.retry_after(address, username)
+    # Counted before the password is checked, so parallel attempts cannot all pass.
+    wait = ctx.login_throttle.reserve(address, username)
     if wait > 0:
         who_failed = (
             "from your address" if ctx.login_throttle.refused_for(address) else "for this user"
         )
         message = f"Too many failed logins {who_failed}; try again in {wait:.0f} s."
-        return _login_again(request, ctx, next_url, message, 429)
-    user = await authenticate_password(db, ctx.hashing, username, _text(form, "password"))
+        response = _login_again(request, ctx, next_url, message, 429)
+        response.headers["Retry-After"] = str(max(1, round(wait)))
+        return response
+    try:
+        user = await authenticate_password(
+            ctx.sessions, ctx.hashing, username, _text(form, "password")
+        )
+    except LoginBusy:
+        ctx.login_throttle.release(address, username)
+        response = _login_again(
+            request, ctx, next_url, "Too many logins at once; try again in a moment.", 503
+        )
+        response.headers["Retry-After"] = "1"
+        return response
     if user is None:
-        ctx.login_throttle.failed(address, username)
+        return _login_again(request, ctx, next_url, "Unknown user or wrong password.", 401)
+    lifetime = ctx.settings.webui.session_lifetime_s
+    try:
+        session_cookie = await run_in_threadpool(
+            open_session_for, ctx.sessions, ctx.keys, user, lifetime
+        )
+    except LookupError:  # disabled or deleted since the check
         return _login_again(request, ctx, next_url, "Unknown user or wrong password.", 401)
     ctx.login_throttle.succeeded(address, username)
     response = _see(next_url)
     response.set_cookie(
         SESSION_COOKIE,
-        open_session(db, ctx.keys, user, ctx.settings.webui.session_lifetime_s),
+        session_cookie,
         httponly=True,
         samesite="lax",
         secure=ctx.settings.webui.secure_cookies,
-        max_age=ctx.settings.webui.session_lifetime_s,
+        max_age=lifetime,
     )
     response.delete_cookie(LOGIN_CSRF_COOKIE)
     return response

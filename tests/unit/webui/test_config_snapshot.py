@@ -139,3 +139,26 @@ def test_the_admin_store_reads_the_app_and_sees_a_new_table_mirror(
     assert change.new.version > first.version
     assert change.new.tables[0].key == ["id"]
     watch.close()
+
+
+def test_a_collector_token_without_an_instance_is_refused_and_audited(
+    client: TestClient, admin_csrf: str
+) -> None:
+    from sqlalchemy import update
+
+    from webui.models import ApiToken
+
+    _setup(client, admin_csrf)
+    token = make_token(client, admin_csrf, "collector", name="unbound", instance="orders")
+    # As a token made before collector tokens had an instance would be.
+    with client.app.state.ctx.sessions.begin() as db:  # type: ignore[attr-defined]
+        db.execute(update(ApiToken).where(ApiToken.name == "unbound").values(instance=None))
+    answer = client.get("/api/config-snapshot", headers=_bearer(token))
+    assert answer.status_code == 403
+    assert "password" not in answer.text
+    audit = client.get("/api/audit").json()
+    assert (audit[0]["actor"], audit[0]["action"], audit[0]["object_type"]) == (
+        "token:unbound",
+        "refused",
+        "config_snapshot",
+    )
