@@ -14,9 +14,16 @@ users (``sql_server.ldap_url``, HiveServer2 ``LDAP``).
 
 What they can do: read the catalog's tables, nothing else of the host. Its sessions run with
 ``spark.sql.runSQLOnFiles=false`` and the ``io.cdcmirror.spark.SqlLockdown`` extension, which
-refuses reflection (``reflect``, ``java_method``, ``try_reflect``, Hive UDFs), reads by path,
-``TRANSFORM ... USING`` and every command but SHOW, DESCRIBE, EXPLAIN, USE, SET and temporary
-views. ``cdc-mirror sql`` is not locked down: whoever runs it already runs code on the host.
+refuses reflection (``reflect``, ``java_method``, ``try_reflect``, every Hive function: UDF,
+UDAF, UDTF), reads by path, ``TRANSFORM ... USING``, every command but SHOW, DESCRIBE, EXPLAIN,
+USE, SET and temporary views, ``RESET``, and SET of any key but a few harmless ones
+(``SqlLockdown.SETTABLE``: time zone, ANSI mode, shuffle partitions, adaptive execution). The
+settings a client sends when it connects (``jdbc:hive2://...?key=value``, ``#var=value``) reach
+the session without a SET, so the extension refuses every statement of a session whose
+settings differ from the server's outside that list, and ``SqlLockdown.guardSystemProperties``
+refuses the JVM system properties a client would set when it connects (``set:system:``),
+which the login checks read. ``cdc-mirror sql`` is not locked down: whoever runs it already
+runs code on the host.
 """
 
 from __future__ import annotations
@@ -134,8 +141,16 @@ def _install_authentication(jvm: Any, auth: SqlServerSettings) -> None:
         authenticator.configure(auth.user, hashed.iterations, hashed.salt, hashed.digest)
 
 
+def address_family(host: str) -> socket.AddressFamily:
+    """Pure: the socket family of a listening address (IPv6 for ``::1``, ``::``...)."""
+    try:
+        return socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    except ValueError:
+        return socket.AF_INET  # localhost or a name: probed over IPv4, as before
+
+
 def _check_port_free(host: str, port: int) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+    with socket.socket(address_family(host), socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
@@ -147,7 +162,7 @@ def _check_port_free(host: str, port: int) -> None:
 
 
 def _listening(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+    with socket.socket(address_family(host), socket.SOCK_STREAM) as probe:
         probe.settimeout(1.0)
         return probe.connect_ex((host, port)) == 0
 
@@ -169,6 +184,8 @@ def run_sql_server(
         jvm = spark.sparkContext._jvm
         assert jvm is not None
         _install_authentication(jvm, auth)
+        # After the login settings are in place: no session may change them (set:system:).
+        getattr(jvm, LOCKDOWN_EXTENSION).guardSystemProperties()
         server_class = getattr(jvm, THRIFT_SERVER)
         # startWithSparkSession(session, exitOnError=false): a failure is raised here, not a
         # System.exit of the JVM under Python.

@@ -8,6 +8,7 @@ still query.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import uuid
@@ -222,3 +223,114 @@ def test_sql_on_files_cannot_be_switched_back_on(session: Any, secret_file: Path
 def test_java_methods_cannot_be_called(session: Any, statement: str) -> None:
     message = refused(session, statement)
     assert "cdc-mirror SQL server" in message
+
+
+# -- settings ------------------------------------------------------------------------------
+JDBC_CATALOG = "org.apache.spark.sql.execution.datasources.v2.jdbc.JDBCTableCatalog"
+
+
+def test_a_jdbc_catalog_cannot_be_registered_by_set(session: Any, secret_file: Path) -> None:
+    """SET of a catalog would let a user create a Derby database at a path of their choosing,
+    read any JDBC-reachable database and run SQL there (sessionInitStatement)."""
+    database = secret_file.parent / f"evil_{RUN}"
+    message = refused(session, f"SET spark.sql.catalog.evil_{RUN}={JDBC_CATALOG}")
+    assert "cannot be changed" in message
+    refused(session, f"SET spark.sql.catalog.evil_{RUN}.url=`jdbc:derby:{database};create=true`")
+    refused(
+        session, f"SET spark.sql.catalog.evil_{RUN}.sessionInitStatement=`CREATE TABLE t (a INT)`"
+    )
+    with pytest.raises(Py4JJavaError):
+        run(session, f"SELECT * FROM evil_{RUN}.SYS.SYSTABLES")
+    assert not database.exists()
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SET spark.hadoop.fs.file.impl=org.apache.hadoop.fs.RawLocalFileSystem",
+        "SET spark.sql.warehouse.dir=/tmp/elsewhere",
+        "RESET",
+        "RESET spark.sql.ansi.enabled",
+    ],
+)
+def test_other_settings_and_reset_are_refused(session: Any, statement: str) -> None:
+    assert "cdc-mirror SQL server" in refused(session, statement)
+
+
+def test_the_harmless_settings_can_be_changed(session: Any) -> None:
+    for statement in (
+        "SET spark.sql.session.timeZone=UTC",
+        "SET spark.sql.ansi.enabled=true",
+        "SET spark.sql.shuffle.partitions=4",
+        "SET spark.sql.adaptive.enabled=true",
+    ):
+        run(session, statement)
+    assert run(session, "SET spark.sql.shuffle.partitions") == [
+        ["spark.sql.shuffle.partitions", "4"]
+    ]
+    assert run(session, "SELECT 40 + 2") == [["42"]]
+
+
+def connect_url(jvm: Any, url: str) -> Any:
+    properties = jvm.java.util.Properties()
+    properties.setProperty("user", USER)
+    properties.setProperty("password", PASSWORD)
+    return jvm.java.sql.DriverManager.getConnection(url, properties)
+
+
+@pytest.mark.parametrize(
+    "suffix",
+    [
+        # ?key=value: a Hive setting (set:hiveconf:), copied into the Spark session.
+        f"?spark.sql.catalog.evil_{RUN}={JDBC_CATALOG}",
+        # #var=value: a Hive variable (set:hivevar:), copied into the Spark session too.
+        f"#spark.sql.catalog.evil_{RUN}={JDBC_CATALOG}",
+        "?spark.sql.runSQLOnFiles=true",
+    ],
+)
+def test_settings_given_when_connecting_are_refused(
+    jvm: Any, server: int, secret_file: Path, suffix: str
+) -> None:
+    """HiveServer2 applies them to the session without a SET statement: the session is refused
+    when it opens (its ``USE default`` is checked) or, at the latest, at its first statement."""
+    url = f"jdbc:hive2://127.0.0.1:{server}/default{suffix}"
+    try:
+        connection = connect_url(jvm, url)
+    except Py4JJavaError as caught:
+        message = str(caught.java_exception.getMessage())
+        assert "cdc-mirror SQL server" in message or "Failed to open new session" in message
+        return
+    try:
+        assert "cdc-mirror SQL server" in refused(connection, "SELECT 1")
+        refused(connection, f"SELECT * FROM text.`{secret_file}`")
+    finally:
+        connection.close()
+
+
+def test_a_clean_connection_still_works_after_a_refused_one(jvm: Any, server: int) -> None:
+    url = f"jdbc:hive2://127.0.0.1:{server}/default"
+    with contextlib.suppress(Py4JJavaError):  # refused when it opens
+        connect_url(jvm, f"{url}?spark.sql.catalog.x={JDBC_CATALOG}").close()
+    connection = connect_url(jvm, url)
+    try:
+        assert run(connection, "SELECT upper('ok')") == [["OK"]]
+    finally:
+        connection.close()
+
+
+@pytest.fixture(scope="module")
+def hive_udtf(local_stack: Settings) -> Iterator[str]:
+    """A permanent Hive UDTF in the shared metastore (Hive's own explode), made with the
+    operator's ``cdc-mirror sql``: the server's users cannot create functions."""
+    name = f"default.lockdown_explode_{RUN}"
+    cli_sql(f"CREATE FUNCTION {name} AS 'org.apache.hadoop.hive.ql.udf.generic.GenericUDTFExplode'")
+    try:
+        yield name
+    finally:
+        cli_sql(f"DROP FUNCTION IF EXISTS {name}")
+
+
+def test_a_hive_udtf_is_refused(session: Any, hive_udtf: str) -> None:
+    """Hive functions are refused by class (UDF, UDAF and UDTF wrappers alike), not by name."""
+    message = refused(session, f"SELECT {hive_udtf}(array(1, 2))")
+    assert "Hive functions" in message

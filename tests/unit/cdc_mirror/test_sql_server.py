@@ -9,6 +9,7 @@ import base64
 import hashlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,6 +21,9 @@ from pydantic import SecretStr
 from cdc_mirror.processes import free_port, port_free
 from cdc_mirror.sql_server import (
     PASSWORD_ITERATIONS,
+    _check_port_free,
+    _listening,
+    address_family,
     check_bind,
     hash_password,
     hive_auth_properties,
@@ -127,3 +131,35 @@ def test_the_password_hash_is_salted_pbkdf2() -> None:
         "sha256", PASSWORD.encode(), base64.b64decode(first.salt), first.iterations
     )
     assert base64.b64encode(derived).decode() == first.digest
+
+
+@pytest.mark.parametrize(
+    ("host", "family"),
+    [
+        ("127.0.0.1", socket.AF_INET),
+        ("localhost", socket.AF_INET),
+        ("0.0.0.0", socket.AF_INET),
+        ("::1", socket.AF_INET6),
+        ("::", socket.AF_INET6),
+    ],
+)
+def test_the_port_probes_use_the_family_of_the_address(
+    host: str, family: socket.AddressFamily
+) -> None:
+    assert address_family(host) == family
+
+
+def test_the_server_can_start_on_ipv6_loopback() -> None:
+    """``--host ::1`` passes the loopback check; its port probes must then work on IPv6."""
+    check_bind("::1", SqlServerSettings())
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as free:
+        free.bind(("::1", 0))
+        port = free.getsockname()[1]
+    _check_port_free("::1", port)
+    assert not _listening("::1", port)
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as server:
+        server.bind(("::1", port))
+        server.listen()
+        assert _listening("::1", port)
+        with pytest.raises(ConfigError, match=r"cannot listen on ::1:"):
+            _check_port_free("::1", port)

@@ -1,7 +1,11 @@
 package io.cdcmirror.spark;
 
+import java.util.Locale;
+import java.util.Map;
+import java.util.Properties;
 import java.util.Set;
 
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.catalyst.analysis.PersistedView$;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -15,6 +19,7 @@ import org.apache.spark.sql.execution.datasources.v2.FileTable;
 
 import scala.Option;
 import scala.Tuple2;
+import scala.jdk.javaapi.CollectionConverters;
 import scala.runtime.AbstractFunction1;
 import scala.runtime.BoxedUnit;
 
@@ -33,9 +38,17 @@ import scala.runtime.BoxedUnit;
  *   <li>every command but the read-only ones (SHOW, DESCRIBE, EXPLAIN, USE, SET, temporary
  *       views): no ADD JAR/FILE/ARCHIVE, LOAD DATA, CREATE TABLE/FUNCTION/DATABASE, LOCATION
  *       changes, INSERT (also INTO DIRECTORY), DROP, ALTER;</li>
- *   <li>{@code SET} of a setting the lockdown depends on ({@code spark.sql.runSQLOnFiles}).</li>
+ *   <li>{@code SET key=value} of any key but the harmless ones of {@link #SETTABLE} (a
+ *       catalog, a JDBC URL, a Hadoop filesystem, {@code spark.sql.runSQLOnFiles}: all
+ *       refused), and {@code RESET};</li>
+ *   <li>every statement of a session whose settings differ from the server's in a key not in
+ *       {@link #SETTABLE}: HiveServer2 copies the settings a client sends when it connects
+ *       ({@code jdbc:hive2://...?key=value}, {@code #var=value}) into the session without a
+ *       SET statement, so the rule checks the session's settings themselves.</li>
  * </ul>
  * The rule depends on no session setting, so no statement of the session can switch it off.
+ * {@link #guardSystemProperties()} refuses, in addition, the JVM system properties a client
+ * would set when it connects ({@code set:system:key}), which the login checks read.
  */
 public final class SqlLockdown extends AbstractFunction1<SparkSessionExtensions, BoxedUnit>
     implements java.io.Serializable {
@@ -55,15 +68,123 @@ public final class SqlLockdown extends AbstractFunction1<SparkSessionExtensions,
 
   /** Read-only commands, by class name (v1 and v2 forms). SetCommand is checked apart. */
   private static final Set<String> READ_ONLY_COMMANDS =
-      Set.of("ExplainCommand", "SetCommand", "ResetCommand", "SetNamespaceCommand",
+      Set.of("ExplainCommand", "SetCommand", "SetNamespaceCommand",
           "SetCatalogAndNamespace", "SetCatalogCommand", "CreateViewCommand");
 
-  private static final Set<String> LOCKED_SETTINGS = Set.of("spark.sql.runsqlonfiles");
+  /**
+   * The only settings a session may change (lower case), by SET or when it connects: how
+   * results look and how much parallelism a query uses, nothing that names a class, a path,
+   * a URL or a catalog. The last three are set by the server itself for each session
+   * (Spark's HiveServer2 and the Hive JDBC driver's fetch size).
+   */
+  public static final Set<String> SETTABLE =
+      Set.of("spark.sql.session.timezone", "spark.sql.ansi.enabled",
+          "spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled",
+          "spark.sql.hive.version", "spark.sql.datetime.java8api.enabled",
+          "hive.server2.thrift.resultset.default.fetch.size");
+
+  /** Pure: whether {@code SET key=value} may change {@code key}. */
+  public static boolean settable(String key) {
+    return SETTABLE.contains(key.trim().toLowerCase(Locale.ROOT));
+  }
 
   @Override
   public BoxedUnit apply(SparkSessionExtensions extensions) {
-    extensions.injectCheckRule(session -> SqlLockdown::check);
+    extensions.injectCheckRule(session -> plan -> {
+      checkSessionSettings(session);
+      return check(plan);
+    });
     return BoxedUnit.UNIT;
+  }
+
+  /**
+   * Refuses the session's statements when a setting differs from the server's (its
+   * SparkConf, or a JVM system property of the operator's such as the login settings HiveServer2
+   * copies into each session) in a key not in {@link #SETTABLE}.
+   */
+  public static void checkSessionSettings(SparkSession session) {
+    Map<String, String> settings =
+        CollectionConverters.asJava(session.sessionState().conf().getAllConfs());
+    Map<String, String> server = serverSettings(session);
+    for (Map.Entry<String, String> setting : settings.entrySet()) {
+      String key = setting.getKey();
+      String value = setting.getValue();
+      if (value.equals(server.get(key))) {
+        continue;
+      }
+      if (settable(key) || value.equals(System.getProperty(key))) {
+        continue;
+      }
+      throw refused("the setting " + key + " cannot be changed (it was given when connecting);"
+          + " reconnect without it");
+    }
+  }
+
+  /** The server's SparkConf (spark-core is not on this module's compile path: by reflection). */
+  private static Map<String, String> serverSettings(SparkSession session) {
+    try {
+      Object context = SparkSession.class.getMethod("sparkContext").invoke(session);
+      Object conf = context.getClass().getMethod("getConf").invoke(context);
+      Object[] pairs = (Object[]) conf.getClass().getMethod("getAll").invoke(conf);
+      Map<String, String> found = new java.util.HashMap<>();
+      for (Object pair : pairs) {
+        Tuple2<?, ?> entry = (Tuple2<?, ?>) pair;
+        found.put(String.valueOf(entry._1()), String.valueOf(entry._2()));
+      }
+      return found;
+    } catch (ReflectiveOperationException exc) {
+      throw new IllegalStateException(PREFIX + "cannot read the server's settings", exc);
+    }
+  }
+
+  /**
+   * Refuses JVM system properties set by a HiveServer2 session (a client's
+   * {@code set:system:key=value} when it connects): the login checks read theirs there.
+   * Idempotent.
+   */
+  public static synchronized void guardSystemProperties() {
+    Properties current = System.getProperties();
+    if (!(current instanceof GuardedProperties)) {
+      System.setProperties(new GuardedProperties(current));
+    }
+  }
+
+  /** System properties that a HiveServer2 session may not change. */
+  static final class GuardedProperties extends Properties {
+    private static final long serialVersionUID = 1L;
+
+    GuardedProperties(Properties current) {
+      super();
+      putAll(current);
+    }
+
+    private static void refuseFromSession() {
+      for (StackTraceElement frame : Thread.currentThread().getStackTrace()) {
+        // HiveSessionImpl.setVariable: the session's settings from the client (set:system:).
+        if (frame.getClassName().startsWith("org.apache.hive.service.cli.session.HiveSession")
+            && "setVariable".equals(frame.getMethodName())) {
+          throw refused("system properties cannot be set by a session");
+        }
+      }
+    }
+
+    @Override
+    public synchronized Object put(Object key, Object value) {
+      refuseFromSession();
+      return super.put(key, value);
+    }
+
+    @Override
+    public synchronized Object setProperty(String key, String value) {
+      refuseFromSession();
+      return super.setProperty(key, value);
+    }
+
+    @Override
+    public synchronized Object remove(Object key) {
+      refuseFromSession();
+      return super.remove(key);
+    }
   }
 
   /** Throws {@link SecurityException} naming what the plan may not do. */
@@ -104,7 +225,8 @@ public final class SqlLockdown extends AbstractFunction1<SparkSessionExtensions,
         || READ_ONLY_COMMANDS.contains(name);
     if (!readOnly) {
       throw refused("the statement " + name + " is disabled (the server is read-only: "
-          + "queries, SHOW, DESCRIBE, EXPLAIN, USE, SET and temporary views)");
+          + "queries, SHOW, DESCRIBE, EXPLAIN, USE, SET of "
+          + String.join(", ", new java.util.TreeSet<>(SETTABLE)) + " and temporary views)");
     }
     if (command instanceof CreateViewCommand view
         && view.viewType() == PersistedView$.MODULE$) {
@@ -113,9 +235,10 @@ public final class SqlLockdown extends AbstractFunction1<SparkSessionExtensions,
     }
     if (command instanceof SetCommand set) {
       Option<Tuple2<String, Option<String>>> pair = set.kv();
-      if (pair.isDefined() && pair.get()._2().isDefined()
-          && LOCKED_SETTINGS.contains(pair.get()._1().trim().toLowerCase(java.util.Locale.ROOT))) {
-        throw refused("the setting " + pair.get()._1().trim() + " cannot be changed");
+      // SET and SET -v list the settings, SET key shows one; SET key=value changes one.
+      if (pair.isDefined() && pair.get()._2().isDefined() && !settable(pair.get()._1())) {
+        throw refused("the setting " + pair.get()._1().trim() + " cannot be changed (SET may "
+            + "change only " + String.join(", ", new java.util.TreeSet<>(SETTABLE)) + ")");
       }
     }
   }
@@ -125,8 +248,10 @@ public final class SqlLockdown extends AbstractFunction1<SparkSessionExtensions,
     if (REFLECTION.contains(name)) {
       throw refused("calling Java methods (reflect, java_method, try_reflect) is disabled");
     }
-    if (name.startsWith("Hive") && (name.contains("UDF") || name.contains("UDAF"))) {
-      throw refused("Hive UDFs (Java classes) are disabled");
+    // Every Hive function wrapper (HiveSimpleUDF, HiveGenericUDF, HiveGenericUDTF,
+    // HiveUDAFFunction, ...) lives in Spark's Hive package: refused by class, not by name.
+    if (expression.getClass().getName().startsWith("org.apache.spark.sql.hive.")) {
+      throw refused("Hive functions (UDF, UDAF, UDTF: Java classes) are disabled");
     }
     return BoxedUnit.UNIT;
   }
