@@ -5,9 +5,12 @@ Pure logic here; the job counts the snapshot with Spark and MySQL across all sha
 refreshed by the mirror's nightly job, not by the merge). The days compared are the
 ``CHECK_DAYS`` days ending with ``dt``.
 
-* A day whose counts differ is a **mismatch**. MySQL is counted now, the snapshot as of the
-  end of ``dt``, so rows created or deleted since midnight show up as mismatches of the
-  days they belong to; the record keeps both numbers for a person to judge.
+* MySQL is counted now and taken back to the cut (the end of ``dt``) through the stream: the
+  changes the lake holds after ``dt`` (collected ones, not replays) are undone from its counts
+  (``counts_at_cut``): an INSERT since the cut is one row fewer on its day, a DELETE one
+  more, an UPDATE moves a row between the days of its before and after images. A day whose
+  counts still differ is a **mismatch**; a change not yet in the lake when MySQL was counted
+  can show up as one, and the record keeps both numbers for a person to judge.
 * Late events (rows of ``dt`` written by the stream writer after ``dt`` was ready) are not
   guessed from counts: the stream writer counts them in ``_ready/<writer>/<dt>_late.json``,
   and the next merge re-merges ``dt`` when that count grew since ``dt`` was merged
@@ -18,6 +21,7 @@ refreshed by the mirror's nightly job, not by the merge). The days compared are 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
@@ -56,6 +60,27 @@ class CheckResult:
             ],
             "mismatches": [day.isoformat() for day in self.mismatches],
         }
+
+
+def counts_at_cut(
+    now: dict[date, int], changes: Iterable[tuple[str, date | None, date | None, int]]
+) -> dict[date, int]:
+    """MySQL's counts per day as of the cut, from its counts ``now`` and the changes made since
+    the cut: ``(eventType, day of content, day of beforeContent, how many)``. ``content`` is
+    the after image of an INSERT or UPDATE and the before image of a DELETE; a day is None
+    when the check column is NULL or not a date."""
+    at_cut = dict(now)
+    for event, day, before_day, count in changes:
+        if event == "INSERT" and day is not None:
+            at_cut[day] = at_cut.get(day, 0) - count
+        elif event == "DELETE" and day is not None:
+            at_cut[day] = at_cut.get(day, 0) + count
+        elif event == "UPDATE":
+            if day is not None:
+                at_cut[day] = at_cut.get(day, 0) - count
+            if before_day is not None:
+                at_cut[before_day] = at_cut.get(before_day, 0) + count
+    return at_cut
 
 
 def _totals(document: dict[str, Any] | None, side: str) -> dict[str, int]:

@@ -32,10 +32,12 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from cdc_platform.config import Settings, TableMirror
@@ -44,7 +46,7 @@ from cdc_platform.lake import ROW_COLUMNS, HiveCatalog, default_writer_name, rea
 from cdc_platform.mysql_schema import LiveSchema, LiveTables
 from merge import records
 from merge.archive import ArchiveDecision, ArchiveOverride, decide, time_column
-from merge.check import CheckResult, check_days, compare
+from merge.check import CheckResult, check_days, compare, counts_at_cut
 from merge.schema import OFFSET_COLUMN, SHARD_COLUMN, SchemaPlan, choose_key, plan_schema
 from merge.snapshot import SnapshotStore
 from merge.transform import (
@@ -65,7 +67,7 @@ from merge.types import SchemaChangeError
 from simple_binlog.errors import CdcMirrorError, ConfigError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -520,6 +522,41 @@ class Merger:
         log.info("%s has no snapshot before %s: the day's changes form the first one", table, dt)
         return None
 
+    def _changes_after(
+        self, mirror: TableMirror, dt: date
+    ) -> list[tuple[str, date | None, date | None, int]]:
+        """The collected changes the lake holds after ``dt``, counted by event type and the days
+        of their check column before and after (for ``counts_at_cut``)."""
+        assert mirror.check_column is not None
+        table_dir = HiveCatalog(
+            self.spark, self.settings.stream_writer.database, self.lake
+        ).table_dir(mirror.name)
+        later = sorted(
+            path.name.removeprefix("dt=")
+            for path in table_dir.glob("dt=*")
+            if path.name.removeprefix("dt=") > dt.isoformat()
+        )
+        if not later:
+            return []
+        raw = reduce(DataFrame.unionByName, [self._load_raw(mirror.name, day) for day in later])
+        path = "$['" + mirror.check_column.replace("\\", "\\\\").replace("'", "\\'") + "']"
+
+        def day_of(image: str) -> Column:
+            # A value that is NULL or not a date-like text has no day (try_cast: never an error).
+            return F.substring(F.get_json_object(F.col(image), path), 1, 10).try_cast("date")
+
+        rows = (
+            raw.where(F.col("source") == "BINLOG")
+            .groupBy(
+                F.col("eventType"),
+                day_of("content").alias("day"),
+                day_of("beforeContent").alias("before_day"),
+            )
+            .count()
+            .collect()
+        )
+        return [(r["eventType"], r["day"], r["before_day"], int(r["count"])) for r in rows]
+
     def _load_raw(self, table: str, dt: str) -> DataFrame:
         """``dt`` of the raw table, its partition registered first (as MSCK REPAIR does)."""
         database = self.settings.stream_writer.database
@@ -578,7 +615,8 @@ class Merger:
             .collect()
         )
         snapshot_counts = {row["day"]: int(row["count"]) for row in counted}
-        mysql_counts = self._daily_counts(mirror.name, dt + timedelta(days=1))
+        mysql_now = self._daily_counts(mirror.name, dt + timedelta(days=1))
+        mysql_counts = counts_at_cut(mysql_now, self._changes_after(mirror, dt))
         previous = records.read_json(
             records.check_record_path(self.lake, mirror.name, (dt - timedelta(days=1)).isoformat())
         )

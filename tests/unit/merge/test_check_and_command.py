@@ -11,7 +11,7 @@ from cdc_platform.config import Settings, TableMirror
 from merge import records
 from merge.app import plan_requests
 from merge.archive import ArchiveOverride
-from merge.check import check_days, compare
+from merge.check import check_days, compare, counts_at_cut
 from merge.job import NotReadyError, late_rows, wait_ready
 from simple_binlog.errors import ConfigError
 
@@ -139,3 +139,21 @@ def test_command_refuses_nonsense(args: tuple[object, ...], message: str) -> Non
     dt, tables, all_tables, ignore, force = args
     with pytest.raises(ConfigError, match=message):
         plan_requests(SETTINGS, dt, tables, all_tables, ignore, force, None)  # type: ignore[arg-type]
+
+
+def test_mysql_counts_are_taken_back_to_the_cut_by_the_changes_since():
+    # Yesterday's snapshot is compared with MySQL now: a row of day d deleted today, a row
+    # inserted today, an update moving a row between days, all undone; NULL days ignored.
+    d1, d2, today = date(2026, 11, 24), date(2026, 11, 25), date(2026, 11, 26)
+    now = {d1: 10, d2: 7, today: 3}
+    changes = [
+        ("DELETE", d2, None, 2),  # two rows of d2 deleted since the cut
+        ("INSERT", today, None, 3),  # created since the cut
+        ("UPDATE", d1, d2, 1),  # its check column moved from d2 to d1
+        ("UPDATE", d2, d2, 4),  # updated, same day: no move
+        ("INSERT", None, None, 5),  # check column NULL: on no day
+    ]
+    at_cut = counts_at_cut(now, changes)
+    assert at_cut == {d1: 9, d2: 10, today: 0}
+    assert compare(d2, {d1: 9, d2: 10}, at_cut).mismatches == []
+    assert compare(d2, {d1: 9, d2: 10}, now).mismatches == [d1, d2]
