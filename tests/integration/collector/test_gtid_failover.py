@@ -75,8 +75,10 @@ class Workload:
         except pymysql.MySQLError as exc:  # the primary killed under it
             self.error = exc
 
-    def join(self) -> None:
-        self.stop.set()
+    def join(self, stop: bool = True) -> None:
+        """Wait for the thread; without ``stop`` it runs on until a statement fails."""
+        if stop:
+            self.stop.set()
         self._thread.join(30)
 
 
@@ -164,6 +166,9 @@ def test_the_collector_resumes_on_a_promoted_replica_exactly_once(
             lambda: reached(collector.committed_gtid(), "0-11-200"), "some rows committed"
         )
         pair.kill_primary()  # mid-workload
+        # Not stopped: its next statement meets the dead server (stopping it at once could
+        # end it cleanly between two statements).
+        workload.join(stop=False)
     finally:
         workload.join()
     assert workload.error is not None  # the primary died under the workload
