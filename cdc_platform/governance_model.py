@@ -261,6 +261,10 @@ class GovernanceSettings(_Model):
     policies: list[ColumnPolicy] = Field(default_factory=list)
     lookup_tables: list[LookupTable] = Field(default_factory=list)
     standardise: list[StandardiseRule] = Field(default_factory=list)
+    # The detectors read at most this many characters of a value (governance.detectors'
+    # DEFAULT_MAX_CHARS): a longer value is scanned in its first scan_max_chars only, and
+    # counted (the collector's cdc_collector_scan_truncated). Served with the policy set.
+    scan_max_chars: int = Field(65_536, ge=1_024, le=16_777_216)
     # HMAC key of 'hash'; required when any policy (or the default) hashes. Set the same salt
     # on every collector and replay so hashed values join across them.
     hash_salt: SecretStr | None = None

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+import weakref
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from cdc_platform.governance_model import DetectionRecord
 from collector.position import CollectorPosition
+from governance.detectors import DetectorSet
 
 
 class CollectorMetrics:
@@ -71,6 +73,17 @@ class CollectorMetrics:
             [*labels, "table", "column", "detector"],
             registry=self.registry,
         )
+        self.scan_truncated = Counter(
+            "cdc_collector_scan_truncated",
+            "String values longer than governance.scan_max_chars, scanned for plaintext in "
+            "their first scan_max_chars characters only.",
+            labels,
+            registry=self.registry,
+        )
+        # How much of each detector set's ``truncated`` is counted already.
+        self._truncated_seen: weakref.WeakKeyDictionary[DetectorSet, int] = (
+            weakref.WeakKeyDictionary()
+        )
         self.governance_version = Gauge(
             "cdc_collector_governance_version",
             "Version of the governance policy set in force.",
@@ -119,6 +132,15 @@ class CollectorMetrics:
             self.detections.labels(
                 record.instance, record.logical_table, record.column, record.detector
             ).inc(record.count)
+
+    def count_truncated(self, instance: str, detectors: DetectorSet | None) -> None:
+        """Add the values ``detectors`` truncated since the last call for the same set."""
+        if detectors is None:
+            return
+        seen = self._truncated_seen.get(detectors, 0)
+        if detectors.truncated > seen:
+            self.scan_truncated.labels(instance).inc(detectors.truncated - seen)
+            self._truncated_seen[detectors] = detectors.truncated
 
     def committed(self, instance: str, position: CollectorPosition) -> None:
         self.transactions.labels(instance).inc()

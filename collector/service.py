@@ -722,6 +722,8 @@ class Collector:
         self._metrics.committed(self._instance.name, position)
         if detections:
             self._metrics.count_detections(detections)
+        if self._policies is not None:
+            self._metrics.count_truncated(self._instance.name, self._policies.detectors)
         if progress.event_second:
             # Delay as of the last committed transaction: what readers can see.
             self._metrics.observe_event_time(self._instance.name, progress.event_second)
@@ -747,6 +749,8 @@ class Collector:
         if self._governance is not None:
             policies = self._governance.at_boundary()
             if policies is not self._policies:  # a new set: rarely, so the gauge is set here
+                if self._policies is not None:  # what the old set truncated since the commit
+                    self._metrics.count_truncated(self._instance.name, self._policies.detectors)
                 self._policies = policies
                 self._metrics.governance_version.labels(self._instance.name).set(
                     self._governance.version

@@ -393,7 +393,9 @@ def compile_governance(
     if not settings.enabled:
         return None
     functions = FunctionRegistry(settings.allowed_functions)
-    detectors = DetectorSet.build(settings.builtin_detectors, settings.detectors, functions)
+    detectors = DetectorSet.build(
+        settings.builtin_detectors, settings.detectors, functions, settings.scan_max_chars
+    )
     lookups = {table.name: table for table in settings.lookup_tables}
     standardise: dict[tuple[str, str], Transform] = {}
     for rule in settings.standardise:
