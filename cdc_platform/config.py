@@ -87,6 +87,14 @@ _TAG = r":[A-Za-z_][A-Za-z0-9_]{0,31}"
 _INTERVALS = r"(:\d+(-\d+)?)+"
 _GTID_ENTRY = rf"{_UUID}({_TAG})?{_INTERVALS}({_TAG}{_INTERVALS})*"
 MYSQL_GTID_SET = re.compile(rf"^{_GTID_ENTRY}(,\s*{_GTID_ENTRY})*$")
+
+
+def is_gtid_start(value: str) -> bool:
+    """Whether ``value`` is 'current', a MariaDB GTID position ("0-1-100", several domains
+    comma-separated) or a MySQL GTID set ("uuid:1-42", tagged "uuid:tag:1-3"): the GTID
+    starts every component accepts (a collector's start also takes a file position)."""
+    return value == "current" or bool(GTID_POSITION.match(value) or MYSQL_GTID_SET.match(value))
+
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
@@ -290,9 +298,7 @@ class CollectorSettings(_Section):
     @field_validator("start")
     @classmethod
     def _start_is_a_position(cls, value: str) -> str:
-        if value == "current" or GTID_POSITION.match(value) or FILE_POSITION.match(value):
-            return value
-        if MYSQL_GTID_SET.match(value):
+        if is_gtid_start(value) or FILE_POSITION.match(value):
             return value
         raise ValueError(
             "must be 'current', a GTID position like '0-1-1234' (MariaDB) or "

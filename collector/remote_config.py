@@ -114,6 +114,7 @@ def parse_remote_config(document: Any, local: Settings, instance_name: str) -> R
             user=document["user"],
             password=SecretStr(password if isinstance(password, str) else ""),
             allow_cleartext_password=document.get("allow_cleartext_password", False),
+            server_public_key=document.get("server_public_key") or "",
             replica_server_id=replica_server_id,
         )
         collector = CollectorSettings.model_validate(

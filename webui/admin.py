@@ -97,6 +97,7 @@ def instance_out(row: Instance) -> InstanceOut:
         user=row.user,
         password_set=bool(row.password_encrypted),
         allow_cleartext_password=row.allow_cleartext_password,
+        server_public_key=row.server_public_key or "",
         gtid_start=row.gtid_start,
         include=list(row.include),
         exclude=list(row.exclude),
@@ -156,6 +157,7 @@ def save_instance(
         "port": data.port,
         "user": data.user,
         "allow_cleartext_password": data.allow_cleartext_password,
+        "server_public_key": data.server_public_key,
         "gtid_start": data.gtid_start,
         "include": list(data.include),
         "exclude": list(data.exclude),
@@ -164,10 +166,8 @@ def save_instance(
         "topic": topic,
         "updated_at": now(),
     }
-    if row is not None and data.password is None and _connection_changes(row, data):
-        raise Problems([CONNECTION_NEEDS_PASSWORD])
-    if row is not None and data.password is None and _cleartext_turned_on(row, data):
-        raise Problems([CLEARTEXT_NEEDS_PASSWORD])
+    if row is not None and data.password is None:
+        _check_kept_password(row, data)
     if data.password is not None:
         values["password_encrypted"] = keys.encrypt(data.password.get_secret_value())
     if row is None:
@@ -205,10 +205,34 @@ CLEARTEXT_NEEDS_PASSWORD = (
 )
 
 
+def _check_kept_password(row: Instance, data: InstanceIn) -> None:
+    """Refuse (Problems) an update without the password that would release the stored one
+    to another server, in cleartext, or encrypted with another key."""
+    if _connection_changes(row, data):
+        raise Problems([CONNECTION_NEEDS_PASSWORD])
+    if _cleartext_turned_on(row, data):
+        raise Problems([CLEARTEXT_NEEDS_PASSWORD])
+    if _public_key_changes(row, data):
+        raise Problems([PUBLIC_KEY_NEEDS_PASSWORD])
+
+
 def _cleartext_turned_on(row: Instance, data: InstanceIn) -> bool:
     """Whether the update lets the stored password go out in cleartext (or encrypted with
     a key the server sends): only someone who knows the password may allow that."""
     return data.allow_cleartext_password and not row.allow_cleartext_password
+
+
+PUBLIC_KEY_NEEDS_PASSWORD = (
+    "password: changing the server public key needs the MySQL password entered again; "  # noqa: S105
+    "the stored one is never encrypted for a new key by this change alone."
+)
+
+
+def _public_key_changes(row: Instance, data: InstanceIn) -> bool:
+    """Whether the update pins another RSA key: whoever holds its private key (and can
+    intercept the traffic) could decrypt the stored password, so only someone who knows the
+    password may change it."""
+    return (row.server_public_key or "") != data.server_public_key
 
 
 def _connection_changes(row: Instance, data: InstanceIn) -> bool:
@@ -245,6 +269,7 @@ def instance_access(row: Instance, keys: Keys) -> InstanceAccess:
         password=keys.decrypt(row.password_encrypted),
         shard_rules=tuple(ShardRule.model_validate(rule) for rule in row.shard_rules),
         allow_cleartext_password=row.allow_cleartext_password,
+        server_public_key=row.server_public_key or "",
     )
 
 
@@ -388,6 +413,7 @@ def collector_config(
         "user": row.user,
         "password": keys.decrypt(row.password_encrypted),
         "allow_cleartext_password": row.allow_cleartext_password,
+        "server_public_key": row.server_public_key or "",
         "gtid_start": row.gtid_start,
         "include": list(row.include),
         "exclude": list(row.exclude),

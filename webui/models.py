@@ -87,6 +87,9 @@ class Instance(Base):
     # Send the password when the server asks for it in cleartext without TLS (default off;
     # cdc_platform.mysql_source refuses such a connection otherwise).
     allow_cleartext_password: Mapped[bool] = mapped_column(default=False)
+    # The server's RSA public key (PEM text, or the path of a PEM file on the host that
+    # connects), pinned for RSA full authentication without TLS; "" pins none.
+    server_public_key: Mapped[str] = mapped_column(Text, nullable=True, default="")
     gtid_start: Mapped[str] = mapped_column(String(4096))  # "current" or a GTID position
     include: Mapped[list[Any]] = mapped_column(JSON)
     exclude: Mapped[list[Any]] = mapped_column(JSON)

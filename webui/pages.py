@@ -330,6 +330,7 @@ def _instance_values(form: FormData) -> dict[str, Any]:
         "topic": _optional(form, "topic"),
         # An unticked checkbox sends nothing: absent means off, the safe default.
         "allow_cleartext_password": form.get("allow_cleartext_password") == "on",
+        "server_public_key": _text(form, "server_public_key"),
     }
     password = form.get("password")
     if isinstance(password, str) and password:
@@ -354,6 +355,7 @@ def _instance_form_values(row: Instance | None) -> dict[str, Any]:
             "collector_group": "default",
             "topic": "",
             "allow_cleartext_password": False,
+            "server_public_key": "",
         }
     out = admin.instance_out(row)
     return {
@@ -370,6 +372,7 @@ def _instance_form_values(row: Instance | None) -> dict[str, Any]:
         "collector_group": out.collector_group,
         "topic": out.topic,
         "allow_cleartext_password": out.allow_cleartext_password,
+        "server_public_key": out.server_public_key,
     }
 
 

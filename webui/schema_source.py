@@ -35,6 +35,7 @@ class InstanceAccess:
     password: str = field(repr=False)
     shard_rules: tuple[ShardRule, ...]
     allow_cleartext_password: bool = False
+    server_public_key: str = ""  # PEM text or a file path (mysql_source.pinned_public_key)
 
 
 @dataclass(frozen=True)

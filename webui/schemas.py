@@ -6,15 +6,16 @@ import re
 from datetime import datetime
 from typing import Any, Literal, Self
 
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from cdc_platform.config import (
-    GTID_POSITION,
     INSTANCE_NAME,
     LOCAL_PASSWORDS,
     TOPIC_NAME,
     TableMirror,
     check_patterns,
+    is_gtid_start,
 )
 from simple_binlog.routing import ShardRule
 
@@ -22,6 +23,29 @@ _HOST = re.compile(r"^[A-Za-z0-9.:_-]{1,255}$")
 _MYSQL_USER = re.compile(r"^[^\s'\"\\]{1,64}$")
 _GROUP = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _LOOPBACK = {"localhost", "127.0.0.1", "::1"}
+
+
+def check_server_public_key(value: str) -> str:
+    """An instance's ``server_public_key``: '' (none pinned), a PEM public key, or the
+    absolute path of a PEM file (read by the host that connects, so not checked here)."""
+    value = value.replace("\r\n", "\n").strip()
+    if not value:
+        return ""
+    if value.startswith("-----BEGIN"):
+        try:
+            load_pem_public_key(value.encode())
+        except (ValueError, TypeError):
+            raise ValueError(
+                "the server public key must be a PEM public key "
+                "(-----BEGIN PUBLIC KEY-----) or the absolute path of a PEM file"
+            ) from None
+        return value + "\n"
+    if "\n" in value or "\x00" in value or not value.startswith(("/", "~")):
+        raise ValueError(
+            "the server public key must be a PEM public key "
+            "(-----BEGIN PUBLIC KEY-----) or the absolute path of a PEM file"
+        )
+    return value
 
 
 class InstanceIn(BaseModel):
@@ -38,6 +62,14 @@ class InstanceIn(BaseModel):
     allow_cleartext_password: bool = Field(
         False,
         description="send the password when the server asks for it in cleartext without TLS",
+    )
+    server_public_key: str = Field(
+        "",
+        max_length=16384,
+        description=(
+            "the server's RSA public key (PEM text, or the absolute path of a PEM file on the "
+            "connecting host), pinned for RSA full authentication without TLS; '' pins none"
+        ),
     )
     gtid_start: str = Field("current", description="'current' or a GTID position like 0-1-100")
     include: list[str] = Field(default_factory=lambda: [r".*"])
@@ -76,12 +108,18 @@ class InstanceIn(BaseModel):
     @classmethod
     def _gtid(cls, value: str) -> str:
         value = value.strip()
-        if value != "current" and not GTID_POSITION.match(value):
+        if not is_gtid_start(value):
             raise ValueError(
-                "the GTID start must be 'current' or a GTID position such as 0-1-100 "
-                "(several domains separated by commas)"
+                "the GTID start must be 'current', a MariaDB GTID position such as 0-1-100 "
+                "(several domains separated by commas) or a MySQL GTID set such as "
+                "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42 (tagged: uuid:tag:1-3)"
             )
         return value
+
+    @field_validator("server_public_key")
+    @classmethod
+    def _public_key(cls, value: str) -> str:
+        return check_server_public_key(value)
 
     @field_validator("include", "exclude")
     @classmethod
@@ -125,6 +163,7 @@ class InstanceOut(BaseModel):
     user: str
     password_set: bool = Field(description="whether a password is stored (never returned)")
     allow_cleartext_password: bool = False
+    server_public_key: str = ""
     gtid_start: str
     include: list[str]
     exclude: list[str]
@@ -152,6 +191,7 @@ class CollectorConfig(BaseModel):
     user: str
     password: str = Field(description="only in responses to tokens of role 'collector'")
     allow_cleartext_password: bool = False
+    server_public_key: str = Field("", description="PEM text or a file path; '' pins none")
     gtid_start: str
     include: list[str]
     exclude: list[str]

@@ -159,3 +159,26 @@ def test_form_refuses_to_allow_cleartext_without_the_password(client: TestClient
         refused.text
     )
     assert _config(client, admin_csrf)["allow_cleartext_password"] is False
+
+
+MYSQL_GTID = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-42,4e11fa47-71ca-11e1-9e33-c80aa9429563:tag:1-3"
+
+
+@pytest.mark.parametrize("start", ["0-1-100,1-2-9", MYSQL_GTID])
+def test_gtid_start_takes_mariadb_positions_and_mysql_gtid_sets(
+    client: TestClient, admin_csrf: str, start: str
+):
+    headers = {"X-CSRF-Token": admin_csrf}
+    created = client.post("/api/instances", json=instance_body(gtid_start=start), headers=headers)
+    assert created.status_code == 201, created.text
+    assert created.json()["gtid_start"] == start
+    assert _config(client, admin_csrf)["gtid_start"] == start
+
+
+@pytest.mark.parametrize("start", ["0-1", "3e11fa47-71ca-11e1-9e33-c80aa9429562", "bin.000042:4"])
+def test_gtid_start_refuses_other_values(client: TestClient, admin_csrf: str, start: str):
+    headers = {"X-CSRF-Token": admin_csrf}
+    refused = client.post("/api/instances", json=instance_body(gtid_start=start), headers=headers)
+    assert refused.status_code == 422
+    (message,) = refused.json()["detail"]
+    assert "MySQL GTID set" in message
