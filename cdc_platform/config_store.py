@@ -67,6 +67,7 @@ class InstanceConfig(BaseModel):
     user: str
     password: SecretStr | None = None
     allow_cleartext_password: bool = False
+    server_public_key: str = ""  # pinned RSA key (PEM text or a file's path); "" for none
     gtid_start: str = "current"
     include: tuple[str, ...] = (r".*",)
     exclude: tuple[str, ...] = ()
@@ -89,6 +90,7 @@ class InstanceConfig(BaseModel):
             self.user,
             self.password,
             self.allow_cleartext_password,
+            self.server_public_key,
         )
 
 
@@ -103,6 +105,7 @@ class InstanceLogin:
     user: str
     password: SecretStr
     allow_cleartext_password: bool = False
+    server_public_key: str = ""
 
 
 class ConfigSnapshot(BaseModel):
@@ -188,6 +191,7 @@ def snapshot_from_settings(settings: Settings, version: int = 1) -> ConfigSnapsh
             user=i.user,
             password=i.password,
             allow_cleartext_password=i.allow_cleartext_password,
+            server_public_key=i.server_public_key,
             gtid_start=settings.collector.start,
             include=tuple(settings.collector.include),
             exclude=tuple(settings.collector.exclude),

@@ -490,6 +490,7 @@ def instance_config(row: Instance, keys: Keys | None = None) -> InstanceConfig:
         user=row.user,
         password=SecretStr(keys.decrypt(row.password_encrypted)) if keys is not None else None,
         allow_cleartext_password=row.allow_cleartext_password,
+        server_public_key=row.server_public_key or "",
         gtid_start=row.gtid_start,
         include=tuple(row.include),
         exclude=tuple(row.exclude),

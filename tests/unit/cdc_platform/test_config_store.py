@@ -258,3 +258,18 @@ def test_the_admin_store_translates_what_the_admin_answers() -> None:
     with pytest.raises(ServiceUnavailableError, match="not JSON"):
         store.poll()
     store.close()
+
+
+def test_a_pinned_server_key_travels_with_the_snapshot_to_the_connection(tmp_path: Path) -> None:
+    # Components connect from the snapshot: without the pinned key an RSA full authentication
+    # would be refused (or, opted in, answered with whatever key the server sends).
+    from cdc_platform.config import MySQLInstance, Settings
+    from cdc_platform.config_store import snapshot_from_settings
+
+    key_file = tmp_path / "server.pem"
+    key_file.write_text("-----BEGIN PUBLIC KEY-----\n...\n-----END PUBLIC KEY-----\n")
+    instance = MySQLInstance(name="orders", host="127.0.0.1", server_public_key=str(key_file))
+    snapshot = snapshot_from_settings(Settings(instances=[instance]))
+    assert snapshot.instance("orders").login().server_public_key == str(key_file)
+    wire = parse_snapshot({**snapshot_body(snapshot), "etag": snapshot.etag})
+    assert wire.instance("orders").server_public_key == str(key_file)
