@@ -74,14 +74,15 @@ public final class SqlLockdown extends AbstractFunction1<SparkSessionExtensions,
   /**
    * The only settings a session may change (lower case), by SET or when it connects: how
    * results look and how much parallelism a query uses, nothing that names a class, a path,
-   * a URL or a catalog. The last three are set by the server itself for each session
-   * (Spark's HiveServer2 and the Hive JDBC driver's fetch size).
+   * a URL or a catalog. The last four are set by the server itself for each session
+   * (Spark's HiveServer2: its Hive version, java8 dates and how binary results print; the
+   * Hive JDBC driver's fetch size).
    */
   public static final Set<String> SETTABLE =
       Set.of("spark.sql.session.timezone", "spark.sql.ansi.enabled",
           "spark.sql.shuffle.partitions", "spark.sql.adaptive.enabled",
           "spark.sql.hive.version", "spark.sql.datetime.java8api.enabled",
-          "hive.server2.thrift.resultset.default.fetch.size");
+          "spark.sql.binaryoutputstyle", "hive.server2.thrift.resultset.default.fetch.size");
 
   /** Pure: whether {@code SET key=value} may change {@code key}. */
   public static boolean settable(String key) {
