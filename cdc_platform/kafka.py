@@ -267,7 +267,27 @@ def ensure_topic(
         if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return False
         raise map_kafka_error(error, f"creating the topic {topic}") from exc
+    _wait_for_leaders(admin, topic, timeout_s)
     return True
+
+
+def _wait_for_leaders(admin: AdminClient, topic: str, timeout_s: float) -> None:
+    """Return once every partition of a topic just created has a leader: the broker answers
+    its creation before it elects them, and a read or write in between fails with
+    UNKNOWN_TOPIC_OR_PART or NOT_LEADER_FOR_PARTITION."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with kafka_errors(f"waiting for the partitions of {topic} to have leaders"):
+            described = admin.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        partitions = {} if described is None or described.error else described.partitions
+        if partitions and all(p.leader >= 0 for p in partitions.values()):
+            return
+        if time.monotonic() >= deadline:
+            raise ServiceUnavailableError(
+                f"the Kafka topic {topic} was created but its partitions have no leader after "
+                f"{timeout_s:.0f} s."
+            )
+        time.sleep(0.1)  # metadata poll; the broker offers no wait for leader election
 
 
 # -- reading ------------------------------------------------------------------------------------

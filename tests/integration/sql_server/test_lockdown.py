@@ -92,6 +92,20 @@ def server(local_stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> I
     assert PASSWORD not in log
 
 
+@pytest.fixture(autouse=True, scope="module")
+def plain_py4j_errors() -> Iterator[None]:
+    """Once a Spark session has run in this process, PySpark routes every py4j error through
+    its own converter, which asks the Spark JVM about an exception of this module's own JVM
+    and fails with an unrelated Py4JError; this module's JDBC calls get py4j's own errors."""
+    import py4j.java_gateway
+    import py4j.protocol
+
+    patched = py4j.java_gateway.get_return_value
+    py4j.java_gateway.get_return_value = py4j.protocol.get_return_value
+    yield
+    py4j.java_gateway.get_return_value = patched
+
+
 @pytest.fixture(scope="module")
 def jvm() -> Iterator[Any]:
     """A JVM with Hive's JDBC driver (from PySpark's jars), driven through py4j."""
