@@ -11,8 +11,9 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self, get_args
+from typing import Annotated, Any, Literal, Protocol, Self, TypeVar, get_args
 
 import yaml
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
@@ -94,6 +95,7 @@ def is_gtid_start(value: str) -> bool:
     comma-separated) or a MySQL GTID set ("uuid:1-42", tagged "uuid:tag:1-3"): the GTID
     starts every component accepts (a collector's start also takes a file position)."""
     return value == "current" or bool(GTID_POSITION.match(value) or MYSQL_GTID_SET.match(value))
+
 
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 INSTANCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -762,18 +764,10 @@ class Settings(BaseSettings):
         return self
 
     def table(self, name: str) -> TableMirror:
-        for candidate in self.tables:
-            if candidate.name == name:
-                return candidate
-        known = ", ".join(t.name for t in self.tables) or "none"
-        raise ConfigError(f"no table mirror named {name!r} in the config (configured: {known})")
+        return named_table(self.tables, name)
 
     def instance(self, name: str) -> MySQLInstance:
-        for candidate in self.instances:
-            if candidate.name == name:
-                return candidate
-        known = ", ".join(i.name for i in self.instances)
-        raise ConfigError(f"no MySQL instance named {name!r} in the config (known: {known})")
+        return named_instance(self.instances, name)
 
     @property
     def lake_dir(self) -> Path:
@@ -894,3 +888,32 @@ def load_settings(config_file: Path | str | None = None) -> Settings:
                 os.environ.pop(CONFIG_ENV_VAR, None)
             else:
                 os.environ[CONFIG_ENV_VAR] = previous
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_N = TypeVar("_N", bound=_Named)
+
+
+def named_table(tables: Iterable[_N], name: str) -> _N:
+    """The table mirror called ``name`` (the settings' or a configuration snapshot's);
+    ConfigError naming the configured ones otherwise."""
+    found = list(tables)
+    for candidate in found:
+        if candidate.name == name:
+            return candidate
+    known = ", ".join(t.name for t in found) or "none"
+    raise ConfigError(f"no table mirror named {name!r} in the config (configured: {known})")
+
+
+def named_instance(instances: Iterable[_N], name: str) -> _N:
+    """The MySQL instance called ``name``; ConfigError naming the known ones otherwise."""
+    found = list(instances)
+    for candidate in found:
+        if candidate.name == name:
+            return candidate
+    known = ", ".join(i.name for i in found) or "none"
+    raise ConfigError(f"no MySQL instance named {name!r} in the config (known: {known})")

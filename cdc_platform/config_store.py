@@ -43,6 +43,8 @@ from cdc_platform.config import (
     TableMirror,
     describe_validation_error,
     load_settings,
+    named_instance,
+    named_table,
 )
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 from simple_binlog.routing import ShardRouter, ShardRule
@@ -120,18 +122,10 @@ class ConfigSnapshot(BaseModel):
     tables: tuple[TableMirror, ...] = ()
 
     def instance(self, name: str) -> InstanceConfig:
-        for candidate in self.instances:
-            if candidate.name == name:
-                return candidate
-        known = ", ".join(i.name for i in self.instances) or "none"
-        raise ConfigError(f"no MySQL instance named {name!r} in the config (known: {known})")
+        return named_instance(self.instances, name)
 
     def table(self, name: str) -> TableMirror:
-        for candidate in self.tables:
-            if candidate.name == name:
-                return candidate
-        known = ", ".join(t.name for t in self.tables) or "none"
-        raise ConfigError(f"no table mirror named {name!r} in the config (configured: {known})")
+        return named_table(self.tables, name)
 
     def tables_for(self, target: MirrorTarget | None = None) -> tuple[TableMirror, ...]:
         """The table mirrors with ``target`` among their targets (all when None)."""
