@@ -229,3 +229,31 @@ class DetectionOffset(Base):
     topic: Mapped[str] = mapped_column(String(249), primary_key=True)
     partition: Mapped[int] = mapped_column(Integer, primary_key=True)
     next_offset: Mapped[int] = mapped_column(BigInteger)
+
+
+# --- replay jobs (issue 22, item 8) ---------------------------------------------------------
+
+
+class ReplayJob(Base):
+    """A replay the admin submitted; ``cdc-mirror replay-worker`` claims it (``worker``,
+    ``heartbeat_at``), runs it through mock_replay under the same ``run_id`` and writes its
+    progress back here, so no page of the admin reads Kafka for it. ``recorded``: the run's
+    spec is in its progress topic (a worker taking over a stale job resumes it there)."""
+
+    __tablename__ = "replay_jobs"
+
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    request: Mapped[dict[str, Any]] = mapped_column(JSON)  # a webui.replay.ReplayRequest
+    state: Mapped[str] = mapped_column(String(16), index=True)  # pending | running | …
+    rows_done: Mapped[int] = mapped_column(BigInteger, default=0)
+    rows_total: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    recorded: Mapped[bool] = mapped_column(default=False)
+    cancel_requested: Mapped[bool] = mapped_column(default=False)
+    worker: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The table mirror whose initial load this is (issue 22, item 2), if any.
+    table_mirror: Mapped[str | None] = mapped_column(String(200), nullable=True)
