@@ -29,6 +29,7 @@ import orjson
 from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot, InstanceLogin, snapshot_from_settings
 from cdc_platform.governance_model import DetectionRecord
+from cdc_platform.load_guard import LoadGuard
 from governance.policy import Governance
 from governance.source import GovernanceRuntime, start_governance
 from mock_replay.condition import Condition, compile_condition
@@ -62,7 +63,7 @@ from mock_replay.publish import (
     ProgressStore,
     fence,
 )
-from mock_replay.source import LoadGuard, MySQLSource
+from mock_replay.source import MySQLSource
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.offsets import mock_offset
 from simple_binlog.routing import ShardRouter, partition_key

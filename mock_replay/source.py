@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pymysql
@@ -19,6 +18,7 @@ import pymysql.cursors
 from pymysql.constants import FIELD_TYPE
 
 from cdc_platform import mysql_source
+from cdc_platform.load_guard import LoadSample
 from cdc_platform.mysql_schema import MissingTableError, read_table_shape
 from mock_replay.errors import ReplayError
 from mock_replay.plan import TableShape
@@ -67,31 +67,6 @@ def parse_host_port(text: str) -> tuple[str, int]:
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"the replica {text[:80]!r} is not in the form HOST:PORT.")
     return host, int(port)
-
-
-@dataclass(frozen=True, slots=True)
-class LoadSample:
-    threads_running: int
-    # None when not reading a replica; -1 when the replica's replication is not running.
-    replica_lag_s: int | None = None
-
-
-def overload_reason(sample: LoadSample, max_threads_running: int, max_lag_s: int) -> str | None:
-    """Why the replay should pause now, or None. Pure logic."""
-    if max_threads_running and sample.threads_running > max_threads_running:
-        return (
-            f"the server runs {sample.threads_running} threads, more than the limit of "
-            f"{max_threads_running}"
-        )
-    if sample.replica_lag_s is not None:
-        if sample.replica_lag_s < 0:
-            return "the replica's replication is not running"
-        if sample.replica_lag_s > max_lag_s:
-            return (
-                f"the replica is {sample.replica_lag_s} s behind its primary, more than the "
-                f"limit of {max_lag_s} s"
-            )
-    return None
 
 
 class MySQLSource:
@@ -236,48 +211,3 @@ class MySQLSource:
             with contextlib.suppress(pymysql.MySQLError):  # already gone: nothing to release
                 self._connection.close()
             self._connection = None
-
-
-class LoadGuard:
-    """Pauses before a chunk while the server is loaded or the replica lags, with a log line
-    when it pauses and when it goes on. Looks at the server at most every ``every_s``."""
-
-    def __init__(
-        self,
-        source: MySQLSource,
-        max_threads_running: int,
-        max_lag_s: int,
-        poll_s: float,
-        wait: Callable[[float], bool],
-        clock: Callable[[], float],
-        every_s: float = 1.0,
-    ) -> None:
-        self._source = source
-        self._max_threads = max_threads_running
-        self._max_lag = max_lag_s
-        self._poll_s = poll_s
-        self._wait = wait  # returns True when the run is cancelled
-        self._clock = clock
-        self._every_s = every_s
-        self._last_check = -1e18
-        self.paused_s = 0.0
-
-    def wait_until_calm(self) -> bool:
-        """False if the run was cancelled while paused."""
-        now = self._clock()
-        if now - self._last_check < self._every_s:
-            return True
-        self._last_check = now
-        reason = overload_reason(self._source.load(), self._max_threads, self._max_lag)
-        if reason is None:
-            return True
-        log.warning("replay paused: %s; looking again every %.0f s", reason, self._poll_s)
-        started = self._clock()
-        while reason is not None:
-            if self._wait(self._poll_s):
-                return False
-            reason = overload_reason(self._source.load(), self._max_threads, self._max_lag)
-        self.paused_s += self._clock() - started
-        self._last_check = self._clock()
-        log.info("replay resumed after a pause of %.0f s", self._clock() - started)
-        return True

@@ -44,7 +44,7 @@ def test_replay_pauses_while_the_server_is_busy(
         assert time.monotonic() < deadline, "the busy connections did not start"
         time.sleep(0.05)
     started = time.monotonic()
-    with caplog.at_level(logging.INFO, logger="mock_replay"):
+    with caplog.at_level(logging.INFO, logger="cdc_platform.load_guard"):
         messages, _, _ = replay_to_memory(
             settings, ReplayRequest("local", shards.db, "orders", batch_size=10)
         )

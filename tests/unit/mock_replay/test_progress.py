@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from cdc_platform.load_guard import LoadSample, overload_reason
 from mock_replay.progress import RunSpec, RunState, TableProgress, cancel_key, fold
 from mock_replay.publish import MemoryChunkPublisher, MemoryProgressStore, transactional_id
-from mock_replay.source import LoadSample, like_prefix, overload_reason, parse_host_port
+from mock_replay.source import like_prefix, parse_host_port
 from simple_binlog.errors import ConfigError, ContractError, ServiceUnavailableError
 
 SPEC = RunSpec(
