@@ -12,6 +12,7 @@ import ipaddress
 import os
 import re
 from collections.abc import Iterable
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, Self, TypeVar, get_args
 
@@ -455,6 +456,8 @@ class WebUISettings(_Section):
     # Count the collectors' governance detections (cdc.binlog.<instance>.detections) per hour
     # for the Detections chart; off: the chart shows what was counted before.
     count_detections: bool = True
+    # The Components page marks a process stale when its last heartbeat is older than this.
+    component_stale_s: float = Field(30.0, gt=0)
     # (secret_key's minimum length is checked by the web admin at start: a validator here
     # would echo the rejected value in the config error.)
 
@@ -662,6 +665,34 @@ class SqlServerSettings(_Section):
         return self.user is not None or self.ldap_url is not None
 
 
+class SchedulerSettings(_Section):
+    """``cdc-mirror scheduler``: merges each table's days as they become ready, catches up
+    missed days in order, retries failures with back-off, runs validation and maintenance
+    after a day's merge; one active scheduler, elected through ZooKeeper."""
+
+    # How often the active scheduler looks for ready days and re-run requests.
+    tick_s: float = Field(30.0, gt=0)
+    # Days before today considered for catching up (a table's days before its first merge
+    # are never merged); first_day: never merge a day before it.
+    catch_up_days: int = Field(7, ge=1, le=366)
+    first_day: date | None = None
+    # Failed merges are retried after first_retry_s, doubling to max_retry_s (with jitter),
+    # at most max_attempts times in all; then the day waits for a re-run from the web admin.
+    first_retry_s: float = Field(60.0, gt=0)
+    max_retry_s: float = Field(3600.0, gt=0)
+    max_attempts: int = Field(5, ge=1)
+    # One merge, validation or maintenance run may take this long before it is stopped.
+    job_timeout_s: float = Field(4 * 3600.0, gt=0)
+    # After a day's merge, validate the table's warehouse and Redis mirrors against MySQL
+    # (cdc-mirror validate).
+    validation: bool = True
+    # The table maintenance command run after a day's merge, as an argument list with
+    # {table} and {dt} filled in; empty: maintenance is not scheduled.
+    maintenance_command: list[str] = Field(default_factory=list)
+    metrics_host: BindAddress = METRICS_HOST
+    metrics_port: int = Field(39104, ge=0, le=65535)
+
+
 class ConfigStoreSettings(_Section):
     """Where components read instances, table mirrors and shard rules
     (``cdc_platform.config_store``): this file (``file``, re-read when it changes) or the web
@@ -674,6 +705,9 @@ class ConfigStoreSettings(_Section):
     # A change reaches a running component within this (plus one batch).
     poll_interval_s: float = Field(2.0, gt=0, le=5)
     timeout_s: float = Field(5.0, gt=0)
+    # Every process registers itself (kind, instance, host, pid, version) with the web admin's
+    # component registry and renews it this often (cdc_platform.control; source 'webui' only).
+    heartbeat_s: float = Field(5.0, gt=0, le=60)
 
 
 class StackSettings(_Section):
@@ -709,6 +743,7 @@ class Settings(BaseSettings):
     collector: CollectorSettings = CollectorSettings()
     stream_writer: StreamWriterSettings = StreamWriterSettings()
     merge: MergeSettings = MergeSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
     replay: ReplaySettings = ReplaySettings()
     mirror: MirrorSettings = MirrorSettings()
     kudu: KuduSettings = KuduSettings()

@@ -1,8 +1,5 @@
-"""Active/standby collectors per MySQL instance, elected through ZooKeeper.
-
-Every collector process of an instance joins the election; the winner increments the
-instance's epoch (a ZooKeeper counter) and runs the collector until it stops, loses its
-ZooKeeper session or is fenced, then steps down and rejoins as a standby.
+"""Active/standby collectors per MySQL instance, elected through ZooKeeper
+(``cdc_platform.election``).
 
 Split brain is prevented by Kafka, not by timing: all collectors of an instance share one
 ``transactional.id``, so the new active's ``init_transactions`` fences the previous one. A
@@ -13,131 +10,27 @@ ZooKeeper session, and steps down by itself.
 
 from __future__ import annotations
 
-import functools
-import logging
-import socket
-import threading
-from collections.abc import Callable
-from typing import Any
-
-from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import CancelledError, KazooException
-from kazoo.handlers.threading import KazooTimeoutError
-
 from cdc_platform.config import ZooKeeperSettings
-from cdc_platform.retry import RetryCancelled, RetryPolicy
-from simple_binlog.errors import RetriableError, ServiceUnavailableError
+from cdc_platform.election import LeaderElection as _Election
+from cdc_platform.election import LeaderWork
 
-log = logging.getLogger(__name__)
-
-# ZooKeeper away: connect again about every second (jittered), until shutdown.
-_RECONNECT = RetryPolicy(first_delay_s=1.0, max_delay_s=1.0)
+__all__ = ["LeaderElection", "LeaderWork", "collectors_base"]
 
 
-def _log_retry(exc: RetriableError, delay_s: float) -> None:
-    log.warning("%s Retrying in %.1f s.", exc, delay_s)
+def collectors_base(settings: ZooKeeperSettings, instance: str) -> str:
+    """The ZooKeeper path of an instance's collector election."""
+    return f"{settings.root}/collectors/{instance}"
 
 
-LeaderWork = Callable[[threading.Event, int], None]
+class LeaderElection(_Election):
+    """The election of one instance's collectors."""
 
-
-class LeaderElection:
-    """Each round of the election uses a new ZooKeeper session: after a lost session the old
-    client's lock state cannot be trusted (it may still believe it holds the lock)."""
-
-    def __init__(self, settings: ZooKeeperSettings, instance: str, identifier: str | None = None):
-        self._settings = settings
-        self._instance = instance
-        self.identifier = identifier or f"{socket.gethostname()}:{threading.get_native_id()}"
-        self._base = f"{settings.root}/collectors/{instance}"
-        # A ZooKeeper session is live now (the collector's readiness as a standby).
-        self.connected = False
-
-    def _connect(self, lost: threading.Event) -> KazooClient:
-        client = KazooClient(hosts=self._settings.hosts, timeout=self._settings.session_timeout_s)
-
-        def on_state(state: KazooState) -> None:
-            if state in (KazooState.LOST, KazooState.SUSPENDED):
-                # SUSPENDED: the session may still be alive, but this process cannot know
-                # whether a standby has taken over: stop publishing now; Kafka fencing covers
-                # what is already in flight.
-                log.warning("ZooKeeper session %s: stepping down", state)
-                self.connected = False
-                lost.set()
-
-        client.add_listener(on_state)
-        try:
-            client.start(timeout=self._settings.session_timeout_s * 2)
-        except KazooTimeoutError:
-            client.close()
-            raise ServiceUnavailableError(
-                f"ZooKeeper at {self._settings.hosts} did not answer."
-            ) from None
-        return client
-
-    def run(self, work: LeaderWork, shutdown: threading.Event) -> None:
-        """Stand by until elected, lead with ``work(stop, epoch)``, repeat until shutdown."""
-        while not shutdown.is_set():
-            lost = threading.Event()
-            try:
-                client = _RECONNECT.call(
-                    functools.partial(self._connect, lost), stop=shutdown, on_retry=_log_retry
-                )
-            except RetryCancelled:
-                continue
-            self.connected = not lost.is_set()
-            election = client.Election(f"{self._base}/election", self.identifier)
-            # A standby waits inside the election: cancel it on shutdown so it exits at once.
-            round_over = threading.Event()
-
-            def cancel_on_shutdown(
-                election: Any = election, done: threading.Event = round_over
-            ) -> None:
-                while not done.wait(0.2):
-                    if shutdown.is_set():
-                        election.cancel()
-                        return
-
-            canceller = threading.Thread(target=cancel_on_shutdown, daemon=True)
-            canceller.start()
-            try:
-                election.run(self._lead, client, work, shutdown, lost)
-            except (KazooException, CancelledError) as exc:
-                if not shutdown.is_set():
-                    log.warning("leader election interrupted (%s); rejoining", exc)
-            finally:
-                round_over.set()
-                self.connected = False
-                canceller.join()
-                client.stop()
-                client.close()
-
-    def _lead(
-        self,
-        client: KazooClient,
-        work: LeaderWork,
-        shutdown: threading.Event,
-        lost: threading.Event,
+    def __init__(
+        self, settings: ZooKeeperSettings, instance: str, identifier: str | None = None
     ) -> None:
-        if lost.is_set():
-            return
-        counter = client.Counter(f"{self._base}/epoch")
-        counter += 1
-        epoch = int(counter.value)
-        log.info(
-            "%s is the active collector of %s (epoch %d)", self.identifier, self._instance, epoch
+        super().__init__(
+            settings,
+            collectors_base(settings, instance),
+            f"the active collector of {instance}",
+            identifier,
         )
-        stop = threading.Event()
-
-        def relay() -> None:
-            while not stop.is_set():
-                if shutdown.wait(0.1) or lost.is_set():
-                    stop.set()
-
-        watcher = threading.Thread(target=relay, daemon=True)
-        watcher.start()
-        try:
-            work(stop, epoch)
-        finally:
-            stop.set()
-            watcher.join()

@@ -257,3 +257,54 @@ class ReplayJob(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     # The table mirror whose initial load this is (issue 22, item 2), if any.
     table_mirror: Mapped[str | None] = mapped_column(String(200), nullable=True)
+
+
+# --- the control plane (issue 22: component registry, scheduler runs) ---------------------
+
+
+class ComponentRow(Base):
+    """One running (or lately stopped) process, renewed by its heartbeat
+    (``cdc_platform.control.ComponentBeat``)."""
+
+    __tablename__ = "components"
+    __table_args__ = (Index("ix_components_heartbeat_at", "heartbeat_at"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    instance: Mapped[str] = mapped_column(String(200))
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    version: Mapped[str] = mapped_column(String(64))
+    role: Mapped[str] = mapped_column(String(32))
+    detail: Mapped[str] = mapped_column(String(500))
+    started_at: Mapped[float] = mapped_column(Float)  # Unix seconds, the process's clock
+    heartbeat_at: Mapped[float] = mapped_column(Float)  # Unix seconds, the admin's clock
+    stopped_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class SchedulerRun(Base):
+    """One run of the scheduler, or a re-run requested in the admin (``state`` requested);
+    ``cdc_platform.control.RunRecord`` on the wire."""
+
+    __tablename__ = "scheduler_runs"
+    __table_args__ = (
+        Index("ix_scheduler_runs_kind_dt", "kind", "dt"),
+        Index("ix_scheduler_runs_state", "state"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))  # merge | validation | maintenance
+    table_name: Mapped[str] = mapped_column(String(200))
+    dt: Mapped[str] = mapped_column(String(10))  # YYYY-MM-DD
+    state: Mapped[str] = mapped_column(String(16))
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    requested_by: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    scheduler: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    requested_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    rows: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    files: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    check_ok: Mapped[bool | None] = mapped_column(nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    retry_at: Mapped[float | None] = mapped_column(Float, nullable=True)

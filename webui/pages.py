@@ -60,6 +60,8 @@ NAVIGATION = (
     ("/instances", "Instances"),
     ("/tables", "Table mirrors"),
     ("/replays", "Replays"),
+    ("/runs", "Runs"),
+    ("/components", "Components"),
     ("/monitoring", "Monitoring"),
     ("/governance", "Governance"),
     ("/detections", "Detections"),
