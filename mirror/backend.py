@@ -38,24 +38,12 @@ from cdc_platform.mysql_schema import (
     COUNT_DAYS,
     LiveSchema,
     LiveTables,
-    ShardSchema,
-    merge_shard_schemas,
-    sum_daily_counts,
 )
 from mirror.warehouse import connect_warehouse
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 from simple_binlog.naming import topic_name
 
-# Re-exported: they moved to the platform, where every component reads a table's shape.
-__all__ = [
-    "COUNT_DAYS",
-    "LiveSchema",
-    "MirrorBackend",
-    "ShardSchema",
-    "merge_shard_schemas",
-    "mirror_router",
-    "sum_daily_counts",
-]
+__all__ = ["MirrorBackend", "mirror_router"]
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from mirror.backend import ShardSchema, merge_shard_schemas, sum_daily_counts
+from cdc_platform.mysql_schema import ShardSchema, merge_shard_schemas, sum_daily_counts
 from simple_binlog.errors import ConfigError
 
 
