@@ -325,6 +325,10 @@ def table_map_event(body: bytes | memoryview) -> TableMap:
     count, offset = lenenc(body, offset)
     columns = [BinlogColumn(index, body[offset + index]) for index in range(count)]
     offset += count
+    if offset == len(body):
+        # Servers before MySQL 5.1.14 (and the 5.1/5.2 development trees) end the table map
+        # here: no column metadata, no NULL bitmap. Their rows events are refused by name.
+        return TableMap(table_id, schema, table, columns, False)
     metadata_length, offset = lenenc(body, offset)
     position = offset
     for column in columns:

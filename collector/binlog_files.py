@@ -186,6 +186,8 @@ class _FileReader:
                     f"{ev.HEADER_LENGTH} bytes); it is truncated.",
                 )
             header = ev.read_header(raw)
+            if self.format is not None and self.format.renumbered:
+                header = header._replace(type=self.format.current_type(header.type))
             if header.size < ev.HEADER_LENGTH:
                 raise self._error(offset, f"an event claims {header.size} bytes; it is corrupt.")
             rest = self._stream.read(header.size - ev.HEADER_LENGTH)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from collector import binlog_events as ev
@@ -127,10 +127,17 @@ class FormatDescription:
     def version(self) -> tuple[int, int, int]:
         return version_tuple(self.server_version)
 
+    # Event type numbers as this server wrote them → today's numbers (empty: the same).
+    renumbered: dict[int, int] = field(default_factory=dict)
+
     def post_header_length(self, kind: int) -> int | None:
         if 1 <= kind <= len(self.post_header_lengths):
             return self.post_header_lengths[kind - 1]
         return None
+
+    def current_type(self, kind: int) -> int:
+        """Today's number of an event type this server wrote as ``kind``."""
+        return self.renumbered.get(kind, kind)
 
 
 def version_tuple(text: str) -> tuple[int, int, int]:
@@ -148,6 +155,24 @@ def _has_checksum_field(version: str) -> bool:
     if "mariadb" in version.lower():
         return numbers >= (5, 3, 0)
     return numbers >= (5, 6, 1)
+
+
+# The development trees of MySQL 5.1/5.2's row-based replication (the "-a_drop5/6" builds)
+# numbered the events after FORMAT_DESCRIPTION differently from every release: TABLE_MAP was
+# 16, the (pre-GA) rows events 17-19, XID 20, BEGIN/EXECUTE_LOAD_QUERY 21-22. MySQL's own
+# reader recognises these builds by their server version and renumbers; so does this one, so
+# their files read as a pre-GA server's (whose rows events the collector refuses by name)
+# instead of as garbage.
+_DROP_TREE_VERSION = re.compile(r"5\.1\.[1-5]-a_drop5|5\.1\.4-a_drop6|5\.2\.[12]-a_drop6")
+_DROP_TREE_TYPES = {
+    16: ev.TABLE_MAP,
+    17: PRE_GA_WRITE_ROWS,
+    18: PRE_GA_UPDATE_ROWS,
+    19: PRE_GA_DELETE_ROWS,
+    20: ev.XID,
+    21: BEGIN_LOAD_QUERY,
+    22: EXECUTE_LOAD_QUERY,
+}
 
 
 def format_description(body: bytes) -> FormatDescription:
@@ -168,7 +193,16 @@ def format_description(body: bytes) -> FormatDescription:
             raise ContractError(f"binlog checksum algorithm {algorithm} is unknown.")
         checksum = algorithm == _CHECKSUM_CRC32
         rest = rest[:-5]
-    return FormatDescription(binlog_version, server_version, header_length, rest, checksum)
+    renumbered = _DROP_TREE_TYPES if _DROP_TREE_VERSION.match(server_version) else {}
+    if renumbered:
+        lengths = bytearray(rest)
+        for written, current in renumbered.items():
+            if max(written, current) <= len(rest):
+                lengths[current - 1] = rest[written - 1]
+        rest = bytes(lengths)
+    return FormatDescription(
+        binlog_version, server_version, header_length, rest, checksum, dict(renumbered)
+    )
 
 
 # -- GTIDs ---------------------------------------------------------------------------------------

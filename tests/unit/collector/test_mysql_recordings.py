@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from collector import binlog_events as ev
+from collector import mysql_events as mev
 from collector.binlog_files import BinlogFiles, PositionalTableSchemas
 from collector.position import CollectorPosition
 from collector.row_decoder import TableDecoders
@@ -78,9 +80,6 @@ FILE_ERRORS = {
     "binlog_truncated_event.000001": "at byte 4: the file ends inside an event header",
     "binlog_truncated_prev_gtid_event.000001": "at byte 120: the file ends inside an event",
     "corrupt-relay-bin.000624": "at byte 91204: a QUERY event is corrupt",
-    # A MySQL 5.2 development build whose table map layout (4-byte table ids with another
-    # post-header) is not read; its rows events are pre-GA types the collector refuses anyway.
-    "ver_5_1-wl2325_r.001": "UnicodeDecodeError",
 }
 
 
@@ -156,8 +155,22 @@ def _pipeline(path: Path) -> tuple[list[RowChanges], BinlogFiles]:
 def test_truncated_or_corrupt_files_name_file_and_byte(name: str) -> None:
     error = decode_file(FIXTURES / name, with_library=False).error
     assert error is not None and FILE_ERRORS[name] in error
-    if "UnicodeDecodeError" not in error:
-        assert name in error and error.startswith("BinlogFileError")
+    assert name in error and error.startswith("BinlogFileError")
+
+
+def test_a_development_build_numbering_its_events_differently_is_refused_by_name() -> None:
+    """MySQL 5.2.2-a_drop6p13 (a row-replication development tree) wrote TABLE_MAP as event
+    16 and its rows events as 17-19; renumbered as MySQL's reader does, the table map reads
+    and the first rows event stops the collector as a pre-GA server's, not as garbage."""
+    source = BinlogFiles([str(FIXTURES / "ver_5_1-wl2325_r.001")])
+    kinds = [header.type for header, _ in source]
+    pre_ga_rows = [mev.PRE_GA_WRITE_ROWS, mev.PRE_GA_UPDATE_ROWS, mev.PRE_GA_DELETE_ROWS]
+    assert [k for k in kinds if k not in (ev.QUERY, ev.FORMAT_DESCRIPTION, mev.STOP)] == [
+        kind for rows in pre_ga_rows for kind in (ev.TABLE_MAP, rows)
+    ]
+    assert decode_file(FIXTURES / "ver_5_1-wl2325_r.001", with_library=False).error is None
+    with pytest.raises(ContractError, match=r"a rows event of a MySQL 5\.1 pre-GA server"):
+        _pipeline(FIXTURES / "ver_5_1-wl2325_r.001")
 
 
 def test_gtids_reach_the_messages() -> None:
