@@ -520,6 +520,19 @@ def webui_create_user(
     console.print(f"user {username!r} ({role}) created", markup=False)
 
 
+@app.command("replay-worker")
+def replay_worker(
+    max_runs: Annotated[int, typer.Option(min=1, help="Replays run at the same time.")] = 2,
+    poll_s: Annotated[
+        float, typer.Option(min=0.1, help="Seconds between polls of the admin database.")
+    ] = 1.0,
+) -> None:
+    """Run the replays the web admin queues (its database's replay jobs), with progress."""
+    from webui.cli import run_replay_worker  # noqa: PLC0415
+
+    run_replay_worker(settings(), max_runs, poll_s)
+
+
 @app.command("validate")
 def validate_command(
     table: Annotated[str, typer.Argument(help="The table mirror (its logical table name).")],

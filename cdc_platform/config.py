@@ -450,8 +450,9 @@ class WebUISettings(_Section):
     )
     scrape_interval_s: float = Field(15.0, gt=0)
     sample_retention_days: int = Field(14, ge=1)
-    # Replays requested in the admin: run by mock_replay (published to Kafka), or simulated
-    # in-process (publishes nothing; for trying the admin without Kafka).
+    # Replays requested in the admin: queued for a replay worker process (`cdc-mirror
+    # replay-worker`, which runs mock_replay and publishes to Kafka), or simulated in-process
+    # (publishes nothing; for trying the admin without Kafka).
     replays: Literal["mock_replay", "simulated"] = "mock_replay"
     # Count the collectors' governance detections (cdc.binlog.<instance>.detections) per hour
     # for the Detections chart; off: the chart shows what was counted before.

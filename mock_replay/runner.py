@@ -598,15 +598,17 @@ def start_run(
     store: KafkaProgressStore,
     now: dt.datetime | None = None,
     config: ConfigSnapshot | None = None,
+    run_id: str | None = None,
 ) -> PreparedRun:
     """Plan and record a new run (nothing is published if it is refused); ``config``: see
-    ``prepare_run``."""
+    ``prepare_run``; ``run_id``: the id the caller gave the run already (the web admin's
+    replay job), else a new one."""
     now = now or dt.datetime.now(dt.UTC)
     config = config or snapshot_from_settings(settings)
     login = config.instance(request.instance).login()
     source = MySQLSource(login, request.replica)
     try:
-        prepared = prepare_run(settings, request, source, now, config=config)
+        prepared = prepare_run(settings, request, source, now, run_id=run_id, config=config)
     finally:
         source.close()
     store.ensure_topics()

@@ -3,10 +3,10 @@ import time), ``serve(settings)`` runs it with uvicorn.
 
 At start: the admin database is migrated to the newest Alembic revision, an initial admin is
 created when configured and no user exists, the metrics scraper starts (if it has targets),
-and so does the detections consumer (``webui.count_detections``). Replays go to
-``mock_replay`` (``webui.replay_adapter``), or to the in-process simulation when
-``webui.replays: simulated`` (``webui.replay.SimulatedReplayService``, which publishes
-nothing).
+and so does the detections consumer (``webui.count_detections``). Replays are queued as jobs
+for a replay worker process (``webui.replay_jobs``, ``cdc-mirror replay-worker``), or go to the
+in-process simulation when ``webui.replays: simulated`` (``webui.replay.SimulatedReplayService``,
+which publishes nothing); the web server never runs one.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from webui.governance_pages import MAX_LOOKUP_UPLOAD_BYTES
 from webui.models import ApiToken
 from webui.monitoring import Scraper
 from webui.replay import ReplayNotFoundError, ReplayService, SimulatedReplayService
+from webui.replay_jobs import JobReplayService, mock_replay_check
 from webui.schema_source import MariaDBSchemaSource, SchemaSource
 from webui.security import Keys, hash_token, load_keys
 
@@ -58,13 +59,12 @@ def default_replay_service(
     if settings.webui.replays == "simulated":
         log.warning("replays requested in the admin are simulated and publish nothing")
         return SimulatedReplayService()
-    from webui.replay_adapter import MockReplayService  # noqa: PLC0415 - Kafka clients
 
     def instances() -> list[InstanceConfig]:
         with sessions() as db:
             return [admin.instance_config(row, keys) for row in admin.list_instances(db)]
 
-    return MockReplayService(settings, instances)
+    return JobReplayService(sessions, check=mock_replay_check(settings, instances))
 
 
 def create_app(

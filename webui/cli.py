@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import SecretStr, ValidationError
 
 from cdc_platform.config import Settings
+from cdc_platform.config_store import InstanceConfig
 from simple_binlog.errors import ConfigError
 from webui import admin
 from webui.app import quiet_library_loggers
@@ -29,5 +30,46 @@ def create_user(settings: Settings, username: str, role: str, password: str) -> 
                 admin.create_user(db, "(command line)", data)
             except admin.Problems as exc:
                 raise ConfigError(" ".join(exc.messages)) from None
+    finally:
+        engine.dispose()
+
+
+def run_replay_worker(settings: Settings, max_runs: int, poll_s: float) -> None:
+    """``cdc-mirror replay-worker``: run the replays the web admin queues until SIGTERM or
+    Ctrl-C. Runs in flight are left to the next worker, which resumes them (the job's
+    heartbeat goes stale); nothing is lost."""
+    import signal  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    from webui.replay_jobs import (  # noqa: PLC0415
+        MockReplayExecutor,
+        ReplayJobWorker,
+        RunExecutor,
+        SimulatedRunExecutor,
+    )
+    from webui.security import load_keys  # noqa: PLC0415
+
+    quiet_library_loggers()
+    engine = make_engine(database_url(settings))
+    migrate(engine)
+    sessions = session_factory(engine)
+    with sessions() as db:
+        keys = load_keys(settings, secrets_stored=admin.has_encrypted_secrets(db))
+
+    def instances() -> list[InstanceConfig]:
+        with sessions() as db:
+            return [admin.instance_config(row, keys) for row in admin.list_instances(db)]
+
+    executor: RunExecutor = (
+        SimulatedRunExecutor()
+        if settings.webui.replays == "simulated"
+        else MockReplayExecutor(settings, instances)
+    )
+    worker = ReplayJobWorker(sessions, executor, max_runs=max_runs, poll_s=poll_s)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        worker.run_forever(stop)
     finally:
         engine.dispose()

@@ -88,24 +88,53 @@ def wait_for(check, timeout_s: float, what: str, interval_s: float = 0.2):
     pytest.fail(f"timed out after {timeout_s} s waiting for {what} (last: {last!r})")
 
 
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=15)
+
+
 @dataclass
 class Server:
     url: str
     process: subprocess.Popen[bytes]
     log_file: Path
+    replay_worker: subprocess.Popen[bytes] | None = None
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=15)
+        _stop(self.process)
+        if self.replay_worker is not None:
+            _stop(self.replay_worker)
 
 
-def start_server(home: Path, env: dict[str, str]) -> Server:
-    """``cdc-mirror webui --port N`` with its own database and key; waits until it answers."""
+@contextmanager
+def replay_worker(env: dict[str, str], log_file: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``cdc-mirror replay-worker`` over the admin database named in ``env``, stopped after."""
+    process = start_replay_worker(env, log_file)
+    try:
+        yield process
+    finally:
+        _stop(process)
+
+
+def start_replay_worker(env: dict[str, str], log_file: Path) -> subprocess.Popen[bytes]:
+    with log_file.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "cdc_mirror", "replay-worker", "--poll-s", "0.5"],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def start_server(home: Path, env: dict[str, str], with_replay_worker: bool = True) -> Server:
+    """``cdc-mirror webui --port N`` with its own database and key, and a replay worker
+    over the same database; waits until the admin answers."""
     port = free_port()
     log_file = home / "webui.log"
     full_env = {
@@ -132,6 +161,11 @@ def start_server(home: Path, env: dict[str, str]) -> Server:
             stderr=subprocess.STDOUT,
         )
     server = Server(f"http://127.0.0.1:{port}", process, log_file)
+    if with_replay_worker:
+        server.replay_worker = start_replay_worker(
+            {k: v for k, v in full_env.items() if k.startswith("CDC_MIRROR_")},
+            home / "replay-worker.log",
+        )
 
     def answers() -> bool:
         if process.poll() is not None:

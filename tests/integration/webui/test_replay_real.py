@@ -1,5 +1,6 @@
-"""Replays requested through the admin's API run by the real mock_replay: rows read from
-MariaDB, published to Kafka, progress read back from the progress topic."""
+"""Replays requested through the admin's API run by a replay worker process
+(``cdc-mirror replay-worker``) with the real mock_replay: rows read from MariaDB, published to
+Kafka, progress written back to the admin database and read from there."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from cdc_platform.config import Settings, StackSettings, WebUISettings
-from tests.integration.webui.harness import fill_rows, sharded_table, wait_for
+from tests.integration.webui.harness import fill_rows, replay_worker, sharded_table, wait_for
 from tests.unit.webui.harness import ADMIN_PASSWORD, login
 from webui.app import create_app
-from webui.replay_adapter import MockReplayService
+from webui.replay_jobs import JobReplayService
 
 
 def test_replay_through_the_api_publishes_and_reports_progress(
@@ -25,10 +26,18 @@ def test_replay_through_the_api_publishes_and_reports_progress(
         ),
     )
     app = create_app(settings)
-    assert isinstance(app.state.ctx.replays, MockReplayService)
+    assert isinstance(app.state.ctx.replays, JobReplayService)
     local = replay_stack.instances[0]
     instance = f"wui{uuid.uuid4().hex[:8]}"  # its own topic: cdc.binlog.<instance>
-    with sharded_table(replay_stack) as table, TestClient(app) as client:
+    worker_env = {
+        "CDC_MIRROR_WEBUI__DATABASE_URL": f"sqlite:///{tmp_path / 'webui.sqlite'}",
+        "CDC_MIRROR_WEBUI__SECRET_KEY_FILE": str(tmp_path / "webui.key"),
+    }
+    with (
+        sharded_table(replay_stack) as table,
+        TestClient(app) as client,
+        replay_worker(worker_env, tmp_path / "replay-worker.log"),
+    ):
         total = fill_rows(replay_stack, table, 250)
         headers = {"X-CSRF-Token": login(client)}
         body = {
@@ -64,7 +73,7 @@ def test_replay_through_the_api_publishes_and_reports_progress(
 
         def finished():
             status = client.get(f"/api/replays/{run_id}").json()
-            return status if status["state"] != "running" else None
+            return status if status["state"] not in ("pending", "running") else None
 
         status = wait_for(finished, 120, f"replay run {run_id} to finish", interval_s=1.0)
         assert status["state"] == "succeeded", status

@@ -1,8 +1,8 @@
 """Replays run in a replay worker process (``cdc-mirror replay-worker``), not in the web
 server: the admin writes a job, a worker claims it, runs it and writes its progress back.
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-26
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
