@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cdc_platform.config import Settings, load_settings
+from cdc_platform.spark import spark_missing_error
 from simple_binlog.errors import EXIT_CODES, CdcMirrorError, ConfigError, ExitCode, exit_code_for
 
 
@@ -593,6 +594,12 @@ def run(args: list[str] | None = None) -> int:
         code = app(args=args, standalone_mode=False)
     except CdcMirrorError as exc:
         return _fail(exc)
+    except ImportError as exc:
+        # The lake's commands import PySpark, an optional extra: say how to install it.
+        missing = spark_missing_error(exc)
+        if missing is None:
+            raise
+        return _fail(missing)
     except (typer.Abort, KeyboardInterrupt):  # Ctrl-C
         err_console.print("interrupted")
         return ExitCode.INTERRUPTED

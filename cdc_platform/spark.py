@@ -3,11 +3,14 @@
 Jars come from the stack's Maven step (``<stack.home>/jars/spark``), never from Ivy at run
 time: the Kafka source of the same Spark release plus JDBC drivers. Hive support talks to the
 shared metastore (PostgreSQL by default) so several Spark processes can use it at once.
-``pyspark`` is imported lazily: importing this module starts nothing.
+``pyspark`` is imported lazily: importing this module starts nothing. PySpark is the optional
+``spark`` extra (pyproject.toml): only the lake's commands need it, and when it is missing they
+end with :data:`SPARK_MISSING` (:func:`spark_missing_error`) instead of a traceback.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import zipfile
@@ -20,6 +23,30 @@ from simple_binlog.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+# The one sentence a command that needs Spark ends with when the extra is not installed.
+SPARK_MISSING = (
+    "this command needs PySpark, which is not installed: pip install 'cdc-mirror[spark]'"
+)
+# The packages the extra brings: py4j is PySpark's bridge to the JVM and comes with it.
+SPARK_PACKAGES = frozenset({"pyspark", "py4j"})
+
+
+def spark_missing_error(error: ImportError) -> ConfigError | None:
+    """The user's error for an import that failed because the ``spark`` extra is missing, or
+    None when ``error`` is about some other module (a real bug, left to propagate)."""
+    missing = getattr(error, "name", None) or ""
+    if missing.split(".", 1)[0] in SPARK_PACKAGES:
+        return ConfigError(SPARK_MISSING)
+    return None
+
+
+def require_spark() -> None:
+    """Raise :data:`SPARK_MISSING` (a ``ConfigError``) unless PySpark can be imported; for
+    callers that start Spark in a child process, whose own error would be a log file's."""
+    if importlib.util.find_spec("pyspark") is None:
+        raise ConfigError(SPARK_MISSING)
+
 
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
 _JDO_PACKAGE = re.compile(r'<package\s+name="(?P<name>[\w.]+)"')

@@ -11,10 +11,13 @@ import sys
 from pathlib import Path
 
 from cdc_platform.config import Settings, load_settings
+from cdc_platform.spark import require_spark
 from simple_binlog.errors import StackError
 
 
 def initialise_metastore(settings: Settings, jars_dir: Path, log_file: Path) -> None:
+    # The child's ImportError would only reach its log; say here what is missing.
+    require_spark()
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as log:
         result = subprocess.run(
