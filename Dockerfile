@@ -25,9 +25,10 @@ COPY stack/jvm/ stack/jvm/
 RUN --mount=type=cache,target=/root/.m2 \
     mvn -q -B -f stack/jvm/pom.xml package -Dlib.root=/opt/cdc-mirror/jars
 
-# Python dependencies next (PySpark is large): rebuilt only when pyproject.toml changes.
+# Python dependencies next (PySpark is large): rebuilt only when pyproject.toml changes. The
+# image runs the lake's jobs too, so it has the spark extra.
 COPY pyproject.toml README.m[d] ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['spark']))" \
         > /tmp/requirements.txt \
     && pip install -r /tmp/requirements.txt \
     && rm /tmp/requirements.txt
