@@ -130,7 +130,10 @@ class AuditEntry(Base):
 
 class MetricSample(Base):
     __tablename__ = "metric_samples"
-    __table_args__ = (Index("ix_metric_samples_name_at", "name", "at"),)
+    __table_args__ = (
+        Index("ix_metric_samples_name_at", "name", "at"),
+        Index("ix_metric_samples_name_labels_at", "name", "labels", "at"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     at: Mapped[float] = mapped_column(Float)  # unix seconds
