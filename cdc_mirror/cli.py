@@ -403,12 +403,19 @@ def merge(
             "(recorded in the merge record; merge again once it is ready)."
         ),
     ] = False,
+    result_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write every table's outcome to this file as JSON (a scheduler "
+            "reads it: rows, files, check verdict, error)."
+        ),
+    ] = None,
 ) -> None:
     """Daily Hive snapshot from the change layer, a line per table as each ends.
 
     Exit code 5 if any table failed, else 4 if a table's check against MySQL found a mismatch.
     """
-    from merge.app import run_merge_command  # noqa: PLC0415
+    from merge.app import run_merge_command, write_outcomes  # noqa: PLC0415
 
     outcomes = run_merge_command(
         settings(),
@@ -422,10 +429,21 @@ def merge(
         err_console,
         skip_readiness,
     )
+    if result_file is not None:
+        write_outcomes(result_file, outcomes)
     if any(outcome.error is not None for outcome in outcomes):
         raise typer.Exit(ExitCode.FAILED)
     if any(o.result and o.result.check and not o.result.check.ok for o in outcomes):
         raise typer.Exit(ExitCode.CHECK_FAILED)
+
+
+@app.command("scheduler")
+def scheduler() -> None:
+    """Merge each table's days as they become ready, catch up missed days in order, retry
+    failures with back-off, validate and maintain; ZooKeeper elects one active scheduler."""
+    from scheduler.app import run_scheduler  # noqa: PLC0415
+
+    run_scheduler(settings(), _state.config)
 
 
 mirror_app = typer.Typer(

@@ -16,6 +16,7 @@ from rich.console import Console
 from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot, snapshot_from_settings
 from cdc_platform.observability import ObservabilityServer, Probe, serve_observability
+from merge import records
 from merge.archive import ArchiveOverride
 from merge.job import Merger, MergeRequest, TableOutcome, build_merger, merge_tables
 from merge.metrics import MergeMetrics, textfile_path
@@ -187,3 +188,19 @@ def _report(outcome: TableOutcome, console: Console, err_console: Console) -> No
         f"in {result.seconds:.1f} s; archive rule: {result.archive.reason}{check}{provisional}",
         markup=False,
     )
+
+
+def write_outcomes(path: Path, outcomes: list[TableOutcome]) -> None:
+    """Every table's outcome as JSON (``{"outcomes": [{"table", "error", "result"}]}``, the
+    result as ``MergeResult.to_json``), written atomically: what a scheduler reads back."""
+    document = {
+        "outcomes": [
+            {
+                "table": o.table,
+                "error": o.error,
+                "result": None if o.result is None else o.result.to_json(),
+            }
+            for o in outcomes
+        ]
+    }
+    records.write_json(path, document)

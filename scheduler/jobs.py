@@ -1,0 +1,231 @@
+"""What the scheduler starts and what it asks: each job is a ``cdc-mirror`` command in a child
+process (merge, validate, the configured maintenance command), the lake's state comes from
+merge's public readiness API (``merge.readiness``).
+
+A child process, not a call: a merge runs Spark, which is best started and ended with its
+process; a scheduler that loses its leadership stops its child at once (``stop``), so two
+schedulers never merge the same day together; and the exit codes are the CLI's
+(``simple_binlog.errors.EXIT_CODES``): 0 done, 4 a check found a mismatch, anything else
+failed. Each run's output goes to ``<stack.home>/scheduler/<kind>-<table>-<dt>.log``; the
+last line of its errors is the run's error sentence.
+
+``MemoryLake`` and ``FakeJobs`` are the fakes: real code for the scheduler's unit tests and
+the failover test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any, Protocol
+
+from cdc_platform.config import Settings
+from cdc_platform.config_store import ConfigSnapshot
+from cdc_platform.control import RunState
+from scheduler.plan import Due
+from simple_binlog.errors import ExitCode
+
+log = logging.getLogger(__name__)
+
+# What the web admin's validation compares (``cdc-mirror validate --target``).
+VALIDATED_TARGETS = ("warehouse", "redis")
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    state: RunState  # succeeded | mismatch | failed
+    rows: int | None = None
+    files: int | None = None
+    check_ok: bool | None = None
+    error: str | None = None
+
+
+class Lake(Protocol):
+    def ready_days(self) -> set[date]:
+        """The days the stream writer declared ready."""
+
+    def merged_days(self, table: str) -> set[date]:
+        """The days of ``table`` with a final (not provisional) snapshot."""
+
+
+class Jobs(Protocol):
+    def run(self, due: Due, stop: threading.Event) -> JobResult:
+        """Run ``due`` to its end, or until ``stop`` is set (then: failed, stopped)."""
+
+
+# --- the real ones ------------------------------------------------------------------------
+
+
+class MergeLake:
+    """The lake as merge's public readiness API (``merge.readiness``) reports it."""
+
+    def __init__(self, settings: Settings, config: Callable[[], ConfigSnapshot]) -> None:
+        self._settings = settings
+        self._config = config
+
+    def ready_days(self) -> set[date]:
+        from merge.readiness import ready_days  # noqa: PLC0415 - merge imports Spark's API
+
+        return set(ready_days(self._settings, self._config()))
+
+    def merged_days(self, table: str) -> set[date]:
+        from merge.readiness import merged_days  # noqa: PLC0415
+
+        return {d for d, m in merged_days(self._settings, table).items() if not m.provisional}
+
+
+def _last_error_line(path: Path) -> str | None:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        text = line.strip()
+        if text.startswith("error:"):
+            return text.removeprefix("error:").strip()[:2000]
+    return None
+
+
+class CommandJobs:
+    """Each job a ``cdc-mirror`` child process (``python -m cdc_mirror``) with the same
+    configuration file as the scheduler."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        config: Callable[[], ConfigSnapshot],
+        config_file: Path | None,
+        python: str = sys.executable,
+        poll_s: float = 0.5,
+    ) -> None:
+        self._settings = settings
+        self._config = config
+        self._config_file = config_file
+        self._python = python
+        self._poll_s = poll_s
+        self.log_dir = settings.stack.home.resolve() / "scheduler"
+
+    def _cli(self, *args: str) -> list[str]:
+        config = ["--config", str(self._config_file)] if self._config_file else []
+        return [self._python, "-m", "cdc_mirror", *config, *args]
+
+    def command(self, due: Due, result_file: Path) -> list[str] | None:
+        """The command line of ``due``; None when there is nothing to run for it."""
+        day = due.dt.isoformat()
+        if due.kind == "merge":
+            return self._cli(
+                "merge", "--table", due.table, "--dt", day, "--result-file", str(result_file)
+            )
+        if due.kind == "validation":
+            mirror = self._config().table(due.table)
+            targets = [t for t in VALIDATED_TARGETS if t in mirror.targets]
+            if not targets:
+                return None
+            return self._cli("validate", due.table, *(f"--target={t}" for t in targets))
+        template = self._settings.scheduler.maintenance_command
+        if not template:
+            return None
+        return [part.format(table=due.table, dt=day) for part in template]
+
+    def run(self, due: Due, stop: threading.Event) -> JobResult:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        stem = f"{due.kind}-{due.table}-{due.dt}"
+        output = self.log_dir / f"{stem}.log"
+        result_file = self.log_dir / f"{stem}.result.json"
+        result_file.unlink(missing_ok=True)
+        command = self.command(due, result_file)
+        if command is None:
+            return JobResult("succeeded", error=None)
+        log.info("starting %s", " ".join(command))
+        timeout_s = self._settings.scheduler.job_timeout_s
+        with output.open("w") as sink:
+            # A session of its own: a stop ends the child's whole tree (Spark's JVM too).
+            child = subprocess.Popen(
+                command, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+            )
+            deadline = time.monotonic() + timeout_s
+            while child.poll() is None:
+                if stop.is_set() or time.monotonic() > deadline:
+                    _end(child)
+                    why = "the scheduler stopped" if stop.is_set() else f"{timeout_s:g} s passed"
+                    return JobResult("failed", error=f"stopped before it ended ({why}).")
+                time.sleep(self._poll_s)
+        return _outcome(child.returncode, output, result_file, due)
+
+
+def _end(child: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the child's process group, SIGKILL after 30 s."""
+    for signum, wait_s in ((signal.SIGTERM, 30.0), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signum)
+        try:
+            child.wait(wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _outcome(code: int, output: Path, result_file: Path, due: Due) -> JobResult:
+    figures: dict[str, Any] = {}
+    if due.kind == "merge" and result_file.is_file():
+        try:
+            document = json.loads(result_file.read_text())
+            [outcome] = [o for o in document["outcomes"] if o["table"] == due.table]
+            figures = outcome.get("result") or {}
+        except (ValueError, KeyError, TypeError):
+            figures = {}
+    rows, files, check_ok = figures.get("rows"), figures.get("files"), figures.get("checkOk")
+    if code == ExitCode.OK:
+        return JobResult("succeeded", rows, files, check_ok)
+    if code == ExitCode.CHECK_FAILED:
+        what = "the check against MySQL" if due.kind == "merge" else "the validation"
+        return JobResult("mismatch", rows, files, False, f"{what} found a difference.")
+    error = _last_error_line(output) or f"exited with code {code} (see {output})."
+    return JobResult("failed", rows, files, check_ok, error)
+
+
+# --- the fakes ----------------------------------------------------------------------------
+
+
+@dataclass
+class MemoryLake:
+    ready: set[date] = field(default_factory=set)
+    merged: dict[str, set[date]] = field(default_factory=dict)
+
+    def ready_days(self) -> set[date]:
+        return set(self.ready)
+
+    def merged_days(self, table: str) -> set[date]:
+        return set(self.merged.get(table, set()))
+
+
+@dataclass
+class FakeJobs:
+    """Runs nothing: records each job, marks a merged day in ``lake``, and answers with
+    ``results[(kind, table, dt)]`` when set (a list: one per attempt) else success."""
+
+    lake: MemoryLake
+    results: dict[tuple[str, str, date], list[JobResult]] = field(default_factory=dict)
+    started: list[Due] = field(default_factory=list)
+    on_start: Callable[[Due], None] | None = None
+
+    def run(self, due: Due, stop: threading.Event) -> JobResult:
+        self.started.append(due)
+        if self.on_start is not None:
+            self.on_start(due)
+        queued = self.results.get((due.kind, due.table, due.dt))
+        result = queued.pop(0) if queued else JobResult("succeeded", rows=1, files=1)
+        if due.kind == "merge" and result.state != "failed":
+            self.lake.merged.setdefault(due.table, set()).add(due.dt)
+        return result

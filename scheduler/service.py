@@ -1,0 +1,240 @@
+"""The active scheduler's loop: every ``scheduler.tick_s`` it takes the newest configuration,
+runs the re-runs operators requested, then each table's next merge (``scheduler.plan``), one
+job at a time, round the tables until nothing is due, then the validations and maintenance of
+the newest merged days. Every run is recorded in the run store before it starts and when it
+ends (``cdc_platform.control.RunStore``: the web admin's database).
+
+Everything it touches is injected (the tables, the lake, the jobs, the run store, the clock):
+the unit tests drive ``tick`` with fakes, the failover test runs it under a real election.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, date, datetime
+
+from cdc_platform.config import SchedulerSettings, TableMirror
+from cdc_platform.control import RunKind, RunRecord, RunStore
+from cdc_platform.retry import RetryPolicy
+from scheduler import plan
+from scheduler.jobs import JobResult, Jobs, Lake
+from scheduler.metrics import SchedulerMetrics
+from scheduler.plan import Blocked, Due
+from simple_binlog.errors import CdcMirrorError
+
+log = logging.getLogger(__name__)
+
+
+def utc_today() -> date:
+    return datetime.now(UTC).date()
+
+
+class Scheduler:
+    def __init__(
+        self,
+        settings: SchedulerSettings,
+        tables: Callable[[], list[TableMirror]],
+        lake: Lake,
+        jobs: Jobs,
+        runs: RunStore,
+        identifier: str,
+        metrics: SchedulerMetrics | None = None,
+        clock: Callable[[], float] = time.time,
+        today: Callable[[], date] = utc_today,
+        policy: RetryPolicy | None = None,
+    ) -> None:
+        self._settings = settings
+        self._tables = tables
+        self._lake = lake
+        self._jobs = jobs
+        self._runs = runs
+        self.identifier = identifier
+        self.metrics = metrics or SchedulerMetrics()
+        self._clock = clock
+        self._today = today
+        # The retry policy's back-off (doubling, jittered); the wait is drawn when a run fails.
+        self._policy = policy or RetryPolicy(
+            first_delay_s=settings.first_retry_s, max_delay_s=settings.max_retry_s
+        )
+        self._latest: dict[tuple[RunKind, str, date], RunRecord] = {}
+        self._loaded_since: date | None = None
+        self.doing = "idle"
+        self.blocked: dict[str, Blocked] = {}
+
+    # -- the history ------------------------------------------------------------------------
+    def _days(self) -> list[date]:
+        return plan.window(self._today(), self._settings.catch_up_days, self._settings.first_day)
+
+    def _load_history(self, since: date) -> None:
+        """The runs of the window, once per leadership (then kept up to date here)."""
+        if self._loaded_since is not None and self._loaded_since <= since:
+            return
+        found: list[RunRecord] = []
+        kinds: tuple[RunKind, ...] = ("merge", "validation", "maintenance")
+        for kind in kinds:
+            found.extend(self._runs.history(kind, since))
+        self._latest = plan.latest_runs(found)
+        self._loaded_since = since
+
+    def _merge_runs(self, table: str) -> dict[date, RunRecord]:
+        return {
+            dt: run
+            for (kind, name, dt), run in self._latest.items()
+            if kind == "merge" and name == table
+        }
+
+    # -- one tick ----------------------------------------------------------------------------
+    def tick(self, stop: threading.Event) -> int:
+        """Run everything due now; returns how many runs ended. Store failures end the tick
+        early (logged); the next tick tries again."""
+        ended = 0
+        try:
+            days = self._days()
+            self._load_history(days[0])
+            for request in self._runs.requested():
+                if stop.is_set():
+                    return ended
+                latest = self._latest.get((request.kind, request.table, request.dt))
+                attempt = latest.attempt + 1 if latest is not None else 1
+                self._run(Due(request.kind, request.table, request.dt, attempt, request), stop)
+                ended += 1
+            ended += self._merges(days, stop)
+            ended += self._follow_ups(stop)
+        except CdcMirrorError as exc:
+            log.warning("scheduler tick ended early: %s", exc)
+        finally:
+            self.doing = "idle"
+            self.metrics.last_tick.set(self._clock())
+        return ended
+
+    def _hive_tables(self) -> list[str]:
+        return sorted(t.name for t in self._tables() if "hive" in t.targets)
+
+    def _merges(self, days: list[date], stop: threading.Event) -> int:
+        ended = 0
+        progressing = True
+        while progressing and not stop.is_set():
+            progressing = False
+            ready = self._lake.ready_days()
+            for table in self._hive_tables():
+                if stop.is_set():
+                    break
+                merged = self._lake.merged_days(table)
+                runs = self._merge_runs(table)
+                step = plan.next_merge(
+                    table, days, ready, merged, runs, self._clock(), self._settings.max_attempts
+                )
+                self._observe(table, days, ready, merged, runs, step)
+                if isinstance(step, Due):
+                    self._run(step, stop)
+                    ended += 1
+                    progressing = True
+        return ended
+
+    def _follow_ups(self, stop: threading.Event) -> int:
+        kinds: list[RunKind] = []
+        if self._settings.validation:
+            kinds.append("validation")
+        if self._settings.maintenance_command:
+            kinds.append("maintenance")
+        ended = 0
+        for table in self._hive_tables():
+            merged = self._lake.merged_days(table)
+            for due in plan.follow_ups(table, merged, self._latest, kinds):
+                if stop.is_set():
+                    return ended
+                self._run(due, stop)
+                ended += 1
+        return ended
+
+    def _observe(
+        self,
+        table: str,
+        days: list[date],
+        ready: set[date],
+        merged: set[date],
+        runs: dict[date, RunRecord],
+        step: Due | Blocked | None,
+    ) -> None:
+        done = merged | {d for d, r in runs.items() if r.state in plan.DONE_STATES}
+        self.metrics.days_behind.labels(table).set(plan.days_behind(days, ready, done))
+        self.metrics.red_days.labels(table).set(len(plan.red_days(runs)))
+        self.metrics.gave_up.labels(table).set(
+            1 if isinstance(step, Blocked) and step.reason == "gave up" else 0
+        )
+        if isinstance(step, Blocked):
+            if self.blocked.get(table) != step:
+                log.info("%s %s waits: %s", table, step.dt, step.reason)
+            self.blocked[table] = step
+        else:
+            self.blocked.pop(table, None)
+
+    # -- one run -----------------------------------------------------------------------------
+    def _run(self, due: Due, stop: threading.Event) -> None:
+        started = self._clock()
+        base = due.request or RunRecord(kind=due.kind, table=due.table, dt=due.dt, state="running")
+        run = self._runs.save(
+            base.model_copy(
+                update={
+                    "state": "running",
+                    "attempt": due.attempt,
+                    "scheduler": self.identifier,
+                    "started_at": started,
+                }
+            )
+        )
+        self._latest[(due.kind, due.table, due.dt)] = run
+        self.doing = f"{due.kind} {due.table} {due.dt} (attempt {due.attempt})"
+        log.info("%s %s %s: attempt %d", due.kind, due.table, due.dt, due.attempt)
+        try:
+            result = self._jobs.run(due, stop)
+        except Exception as exc:  # noqa: BLE001 - a job that cannot start is a failed run
+            result = JobResult("failed", error=f"{type(exc).__name__}: {exc}")
+        ended = self._clock()
+        retry_at = None
+        if result.state == "failed" and due.kind == "merge":
+            retry_at = ended + self._policy.delay(due.attempt)
+        run = self._runs.save(
+            run.model_copy(
+                update={
+                    "state": result.state,
+                    "ended_at": ended,
+                    "rows": result.rows,
+                    "files": result.files,
+                    "check_ok": result.check_ok,
+                    "error": result.error,
+                    "retry_at": retry_at,
+                }
+            )
+        )
+        self._latest[(due.kind, due.table, due.dt)] = run
+        self.metrics.runs.labels(due.kind, result.state).inc()
+        if result.state == "succeeded":
+            log.info("%s %s %s: done", due.kind, due.table, due.dt)
+        else:
+            log.warning(
+                "%s %s %s: %s%s%s",
+                due.kind,
+                due.table,
+                due.dt,
+                result.state,
+                f" ({result.error})" if result.error else "",
+                f"; retrying at {datetime.fromtimestamp(retry_at, UTC):%H:%M:%S} UTC"
+                if retry_at
+                else "",
+            )
+
+    # -- leading -------------------------------------------------------------------------------
+    def lead(self, stop: threading.Event) -> None:
+        """Tick every ``tick_s`` until ``stop`` (leadership lost or shutdown)."""
+        self.metrics.leader.set(1)
+        self._loaded_since = None  # another scheduler may have run meanwhile
+        try:
+            while not stop.is_set():
+                self.tick(stop)
+                stop.wait(self._settings.tick_s)
+        finally:
+            self.metrics.leader.set(0)

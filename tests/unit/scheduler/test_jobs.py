@@ -1,0 +1,98 @@
+"""CommandJobs: the command lines it starts, and what it makes of a child's end — exit 0
+done, 4 a check mismatch, anything else failed with the child's last error sentence — with a
+stand-in interpreter (a script) instead of ``python -m cdc_mirror``; a stop ends the child."""
+
+from __future__ import annotations
+
+import json
+import stat
+import threading
+from datetime import date
+from pathlib import Path
+
+from cdc_platform.config import SchedulerSettings, Settings, StackSettings, TableMirror
+from cdc_platform.config_store import ConfigSnapshot
+from scheduler.jobs import CommandJobs
+from scheduler.plan import Due
+
+DAY = date(2026, 11, 25)
+# Plays `python -m cdc_mirror merge … --result-file F`: writes F, prints, exits with $CODE.
+STAND_IN = """#!/bin/sh
+for last; do :; done
+case "$*" in *merge*)
+  printf '{"outcomes": [{"table": "db_orders", "error": null, "result": {"rows": 12, "files": 2, "checkOk": %s}}]}' "$CHECK" > "$last";;
+esac
+echo "merging …"
+[ -n "$SLEEP" ] && sleep "$SLEEP"
+[ "$CODE" = 5 ] && echo "error: db_orders: the stream writer has not marked $DAY ready." >&2
+exit "$CODE"
+"""
+
+
+def jobs(tmp_path: Path, **scheduler: object) -> CommandJobs:
+    script = tmp_path / "python"
+    script.write_text(STAND_IN)
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    mirror = TableMirror.model_validate(
+        {"instance": "local", "db_prefix": "db", "table_prefix": "orders",
+         "targets": ["hive", "redis"]}
+    )  # fmt: skip
+    settings = Settings(
+        stack=StackSettings(home=tmp_path),
+        scheduler=SchedulerSettings.model_validate(scheduler),
+    )
+    config = ConfigSnapshot(version=1, tables=(mirror,))
+    return CommandJobs(
+        settings, lambda: config, tmp_path / "cdc.yaml", python=str(script), poll_s=0.05
+    )
+
+
+def test_the_command_lines(tmp_path: Path) -> None:
+    runner = jobs(tmp_path, maintenance_command=["maintain", "--table", "{table}", "{dt}"])
+    result = tmp_path / "r.json"
+    merge = runner.command(Due("merge", "db_orders", DAY), result)
+    assert merge is not None and merge[1:] == [
+        "-m", "cdc_mirror", "--config", str(tmp_path / "cdc.yaml"),
+        "merge", "--table", "db_orders", "--dt", "2026-11-25", "--result-file", str(result),
+    ]  # fmt: skip
+    validate = runner.command(Due("validation", "db_orders", DAY), result)
+    assert validate is not None and validate[-2:] == ["db_orders", "--target=redis"]
+    assert runner.command(Due("maintenance", "db_orders", DAY), result) == [
+        "maintain", "--table", "db_orders", "2026-11-25"
+    ]  # fmt: skip
+    assert jobs(tmp_path).command(Due("maintenance", "db_orders", DAY), result) is None
+
+
+def test_exit_codes_and_results(tmp_path: Path, monkeypatch) -> None:
+    runner = jobs(tmp_path)
+    due = Due("merge", "db_orders", DAY)
+    monkeypatch.setenv("DAY", str(DAY))
+    monkeypatch.setenv("CODE", "0")
+    monkeypatch.setenv("CHECK", "true")
+    ok = runner.run(due, threading.Event())
+    assert (ok.state, ok.rows, ok.files, ok.check_ok) == ("succeeded", 12, 2, True)
+    monkeypatch.setenv("CODE", "4")
+    monkeypatch.setenv("CHECK", "false")
+    red = runner.run(due, threading.Event())
+    assert (red.state, red.check_ok, red.rows) == ("mismatch", False, 12)
+    assert red.error == "the check against MySQL found a difference."
+    monkeypatch.setenv("CODE", "5")
+    failed = runner.run(due, threading.Event())
+    assert failed.state == "failed"
+    assert failed.error == "db_orders: the stream writer has not marked 2026-11-25 ready."
+    log = runner.log_dir / "merge-db_orders-2026-11-25.log"
+    assert "merging" in log.read_text()
+    assert json.loads((runner.log_dir / "merge-db_orders-2026-11-25.result.json").read_text())
+
+
+def test_a_stop_ends_the_child(tmp_path: Path, monkeypatch) -> None:
+    runner = jobs(tmp_path)
+    monkeypatch.setenv("CODE", "0")
+    monkeypatch.setenv("SLEEP", "60")
+    stop = threading.Event()
+    timer = threading.Timer(0.3, stop.set)
+    timer.start()
+    result = runner.run(Due("merge", "db_orders", DAY), stop)
+    timer.cancel()
+    assert result.state == "failed"
+    assert result.error == "stopped before it ended (the scheduler stopped)."

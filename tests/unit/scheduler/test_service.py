@@ -1,0 +1,181 @@
+"""The scheduler's tick with fakes (MemoryLake, FakeJobs, MemoryRunStore, an injected clock and
+jitter): catch-up in order with every run recorded, back-off drawn from the retry policy,
+giving up and the re-run that answers it, a check mismatch marking the day red, the
+follow-ups, and a stop between runs."""
+
+from __future__ import annotations
+
+import threading
+from datetime import date, timedelta
+
+from cdc_platform.config import SchedulerSettings, TableMirror
+from cdc_platform.control import MemoryRunStore
+from cdc_platform.retry import RetryPolicy
+from scheduler.jobs import FakeJobs, JobResult, MemoryLake
+from scheduler.plan import Due
+from scheduler.service import Scheduler
+
+TODAY = date(2026, 11, 26)
+
+
+def day(n: int) -> date:
+    return TODAY - timedelta(days=n)
+
+
+def mirror(name: str, targets: tuple[str, ...] = ("hive",)) -> TableMirror:
+    return TableMirror.model_validate(
+        {"instance": "local", "db_prefix": "db", "table_prefix": name, "targets": list(targets)}
+    )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def scene(
+    tables: list[TableMirror] | None = None, **settings: object
+) -> tuple[Scheduler, MemoryLake, FakeJobs, MemoryRunStore, Clock]:
+    lake = MemoryLake()
+    jobs = FakeJobs(lake)
+    store = MemoryRunStore()
+    clock = Clock()
+    options = {"catch_up_days": 3, "validation": False, **settings}
+    scheduler = Scheduler(
+        SchedulerSettings.model_validate(options),
+        lambda: tables or [mirror("orders")],
+        lake,
+        jobs,
+        store,
+        "test-scheduler",
+        clock=clock,
+        today=lambda: TODAY,
+        # Jitter drawn at the top of its range: the waits are 10, 20, 40 s.
+        policy=RetryPolicy(first_delay_s=10, max_delay_s=40, uniform=lambda _low, high: high),
+    )
+    return scheduler, lake, jobs, store, clock
+
+
+def started(jobs: FakeJobs) -> list[tuple[str, str, date, int]]:
+    return [(d.kind, d.table, d.dt, d.attempt) for d in jobs.started]
+
+
+def test_missed_days_are_merged_in_order_and_recorded() -> None:
+    scheduler, lake, jobs, store, _ = scene([mirror("orders"), mirror("users")])
+    lake.ready = {day(3), day(2), day(1)}
+    lake.merged = {"db_orders": {day(3)}}
+    assert scheduler.tick(threading.Event()) == 5
+    # Round the tables, each table's days in order; users starts at its first ready day.
+    assert started(jobs) == [
+        ("merge", "db_orders", day(2), 1),
+        ("merge", "db_users", day(3), 1),
+        ("merge", "db_orders", day(1), 1),
+        ("merge", "db_users", day(2), 1),
+        ("merge", "db_users", day(1), 1),
+    ]
+    assert all(r.state == "succeeded" and r.started_at and r.ended_at for r in store.runs)
+    assert [r.scheduler for r in store.runs] == ["test-scheduler"] * 5
+    # Nothing more is due until today becomes ready.
+    assert scheduler.tick(threading.Event()) == 0
+    assert scheduler.blocked["db_orders"].reason == "not ready"
+    sample = scheduler.metrics.registry.get_sample_value
+    assert sample("cdc_scheduler_days_behind", {"table": "db_orders"}) == 0
+    assert sample("cdc_scheduler_runs_total", {"kind": "merge", "outcome": "succeeded"}) == 5
+    lake.ready.add(day(0))
+    assert scheduler.tick(threading.Event()) == 2
+
+
+def test_a_failure_backs_off_doubling_then_gives_up_until_a_rerun() -> None:
+    scheduler, lake, jobs, store, clock = scene(max_attempts=3)
+    lake.ready = {day(1)}
+    failure = JobResult("failed", error="Spark fell over.")
+    jobs.results[("merge", "db_orders", day(1))] = [failure, failure, failure]
+    stop = threading.Event()
+    assert scheduler.tick(stop) == 1
+    [first] = store.runs
+    assert (first.state, first.error, first.retry_at) == ("failed", "Spark fell over.", 1_010.0)
+    assert scheduler.tick(stop) == 0  # waiting out the back-off
+    assert scheduler.blocked["db_orders"].reason == "retry later"
+    clock.now = 1_010.0
+    assert scheduler.tick(stop) == 1
+    assert store.runs[-1].attempt == 2 and store.runs[-1].retry_at == 1_030.0
+    clock.now = 1_030.0
+    assert scheduler.tick(stop) == 1
+    clock.now = 1_000_000.0
+    assert scheduler.tick(stop) == 0
+    assert scheduler.blocked["db_orders"].reason == "gave up"
+    sample = scheduler.metrics.registry.get_sample_value
+    assert sample("cdc_scheduler_gave_up", {"table": "db_orders"}) == 1
+    assert sample("cdc_scheduler_red_days", {"table": "db_orders"}) == 1
+    # The operator asks for a re-run: it runs first, answers the request, and the day is done.
+    request = store.request("merge", "db_orders", day(1))
+    assert scheduler.tick(stop) == 1
+    answered = store.runs[request.id - 1]
+    assert (answered.state, answered.attempt, answered.requested_by) == ("succeeded", 4, "operator")
+    assert store.requested() == []
+    assert sample("cdc_scheduler_red_days", {"table": "db_orders"}) == 0
+    assert sample("cdc_scheduler_gave_up", {"table": "db_orders"}) == 0
+
+
+def test_a_check_mismatch_marks_the_day_red_and_later_days_go_on() -> None:
+    scheduler, lake, jobs, store, _ = scene()
+    lake.ready = {day(2), day(1)}
+    jobs.results[("merge", "db_orders", day(2))] = [
+        JobResult(
+            "mismatch", rows=7, files=1, check_ok=False, error="the check found a difference."
+        )
+    ]
+    assert scheduler.tick(threading.Event()) == 2
+    assert [(r.dt, r.state, r.check_ok) for r in store.runs] == [
+        (day(2), "mismatch", False),
+        (day(1), "succeeded", None),
+    ]
+    assert (
+        scheduler.metrics.registry.get_sample_value(
+            "cdc_scheduler_red_days", {"table": "db_orders"}
+        )
+        == 1
+    )
+
+
+def test_validation_and_maintenance_follow_the_newest_day_once() -> None:
+    tables = [mirror("orders", ("hive", "warehouse")), mirror("plain")]
+    scheduler, lake, jobs, _store, _ = scene(
+        tables, validation=True, maintenance_command=["true", "{table}", "{dt}"]
+    )
+    lake.ready = {day(2), day(1)}
+    scheduler.tick(threading.Event())
+    follow = [(d.kind, d.table, d.dt) for d in jobs.started if d.kind != "merge"]
+    assert sorted(follow) == sorted(
+        [
+            ("validation", "db_orders", day(1)),
+            ("maintenance", "db_orders", day(1)),
+            ("validation", "db_plain", day(1)),
+            ("maintenance", "db_plain", day(1)),
+        ]
+    )
+    jobs.started.clear()
+    assert scheduler.tick(threading.Event()) == 0
+
+
+def test_a_stop_ends_the_tick_between_runs() -> None:
+    scheduler, lake, jobs, _store, _ = scene()
+    lake.ready = {day(3), day(2), day(1)}
+    stop = threading.Event()
+    jobs.on_start = lambda due: stop.set()
+    assert scheduler.tick(stop) == 1
+    assert [d.dt for d in jobs.started] == [day(3)]
+
+
+def test_a_run_left_running_is_retried_by_the_next_leader() -> None:
+    scheduler, lake, jobs, store, _ = scene()
+    lake.ready = {day(1)}
+    from cdc_platform.control import RunRecord
+
+    store.save(RunRecord(table="db_orders", dt=day(1), state="running", scheduler="dead:1"))
+    scheduler.tick(threading.Event())
+    assert started(jobs) == [("merge", "db_orders", day(1), 2)]
+    assert isinstance(jobs.started[0], Due)
