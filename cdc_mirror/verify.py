@@ -43,6 +43,7 @@ from cdc_platform.config import Settings, TableMirror, load_settings
 from cdc_platform.kafka import ReadStalledError, UnknownTopicError, read_to_end
 from cdc_platform.mysql_schema import find_shards, read_table_shape
 from cdc_platform.retry import RetryPolicy
+from simple_binlog.control import is_control
 from simple_binlog.errors import (
     CdcMirrorError,
     ConfigError,
@@ -890,6 +891,8 @@ def _read_coordinates(
     )
     try:
         for record in records:
+            if is_control(record.key):
+                continue  # a watermark heartbeat: not a row, never in the lake
             schema, _, table = (record.key or b"").decode().partition(".")
             if not _routes_to(router, schema, table, mirror.name):
                 continue

@@ -280,6 +280,10 @@ class CollectorSettings(_Section):
     # this plus a commit (~10-20 ms here), at most 20 Kafka transactions a second.
     commit_interval_ms: int = Field(50, ge=0)
     heartbeat_s: float = Field(1.0, gt=0)
+    # While the source is quiet, the leading collector publishes a watermark heartbeat at
+    # most this often (simple_binlog.control), so the lake's days become ready with time
+    # alone; 0 publishes none. Needs the PROCESS privilege (collector/watermark.py).
+    watermark_heartbeat_s: float = Field(10.0, ge=0)
     # A row larger than Kafka's maximum message size: record it in the dead-letter topic and
     # go on, or stop with an error.
     on_oversized: Literal["dead-letter", "stop"] = "dead-letter"

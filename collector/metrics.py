@@ -37,6 +37,12 @@ class CollectorMetrics:
         self.errors = Counter(
             "cdc_collector_errors", "Errors by kind.", [*labels, "kind"], registry=self.registry
         )
+        self.watermark_heartbeats = Counter(
+            "cdc_collector_watermark_heartbeats",
+            "Watermark heartbeats published while the source was quiet.",
+            labels,
+            registry=self.registry,
+        )
         self.transactions = Counter(
             "cdc_collector_kafka_transactions",
             "Kafka transactions committed.",

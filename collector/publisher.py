@@ -36,6 +36,7 @@ from cdc_platform.kafka import (
 from collector.encoder import MessageEncoder
 from collector.position import CollectorPosition
 from simple_binlog import errors
+from simple_binlog.control import HEARTBEAT_KEY, WatermarkHeartbeat
 from simple_binlog.errors import (
     CdcMirrorError,
     FatalError,
@@ -82,6 +83,11 @@ class Publisher(ABC):
         transaction."""
 
     @abstractmethod
+    def heartbeat(self, heartbeat: WatermarkHeartbeat) -> None:
+        """Publish a watermark heartbeat to every partition of the instance's topic, in the
+        open transaction (``simple_binlog.control``)."""
+
+    @abstractmethod
     def commit(self, position: CollectorPosition) -> None: ...
 
     @abstractmethod
@@ -104,6 +110,8 @@ class MemoryPublisher(Publisher):
         self._pending_changes: list[dict[str, Any]] = []
         self.detection_records: list[DetectionRecord] = []
         self._pending_detections: list[DetectionRecord] = []
+        self.heartbeats: list[WatermarkHeartbeat] = []
+        self._pending_heartbeats: list[WatermarkHeartbeat] = []
 
     def start(self) -> CollectorPosition | None:
         return self.positions[-1] if self.positions else None
@@ -120,8 +128,12 @@ class MemoryPublisher(Publisher):
     def detections(self, records: list[DetectionRecord]) -> None:
         self._pending_detections += records
 
+    def heartbeat(self, heartbeat: WatermarkHeartbeat) -> None:
+        self._pending_heartbeats.append(heartbeat)
+
     def commit(self, position: CollectorPosition) -> None:
         self.committed += self.pending
+        self.heartbeats += self._pending_heartbeats
         self.dead += self._pending_dead
         self.schema_changes += self._pending_changes
         self.detection_records += self._pending_detections
@@ -130,7 +142,7 @@ class MemoryPublisher(Publisher):
 
     def abort(self) -> None:
         self.pending, self._pending_dead, self._pending_changes = [], [], []
-        self._pending_detections = []
+        self._pending_detections, self._pending_heartbeats = [], []
 
     def close(self) -> None:
         self.abort()
@@ -240,6 +252,20 @@ class KafkaPublisher(Publisher):
                 record.encode(),
             )
 
+    def heartbeat(self, heartbeat: WatermarkHeartbeat) -> None:
+        producer = self._require_producer()
+        # Asked each time (a metadata round trip every heartbeat interval): a partition added
+        # to the topic gets heartbeats from the next one on.
+        try:
+            with kafka_errors(f"listing the partitions of {self._topic}"):
+                metadata = producer.list_topics(self._topic, timeout=self._timeout_s)
+        except CdcMirrorError as exc:
+            self._raise_for(exc, "listing the topic's partitions")
+        partitions = sorted(metadata.topics[self._topic].partitions)
+        value = heartbeat.encode()
+        for partition in partitions:
+            self._produce(self._topic, HEARTBEAT_KEY, value, partition)
+
     def commit(self, position: CollectorPosition) -> None:
         producer = self._require_producer()
         if not self._in_transaction:
@@ -286,7 +312,7 @@ class KafkaPublisher(Publisher):
             raise CdcMirrorError("the publisher is not started.")
         return self._producer
 
-    def _produce(self, topic: str, key: bytes, value: bytes) -> None:
+    def _produce(self, topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
         producer = self._require_producer()
         if not self._in_transaction:
             try:
@@ -298,7 +324,10 @@ class KafkaPublisher(Publisher):
         while True:
             try:
                 with kafka_errors("producing"):
-                    producer.produce(topic, key=key, value=value)
+                    if partition is None:
+                        producer.produce(topic, key=key, value=value)
+                    else:
+                        producer.produce(topic, key=key, value=value, partition=partition)
                 return
             except BufferError:
                 producer.poll(0.05)  # local queue full: let deliveries drain

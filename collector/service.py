@@ -14,6 +14,7 @@ so a reader sees each row change once, in binlog order, with the same binlogOffs
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import threading
@@ -47,8 +48,10 @@ from collector.remote_config import (
 )
 from collector.row_decoder import TableDecoders
 from collector.schema import BinlogTableSchemas
+from collector.watermark import HeartbeatSchedule, probe_source
 from collector.work import (
     EventDecoder,
+    Heartbeat,
     RowChanges,
     SchemaChange,
     TransactionEnd,
@@ -56,6 +59,7 @@ from collector.work import (
 )
 from governance.policy import Governance
 from governance.source import GovernanceRuntime
+from simple_binlog.control import WatermarkHeartbeat
 from simple_binlog.errors import (
     CdcMirrorError,
     ConfigError,
@@ -227,6 +231,14 @@ class Collector:
         self.switched_at: CollectorPosition | None = None
         # Set once the publisher is started (earlier owners fenced): publishing from here on.
         self.started = threading.Event()
+        # Watermark heartbeats while the source is quiet (collector/watermark.py); the probe's
+        # connection is kept between probes. None: none are published (off, or refused).
+        self._heartbeats: HeartbeatSchedule | None = (
+            HeartbeatSchedule(settings.watermark_heartbeat_s)
+            if settings.watermark_heartbeat_s > 0 and source is None
+            else None
+        )
+        self._probe_connection: Any = None
 
     # -- outer loop: reconnects --------------------------------------------------------------
     def run(self) -> None:
@@ -252,6 +264,7 @@ class Collector:
         try:
             self._run_streams()
         finally:
+            self._close_probe()
             if self._updates is not None:
                 self._updates.collector_active = False
         self._publisher.close()
@@ -387,6 +400,11 @@ class Collector:
         self._schemas = BinlogTableSchemas(self._lookup.get)
         self._decoders = TableDecoders(self._schemas, self._filter)
         self._in_force(config)
+        if self._heartbeats is not None:
+            # Perhaps another server now (a promoted replica): its binlog positions are not
+            # comparable with the pending probe's, nor is the probe's connection still right.
+            self._heartbeats.reset()
+        self._close_probe()
         self.switched_at = self.committed
         self._connection_switched = CONNECTION in diff.changed or PASSWORD in diff.changed
         at = self.committed.gtid if self.committed else "-"
@@ -524,9 +542,13 @@ class Collector:
                     and time.monotonic() - progress.began >= interval
                 ):
                     progress = self._commit(progress)
-            else:  # a heartbeat: the server is idle
+                if self.committed is not None and progress.position == self.committed:
+                    self._heartbeat_tick(self.committed.file, self.committed.pos)
+            elif isinstance(item, Heartbeat):  # the server is idle
                 if progress.position != self.committed:
                     progress = self._commit(progress)
+                # Everything up to where the stream stands is committed now.
+                self._heartbeat_tick(item.file, item.pos)
                 if progress.position.partial is None:
                     progress = self._at_boundary(progress)
         if stream.finite and not self._stop.is_set():
@@ -536,6 +558,63 @@ class Collector:
             self._stop.set()
         # Stopped: whatever is not committed is aborted by the caller. A collector that lost
         # its leadership must not commit, and a restart resumes from the last commit.
+
+    def _heartbeat_tick(self, file: str, pos: int) -> None:
+        """Nothing is open and the binlog is committed up to (file, pos): publish the pending
+        probe's heartbeat if that covers its position, else probe the source when due."""
+        schedule = self._heartbeats
+        if schedule is None:
+            return
+        probe = schedule.publishable(file, pos)
+        if probe is not None:
+            assert self.committed is not None
+            self._publisher.heartbeat(
+                WatermarkHeartbeat(
+                    self._instance.name, probe.watermark_ms, probe.source_time_ms, file, pos
+                )
+            )
+            self._publisher.commit(self.committed)  # the heartbeat's own transaction
+            self._metrics.watermark_heartbeats.labels(self._instance.name).inc()
+            return
+        if not schedule.wants_probe():
+            return
+        try:
+            if self._probe_connection is None:
+                self._probe_connection = connect(
+                    self._instance, autocommit=True, read_timeout=30, write_timeout=30
+                )
+            with self._probe_connection.cursor() as cursor:
+                schedule.probed(probe_source(cursor))
+        except (pymysql.MySQLError, CdcMirrorError) as exc:
+            self._close_probe()
+            code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
+            if code in _ACCESS_DENIED:
+                # Without PROCESS, other sessions' transactions are invisible: a heartbeat
+                # could claim a time whose rows are still to come. Publish none.
+                self._heartbeats = None
+                log.error(
+                    "collector %s publishes no watermark heartbeats: its user %r cannot see "
+                    "the source's open transactions (%s); grant it PROCESS. Quiet days become "
+                    "ready only when rows arrive.",
+                    self._instance.name,
+                    self._instance.user,
+                    exc.args[-1] if exc.args else exc,
+                )
+            else:
+                schedule.failed()
+                log.warning(
+                    "collector %s: probing the source for a watermark heartbeat failed (%s); "
+                    "trying again in %.0f s",
+                    self._instance.name,
+                    exc,
+                    self._settings.watermark_heartbeat_s,
+                )
+
+    def _close_probe(self) -> None:
+        connection, self._probe_connection = self._probe_connection, None
+        if connection is not None:
+            with contextlib.suppress(pymysql.MySQLError, OSError):
+                connection.close()
 
     def _prefetched(
         self, items: Iterator[WorkItem], stream: EventSource, idle_after: Callable[[], float]

@@ -58,7 +58,11 @@ class SchemaChange:
 
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
-    """The server is idle: a good moment to commit what is open."""
+    """The server is idle: a good moment to commit what is open. ``file``/``pos``: where the
+    stream stood (the server had nothing after it to send)."""
+
+    file: str = ""
+    pos: int = 0
 
 
 WorkItem = RowChanges | TransactionEnd | SchemaChange | Heartbeat
@@ -127,7 +131,7 @@ class EventDecoder:
                 # COMMIT of non-transactional changes, DDL, DCL: each ends a transaction.
                 yield TransactionEnd(gtid, where.log_file, where.log_pos, header.timestamp)
             elif kind == ev.HEARTBEAT:
-                yield Heartbeat()
+                yield Heartbeat(where.log_file, where.log_pos)
             elif kind in ev.MARIADB_COMPRESSED:
                 raise ConfigError(
                     f"MySQL instance {self._instance!r} writes compressed binlog events "
@@ -137,7 +141,7 @@ class EventDecoder:
                 gtid, self._rows_in_transaction = mev.gtid_text(kind, body), 0
                 self._skip = self._start.rows_to_skip(gtid)
             elif kind == mev.HEARTBEAT_V2:
-                yield Heartbeat()
+                yield Heartbeat(where.log_file, where.log_pos)
             elif kind == mev.XA_PREPARE:
                 # The first phase of an XA transaction ends here (its rows precede it).
                 yield TransactionEnd(gtid, where.log_file, where.log_pos, header.timestamp)

@@ -18,6 +18,8 @@ shared by many rows. Offsets are committed asynchronously and at most every 100 
   offset, error and the original bytes; the loop goes on. The dead letters are flushed before
   the offsets are committed, so none is lost.
 - Messages of tables not configured for the target are skipped by configuration (counted).
+- Control messages (``simple_binlog.control.is_control``: the collectors' watermark
+  heartbeats) are not rows: skipped before decoding, for every target alike.
 - A target that cannot be reached: the same batch is retried with back-off, nothing is
   committed meanwhile, nothing is skipped.
 - Rebalance: when partitions are revoked the pending batch is applied and committed first,
@@ -59,6 +61,7 @@ from cdc_platform.retry import RetryCancelled, RetryPolicy
 from mirror.applier import ApplyResult, ChangeApplier
 from mirror.metrics import MirrorMetrics
 from mirror.plan import ChangeRouter, RowChange, mirror_config
+from simple_binlog.control import is_control
 from simple_binlog.errors import (
     CdcMirrorError,
     ContractError,
@@ -300,6 +303,8 @@ class MirrorConsumer:
         rows_per_table: dict[str, int] = {}
         skipped = 0
         for record in records:
+            if is_control(record.key):
+                continue  # a watermark heartbeat or other control message: not a row
             try:
                 if record.value is None:
                     raise ContractError("a Kafka record has no value.")

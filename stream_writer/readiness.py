@@ -17,6 +17,10 @@ Day ``dt`` (in the configured zone) is **ready** when
 * now ≥ that midnight + collector delay + Kafka delay + writer delay (the seed's rule: no row
   of ``dt`` can still be on its way from MySQL).
 
+A day without any row (a quiet source) is ready by the same rule once the watermark has
+passed it: the collector's watermark heartbeats (``simple_binlog.control``) advance a
+partition's watermark like a row's executeTime, and are never written.
+
 Once ready a day stays ready; rows that arrive for it later are written like any other and
 counted as *late* per table (the writer reports them in a ``_late`` record, never drops them).
 """
@@ -24,6 +28,7 @@ counted as *late* per table (the writer reports them in a ``_late`` record, neve
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -91,6 +96,21 @@ def global_watermark(partitions: list[PartitionProgress]) -> int | None:
     return max(marks) if marks else None
 
 
+def quiet_days(first: str, watermark_ms: int, zone: ZoneInfo) -> set[str]:
+    """Every day from ``first`` to the day of ``watermark_ms`` in ``zone`` (bounded: a
+    watermark far in the future, from a bad clock, adds at most a year of days)."""
+    last = datetime.fromtimestamp(watermark_ms / 1000, zone).date()
+    day = date.fromisoformat(first)
+    found: set[str] = set()
+    while day <= last and len(found) < _MAX_QUIET_DAYS:
+        found.add(day.isoformat())
+        day += timedelta(days=1)
+    return found
+
+
+_MAX_QUIET_DAYS = 366
+
+
 @dataclass(frozen=True, slots=True)
 class BatchProgress:
     """What one batch contributes, per partition: the end offset and its newest event."""
@@ -133,9 +153,18 @@ class WriterState:
         return global_watermark(list(self.partitions.values()))
 
     def newly_ready(self, rule: ReadinessRule, now_ms: int) -> list[str]:
-        """Days with data that turn ready now (sorted); the caller marks them."""
+        """Days that turn ready now (sorted); the caller marks them. Those with data, and
+        every day without data between the first day with data and the global watermark:
+        a source with no row changes all day is ready for it once its watermark (advanced
+        by the collector's heartbeats) has passed it, so merge does not wait forever."""
         mark = self.global_watermark()
         days = {dt for dts in self.table_days.values() for dt in dts}
+        if days and mark is not None:
+            first = min(days)
+            if self.ready_days:  # days before the last ready one were decided then
+                after = date.fromisoformat(max(self.ready_days)) + timedelta(days=1)
+                first = max(first, after.isoformat())
+            days |= quiet_days(first, mark, rule.zone)
         return sorted(dt for dt in days - self.ready_days if rule.is_ready(dt, mark, now_ms))
 
     def count_late(

@@ -29,6 +29,7 @@ from pyspark.sql.types import (
 )
 
 from cdc_platform.lake import DEAD_LETTER_TABLE, ROW_COLUMNS
+from simple_binlog.control import CONTROL_KEY_PREFIX, HEARTBEAT_KEY
 from simple_binlog.message import FORMAT_VERSION, EventType, Source
 from simple_binlog.routing import ShardRule
 
@@ -263,6 +264,22 @@ def topic_route_column(
     return logical.otherwise(route_column(default))
 
 
+# The staging table of control messages (simple_binlog.control): their files are read for
+# the watermark (a heartbeat's executeTime) and never published; no logical table can have
+# this name (routes are [a-z0-9_] and a leading '_' is the writer's own, as _table= shows).
+CONTROL_TABLE = "_control"
+
+
+def is_control_column(key: Column) -> Column:
+    """``simple_binlog.control.is_control`` of the Kafka key, as a Spark column."""
+    return F.substring(key, 1, len(CONTROL_KEY_PREFIX)) == F.lit(bytearray(CONTROL_KEY_PREFIX))
+
+
+def is_heartbeat_column(key: Column) -> Column:
+    """``simple_binlog.control.is_heartbeat`` of the Kafka key, as a Spark column."""
+    return key == F.lit(bytearray(HEARTBEAT_KEY))
+
+
 KnownRoutes = Mapping[tuple[str, str, str], str]  # (topic, schema, table) → logical table
 
 
@@ -338,7 +355,9 @@ def lake_rows(
     """Every message of the batch as a row of the lake, in one pass.
 
     Valid, routable messages get ``_table`` = their logical table and ``_dt`` = the day of
-    executeTime; all others ``_table`` = ``dead_letter``, ``_dt`` = the day of the Kafka
+    executeTime; control messages (``simple_binlog.control``) ``_table`` = ``_control`` with
+    only a heartbeat's executeTime kept (the writer reads it as the partition's event time and
+    writes none of them); all others ``_table`` = ``dead_letter``, ``_dt`` = the day of the Kafka
     timestamp, ``error`` = one sentence, and keep their ``raw`` bytes and ``kafkaKey``. Files
     hold the union of both column sets; each Hive table declares (and readers read) its own.
     ``topic_rules``: the shard rules of the rows of a topic (its instance's), ``rules`` for
@@ -353,8 +372,15 @@ def lake_rows(
         "_route", F.coalesce(F.col("_known"), topic_route_column(rules, topic_rules))
     )
     logical, route_error = route_checks(F.col("_route"), F.col("_known").isNotNull())
-    checked = routed.withColumn("error", F.coalesce(F.col("error"), route_error)).withColumn(
-        "_logical", logical
+    control = is_control_column(F.col("key"))
+    checked = (
+        routed.withColumn("_control", control)
+        .withColumn("error", F.when(~F.col("_control"), F.coalesce(F.col("error"), route_error)))
+        .withColumn(
+            "executeTime",
+            F.when(~F.col("_control") | is_heartbeat_column(F.col("key")), F.col("executeTime")),
+        )
+        .withColumn("_logical", logical)
     )
     dead = F.col("error").isNotNull()
     return checked.select(
@@ -362,6 +388,9 @@ def lake_rows(
         "error",
         F.when(dead, F.col("key")).alias("kafkaKey"),
         F.when(dead, F.col("value")).alias("raw"),
-        F.when(dead, F.lit(DEAD_LETTER_TABLE)).otherwise(F.col("_logical")).alias("_table"),
-        F.when(dead, F.col("kafkaDt")).otherwise(F.col("dt")).alias("_dt"),
+        F.when(F.col("_control"), F.lit(CONTROL_TABLE))
+        .when(dead, F.lit(DEAD_LETTER_TABLE))
+        .otherwise(F.col("_logical"))
+        .alias("_table"),
+        F.when(dead | F.col("_control"), F.col("kafkaDt")).otherwise(F.col("dt")).alias("_dt"),
     )

@@ -578,6 +578,8 @@ class BatchWriter:
             return _StagedStats([], {}, {}, 0)
         physical: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
         for item in json.loads(observed_metrics(observation)["physical"]):
+            if item["_table"] == transform.CONTROL_TABLE:
+                continue  # heartbeats: no physical table
             physical[item["_table"]].add(
                 (item["kafkaTopic"], item["schemaName"], item["tableName"])
             )
@@ -596,6 +598,13 @@ class BatchWriter:
                     f"staged file {path.name} mixes Kafka partitions; Spark's Kafka source "
                     "must read each topic partition in one task (do not set minPartitions)."
                 )
+            key = (summary.first_topic, summary.first_partition)
+            if table == transform.CONTROL_TABLE:
+                # Watermark heartbeats: their executeTime is the partition's event time; the
+                # file is not published (the staging directory goes with the batch).
+                if summary.max_event_ms is not None:
+                    max_event[key] = max(max_event.get(key, summary.max_event_ms), summary.max_event_ms)
+                continue
             files.append(
                 layout.StagedFile(
                     path=str(path),
@@ -612,7 +621,6 @@ class BatchWriter:
             if table == DEAD_LETTER_TABLE:
                 dead += summary.rows
                 continue
-            key = (summary.first_topic, summary.first_partition)
             if summary.max_event_ms is not None:
                 max_event[key] = max(max_event.get(key, summary.max_event_ms), summary.max_event_ms)
         return _StagedStats(files, dict(physical), max_event, dead)
