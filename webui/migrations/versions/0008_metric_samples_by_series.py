@@ -18,9 +18,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_index(
-        "ix_metric_samples_name_labels_at", "metric_samples", ["name", "labels", "at"]
-    )
+    op.create_index("ix_metric_samples_name_labels_at", "metric_samples", ["name", "labels", "at"])
 
 
 def downgrade() -> None:
