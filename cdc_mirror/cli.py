@@ -555,27 +555,47 @@ def replay_worker(
 @app.command("validate")
 def validate_command(
     table: Annotated[str, typer.Argument(help="The table mirror (its logical table name).")],
-    target: Annotated[list[str], typer.Option("--target", help="warehouse or redis (repeatable).")],
-    chunk_rows: Annotated[int, typer.Option(min=2, help="Source rows per chunk.")] = 10_000,
+    target: Annotated[
+        list[str] | None,
+        typer.Option("--target", help="warehouse or redis (repeatable; default: the mirror's)."),
+    ] = None,
+    chunk_rows: Annotated[
+        int, typer.Option(min=2, help="Source rows of the first chunk.")
+    ] = 10_000,
+    chunk_time: Annotated[
+        float,
+        typer.Option(
+            min=0.0, help="Seconds MySQL may spend on a chunk; sizes the next (0: fixed)."
+        ),
+    ] = 0.5,
+    repair: Annotated[
+        bool,
+        typer.Option(help="Re-publish the differing keys as MOCK events, then re-check them."),
+    ] = False,
+    resume: Annotated[
+        bool, typer.Option(help="Continue an unfinished scan from its stored progress.")
+    ] = True,
 ) -> None:
     """Compare TABLE in MySQL with each target chunk by chunk (hashes computed in each
     store), name the keys missing, extra or different, and show their rows side by side.
-    A change in flight is re-checked once the mirror applied it, never reported.
-    Exit code 4 when a target differs."""
-    from validation.run import TARGETS, Options, describe, validate  # noqa: PLC0415
+    A change in flight is re-checked once the mirror applied it, never reported. With
+    --repair the differing keys go through the stream again (never written to a target
+    directly) and are re-checked. Exit code 4 when a target differs (after --repair: still
+    differs), 3 when a store cannot be reached."""
+    from cdc_mirror.validate import exit_code, outcome_lines, run_validation  # noqa: PLC0415
+    from validation.run import TARGETS, Options  # noqa: PLC0415
 
-    unknown = [name for name in target if name not in TARGETS]
+    unknown = [name for name in target or [] if name not in TARGETS]
     if unknown:
         raise ConfigError(f"--target {unknown[0]!r}: validation knows {', '.join(TARGETS)}.")
     loaded = settings()
-    differs = False
-    for name in target:
-        report = validate(loaded, table, name, Options(chunk_rows=chunk_rows))  # type: ignore[arg-type]
-        for line in describe(report):
-            console.print(escape(line), highlight=False)
-        differs = differs or not report.equal
-    if differs:
-        raise typer.Exit(ExitCode.CHECK_FAILED)
+    options = Options.from_settings(loaded, chunk_rows=chunk_rows, chunk_time_s=chunk_time or None)
+    result = run_validation(loaded, table, target or [], options, repair, resume)  # type: ignore[arg-type]
+    for line in outcome_lines(result):
+        console.print(escape(line), highlight=False)
+    code = exit_code(result)
+    if code != ExitCode.OK:
+        raise typer.Exit(code)
 
 
 config_app = typer.Typer(help="Check a configuration without running anything.")

@@ -17,6 +17,7 @@ import pymysql
 
 from cdc_platform import mysql_source
 from cdc_platform.config import TableMirror
+from cdc_platform.load_guard import LoadSample
 from cdc_platform.mysql_source import SourceAccess
 from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.routing import ShardRouter
@@ -104,11 +105,27 @@ class MySqlSide:
     def close(self) -> None:
         self._conn.close()
 
+    def current_position(self) -> str:
+        """The server's binlog position now (MariaDB ``@@gtid_binlog_pos``, MySQL
+        ``@@gtid_executed``)."""
+        return str(self._query(self._position_sql)[0][0] or "")
+
+    def load(self) -> LoadSample:
+        """The server's load for the load guard (``Threads_running``)."""
+        rows = self._query("SHOW GLOBAL STATUS LIKE 'Threads_running'")
+        return LoadSample(int(rows[0][1]) if rows else 0)
+
+    def rows_read(self) -> int:
+        """The rows and index entries this session has read (its ``Handler_read_*``)."""
+        rows = self._query("SHOW SESSION STATUS LIKE 'Handler_read%'")
+        return sum(int(value) for _, value in rows)
+
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self.queries += 1
         try:
             with self._conn.cursor() as cursor:
-                cursor.execute(sql, list(params))
+                # No parameters: no %-formatting either (LIKE 'Handler_read%').
+                cursor.execute(sql, list(params) if params else None)
                 return list(cursor.fetchall())
         except pymysql.MySQLError as exc:
             raise self._unavailable(exc) from None
@@ -161,16 +178,6 @@ class MySqlSide:
             all_params,
         )
         return tuple(rows[0]) if rows else None
-
-    def boundaries(self, chunk_rows: int) -> list[Key]:
-        """Chunk boundaries every ``chunk_rows`` keys: a key-ordered scan of keys only, each
-        step reading at most ``chunk_rows`` keys of each shard's index."""
-        found: list[Key] = []
-        chunk = Chunk()
-        while (boundary := self.middle_key(chunk, 2 * chunk_rows)) is not None:
-            found.append(boundary)
-            chunk = Chunk(boundary, None)
-        return found
 
     def row_hashes(self, chunk: Chunk) -> dict[Key, str]:
         where, params = key_range(self.shape, chunk)

@@ -89,6 +89,7 @@ def classify(source: str | None, target: str | None) -> Difference | None:
 
 @dataclass
 class DescentStats:
+    chunks: int = 0  # top-level chunks
     chunks_compared: int = 0
     chunks_split: int = 0
     leaves: int = 0
@@ -101,17 +102,20 @@ def descend(
     target: Side,
     leaf_rows: int = 64,
     stats: DescentStats | None = None,
+    count_rows: bool = True,
 ) -> dict[Key, Difference]:
-    """Every key whose row differs between the sides, by chunk hashes and halving."""
+    """Every key whose row differs between the sides, by chunk hashes and halving
+    (``count_rows``: add the given chunks' source rows and count to ``stats``)."""
     stats = stats if stats is not None else DescentStats()
     found: dict[Key, Difference] = {}
-    pending = [(chunk, True) for chunk in reversed(list(chunks))]
+    pending = [(chunk, count_rows) for chunk in reversed(list(chunks))]
     while pending:
         chunk, top = pending.pop()
         mine, theirs = source.digest(chunk), target.digest(chunk)
         stats.chunks_compared += 1
         if top:
             stats.rows += mine.count
+            stats.chunks += 1
         if mine == theirs:
             continue
         middle = None
@@ -179,8 +183,9 @@ def settle(
 ) -> Settled:
     """The consistency rule, per key (see ``validation``'s docstring): a round reads the
     source (r1), waits for the target to apply what the source had committed then, reads the
-    target (t) and the source again (r2). r1 == r2 == t: the key was in flight, dropped.
-    r1 == r2 != t: one confirmation; ``confirmations`` in a row report it. r1 != r2: the key
+    target (t) and the source again (r2). t == r1 or t == r2: the target holds a state the
+    source had during the round, the key was in flight, dropped. r1 == r2 != t: one
+    confirmation; ``confirmations`` in a row report it. r1 != r2 (and t neither): the key
     changed meanwhile, its confirmations start over. Keys left after ``max_rounds`` are
     reported as unsettled, never as differences."""
     result = Settled()
@@ -197,14 +202,17 @@ def settle(
         after = source.key_hashes(keys)
         for key in keys:
             first, now, theirs = before.get(key), after.get(key), stored.get(key)
+            if theirs in (first, now):
+                # The target, having applied at least the source's state at r1, holds the
+                # source's row at r1 or at r2: the key was in flight.
+                result.in_flight.append(key)
+                del pending[key]
+                continue
             if first != now:
                 streak[key] = 0
                 continue
             kind = classify(first, theirs)
-            if kind is None:
-                result.in_flight.append(key)
-                del pending[key]
-                continue
+            assert kind is not None
             streak[key] += 1
             pending[key] = kind
             if streak[key] >= confirmations:

@@ -1,29 +1,41 @@
-"""``cdc-mirror validate``: one table mirror against one target, and the report."""
+"""``cdc-mirror validate``: one table mirror against its targets, the repair, and the report.
+
+``validate_table`` is the entry point for callers (the CLI, the scheduler): every target of
+a table mirror, each reported on its own (an unreachable target is said so, never a
+mismatch), and with a ``repair`` function the differing keys re-published and re-checked.
+"""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from cdc_platform.config import Settings, TableMirror
+from cdc_platform.load_guard import LoadGuard
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
 from simple_binlog.naming import mirror_group, topic_name
 from simple_binlog.routing import ShardRouter
-from simple_binlog.values import Kind
+from simple_binlog.values import JsonScalar, Kind
 from validation.mysql import MySqlSide
 from validation.plan import (
+    Chunk,
     DescentStats,
     Difference,
     Key,
     Side,
     Watermark,
     descend,
-    plan_chunks,
     settle,
 )
+from validation.progress import MemoryProgress, ProgressStore, ScanProgress
 from validation.table import TableShape
+
+log = logging.getLogger(__name__)
 
 _BINARY_KINDS = (Kind.BINARY, Kind.GEOMETRY)
 Target = Literal["warehouse", "redis"]
@@ -32,11 +44,35 @@ TARGETS: tuple[Target, ...] = ("warehouse", "redis")
 
 @dataclass(frozen=True, slots=True)
 class Options:
+    """``chunk_rows``: the first chunk's rows; with ``chunk_time_s`` each next chunk is sized
+    so that MySQL hashes it in about that long (between ``min_chunk_rows`` and
+    ``max_chunk_rows``, at most doubling or halving per chunk); None keeps ``chunk_rows``.
+    ``window_s``: MySQL chunks read before the target is waited for and read (see
+    ``scan``). The load limits are the replay's (``replay:`` settings) unless given."""
+
     chunk_rows: int = 10_000
+    chunk_time_s: float | None = 0.5
+    min_chunk_rows: int = 100
+    max_chunk_rows: int = 1_000_000
+    window_s: float = 2.0
     leaf_rows: int = 64
     confirmations: int = 2
     max_rounds: int = 6
     watermark_timeout_s: float = 120.0
+    max_threads_running: int = 32
+    max_replica_lag_s: int = 30
+    pause_poll_s: float = 2.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: Any) -> Options:
+        """The replay's load limits (``replay:``), and ``overrides``."""
+        replay = settings.replay
+        limits: dict[str, Any] = {
+            "max_threads_running": replay.max_threads_running,
+            "max_replica_lag_s": replay.max_replica_lag_s,
+            "pause_poll_s": replay.pause_poll_s,
+        }
+        return cls(**{**limits, **overrides})
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,15 +102,100 @@ class TargetReport:
     in_flight: int = 0
     position: str = ""
     source_queries: int = 0
+    source_rows_read: int = 0  # the validation session's own Handler_read_* on MySQL
+    paused_s: float = 0.0
+    resumed: bool = False
     seconds: float = 0.0
     binary_columns: frozenset[str] = frozenset()  # shown in hex
+    shape: TableShape | None = None
 
     @property
     def equal(self) -> bool:
         return not self.differences and not self.unsettled
 
-    def keys(self, difference: Difference) -> list[Key]:
-        return [r.key for r in self.differences if r.difference is difference]
+    def keys(self, difference: Difference | None = None) -> list[Key]:
+        return [r.key for r in self.differences if difference is None or r.difference is difference]
+
+
+def next_chunk_rows(rows: int, seconds: float, options: Options) -> int:
+    """The next chunk's rows so that it takes about ``chunk_time_s`` (pure)."""
+    if options.chunk_time_s is None:
+        return rows
+    wanted = rows * options.chunk_time_s / max(seconds, 1e-3)
+    wanted = min(max(wanted, rows / 2), rows * 2)
+    return int(min(max(wanted, options.min_chunk_rows), options.max_chunk_rows))
+
+
+def _never_cancelled(seconds: float) -> bool:
+    time.sleep(seconds)
+    return False
+
+
+def scan(
+    shape: TableShape,
+    source: Side,
+    target: Side,
+    watermark: Watermark,
+    options: Options,
+    stats: DescentStats,
+    store: ProgressStore,
+    guard: LoadGuard | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[dict[Key, Difference], bool]:
+    """Every candidate key of the table, chunk by chunk, and whether the scan resumed one.
+
+    A window: MySQL chunks are cut (the ``rows``-th key after the last) and hashed for
+    ``window_s``, each chunk's rows sized to ``chunk_time_s``; then a watermark is taken and
+    waited for, so the target has applied everything published up to MySQL's reads; then the
+    target hashes the same chunks, and differing ones are descended into. The progress is
+    stored after each window (the next key, the candidates so far). The load guard is asked
+    before each MySQL chunk."""
+    previous = store.load(shape.table, target.name)
+    resumed = previous is not None and not previous.done
+    found: dict[Key, Difference] = {}
+    lo: Key | None = None
+    if resumed and previous is not None:
+        lo = None if previous.after is None else shape.key_from_wire(previous.after)
+        stats.rows, stats.chunks = previous.rows, previous.chunks
+        for wire, kind in previous.candidates:
+            found[shape.key_from_wire(wire)] = Difference(kind)
+        log.info("validation of %s in %s resumes after %s", shape.table, target.name, lo)
+    rows = options.chunk_rows
+    ended = False
+    while not ended:
+        window: list[tuple[Chunk, Any]] = []
+        started = clock()
+        while not ended and (not window or clock() - started < options.window_s):
+            if guard is not None:
+                guard.wait_until_calm()
+            hi = source.middle_key(Chunk(lo, None), 2 * rows)
+            chunk = Chunk(lo, hi)
+            began = clock()
+            digest = source.digest(chunk)
+            rows = next_chunk_rows(rows, clock() - began, options) if digest.count else rows
+            window.append((chunk, digest))
+            stats.rows += digest.count
+            lo, ended = hi, hi is None
+        watermark.wait(watermark.mark())
+        for chunk, mine in window:
+            stats.chunks += 1
+            stats.chunks_compared += 1
+            if target.digest(chunk) != mine:
+                # Compared afresh, then halved: a chunk that differed only in flight may
+                # compare equal now.
+                found.update(descend([chunk], source, target, options.leaf_rows, stats, False))
+        store.save(
+            ScanProgress(
+                shape.table,
+                target.name,
+                None if lo is None else shape.key_wire(lo),
+                stats.rows,
+                stats.chunks,
+                [(shape.key_wire(k), d.value) for k, d in sorted(found.items())],
+                done=ended,
+            )
+        )
+    return found, resumed
 
 
 def validate_sides(
@@ -84,18 +205,40 @@ def validate_sides(
     watermark: Watermark,
     options: Options = Options(),
     target_rows: Callable[[list[Key]], dict[Key, dict[str, Any]]] | None = None,
+    store: ProgressStore | None = None,
+    guard: LoadGuard | None = None,
 ) -> TargetReport:
-    """Chunks from the source, descent, settling, then the differing keys' rows."""
+    """The scan, settling, then the differing keys' rows."""
     started = time.monotonic()
-    report = TargetReport(shape.table, target.name)
+    report = TargetReport(shape.table, target.name, shape=shape)
     report.binary_columns = frozenset(
         n for n in shape.compared_columns if shape.column_type(n).kind in _BINARY_KINDS
     )
-    chunks = plan_chunks(source.boundaries(options.chunk_rows))
-    report.chunks = len(chunks)
-    candidates = descend(chunks, source, target, options.leaf_rows, report.stats)
+    read_before = source.rows_read()
+    candidates, report.resumed = scan(
+        shape, source, target, watermark, options, report.stats, store or MemoryProgress(), guard
+    )
     report.rows = report.stats.rows
+    report.chunks = report.stats.chunks
     report.position = source.position
+    _settle_into(report, shape, source, target, watermark, options, candidates, target_rows)
+    report.source_queries = source.queries
+    report.source_rows_read = source.rows_read() - read_before
+    report.paused_s = guard.paused_s if guard is not None else 0.0
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _settle_into(
+    report: TargetReport,
+    shape: TableShape,
+    source: MySqlSide,
+    target: Side,
+    watermark: Watermark,
+    options: Options,
+    candidates: dict[Key, Difference],
+    target_rows: Callable[[list[Key]], dict[Key, dict[str, Any]]] | None,
+) -> None:
     settled = settle(
         candidates, source, target, watermark, options.confirmations, options.max_rounds
     )
@@ -107,9 +250,6 @@ def validate_sides(
     report.differences = [
         KeyReport(k, settled.differences[k], mine.get(k), theirs.get(k)) for k in keys
     ]
-    report.source_queries = source.queries
-    report.seconds = time.monotonic() - started
-    return report
 
 
 def _target_side(settings: Settings, mirror: TableMirror, target: Target, shape: TableShape) -> Any:
@@ -122,14 +262,23 @@ def _target_side(settings: Settings, mirror: TableMirror, target: Target, shape:
     return RedisSide(settings.redis, shape.projected(mirror.redis_columns))
 
 
-def validate(
+@dataclass
+class _Session:
+    shape: TableShape
+    source: MySqlSide
+    side: Any
+    watermark: Watermark
+    guard: LoadGuard
+
+
+@contextmanager
+def _session(
     settings: Settings,
     table: str,
     target: Target,
-    options: Options = Options(),
-    watermark: Watermark | None = None,
-) -> TargetReport:
-    """Validate ``table``'s copy in ``target`` against MySQL (see ``validation``)."""
+    options: Options,
+    watermark: Watermark | None,
+) -> Iterator[_Session]:
     mirror = settings.table(table)
     if target not in mirror.targets:
         raise ConfigError(f"table {table!r} is not mirrored to {target}.")
@@ -143,22 +292,186 @@ def validate(
         side = _target_side(settings, mirror, target, shape)
         own_watermark = None
         if watermark is None:
-            from validation.watermark import KafkaWatermark  # noqa: PLC0415
+            from validation.watermark import KafkaWatermark, PositionWatermark  # noqa: PLC0415
 
-            own_watermark = watermark = KafkaWatermark(
+            own_watermark = watermark = PositionWatermark(
+                KafkaWatermark(
+                    settings.kafka,
+                    topic_name(settings.kafka, mirror.instance),
+                    mirror_group(settings.mirror.group_prefix, target),
+                    options.watermark_timeout_s,
+                ),
                 settings.kafka,
-                topic_name(settings.kafka, mirror.instance),
-                mirror_group(settings.mirror.group_prefix, target),
+                mirror.instance,
+                source.current_position,
                 options.watermark_timeout_s,
             )
+        guard = LoadGuard(
+            source,
+            options.max_threads_running,
+            0,
+            options.pause_poll_s,
+            _never_cancelled,
+            time.monotonic,
+            what="validation",
+        )
         try:
-            return validate_sides(shape, source, side, watermark, options, side.rows)
+            yield _Session(shape, source, side, watermark, guard)
         finally:
             side.close()
             if own_watermark is not None:
                 own_watermark.close()
     finally:
         source.close()
+
+
+def validate(
+    settings: Settings,
+    table: str,
+    target: Target,
+    options: Options = Options(),
+    watermark: Watermark | None = None,
+    store: ProgressStore | None = None,
+) -> TargetReport:
+    """Validate ``table``'s copy in ``target`` against MySQL (see ``validation``);
+    ``store``: where the scan's progress is kept for a resume (default: nowhere)."""
+    with _session(settings, table, target, options, watermark) as session:
+        return validate_sides(
+            session.shape,
+            session.source,
+            session.side,
+            session.watermark,
+            options,
+            session.side.rows,
+            store,
+            session.guard,
+        )
+
+
+def recheck(
+    settings: Settings,
+    table: str,
+    target: Target,
+    keys: Sequence[Key],
+    options: Options = Options(),
+    watermark: Watermark | None = None,
+) -> TargetReport:
+    """Only ``keys``, by the settling rule (after a repair: which of them still differ)."""
+    started = time.monotonic()
+    with _session(settings, table, target, options, watermark) as session:
+        report = TargetReport(table, target, shape=session.shape)
+        shape = session.shape
+        report.binary_columns = frozenset(
+            n for n in shape.compared_columns if shape.column_type(n).kind in _BINARY_KINDS
+        )
+        candidates = dict.fromkeys(keys, Difference.DIFFERENT)
+        _settle_into(
+            report,
+            shape,
+            session.source,
+            session.side,
+            session.watermark,
+            options,
+            candidates,
+            session.side.rows,
+        )
+        report.rows = len(keys)
+        report.source_queries = session.source.queries
+        report.seconds = time.monotonic() - started
+        return report
+
+
+# -- a table mirror: every target, and the repair ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RepairRequest:
+    """What a repair publishes: the current MySQL rows of ``keys`` (wire form, in
+    ``key_columns`` order) of the logical table made of ``shards`` on ``instance``."""
+
+    table: str
+    instance: str
+    shards: tuple[tuple[str, str], ...]
+    key_columns: tuple[str, ...]
+    keys: tuple[tuple[JsonScalar, ...], ...]
+
+
+# Publishes a RepairRequest through the stream (``mock_replay.keys.replay_keys`` behind the
+# CLI); returns one sentence saying what it published.
+Repairer = Callable[[RepairRequest], str]
+
+
+@dataclass
+class TableValidation:
+    table: str
+    reports: list[TargetReport] = field(default_factory=list)
+    unreachable: dict[str, str] = field(default_factory=dict)  # target → the sentence
+    repair: RepairRequest | None = None
+    repaired: str | None = None  # the repairer's sentence
+    after_repair: list[TargetReport] = field(default_factory=list)
+
+    @property
+    def equal(self) -> bool:
+        return not self.unreachable and all(r.equal for r in self.reports)
+
+    @property
+    def converged(self) -> bool:
+        """Equal, or every differing key equal after the repair."""
+        if self.repair is None:
+            return self.equal
+        return not self.unreachable and all(r.equal for r in self.after_repair)
+
+
+def validate_table(
+    settings: Settings,
+    table: str,
+    targets: Sequence[Target] | None = None,
+    options: Options | None = None,
+    repair: Repairer | None = None,
+    watermarks: dict[str, Watermark] | None = None,
+    store: ProgressStore | None = None,
+    cancel: threading.Event | None = None,
+) -> TableValidation:
+    """Validate every target of ``table`` (default: those of its mirror that validation
+    knows); with ``repair``, re-publish the keys that differ in any target once, wait for
+    every target to apply them and re-check them (``after_repair``). A target that cannot be
+    reached is in ``unreachable``, never a mismatch. The scheduler's entry point."""
+    mirror = settings.table(table)
+    chosen = list(targets) if targets else [t for t in TARGETS if t in mirror.targets]
+    options = options or Options.from_settings(settings)
+    result = TableValidation(table)
+    wanted: dict[Key, None] = {}
+    shape: TableShape | None = None
+    for target in chosen:
+        if cancel is not None and cancel.is_set():
+            break
+        watermark = (watermarks or {}).get(target)
+        try:
+            report = validate(settings, table, target, options, watermark, store)
+        except ServiceUnavailableError as exc:
+            result.unreachable[target] = unreachable(target, exc)
+            continue
+        result.reports.append(report)
+        wanted.update(dict.fromkeys(report.keys()))
+        shape = shape or report.shape
+    if repair is None or not wanted or shape is None:
+        return result
+    keys = sorted(wanted)
+    result.repair = RepairRequest(
+        table,
+        mirror.instance,
+        shape.shards,
+        shape.key,
+        tuple(tuple(shape.key_wire(k)) for k in keys),
+    )
+    result.repaired = repair(result.repair)
+    for target in [t for t in chosen if t not in result.unreachable]:
+        watermark = (watermarks or {}).get(target)
+        try:
+            result.after_repair.append(recheck(settings, table, target, keys, options, watermark))
+        except ServiceUnavailableError as exc:
+            result.unreachable[target] = unreachable(target, exc)
+    return result
 
 
 # -- the report -----------------------------------------------------------------------------

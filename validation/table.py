@@ -10,7 +10,7 @@ from typing import Any
 from cdc_platform.config import TableMirror
 from simple_binlog.errors import CdcMirrorError, ConfigError
 from simple_binlog.routing import ShardRouter
-from simple_binlog.values import ColumnType, JsonScalar, Kind, encode, parse_column_type
+from simple_binlog.values import ColumnType, JsonScalar, Kind, decode, encode, parse_column_type
 from validation.plan import Key
 
 # Kinds whose order is the same in MySQL, PostgreSQL and Python (text: by its UTF-8 bytes,
@@ -67,6 +67,9 @@ class TableShape:
 
     def key_wire(self, key: Key) -> list[JsonScalar]:
         return [encode(t, v) for t, v in zip(self.key_types, key, strict=True)]
+
+    def key_from_wire(self, wire: Sequence[JsonScalar]) -> Key:
+        return tuple(decode(t, v) for t, v in zip(self.key_types, wire, strict=True))
 
 
 def check_key(shape: TableShape) -> None:

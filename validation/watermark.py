@@ -4,8 +4,13 @@
 last stable offset, read_committed); ``wait(mark)`` returns once the target's consumer group
 (``simple_binlog.naming.mirror_group``) has committed at least that far on every partition,
 i.e. the mirror applied (it commits after applying) every message published before the mark.
-A message the collector had not yet published at the mark is not covered: ``settle``'s
-second confirmation round covers that (see ``validation``).
+A message the collector had not yet published at the mark is not covered by it alone.
+
+``PositionWatermark`` covers it: its mark is MySQL's binlog position (read after the source
+read), and its wait first waits for the collector to have committed a position covering it
+(the collector commits its position in the same Kafka transaction as the rows,
+``<instance topic>.positions``), then for the group as above. The target then holds the
+source's state as of the mark (or later).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import time
 import uuid
 from collections.abc import Callable
 
+import orjson
 from confluent_kafka import Consumer, TopicPartition
 
 from cdc_platform.config import KafkaSettings
@@ -75,5 +81,141 @@ class KafkaWatermark:
                     f"the mirror's consumer group {self.group} did not catch up with {self.topic} "
                     f"within {self._timeout_s:.0f} s (behind on partitions {sorted(behind)}); "
                     "is the mirror running?"
+                )
+            self._sleep(self._poll_s)
+
+
+# -- the source's position: has the collector published it? --------------------------------
+
+
+def _mariadb_position(text: str) -> dict[int, int] | None:
+    """``domain-server-seq,…`` → seq by domain (None: not a MariaDB position)."""
+    found: dict[int, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        pieces = part.split("-")
+        if len(pieces) != 3 or not all(p.isdigit() for p in pieces):
+            return None
+        found[int(pieces[0])] = max(found.get(int(pieces[0]), 0), int(pieces[2]))
+    return found
+
+
+def _mysql_set(text: str) -> dict[str, list[tuple[int, int]]]:
+    """A MySQL GTID set (``uuid:1-5:7,uuid:tag:1-3``) → inclusive intervals by source."""
+    intervals: dict[str, list[tuple[int, int]]] = {}
+    for part in filter(None, (p.strip() for p in text.replace("\n", "").split(","))):
+        uuid, *rest = part.split(":")
+        key = uuid.lower()
+        for item in rest:
+            if item and not item[0].isdigit():
+                key = f"{uuid.lower()}:{item.lower()}"  # a tag: the intervals after it are its
+                continue
+            first, _, last = item.partition("-")
+            intervals.setdefault(key, []).append((int(first), int(last or first)))
+    return intervals
+
+
+def position_covers(published: str, wanted: str) -> bool:
+    """Whether the collector's committed position ``published`` includes every transaction
+    of the source position ``wanted`` (MariaDB ``@@gtid_binlog_pos`` or a MySQL GTID set)."""
+    if not wanted.strip():
+        return True
+    mine, theirs = _mariadb_position(wanted), _mariadb_position(published)
+    if mine is not None:
+        return theirs is not None and all(theirs.get(d, -1) >= s for d, s in mine.items())
+    have = _mysql_set(published)
+    for source, ranges in _mysql_set(wanted).items():
+        merged: list[tuple[int, int]] = []
+        for first, last in sorted(have.get(source, [])):
+            if merged and first <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+            else:
+                merged.append((first, last))
+        if not all(any(a <= lo and hi <= b for a, b in merged) for lo, hi in ranges):
+            return False
+    return True
+
+
+def collector_positions_topic(topic: str) -> str:
+    """Where the collector commits its position with every transaction (its contract with
+    readers: ``<instance topic>.positions``, one JSON document with ``gtid``)."""
+    return f"{topic}.positions"
+
+
+class PositionWatermark:
+    """``mark()``: the source's binlog position now (after a source read); ``wait(mark)``:
+    until the collector has committed a position covering it — everything the source had
+    committed at the mark is then in Kafka, written in the same transactions — and then
+    until the target's group has applied the topic up to its end as of that moment
+    (``KafkaWatermark``). So the target has applied the source's state as of the mark."""
+
+    def __init__(
+        self,
+        kafka: KafkaWatermark,
+        settings: KafkaSettings,
+        instance: str,
+        source_position: Callable[[], str],
+        timeout_s: float = 120.0,
+        poll_s: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.kafka = kafka
+        self._instance = instance
+        self._source_position = source_position
+        self._topic = collector_positions_topic(kafka.topic)
+        self._timeout_s, self._poll_s = timeout_s, poll_s
+        self._clock, self._sleep = clock, sleep
+        config = consumer_config(settings, group_id=f"cdc-validate-{uuid.uuid4().hex[:8]}")
+        self._reader = Consumer(config)
+        self.waits = 0
+
+    def close(self) -> None:
+        self._reader.close()
+        self.kafka.close()
+
+    def mark(self) -> str:
+        return self._source_position()
+
+    def published(self) -> str | None:
+        """The collector's last committed GTID position (None: it never committed one)."""
+        with kafka_errors(f"reading the collector's position from {self._topic}"):
+            low, high = self._reader.get_watermark_offsets(
+                TopicPartition(self._topic, 0), timeout=10
+            )
+            if high <= 0:
+                return None
+            # Compacted and written by one producer: the last records are near the end
+            # (transaction markers take offsets too).
+            self._reader.assign([TopicPartition(self._topic, 0, max(low, high - 32))])
+            found: str | None = None
+            partition = TopicPartition(self._topic, 0)
+            give_up = self._clock() + 10
+            # Until the read position passes the end: the last offsets may be transaction
+            # markers, which poll never returns.
+            while self._reader.position([partition])[0].offset < high:
+                record = self._reader.poll(0.2)
+                if record is not None and record.error() is None:
+                    value = record.value()
+                    if record.key() == self._instance.encode() and value:
+                        found = str(orjson.loads(value).get("gtid") or "")
+                elif record is None and self._clock() > give_up:
+                    break
+            self._reader.unassign()
+        return found
+
+    def wait(self, mark: object) -> None:
+        assert isinstance(mark, str)
+        self.waits += 1
+        deadline = self._clock() + self._timeout_s
+        while True:
+            published = self.published()
+            if published is not None and position_covers(published, mark):
+                self.kafka.wait(self.kafka.mark())
+                return
+            if self._clock() >= deadline:
+                raise ServiceUnavailableError(
+                    f"the collector of instance {self._instance!r} has not published MySQL's "
+                    f"position {mark} within {self._timeout_s:.0f} s (it is at "
+                    f"{published or 'nothing'}); is the collector running?"
                 )
             self._sleep(self._poll_s)

@@ -162,3 +162,99 @@ def test_redis_key_parts_read_back_as_typed_keys() -> None:
     parts = name.split(":")[2:]
     assert key_from_parts(types, parts) == (18446744073709551615, "a:b%c")
     assert redis_key_part(-7) == "-7"
+
+
+def test_settle_drops_a_key_whose_target_holds_the_source_row_of_the_round_end() -> None:
+    # The key changes between r1 and r2 and the target already holds r2: in flight.
+    source = MemorySide({(1,): "v1"})
+    source.changes = [{(1,): "v2"}]
+    target = MemorySide({(1,): "v2"})
+    settled = settle({(1,): Difference.DIFFERENT}, source, target, Marks())
+    assert settled.in_flight == [(1,)] and settled.differences == {}
+
+
+def test_settle_keeps_a_drift_that_no_source_state_of_the_round_explains() -> None:
+    # The key changes in the first round and the target holds neither state: no verdict
+    # that round; then it stays put and the drift is confirmed twice.
+    source = MemorySide({(1,): "v1"})
+    source.changes = [{(1,): "v2"}]
+    target = MemorySide({(1,): "drift"})
+    settled = settle({(1,): Difference.DIFFERENT}, source, target, Marks())
+    assert settled.differences == {(1,): Difference.DIFFERENT} and settled.rounds == 3
+
+
+# -- the scan: windows, chunk sizes, resume ---------------------------------------------------
+
+
+def _shape(table: str = "t"):
+    from validation.table import TableShape
+
+    return TableShape(table, (("d", "t"),), (("id", "int(11)"),), ("id",))
+
+
+def test_next_chunk_rows_follows_the_time_budget_within_bounds() -> None:
+    from validation.run import Options, next_chunk_rows
+
+    options = Options(chunk_time_s=0.5, min_chunk_rows=100, max_chunk_rows=10_000)
+    assert next_chunk_rows(1000, 0.25, options) == 2000  # twice as fast: twice the rows
+    assert next_chunk_rows(1000, 5.0, options) == 500  # at most halved per chunk
+    assert next_chunk_rows(8000, 0.01, options) == 10_000  # capped
+    assert next_chunk_rows(150, 10.0, options) == 100  # floored
+    assert next_chunk_rows(1000, 9.0, Options(chunk_time_s=None)) == 1000  # fixed
+
+
+def test_scan_waits_once_per_window_and_finds_the_drift() -> None:
+    from validation.plan import DescentStats
+    from validation.progress import MemoryProgress
+    from validation.run import Options, scan
+
+    source = MemorySide({(i,): _hash(i) for i in range(1, 1001)})
+    target = MemorySide(dict(source.rows))
+    target.rows[(500,)] = _hash(500, "drift")
+    del target.rows[(10,)]
+    watermark = Marks()
+    store = MemoryProgress()
+    stats = DescentStats()
+    options = Options(chunk_rows=100, chunk_time_s=None, window_s=3600.0, leaf_rows=8)
+    found, resumed = scan(_shape(), source, target, watermark, options, stats, store)
+    assert found == {(500,): Difference.DIFFERENT, (10,): Difference.MISSING}
+    assert not resumed and stats.rows == 1000 and stats.chunks == 11
+    assert watermark.waits == 1  # one window: every MySQL chunk, then one wait
+    record = store.load("t", "memory")
+    assert record is not None and record.done and record.after is None
+
+
+def test_scan_resumes_after_the_stored_key_with_the_stored_candidates() -> None:
+    from validation.plan import DescentStats
+    from validation.progress import MemoryProgress, ScanProgress
+    from validation.run import Options, scan
+
+    source = MemorySide({(i,): _hash(i) for i in range(1, 1001)})
+    target = MemorySide(dict(source.rows))
+    target.rows[(20,)] = _hash(20, "drift")  # before the stored key: not scanned again
+    target.rows[(900,)] = _hash(900, "drift")
+    store = MemoryProgress()
+    store.save(ScanProgress("t", "memory", [600], 600, 6, [([7], "missing")]))
+    stats = DescentStats()
+    options = Options(chunk_rows=100, chunk_time_s=None, window_s=0.0, leaf_rows=8)
+    found, resumed = scan(_shape(), source, target, Marks(), options, stats, store)
+    assert resumed
+    assert found == {(7,): Difference.MISSING, (900,): Difference.DIFFERENT}
+    assert stats.rows == 1000 and stats.chunks == 6 + 5
+    assert store.saves == 1 + 5  # the stored record, then one per window of one chunk
+    assert source.reads < 11 + 10  # the first 600 rows were not hashed again
+
+
+def test_position_covers_mariadb_and_mysql_positions() -> None:
+    from validation.watermark import position_covers
+
+    assert position_covers("0-1-100,1-2-7", "0-1-99")
+    assert position_covers("0-1-100", "0-1-100")
+    assert not position_covers("0-1-99", "0-1-100")
+    assert not position_covers("0-1-100", "0-1-5,1-2-3")  # a domain not published yet
+    assert position_covers("anything", "")
+    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
+    assert position_covers(f"{uuid}:1-42", f"{uuid}:1-40")
+    assert position_covers(f"{uuid}:1-10:11-42", f"{uuid}:5-42")
+    assert not position_covers(f"{uuid}:1-40", f"{uuid}:1-42")
+    assert not position_covers(f"{uuid}:1-42", f"{uuid}:1-42,{uuid}:tag:1")

@@ -1,0 +1,105 @@
+"""``cdc-mirror validate``: validation of a table mirror, and its repair through the stream.
+
+Validation and the replay are components and do not know each other: this layer hands the
+keys validation found to the replay's key-set replay (``mock_replay.keys.replay_keys``),
+which re-publishes them as MOCK events, and validation re-checks them once every target has
+applied them (``validation.run.validate_table`` with a ``Repairer``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cdc_platform.config import Settings
+from simple_binlog.errors import ExitCode
+from validation.progress import KafkaProgress, MemoryProgress, ProgressStore
+from validation.run import (
+    Options,
+    Repairer,
+    RepairRequest,
+    TableValidation,
+    Target,
+    describe,
+    display,
+    validate_table,
+)
+
+
+def replay_repairer(settings: Settings) -> Repairer:
+    """Repairs through the stream: the keys' current MySQL rows as MOCK events."""
+
+    def repair(request: RepairRequest) -> str:
+        from mock_replay.keys import replay_keys  # noqa: PLC0415
+
+        done = replay_keys(
+            settings, request.instance, request.shards, request.key_columns, request.keys
+        )
+        return (
+            f"re-published {done.rows} rows and {done.deletes} deletes of {request.table} as "
+            f"MOCK events at offset {done.offset} (run {done.run_id})"
+        )
+
+    return repair
+
+
+def run_validation(
+    settings: Settings,
+    table: str,
+    targets: Sequence[Target],
+    options: Options,
+    repair: bool = False,
+    resume: bool = True,
+) -> TableValidation:
+    """What the command runs; ``resume``: keep the scan's progress in Kafka and continue an
+    unfinished scan of the same table and target."""
+    store: ProgressStore = MemoryProgress()
+    kafka_store: KafkaProgress | None = None
+    if resume:
+        kafka_store = KafkaProgress(settings.kafka, settings.table(table).instance)
+        store = kafka_store
+    try:
+        return validate_table(
+            settings,
+            table,
+            targets,
+            options,
+            replay_repairer(settings) if repair else None,
+            store=store,
+        )
+    finally:
+        if kafka_store is not None:
+            kafka_store.close()
+
+
+def outcome_lines(result: TableValidation) -> list[str]:
+    """The report: each target, then the repair and what the re-check found."""
+    lines: list[str] = []
+    for report in result.reports:
+        lines += describe(report)
+    lines += list(result.unreachable.values())
+    if result.repair is not None:
+        lines.append(f"repair: {result.repaired}")
+        for report in result.after_repair:
+            total = len(result.repair.keys)
+            still = len(report.differences) + len(report.unsettled)
+            lines.append(
+                f"  {report.target}: {total - still} of {total} keys equal after the repair"
+                + (f", {still} still differ:" if still else "")
+            )
+            for item in report.differences:
+                key = "/".join(display(v) for v in item.key)
+                lines.append(
+                    f"    key {key}: {item.difference.value} (the target holds a newer change "
+                    "than the repair, or the key is written again; validate again later)"
+                )
+            lines += [
+                f"    key {'/'.join(display(v) for v in k)}: still changing"
+                for k in report.unsettled
+            ]
+    return lines
+
+
+def exit_code(result: TableValidation) -> ExitCode:
+    if result.unreachable:
+        return ExitCode.UNAVAILABLE
+    return ExitCode.OK if result.converged else ExitCode.CHECK_FAILED
