@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -23,6 +25,9 @@ from rich.text import Text
 from cdc_platform.config import Settings, load_settings
 from cdc_platform.spark import spark_missing_error
 from simple_binlog.errors import EXIT_CODES, CdcMirrorError, ConfigError, ExitCode, exit_code_for
+
+if TYPE_CHECKING:
+    from cdc_platform.control import ComponentKind
 
 
 def _exit_code_help() -> str:
@@ -104,6 +109,19 @@ def _root(
 
 def settings() -> Settings:
     return load_settings(_state.config)
+
+
+@contextmanager
+def registered(loaded: Settings, kind: ComponentKind, instance: str = "") -> Iterator[None]:
+    """The command's process in the web admin's component registry while it runs
+    (``cdc_platform.control``; nothing with config_store.source 'file')."""
+    from cdc_platform.control import register  # noqa: PLC0415
+
+    heartbeat = register(loaded, kind, instance)
+    try:
+        yield
+    finally:
+        heartbeat.close()
 
 
 ServicesArg = Annotated[list[str] | None, typer.Argument(help="Services (default: all).")]
@@ -342,7 +360,9 @@ def replay(
         replica=replica,
         workers=workers,
     )
-    outcome = run_replay_command(settings(), request, resume, console, show_progress=progress)
+    loaded = settings()
+    with registered(loaded, "replay", instance):
+        outcome = run_replay_command(loaded, request, resume, console, show_progress=progress)
     if outcome.state != "done":  # cancelled; resumable
         raise typer.Exit(ExitCode.INTERRUPTED)
 
@@ -374,7 +394,9 @@ def stream_writer_run(
     """Write the instances' topics to <lake>/<database>.db/<table>/dt=…, exactly once."""
     from stream_writer.job import run_stream_writer  # noqa: PLC0415
 
-    run_stream_writer(settings(), instance or [], topic or [], name, metrics_port, available_now)
+    loaded = settings()
+    with registered(loaded, "stream_writer", name or "+".join(sorted(instance or []))):
+        run_stream_writer(loaded, instance or [], topic or [], name, metrics_port, available_now)
 
 
 @app.command("merge")
@@ -417,18 +439,20 @@ def merge(
     """
     from merge.app import run_merge_command, write_outcomes  # noqa: PLC0415
 
-    outcomes = run_merge_command(
-        settings(),
-        dt,
-        table or [],
-        all_tables,
-        ignore_archive_rule,
-        force_archive_rule,
-        wait_ready_s,
-        console,
-        err_console,
-        skip_readiness,
-    )
+    loaded = settings()
+    with registered(loaded, "merge", dt):
+        outcomes = run_merge_command(
+            loaded,
+            dt,
+            table or [],
+            all_tables,
+            ignore_archive_rule,
+            force_archive_rule,
+            wait_ready_s,
+            console,
+            err_console,
+            skip_readiness,
+        )
     if result_file is not None:
         write_outcomes(result_file, outcomes)
     if any(outcome.error is not None for outcome in outcomes):
@@ -469,7 +493,8 @@ def mirror_run(
 
     loaded = settings()
     port = loaded.mirror.metrics_port if metrics_port is None else metrics_port
-    run_mirror(loaded, target, instance, port)  # type: ignore[arg-type]
+    with registered(loaded, "mirror", target):
+        run_mirror(loaded, target, instance, port)  # type: ignore[arg-type]
 
 
 @mirror_app.command("backend")
@@ -549,7 +574,9 @@ def replay_worker(
     """Run the replays the web admin queues (its database's replay jobs), with progress."""
     from webui.cli import run_replay_worker  # noqa: PLC0415
 
-    run_replay_worker(settings(), max_runs, poll_s)
+    loaded = settings()
+    with registered(loaded, "replay"):
+        run_replay_worker(loaded, max_runs, poll_s)
 
 
 @app.command("validate")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc_platform.config import MySQLInstance, Settings
+from cdc_platform.control import register
 from cdc_platform.observability import Probe, serve_observability
 from collector.binlog_files import (
     BinlogFileError,
@@ -158,6 +159,13 @@ def run_collector(
         else None
     )
     metrics.role.labels(instance.name).set(0)
+    # The web admin's component registry shows this process and whether it leads.
+    heartbeat = register(
+        settings,
+        "collector",
+        instance.name,
+        role=lambda: "active" if status.leading else "standby",
+    )
     log_decoder()
     metrics.native_decoder.labels(instance.name).set(decoder_name() == "native")
 
@@ -194,6 +202,7 @@ def run_collector(
         else:
             lead(shutdown, 0)
     finally:
+        heartbeat.close()
         if server is not None:
             server.close()
         if governance is not None:
