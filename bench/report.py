@@ -14,12 +14,19 @@ the date and the commit, plus ``throughput.png`` and ``latency.png``.
 at the issue's sizes, which wants a quiet machine and a few hours. A benchmark that fails or
 times out is reported as failed with its one-line error, and the report is still written.
 Ratios are always "better than the baseline" when above 1 (for durations, baseline / ours).
+
+Each run also stores its figures as data, ``DIR/figures.json`` (the run's date, commit,
+machine, load and every benchmark's figures; format in ``bench/README.md``), and
+``docs/performance.md`` is rendered from every ``bench/results/*/figures.json``: rewritten
+after each run stored there, or alone by ``python -m bench.report --docs`` (after adding or
+removing a results folder by hand). No figure is written by hand anywhere else.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import logging
 import os
 import signal
@@ -28,15 +35,20 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
-from bench.figures import Figure, read_figures
+from bench.figures import Figure, figure_from_json, read_figures
 from bench.machine import describe as describe_machine
 
 logger = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+PERFORMANCE_PAGE = ROOT / "docs" / "performance.md"
+RUN_FILE = "figures.json"  # a run's figures as data, beside its report.md
+RUN_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -350,6 +362,274 @@ def render_markdown(info: RunInfo, results: Sequence[ComponentResult], plots: Se
 
 
 # ---------------------------------------------------------------------------------------------
+# A run stored as data (DIR/figures.json), and docs/performance.md rendered from every stored run.
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    folder: str  # its folder under bench/results/
+    info: RunInfo
+    results: tuple[ComponentResult, ...]
+
+
+def run_document(info: RunInfo, results: Sequence[ComponentResult]) -> dict[str, Any]:
+    """The JSON of a run (``bench/README.md`` documents it): what ``docs/performance.md`` is
+    rendered from."""
+    return {
+        "format": RUN_FORMAT,
+        "started": info.started.isoformat(),
+        "finished": info.finished.isoformat(),
+        "commit": info.commit,
+        "machine": info.machine,
+        "quick": info.quick,
+        "load_start": list(info.load_start),
+        "load_end": list(info.load_end),
+        "note": info.note,
+        "results": [
+            {
+                "component": r.component,
+                "command": r.command,
+                "status": r.status,
+                "seconds": r.seconds,
+                "error": r.error,
+                "figures": [asdict(f) for f in r.figures],
+            }
+            for r in results
+        ],
+    }
+
+
+def _load_triple(values: Sequence[float]) -> tuple[float, float, float]:
+    first, second, third = (float(v) for v in values)
+    return first, second, third
+
+
+def run_from_document(folder: str, document: dict[str, Any]) -> StoredRun:
+    if document.get("format") != RUN_FORMAT:
+        raise ValueError(
+            f"{folder}/{RUN_FILE}: format {document.get('format')!r}, not {RUN_FORMAT}"
+        )
+    info = RunInfo(
+        started=dt.datetime.fromisoformat(document["started"]),
+        finished=dt.datetime.fromisoformat(document["finished"]),
+        commit=str(document["commit"]),
+        machine=str(document["machine"]),
+        quick=bool(document["quick"]),
+        load_start=_load_triple(document["load_start"]),
+        load_end=_load_triple(document["load_end"]),
+        note=document.get("note"),
+    )
+    results = tuple(
+        ComponentResult(
+            component=str(item["component"]),
+            command=str(item["command"]),
+            status=str(item["status"]),
+            seconds=float(item["seconds"]),
+            figures=[figure_from_json(f) for f in item.get("figures", [])],
+            error=item.get("error"),
+        )
+        for item in document["results"]
+    )
+    return StoredRun(folder, info, results)
+
+
+def write_run(out: Path, info: RunInfo, results: Sequence[ComponentResult]) -> Path:
+    path = out / RUN_FILE
+    path.write_text(json.dumps(run_document(info, results), indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def load_runs(results_dir: Path = RESULTS) -> tuple[list[StoredRun], list[str]]:
+    """Every stored run, oldest first, and the folders that hold no figures.json (runs
+    recorded as printed output before runs were stored as data)."""
+    runs: list[StoredRun] = []
+    without: list[str] = []
+    for folder in sorted(p for p in results_dir.iterdir() if p.is_dir()):
+        path = folder / RUN_FILE
+        if not path.exists():
+            without.append(folder.name)
+            continue
+        runs.append(run_from_document(folder.name, json.loads(path.read_text())))
+    runs.sort(key=lambda run: (run.info.started, run.folder))
+    return runs, without
+
+
+def _component_order(name: str) -> int:
+    names = [c.name for c in COMPONENTS]
+    return names.index(name) if name in names else len(names)
+
+
+def latest_figures(runs: Sequence[StoredRun]) -> list[tuple[StoredRun, Figure]]:
+    """The newest figure of each key over all runs, in the components' order: a run at the
+    issues' sizes is preferred to any quick (scaled-down) one, whose figures do not compare
+    with the targets, then a later run replaces an earlier one."""
+    latest: dict[str, tuple[StoredRun, Figure]] = {}
+    for run in sorted(runs, key=lambda r: (not r.info.quick, r.info.started, r.folder)):
+        for result in run.results:
+            for figure in result.figures:
+                latest[figure.key] = (run, figure)
+    return sorted(
+        latest.values(), key=lambda item: (_component_order(item[1].key.split(".")[0]), item[1].key)
+    )
+
+
+def _run_link(run: StoredRun, page_dir: str, sizes: bool = True) -> str:
+    link = f"[{run.folder}]({page_dir}/{run.folder}/report.md)"
+    return f"{link} ({'quick' if run.info.quick else 'full'})" if sizes else link
+
+
+def render_performance_page(
+    runs: Sequence[StoredRun], without: Sequence[str], results_link: str = "../bench/results"
+) -> str:
+    """docs/performance.md: the newest figure of each benchmark as a ratio to its baseline
+    from the same run, the figures no baseline was measured for, and the runs (date, machine,
+    load). Pure: the same stored runs give the same page."""
+    lines = [
+        "# Performance",
+        "",
+        "<!-- Generated by `.venv/bin/python -m bench.report --docs` from "
+        "bench/results/*/figures.json: do not edit by hand (tests/unit/bench checks it). -->",
+        "",
+    ]
+    if not runs:
+        lines += ["No benchmark run is stored yet: `.venv/bin/python -m bench.report` writes one."]
+        return "\n".join(lines) + "\n"
+    newest = runs[-1].info.started
+    lines += [
+        f"Generated from the {len(runs)} benchmark runs stored under `bench/results/` "
+        f"(`bench/README.md`), the newest of {newest:%Y-%m-%d}. Each figure is the newest "
+        "measured of its benchmark, given as a **ratio to its baseline measured in the same "
+        "run on the same machine**: above 1× is better than the baseline (for durations and "
+        "latencies, baseline / ours). Measured and baseline values are shown beside the ratio "
+        "only to read it: they depend on the machine and its load, which *Runs* names for "
+        "each run. A figure measured at the issues' sizes (full) is preferred to a quick run's "
+        "(every benchmark scaled down, not comparable with the targets). Targets are the "
+        "component issues'.",
+        "",
+        "## Ratios to the same run's baseline",
+        "",
+        "| benchmark | figure | ratio | measured vs baseline | target | status | run |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    latest = latest_figures(runs)
+    for run, figure in latest:
+        if figure.baseline is None:
+            continue
+        target, status = verdict(figure)
+        compared = (
+            f"{_measured(figure)} vs {format_number(figure.baseline, figure.unit)} "
+            f"({figure.baseline_label})"
+        )
+        lines.append(
+            "| "
+            + " | ".join(
+                _cell(c)
+                for c in (
+                    figure.key,
+                    figure.label,
+                    format_ratio(figure.ratio),
+                    compared,
+                    target,
+                    status,
+                    _run_link(run, results_link),
+                )
+            )
+            + " |"
+        )
+    unpaired = [(run, figure) for run, figure in latest if figure.baseline is None]
+    if unpaired:
+        lines += [
+            "",
+            "## Measured without a baseline",
+            "",
+            "No baseline was measured for these in their run, so they are only absolute values "
+            "of that machine under that load (see *Runs*), compared with their target.",
+            "",
+            "| benchmark | figure | measured | target | status | run |",
+            "|---|---|---|---|---|---|",
+        ]
+        for run, figure in unpaired:
+            target, status = verdict(figure)
+            lines.append(
+                "| "
+                + " | ".join(
+                    _cell(c)
+                    for c in (
+                        figure.key,
+                        figure.label,
+                        _measured(figure),
+                        target,
+                        status,
+                        _run_link(run, results_link),
+                    )
+                )
+                + " |"
+            )
+    failed = [
+        (run, result)
+        for run in runs
+        for result in run.results
+        if result.status != "ok" and run is runs[-1]
+    ]
+    if failed:
+        lines += ["", "Failed in the newest run:", ""]
+        lines += [f"- {result.component}: {_cell(result.error or '')}" for _, result in failed]
+    lines += [
+        "",
+        "## Runs",
+        "",
+        "| run | when (UTC) | sizes | commit | machine | load (1/5/15 min) at start → end | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in reversed(runs):
+        info = run.info
+        load = (
+            " / ".join(f"{x:.2f}" for x in info.load_start)
+            + " → "
+            + " / ".join(f"{x:.2f}" for x in info.load_end)
+        )
+        lines.append(
+            "| "
+            + " | ".join(
+                _cell(c)
+                for c in (
+                    _run_link(run, results_link, sizes=False),
+                    f"{info.started:%Y-%m-%d %H:%M}",
+                    "quick (scaled down)" if info.quick else "full (the issues' sizes)",
+                    f"`{info.commit}`",
+                    info.machine,
+                    load,
+                    info.note or "",
+                )
+            )
+            + " |"
+        )
+    if without:
+        lines += [
+            "",
+            "Folders under `bench/results/` that hold a benchmark's printed output but no "
+            "`figures.json` (recorded before runs were stored as data) are not summarised "
+            "here: " + ", ".join(f"`{name}`" for name in without) + ".",
+        ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _measured(figure: Figure) -> str:
+    if "p50" in figure.extra and "p99" in figure.extra:
+        return (
+            f"p50 {format_number(figure.extra['p50'], figure.unit)}, "
+            f"p99 {format_number(figure.extra['p99'], figure.unit)}"
+        )
+    return format_number(figure.value, figure.unit)
+
+
+def write_performance_page(results_dir: Path = RESULTS, page: Path = PERFORMANCE_PAGE) -> Path:
+    runs, without = load_runs(results_dir)
+    page.write_text(render_performance_page(runs, without))
+    return page
+
+
+# ---------------------------------------------------------------------------------------------
 # Plots (matplotlib, Agg: no display here).
 
 
@@ -529,8 +809,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--note", help="a line for the report's header, e.g. what else loaded the machine"
     )
+    parser.add_argument(
+        "--docs",
+        action="store_true",
+        help="only render docs/performance.md from bench/results/*/figures.json (runs nothing)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.docs:
+        logger.info("written %s", write_performance_page())
+        return 0
 
     started = dt.datetime.now(dt.UTC)
     out: Path = args.out or ROOT / "bench" / "results" / f"{started:%Y-%m-%d}"
@@ -565,7 +853,10 @@ def main(argv: list[str] | None = None) -> int:
         note=args.note,
     )
     (out / "report.md").write_text(render_markdown(info, results, plots))
+    write_run(out, info, results)
     logger.info("report written to %s", out / "report.md")
+    if out.resolve().parent == RESULTS.resolve():
+        logger.info("%s rendered from the stored runs", write_performance_page())
     return 0 if all(r.status == "ok" for r in results) else 1
 
 
