@@ -602,8 +602,9 @@ class BatchWriter:
             if table == transform.CONTROL_TABLE:
                 # Watermark heartbeats: their executeTime is the partition's event time; the
                 # file is not published (the staging directory goes with the batch).
-                if summary.max_event_ms is not None:
-                    max_event[key] = max(max_event.get(key, summary.max_event_ms), summary.max_event_ms)
+                newest = summary.max_event_ms
+                if newest is not None:
+                    max_event[key] = max(max_event.get(key, newest), newest)
                 continue
             files.append(
                 layout.StagedFile(
