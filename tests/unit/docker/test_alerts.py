@@ -22,6 +22,7 @@ from cdc_platform.observability import Probe, readiness_registry
 from collector.metrics import CollectorMetrics
 from merge.metrics import MergeMetrics
 from mirror.metrics import MirrorMetrics
+from scheduler.metrics import SchedulerMetrics
 from stream_writer.metrics import WriterMetrics
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -56,17 +57,24 @@ REQUIRED_ALERTS = {
     "CdcStreamWriterDeadLetters",
     "CdcMirrorDeadLetters",
     "CdcMirrorFreshness",  # Redis / warehouse freshness
+    "CdcSchedulerNoneActive",  # item 5: one active scheduler
+    "CdcSchedulerRedDay",  # item 5: a check mismatch marks the day red and alerts
+    "CdcSchedulerGaveUp",
 }
 
 
 def registries() -> list[CollectorRegistry]:
     merge = MergeMetrics(CollectorRegistry())
     merge.succeeded("t", date(2026, 11, 21), 1, 1, 1, 1.0, True, 0, now=1.0)
+    scheduler = SchedulerMetrics(CollectorRegistry())
+    for gauge in (scheduler.days_behind, scheduler.red_days, scheduler.gave_up):
+        gauge.labels("t").set(0)
     return [
         CollectorMetrics(CollectorRegistry()).registry,
         WriterMetrics("w", CollectorRegistry()).registry,
         MirrorMetrics("redis", CollectorRegistry()).registry,
         merge.registry,
+        scheduler.registry,
         readiness_registry("collector", lambda: Probe(True, "ok")),
     ]
 
