@@ -175,6 +175,18 @@ class Scheduler:
     # -- one run -----------------------------------------------------------------------------
     def _run(self, due: Due, stop: threading.Event) -> None:
         started = self._clock()
+        left = self._latest.get((due.kind, due.table, due.dt))
+        if left is not None and left.state == "running":
+            # A scheduler that died (or lost its session) in the middle of this run: say so.
+            self._runs.save(
+                left.model_copy(
+                    update={
+                        "state": "failed",
+                        "ended_at": started,
+                        "error": f"its scheduler ({left.scheduler}) ended before the run did.",
+                    }
+                )
+            )
         base = due.request or RunRecord(kind=due.kind, table=due.table, dt=due.dt, state="running")
         run = self._runs.save(
             base.model_copy(

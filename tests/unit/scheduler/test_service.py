@@ -179,3 +179,9 @@ def test_a_run_left_running_is_retried_by_the_next_leader() -> None:
     scheduler.tick(threading.Event())
     assert started(jobs) == [("merge", "db_orders", day(1), 2)]
     assert isinstance(jobs.started[0], Due)
+    left, again = store.runs
+    assert (left.state, left.error) == (
+        "failed",
+        "its scheduler (dead:1) ended before the run did.",
+    )
+    assert (again.state, again.attempt) == ("succeeded", 2)
