@@ -4,6 +4,7 @@ no wrapping when not on a terminal, exit codes with one meaning each, merge prog
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -237,3 +238,35 @@ def test_merge_exit_code_says_whether_a_check_or_a_table_failed(
         assert f"error: {fail}: schema of [{fail}] changed." in captured.err
     assert len(merger.seen) == 2  # a failing table does not stop the others
     assert date(2026, 11, 21).isoformat() in captured.out
+
+
+def test_merge_writes_every_outcome_for_a_scheduler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--result-file: each table's figures and verdict, or its error, as JSON (the scheduler
+    reads rows, files and the check from it); the exit code still says what failed."""
+
+    class Merger(_FakeMerger):
+        def merge(self, request: MergeRequest) -> Any:
+            result = super().merge(request)
+            ok = self.checks.get(request.table)
+            result.to_json = lambda: {"rows": 10, "files": 3, "checkOk": ok}
+            return result
+
+    config = tmp_path / "cdc-mirror.yaml"
+    config.write_text(TABLES)
+    merger = Merger(io.StringIO(), {"ordercenter_orderinfo": False}, fail="shop_orders")
+    monkeypatch.setattr(merge_app, "build_merger", lambda _settings, _config=None: merger)
+    result_file = tmp_path / "scheduler" / "result.json"
+    arguments = ["merge", "--all", "--dt", "2026-11-21", "--result-file", str(result_file)]
+    assert cli.run(["--config", str(config), *arguments]) == ExitCode.FAILED
+    assert json.loads(result_file.read_text()) == {
+        "outcomes": [
+            {
+                "table": "ordercenter_orderinfo",
+                "error": None,
+                "result": {"rows": 10, "files": 3, "checkOk": False},
+            },
+            {"table": "shop_orders", "error": "schema of [shop_orders] changed.", "result": None},
+        ]
+    }
