@@ -301,6 +301,7 @@ class MirrorConsumer:
         execute_times: list[int] = []
         dead: list[tuple[_Record, str]] = []
         rows_per_table: dict[str, int] = {}
+        newest: dict[str, int] = {}  # table → executeTime (ms) of its newest change
         skipped = 0
         for record in records:
             if is_control(record.key):
@@ -324,6 +325,7 @@ class MirrorConsumer:
             execute_times.append(message.execute_time)
             table = routed.changes[0].table
             rows_per_table[table] = rows_per_table.get(table, 0) + 1
+            newest[table] = max(newest.get(table, 0), message.execute_time)
         # Counted once per batch: a labelled counter per message cost as much as routing it.
         self._metrics.skipped.inc(skipped)
         for table, count in rows_per_table.items():
@@ -333,11 +335,18 @@ class MirrorConsumer:
         if changes and not self._apply(changes):
             # Stopping while the target is down: nothing is committed, the batch is read again.
             return
+        self._observe_applied(execute_times, newest)
+        self._commit(records, wait=wait_for_commit)
+        self.batches += 1
+
+    def _observe_applied(self, execute_times: list[int], newest: dict[str, int]) -> None:
+        """Freshness of the applied batch, and each table's newest change applied (the web
+        admin's status page shows its age)."""
         now = self._clock()
         for execute_time_ms in execute_times:
             self._metrics.freshness.observe(max(0.0, now - execute_time_ms / 1000))
-        self._commit(records, wait=wait_for_commit)
-        self.batches += 1
+        for table, execute_time_ms in newest.items():
+            self._metrics.last_applied.labels(self._target, table).set(execute_time_ms / 1000)
 
     def _apply(self, changes: list[RowChange]) -> bool:
         """Apply the batch, retried while the target is unavailable. False: stopped."""

@@ -79,6 +79,13 @@ class MirrorMetrics:
             ["target", "table"],
             registry=self.registry,
         )
+        self.last_applied = Gauge(
+            "cdc_mirror_last_applied_timestamp_seconds",
+            "executeTime of the newest change of the table applied to the target (now minus "
+            "it: the age of the table's last applied change, its freshness).",
+            ["target", "table"],
+            registry=self.registry,
+        )
         self.lag = Gauge(
             "cdc_mirror_consumer_lag",
             "Messages in the partition after the last committed offset.",

@@ -191,6 +191,11 @@ def test_redis_and_warehouse_equal_mysql_after_a_random_workload(mirror_settings
                 applier.close()
             assert not thread.is_alive()
             assert metrics.freshness._sum.get() > 0  # type: ignore[attr-defined]
+            # The table's freshness on the admin's status page: its newest change applied.
+            newest = max(m.execute_time for m in messages) / 1000
+            assert metrics.registry.get_sample_value(
+                "cdc_mirror_last_applied_timestamp_seconds", {"target": target, "table": logical}
+            ) == pytest.approx(newest)
         expected, types = _mysql_rows(conn, dbs, tables)
     finally:
         with conn.cursor() as cur:
