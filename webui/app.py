@@ -32,7 +32,7 @@ from starlette.types import Scope
 from cdc_platform.config import Settings
 from cdc_platform.config_store import InstanceConfig
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
-from webui import admin, control, governance_api, governance_pages, pages
+from webui import admin, control, governance_api, governance_pages, pages, status_pages
 from webui.api import router as api_router
 from webui.auth import SESSION_COOKIE
 from webui.body_limit import BodyLimit
@@ -142,6 +142,8 @@ def create_app(
     app.include_router(governance_pages.router)
     app.include_router(control.api)
     app.include_router(control.pages)
+    app.include_router(status_pages.api)
+    app.include_router(status_pages.pages)
     _install_error_handlers(app)
     return app
 

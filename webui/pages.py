@@ -36,7 +36,7 @@ from webui.auth import (
     principal_from_cookie,
 )
 from webui.context import WebContext, context, db_session
-from webui.models import AuditEntry, DetectionCount, Instance, MetricSample, User
+from webui.models import AuditEntry, DetectionCount, Instance, User
 from webui.monitoring import PANELS, load_series, render_svg
 from webui.replay import FINAL_STATES, ReplayRequest, ReplayStatus
 from webui.schemas import InstanceIn, TokenIn, UserIn
@@ -277,6 +277,8 @@ async def logout(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
 
 @router.get("/")
 def overview(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
+    from webui.status_pages import overview_values  # noqa: PLC0415 - it builds on this module
+
     try:
         running: list[ReplayStatus] | None = [
             r for r in ctx.replays.runs() if r.state not in FINAL_STATES
@@ -292,7 +294,6 @@ def overview(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
         mirrors=admin.list_table_mirrors(db),
         running=running,
         replay_problem=replay_problem,
-        samples=db.scalar(select(func.count()).select_from(MetricSample)) or 0,
         audit=list(db.scalars(select(AuditEntry).order_by(AuditEntry.id.desc()).limit(5))),
         governance=governance.state(db),
         detections_24h=db.scalar(
@@ -301,6 +302,7 @@ def overview(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
             )
         )
         or 0,
+        **overview_values(request, db),
     )
 
 

@@ -17,6 +17,7 @@ from cdc_platform.config import PostgresSettings, Settings, StackSettings, WebUI
 from webui.app import create_app
 from webui.replay import ReplayService, SimulatedReplayService
 from webui.schema_source import LiveTableSchema, SchemaSource, StaticSchemaSource
+from webui.status_sources import StatusService
 
 ADMIN_PASSWORD = "admin-password-1"
 VIEWER_PASSWORD = "viewer-password-1"
@@ -61,11 +62,15 @@ def make_app(
     replays: ReplayService | None = None,
     **webui: object,
 ) -> FastAPI:
-    return create_app(
-        webui_settings(home, **webui),
+    settings = webui_settings(home, **webui)
+    app = create_app(
+        settings,
         schemas=schemas or StaticSchemaSource({"ordercenter_orderinfo": ORDERS_SCHEMA}),
         replays=replays or SimulatedReplayService(duration_s=3600),
     )
+    # The status pages ask Kafka for offsets; unit tests never reach for Kafka.
+    app.state.status = StatusService(settings, app.state.ctx.sessions, offsets=lambda *_: {})
+    return app
 
 
 _CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')

@@ -1,0 +1,290 @@
+"""Per-table status: the derivations (pure), from the components' real metric registries, and
+the pages (Overview rows, a mirror's status page, the JSON) with endpoints up and down and
+500 table mirrors."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from fastapi.testclient import TestClient
+from prometheus_client import generate_latest, start_http_server
+
+from collector.metrics import CollectorMetrics
+from mirror.metrics import MirrorMetrics
+from stream_writer.metrics import WriterMetrics
+from tests.unit.webui.harness import ADMIN_PASSWORD, instance_body, login, make_app, mirror_body
+from webui.models import TableMirrorRow
+from webui.status import (
+    DayState,
+    Freshness,
+    GroupOffsets,
+    MergeRun,
+    Metrics,
+    ReadinessRule,
+    Scrape,
+    StallTracker,
+    TopicOffsets,
+    overall,
+    rate,
+    sum_by_time,
+    table_status,
+    topic_lag,
+    yesterday_verdict,
+)
+from webui.status_sources import StatusService, parse_metrics
+
+UTC_RULE = ReadinessRule(ZoneInfo("UTC"), lateness_budget_s=900, pipeline_delay_s=240)
+NOW = datetime(2026, 11, 26, 9, 0, tzinfo=UTC).timestamp()
+TOPIC = "cdc.binlog.orders"
+
+
+def _metrics(*registries) -> Metrics:
+    text = "".join(generate_latest(r).decode() for r in registries)
+    return Metrics([Scrape("all", "http://x/metrics", True, parse_metrics(text))])
+
+
+def _healthy_registries():
+    collector = CollectorMetrics()
+    collector.role.labels("orders").set(1)
+    collector.committed_offset.labels("orders").set(123_456)
+    collector.last_event_time.labels("orders").set(NOW - 2)
+    collector.delay.labels("orders").set(1.5)
+    writer = WriterMetrics("orders")
+    writer.lag.labels("orders", TOPIC, "0").set(0)
+    writer.watermark.labels("orders", TOPIC, "0").set(NOW - 5)
+    redis = MirrorMetrics("redis")
+    redis.config_version.set(3)
+    redis.last_applied.labels("redis", "shop_orders").set(NOW - 3)
+    return collector, writer, redis
+
+
+def _status(metrics: Metrics, offsets: TopicOffsets | None = None, **extra):
+    args = {
+        "name": "shop_orders",
+        "instance": "orders",
+        "topic": TOPIC,
+        "targets": ["hive", "redis"],
+        "metrics": metrics,
+        "offsets": offsets,
+        "merge": None,
+        "freshness": [],
+        "rule": UTC_RULE,
+        "tracker": StallTracker(),
+        "now": NOW,
+    }
+    args.update(extra)
+    return table_status(**args)
+
+
+def test_a_healthy_table_flows_from_the_components_own_metrics() -> None:
+    collector, writer, redis = _healthy_registries()
+    metrics = _metrics(collector.registry, writer.registry, redis.registry)
+    from webui.status import freshness_from_metrics
+
+    fresh = freshness_from_metrics(metrics, "redis", "shop_orders", NOW - 2, NOW)
+    assert (fresh.age_s, fresh.behind_s, fresh.down) == (3.0, 1.0, False)
+    offsets = TopicOffsets(
+        TOPIC, {0: 100, 1: 50}, (GroupOffsets("cdc-mirror.redis", "mirror redis", {0: 100, 1: 50}),)
+    )
+    status = _status(metrics, offsets, freshness=[fresh])
+    assert status.reasons == ()
+    assert (status.flowing, status.stalled) == ("ok", False)
+    assert (status.collector, status.binlog_offset, status.source_delay_s) == (
+        "active",
+        123_456,
+        1.5,
+    )
+    assert status.end_offset == 150
+    assert {(lag.component, lag.lag) for lag in status.lags} == {
+        ("mirror redis", 0),
+        ("stream writer", 0),
+    }
+    assert status.watermark_s == NOW - 5
+    # The watermark passed yesterday's midnight + 15 min and that midnight is 9 h ago.
+    assert status.days[0] == DayState(date(2026, 11, 25), True)
+
+
+def test_components_that_do_not_answer_are_down_not_errors() -> None:
+    metrics = Metrics([Scrape("collector", "http://127.0.0.1:1/metrics", False, error="refused")])
+    fresh = Freshness("redis", None, None, down=True, detail="no redis mirror reports metrics")
+    status = _status(
+        metrics, TopicOffsets(TOPIC, error="Kafka did not answer (timed out)."), freshness=[fresh]
+    )
+    assert status.flowing == "red"
+    assert status.collector == "down"
+    assert "no collector of instance orders reports metrics." in status.reasons
+    assert "Kafka: Kafka did not answer (timed out)." in status.reasons
+    assert "no stream writer reports topic cdc.binlog.orders." in status.reasons
+    assert "redis: no redis mirror reports metrics." in status.reasons
+
+
+def test_a_consumer_that_lags_without_moving_is_stalled() -> None:
+    collector, writer, _ = _healthy_registries()
+    metrics = _metrics(collector.registry, writer.registry)
+    tracker = StallTracker()
+
+    def at(now: float, committed: int):
+        offsets = TopicOffsets(
+            TOPIC, {0: 500}, (GroupOffsets("g", "mirror redis", {0: committed}),)
+        )
+        return _status(metrics, offsets, tracker=tracker, now=now, targets=["redis"])
+
+    assert at(NOW, 100).stalled is False
+    moved = at(NOW + 100, 200)  # it moved: the clock starts again
+    assert moved.stalled is False and moved.flowing == "ok"
+    still = at(NOW + 250, 200)
+    assert still.stalled is True and still.flowing == "red"
+    assert "mirror redis has not moved for 150 s with 300 messages to read." in still.reasons
+    assert at(NOW + 260, 500).stalled is False  # caught up
+
+
+def test_lag_of_a_group() -> None:
+    assert topic_lag({0: 10, 1: 5}, {0: 7}) == 3 + 5
+    assert topic_lag({0: 10}, {}) is None
+
+
+def test_yesterday_is_good_red_waiting_or_unknown() -> None:
+    day = DayState(date(2026, 11, 25), True)
+    merged = MergeRun(date(2026, 11, 25), "succeeded", rows=10, check_ok=True)
+    assert yesterday_verdict(day, merged, hive=True) == ("ok", "2026-11-25 merged, checked equal")
+    differs = MergeRun(date(2026, 11, 25), "mismatch", check_ok=False)
+    assert yesterday_verdict(day, differs, True) == ("red", "2026-11-25 differs from MySQL")
+    failed = MergeRun(date(2026, 11, 25), "failed", error="boom")
+    assert yesterday_verdict(day, failed, True)[0] == "red"
+    older = MergeRun(date(2026, 11, 24), "succeeded", check_ok=True)
+    assert yesterday_verdict(day, older, True) == ("warn", "2026-11-25 ready, not merged yet")
+    not_ready = DayState(date(2026, 11, 25), False)
+    assert yesterday_verdict(not_ready, None, True) == ("unknown", "2026-11-25 not ready yet")
+    assert yesterday_verdict(not_ready, None, hive=False)[0] == "ok"
+
+
+def test_readiness_follows_the_writers_rule() -> None:
+    midnight = datetime(2026, 11, 26, tzinfo=UTC).timestamp()
+    day = date(2026, 11, 25)
+    assert not UTC_RULE.is_ready(day, midnight + 899, midnight + 3600)  # lateness budget
+    assert not UTC_RULE.is_ready(day, midnight + 900, midnight + 239)  # pipeline delay
+    assert UTC_RULE.is_ready(day, midnight + 900, midnight + 240)
+    assert not UTC_RULE.is_ready(day, None, midnight + 3600)
+
+
+def test_charts_show_rates_and_sums_not_counters() -> None:
+    # A counter that restarts (the process did) starts over instead of going negative.
+    assert rate([(0, 0), (10, 100), (20, 300), (30, 5), (40, 105)]) == [
+        (10, 10.0),
+        (20, 20.0),
+        (40, 10.0),
+    ]
+    assert sum_by_time([[(1, 2), (2, 3)], [(1, 5)]]) == [(1, 7.0), (2, 3.0)]
+
+
+def test_overall_counts() -> None:
+    collector, writer, redis = _healthy_registries()
+    good = _status(_metrics(collector.registry, writer.registry, redis.registry))
+    down = _status(Metrics([]))
+    assert overall([good, down]) == {
+        "flowing": 1,
+        "lagging": 0,
+        "stalled or down": 1,
+        "yesterday red": 0,
+        "yesterday good": 0,
+    }
+
+
+# --- the pages ------------------------------------------------------------------------------
+
+
+def test_status_pages_read_live_endpoints_and_show_a_dead_one_as_down(tmp_path: Path) -> None:
+    collector, writer, redis = _healthy_registries()
+    redis.last_applied.labels("redis", "ordercenter_orderinfo").set(NOW - 3)
+    servers = [
+        start_http_server(0, addr="127.0.0.1", registry=r.registry)
+        for r in (collector, writer, redis)
+    ]
+    try:
+        targets = [
+            {"name": name, "url": f"http://127.0.0.1:{server.server_port}/metrics"}
+            for name, (server, _) in zip(
+                ("collector", "stream_writer", "mirror"), servers, strict=True
+            )
+        ]
+        targets.append({"name": "merge", "url": "http://127.0.0.1:1/metrics"})
+        app = make_app(tmp_path, scrape_targets=targets)
+        with TestClient(app) as client:
+            csrf = login(client)
+            assert (
+                client.post(
+                    "/api/instances", json=instance_body(), headers={"X-CSRF-Token": csrf}
+                ).status_code
+                == 201
+            )
+            body = mirror_body(targets=["hive", "redis"])
+            assert (
+                client.post(
+                    "/api/table-mirrors", json=body, headers={"X-CSRF-Token": csrf}
+                ).status_code
+                == 201
+            )
+            service = app.state.status
+            assert isinstance(service, StatusService)
+            service.refresh_now()
+            page = client.get("/status/ordercenter_orderinfo")
+            assert page.status_code == 200
+            assert "binlogOffset 123456" in page.text
+            overview = client.get("/")
+            assert 'data-table="ordercenter_orderinfo"' in overview.text
+            assert "merge (http://127.0.0.1:1/metrics) does not answer" in overview.text
+            data = client.get("/api/status").json()
+            (table,) = data["tables"]
+            assert table["name"] == "ordercenter_orderinfo"
+            assert table["binlog_offset"] == 123456
+            assert [f["target"] for f in table["freshness"]] == ["redis"]
+            assert client.get("/api/status/ordercenter_orderinfo").json()["collector"] == "active"
+            assert client.get("/api/status/nothing").status_code == 404
+    finally:
+        for server, thread in servers:
+            server.shutdown()
+            thread.join(5)
+
+
+def test_pages_render_with_500_table_mirrors(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    with TestClient(app) as client:
+        csrf = login(client)
+        assert (
+            client.post(
+                "/api/instances", json=instance_body(), headers={"X-CSRF-Token": csrf}
+            ).status_code
+            == 201
+        )
+        sessions = app.state.ctx.sessions
+        with sessions.begin() as db:
+            from webui.models import Instance
+
+            instance = db.query(Instance).one()
+            now = datetime.now(UTC)
+            for i in range(500):
+                spec = {
+                    "db_prefix": f"db{i:03d}",
+                    "table_prefix": "orders",
+                    "targets": ["hive", "warehouse", "redis"],
+                }
+                db.add(
+                    TableMirrorRow(
+                        name=f"db{i:03d}_orders", instance_id=instance.id, spec=spec, updated_at=now
+                    )
+                )
+        first = client.get("/")
+        assert first.status_code == 200
+        assert first.text.count('data-table="') == 500  # still gathering: every row shows
+        assert first.text.count("gathering…") == 500
+        app.state.status.refresh_now()
+        overview = client.get("/")
+        assert overview.text.count('data-table="') == 500
+        assert overview.text.count("gathering…") == 0
+        assert client.get("/status/db499_orders").status_code == 200
+        assert len(client.get("/api/status").json()["tables"]) == 500
+        assert client.get("/tables").status_code == 200
+        assert client.get("/replays").status_code == 200
+        assert ADMIN_PASSWORD not in overview.text
