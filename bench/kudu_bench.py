@@ -20,9 +20,17 @@ replays with an older offset) in batches of ``--batch``:
 
 Freshness (``--freshness-seconds``, 0 skips): single-row autocommit INSERTs paced at ``--rate``
 by 4 writer processes into 4 shards of a fresh MariaDB database; a real collector in a process
-of its own publishes them to Kafka and the mirror's consumer loop (in this process) applies them
-to Kudu; p50/p99 of "the INSERT's autocommit returned → its batch's flush to Kudu returned"
-(visible to a READ_LATEST scan from then on). Target p99 < 1 s.
+of its own publishes them to Kafka and the mirror's consumer loop (in this process) applies
+them; p50/p99 of "the INSERT's autocommit returned → its batch's apply returned" (for Kudu:
+its flush returned, visible to a READ_LATEST scan from then on). Two named configurations, one
+after the other in the same run: **Kudu** (measured; target p99 < 1 s) and the **in-memory
+target** (``MemoryApplier`` in Kudu's place: the collector and the consumer loop alone, the
+baseline). Each is split into steps, p50/p99 per key: *collector* (commit → the collector
+produced the message: the record's CreateTime, read back from the topic), *queue* (produced
+→ the apply of its batch started: the collector's transaction commit, Kafka, the consumer's
+batching and decoding), *apply* (the target's apply_batch); for Kudu also per batch the
+Python share and the batch writer's guard read and upsert flush (``BatchTimings``). The
+machine is shared: compare the two configurations of one run, not runs with each other.
 """
 
 from __future__ import annotations
@@ -34,7 +42,10 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
@@ -50,7 +61,8 @@ from bench.mirror_bench import (
     batches,
 )
 from cdc_platform.config import Settings, TableMirror, load_settings
-from mirror.kudu import KuduApplier
+from mirror.applier import MemoryApplier
+from mirror.kudu import BatchTimings, KuduApplier
 from mirror.plan import RowChange
 from stack.manager import LocalStack
 
@@ -136,27 +148,121 @@ def bench_apply(settings: Settings, args: argparse.Namespace) -> Figure:
     )
 
 
-class _KeyTimedKudu(KuduApplier):
-    """Notes when each key (first key column) was first applied: its flush returned."""
+class _KeyTimed:
+    """Notes, per key (first key column), when the batch that first applied it started and
+    when its apply returned (visible from then on); a Kudu applier's step timings too."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.applied_at: dict[object, float] = {}
+    applied_at: dict[object, float]
+    started_at: dict[object, float]
+    timings: list[BatchTimings]
 
     def apply_batch(self, changes):  # type: ignore[no-untyped-def]
         changes = list(changes)
-        result = super().apply_batch(changes)
+        started = time.time()
+        result = super().apply_batch(changes)  # type: ignore[misc]
         now = time.time()
         for change in changes:
-            self.applied_at.setdefault(change.key[0], now)
+            if change.key[0] not in self.applied_at:
+                self.applied_at[change.key[0]] = now
+                self.started_at[change.key[0]] = started
+        timings = getattr(self, "last_timings", None)
+        if timings is not None:
+            self.timings.append(timings)
         return result
 
 
-def bench_freshness(settings: Settings, args: argparse.Namespace) -> Figure | None:
-    """MySQL commit → visible in Kudu, a real collector in front (see the docstring)."""
+class _KeyTimedKudu(_KeyTimed, KuduApplier):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.applied_at, self.started_at, self.timings = {}, {}, []
+
+
+class _KeyTimedMemory(_KeyTimed, MemoryApplier):
+    """The baseline target: the in-memory reference applier (no store, no round trip)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.applied_at, self.started_at, self.timings = {}, {}, []
+
+
+def _produced_at(kafka: Any, topic: str) -> dict[object, float]:
+    """id → when the collector produced its message (the record's CreateTime), read back
+    from the run's topic after the run."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from cdc_platform.kafka import consumer_config
+
+    consumer = Consumer(consumer_config(kafka, group_id=f"{topic}.stamps"))
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in partitions
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        produced: dict[object, float] = {}
+        done = {p for p, end in ends.items() if end <= 0}
+        deadline = time.monotonic() + 60
+        while len(done) < len(ends) and time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=10_000, timeout=1.0):
+                if message.error() is not None:
+                    continue
+                partition, offset = message.partition() or 0, message.offset() or 0
+                if offset + 1 >= ends[partition]:
+                    done.add(partition)
+                content = orjson.loads(message.value() or b"{}").get("content") or {}
+                if "id" in content:
+                    produced.setdefault(content["id"], message.timestamp()[1] / 1000)
+        return produced
+    finally:
+        consumer.close()
+
+
+@dataclass
+class _Freshness:
+    """One configuration's run: per key, when MySQL committed it, when the collector produced
+    it, when the batch applying it started and when that apply returned."""
+
+    name: str
+    committed_at: dict[int, float]
+    produced_at: dict[object, float]
+    started_at: dict[object, float]
+    applied_at: dict[object, float]
+    timings: list[BatchTimings]
+    achieved: float
+
+
+def _start_collector(
+    instance_name: str, start_gtid: str, database: str, topic_prefix: str
+) -> tuple[Any, Any, Any]:
+    """A collector in a process of its own: the process, its "started" and "stop" events."""
+    spawn = multiprocessing.get_context("spawn")
+    started, stop = spawn.Event(), spawn.Event()
+    collector = spawn.Process(
+        target=_run_collector,
+        args=(
+            instance_name,
+            random.randrange(3 * 10**6, 4 * 10**6),
+            start_gtid,
+            rf"{database}\..*",
+            topic_prefix,
+            started,
+            stop,
+        ),
+    )
+    collector.start()
+    return collector, started, stop
+
+
+def _freshness_run(
+    settings: Settings, args: argparse.Namespace, name: str, target: str
+) -> _Freshness | None:
+    """MySQL commit → applied by the mirror's consumer loop to ``target`` ("kudu", or
+    "memory": the in-memory reference applier), a real collector in front (the docstring)."""
     from mirror.consumer import MirrorConsumer
     from mirror.metrics import MirrorMetrics
     from mirror.plan import ChangeRouter
+    from simple_binlog.naming import topic_name
     from simple_binlog.routing import ShardRouter
 
     writers, tag = 4, uuid.uuid4().hex[:6]
@@ -171,23 +277,13 @@ def bench_freshness(settings: Settings, args: argparse.Namespace) -> Figure | No
     prefix = f"benchkf{tag}."
     kudu = settings.kudu.model_copy(update={"table_prefix": prefix})
     jars = (settings.kudu.client_jars or settings.stack.home / "jars" / "kudu").resolve()
-    applier = _KeyTimedKudu(kudu, mirror, tables, jars)
-    start_gtid = _create_shards(settings, database, writers)
-    spawn = multiprocessing.get_context("spawn")
-    started, stop_collector = spawn.Event(), spawn.Event()
-    collector = spawn.Process(
-        target=_run_collector,
-        args=(
-            instance_name,
-            random.randrange(3 * 10**6, 4 * 10**6),
-            start_gtid,
-            rf"{database}\..*",
-            kafka.topic_prefix,
-            started,
-            stop_collector,
-        ),
+    applier: _KeyTimedKudu | _KeyTimedMemory = (
+        _KeyTimedKudu(kudu, mirror, tables, jars) if target == "kudu" else _KeyTimedMemory()
     )
-    collector.start()
+    start_gtid = _create_shards(settings, database, writers)
+    collector, started, stop_collector = _start_collector(
+        instance_name, start_gtid, database, kafka.topic_prefix
+    )
     stop = threading.Event()
     router = ChangeRouter(tables, ShardRouter(list(settings.shard_rules)), "kudu")
     consumer = MirrorConsumer(
@@ -196,10 +292,10 @@ def bench_freshness(settings: Settings, args: argparse.Namespace) -> Figure | No
     thread = threading.Thread(target=consumer.run)
     total = int(args.rate * args.freshness_seconds)
     print(
-        f"Freshness (MySQL commit → Kudu, collector in front): {total:,} single-row autocommits "
-        f"at {args.rate:,} rows/s by {writers} writers"
+        f"  {name}: {total:,} single-row autocommits at {args.rate:,} rows/s by {writers} writers"
     )
     committed_at: dict[int, float] = {}
+    produced_at: dict[object, float] = {}
     achieved = 0.0
     try:
         if not started.wait(90):
@@ -213,47 +309,98 @@ def bench_freshness(settings: Settings, args: argparse.Namespace) -> Figure | No
         _wait_until(lambda: warm_up.keys() <= applier.applied_at.keys(), 60)
         committed_at, achieved = _write_paced(database, writers, total, args.rate)
         _wait_until(lambda: committed_at.keys() <= applier.applied_at.keys(), 60)
+        produced_at = _produced_at(kafka, topic_name(kafka, instance_name))
     finally:
         stop.set()
         if thread.is_alive():
             thread.join(30)
         stop_collector.set()
         collector.join(60)
-        _drop(applier, prefix)
+        if isinstance(applier, KuduApplier):
+            _drop(applier, prefix)
         applier.close()
         _drop_run_data(settings, f"benchkf{tag}", kafka)
         with _mysql_admin(settings) as conn, conn.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS {database}")
-    return _figure(committed_at, applier.applied_at, total, achieved, mirror.max_wait_ms)
-
-
-def _figure(
-    committed_at: dict[int, float],
-    applied_at: dict[object, float],
-    total: int,
-    achieved: float,
-    max_wait_ms: int,
-) -> Figure | None:
-    delays = sorted(
-        (applied_at[k] - at) * 1000 for k, at in committed_at.items() if k in applied_at
+    return _Freshness(
+        name,
+        committed_at,
+        produced_at,
+        applier.started_at,
+        applier.applied_at,
+        applier.timings,
+        achieved,
     )
-    if not delays:
+
+
+def _percentiles(values: Sequence[float]) -> tuple[float, float]:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0, 0.0
+    return ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def _stages(run: _Freshness) -> dict[str, float]:
+    """p50/p99 (ms) of commit → visible and of its steps: the collector (commit → produced),
+    the queue (produced → its batch's apply started: the transaction's commit, Kafka, the
+    consumer's batch and decoding), the target's apply (started → returned)."""
+    keys = [k for k in run.committed_at if k in run.applied_at]
+    steps = {
+        "total": [(run.applied_at[k] - run.committed_at[k]) * 1000 for k in keys],
+        "collector": [
+            (run.produced_at[k] - run.committed_at[k]) * 1000 for k in keys if k in run.produced_at
+        ],
+        "queue": [
+            (run.started_at[k] - run.produced_at[k]) * 1000 for k in keys if k in run.produced_at
+        ],
+        "apply": [(run.applied_at[k] - run.started_at[k]) * 1000 for k in keys],
+    }
+    if run.timings:
+        for step in ("python", "java_read", "java_write"):
+            steps[f"batch {step}"] = [getattr(t, step) * 1000 for t in run.timings]
+    found: dict[str, float] = {"applied": float(len(keys))}
+    for step, values in steps.items():
+        p50, p99 = _percentiles(values)
+        found[f"{step} p50" if step != "total" else "p50"] = p50
+        found[f"{step} p99" if step != "total" else "p99"] = p99
+    return found
+
+
+def bench_freshness(settings: Settings, args: argparse.Namespace) -> Figure | None:
+    """MySQL commit → visible in Kudu, and the same with the in-memory reference applier in
+    place of Kudu (the baseline: the collector and the consumer loop alone), one after the
+    other in this run."""
+    print(f"Freshness (MySQL commit → applied, collector in front), {args.rate:,} rows/s:")
+    runs: dict[str, _Freshness] = {}
+    for name, target in (("in-memory target (baseline)", "memory"), ("Kudu", "kudu")):
+        run = _freshness_run(settings, args, name, target)
+        if run is None:
+            return None
+        runs[target] = run
+        found = _stages(run)
+        steps = ", ".join(
+            f"{step} {found[f'{step} p50']:.0f}/{found[f'{step} p99']:.0f}"
+            for step in ("collector", "queue", "apply", "batch java_read", "batch java_write")
+            if f"{step} p50" in found
+        )
+        print(
+            f"    {int(found['applied']):,} applied (writers achieved {run.achieved:,.0f} rows/s): "
+            f"p50 {found['p50']:.0f} ms, p99 {found['p99']:.0f} ms; steps p50/p99 ms: {steps}"
+        )
+    kudu, base = _stages(runs["kudu"]), _stages(runs["memory"])
+    if not kudu["applied"]:
         print("  nothing was applied")
         return None
-    p50, p99 = delays[len(delays) // 2], delays[int(len(delays) * 0.99)]
-    print(
-        f"  {len(delays):,} of {total:,} in Kudu (writers achieved {achieved:,.0f} rows/s); "
-        f"MySQL commit → visible in Kudu: p50 {p50:.0f} ms, p99 {p99:.0f} ms "
-        f"(max_wait_ms = {max_wait_ms})"
-    )
     return Figure(
         "kudu.freshness_mysql",
-        f"MySQL commit → visible in Kudu (collector + mirror), {len(delays):,} autocommits at "
-        f"{achieved:,.0f} rows/s",
-        p99,
+        f"MySQL commit → visible in Kudu (collector + mirror), {int(kudu['applied']):,} "
+        f"autocommits at {runs['kudu'].achieved:,.0f} rows/s",
+        kudu["p99"],
         "ms",
+        baseline=base["p99"],
+        baseline_label="p99 with the in-memory target in place of Kudu (collector + consumer loop)",
         higher_is_better=False,
-        extra={"p50": p50, "p99": p99, "applied": len(delays), "sent": total},
+        extra={**kudu, "baseline p50": base["p50"], "baseline queue p99": base["queue p99"]},
     )
 
 

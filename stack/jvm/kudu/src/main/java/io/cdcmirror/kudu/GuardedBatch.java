@@ -77,12 +77,24 @@ public final class GuardedBatch {
     public final int stale;
     public final String refused;
     public final String failed;
+    /** Where the call's time went (nanoseconds): decoding the buffer, the guard's read of the
+     * stored offsets, building the upserts and their flush. */
+    public long parseNanos;
+    public long readNanos;
+    public long writeNanos;
 
     Outcome(int applied, int stale, String refused, String failed) {
       this.applied = applied;
       this.stale = stale;
       this.refused = refused;
       this.failed = failed;
+    }
+
+    Outcome timed(long parse, long read, long write) {
+      parseNanos = parse;
+      readNanos = read;
+      writeNanos = write;
+      return this;
     }
   }
 
@@ -132,6 +144,7 @@ public final class GuardedBatch {
 
   /** Reads the stored versions (when guarded), then upserts the fresh changes in one flush. */
   public Outcome apply(KuduClient client, byte[] changes, boolean guarded) throws KuduException {
+    long started = System.nanoTime();
     List<Change> parsed;
     try {
       parsed = parse(changes);
@@ -143,6 +156,7 @@ public final class GuardedBatch {
     } catch (IOException e) {
       return new Outcome(0, 0, "the batch is not the JSON the mirror writes (" + e.getMessage() + ")", null);
     }
+    long parsedAt = System.nanoTime();
     List<Change> fresh = parsed;
     if (guarded && !parsed.isEmpty()) {
       Map<List<Object>, Long> stored = storedVersions(client, parsed);
@@ -154,6 +168,7 @@ public final class GuardedBatch {
         }
       }
     }
+    long readAt = System.nanoTime();
     int stale = parsed.size() - fresh.size();
     List<Upsert> upserts = new ArrayList<>(fresh.size());
     try {
@@ -169,7 +184,8 @@ public final class GuardedBatch {
         return new Outcome(0, stale, error[0], error[1]);
       }
     }
-    return new Outcome(upserts.size(), stale, null, null);
+    return new Outcome(upserts.size(), stale, null, null)
+        .timed(parsedAt - started, readAt - parsedAt, System.nanoTime() - readAt);
   }
 
   // -- the buffer ---------------------------------------------------------------------------
