@@ -23,6 +23,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from merge.archive import DeleteCounts
 from merge.schema import OFFSET_COLUMN, SHARD_COLUMN, SchemaPlan
+from merge.types import snapshot_value
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -33,11 +34,7 @@ _BEFORE = "_before"
 
 
 def _typed(raw: Column, hive: str) -> Column:
-    if hive == "string":
-        return raw
-    if hive == "binary":
-        return F.unbase64(raw)
-    return raw.cast(hive)
+    return snapshot_value(raw, hive)  # zero-part dates included (merge.types)
 
 
 def _image_schema(names: list[str]) -> StructType:

@@ -28,8 +28,24 @@ BINARY, VARBINARY, BLOB, GEOMETRY         BINARY               the base64 wire f
 =======================================  ===================  ===============================
 
 Values are cast from their canonical JSON text with Spark's ANSI casts (on by default in
-Spark 4), so a value that does not fit (e.g. a zero date ``0000-00-00`` allowed by a
-permissive sql_mode) fails the merge with an error instead of becoming NULL silently.
+Spark 4), so a value that does not fit fails the merge with an error instead of becoming NULL
+silently (``snapshot_value``).
+
+**Dates with a zero year, month or day** (``0000-00-00``, ``2024-00-15``, ``2024-03-00
+10:11:12``; permissive sql_modes allow them, the wire carries MySQL's text) have no calendar
+date. The snapshot keeps them in the DATE/TIMESTAMP column itself, as a date no MySQL value
+takes (MySQL's years end at 9999), from which they are read back exactly
+(``snapshot_date_text``) — the warehouse's encoding (``mirror.pgtypes``), with the all-zero
+date in it too (Spark has no ``-infinity``): year ``100000 + 13·year + month``, day of the
+year ``day + 1`` (January 1 + ``day`` days), the time of day unchanged. ``2024-00-15`` is
+stored as ``+126312-01-16``, ``2024-03-00 10:11:12`` as ``+126315-01-01 10:11:12``,
+``0000-00-00`` as ``+100000-01-01``. They sort after every real date; Spark prints and casts
+them to text with a ``+``; a client that maps dates to Python's cannot hold them, so read such
+columns as text (``CAST(col AS STRING)``) and decode with ``snapshot_date_text``.
+
+**BINARY(n)** keeps its n bytes: the wire value holds them all (the collector pads back the
+trailing zero bytes the binlog strips; the replay reads them with SELECT), and ``unbase64``
+keeps every byte.
 
 Widening (``widen``): a column whose MySQL type grew keeps every old value readable in the
 new type, e.g. INT → BIGINT → DECIMAL(20,0), DECIMAL(10,2) → DECIMAL(12,4), FLOAT → DOUBLE,
@@ -41,6 +57,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.type_table import KindVisitor, visit
@@ -128,6 +147,74 @@ class SnapshotTypeVisitor(KindVisitor[str]):
 
 
 _SNAPSHOT_TYPE = SnapshotTypeVisitor()
+
+# Zero-part dates live in the years from here on (the module docstring; mirror.pgtypes's too).
+ZERO_PART_YEARS = 100_000
+_MONTHS = 13  # 0..12
+# simple_binlog.values.is_zero_part_date as a Java regex: a date text, year, month or day 0.
+_ZERO_PART_SQL = (
+    r"^(0000-\d{2}-\d{2}|\d{4}-00-\d{2}|\d{4}-\d{2}-00)"
+    r"( \d{2}:\d{2}:\d{2}(\.\d{1,6})?)?$"
+)
+
+
+def _zero_part(text: Column, hive: str) -> Column:
+    """The stored DATE/TIMESTAMP of a zero-part date text (``_ZERO_PART_SQL`` matched)."""
+    year = F.substring(text, 1, 4).cast("int")
+    month = F.substring(text, 6, 2).cast("int")
+    day = F.substring(text, 9, 2).cast("int")
+    stored_year = F.lit(ZERO_PART_YEARS) + F.lit(_MONTHS) * year + month
+    if hive == "date":
+        return F.date_add(F.make_date(stored_year, F.lit(1), F.lit(1)), day)
+    has_time = F.length(text) > F.lit(10)
+    hour = F.when(has_time, F.substring(text, 12, 2).cast("int")).otherwise(0)
+    minute = F.when(has_time, F.substring(text, 15, 2).cast("int")).otherwise(0)
+    second = F.when(has_time, F.substring(text, 18, 9).cast("decimal(8,6)")).otherwise(
+        F.lit(0).cast("decimal(8,6)")
+    )
+    start = F.make_timestamp(stored_year, F.lit(1), F.lit(1), hour, minute, second)
+    return F.timestamp_add("DAY", day, start)
+
+
+def snapshot_value(text: Column, hive: str) -> Column:
+    """The snapshot value of a wire value (its JSON text, strings unquoted) for a column of
+    snapshot type ``hive``: ANSI casts, base64 decoded for binaries, a zero-part date as its
+    stored date (the module docstring)."""
+    if hive == "string":
+        return text
+    if hive == "binary":
+        return F.unbase64(text)
+    if hive in ("date", "timestamp"):
+        return F.when(text.rlike(_ZERO_PART_SQL), _zero_part(text, hive)).otherwise(text.cast(hive))
+    return text.cast(hive)
+
+
+_STORED = re.compile(
+    r"^\+?(?P<year>\d{4,})-(?P<month>\d{2})-(?P<day>\d{2})"
+    r"(?: (?P<clock>\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d+))?)?$"
+)
+
+
+def snapshot_date_text(stored: str, fsp: int = 0) -> str:
+    """The MySQL text of a snapshot DATE/TIMESTAMP value as Spark casts it to text (the
+    inverse of ``snapshot_value``): the zero-part date it encodes, or the date itself, with
+    ``fsp`` fraction digits as MySQL prints a DATETIME(fsp) (Spark trims trailing zeros).
+    A text that is no such value is returned as it is."""
+    match = _STORED.match(stored)
+    if match is None:
+        return stored
+    if int(match["year"]) >= ZERO_PART_YEARS:
+        year, month = divmod(int(match["year"]) - ZERO_PART_YEARS, _MONTHS)
+        day = 31 if match["month"] == "02" else int(match["day"]) - 1
+    else:
+        year, month, day = int(match["year"]), int(match["month"]), int(match["day"])
+    text = f"{year:04d}-{month:02d}-{day:02d}"
+    if match["clock"] is None:
+        return text
+    text += " " + match["clock"]
+    if fsp > 0:
+        text += "." + (match["fraction"] or "").ljust(fsp, "0")[:fsp]
+    return text
 
 
 def hive_type(mysql_type: str) -> str:

@@ -65,10 +65,11 @@ Dates with a zero year, month or day (``0000-00-00``, ``2024-00-15``, ``2024-03-
 permissive sql_modes allow them) travel as MySQL's own text on both paths and decode to that
 text. Per store: Kafka and Redis hold the wire text itself; the warehouse stores the zero date
 as ``-infinity`` and any other in a year after 99999, read back exactly by
-``mirror.pgtypes.mysql_date_text``; the lake's snapshot (a Spark DATE/TIMESTAMP) cannot hold
-them and fails the merge with Spark's ANSI cast error, naming the value, rather than store
-another date. BINARY(n) carries all its n bytes (the collector pads back the trailing zero
-bytes the binlog strips), so every store holds them. TIME carries exactly its fsp fraction
+``mirror.pgtypes.mysql_date_text``; the lake's snapshot keeps them in its DATE/TIMESTAMP
+column with the same encoding (the zero date too, in year 100000: Spark has no
+``-infinity``), read back exactly by ``merge.types.snapshot_date_text``. BINARY(n) carries all
+its n bytes (the collector pads back the trailing zero bytes the binlog strips), so every
+store holds them. TIME carries exactly its fsp fraction
 digits, as MySQL prints it. Pure logic, no I/O.
 """
 
