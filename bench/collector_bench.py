@@ -28,6 +28,7 @@ from collector.position import parse_gtid
 from collector.publisher import KafkaPublisher
 from collector.reader import ServerPosition, connect, server_position
 from collector.service import Collector, tune_gc
+from simple_binlog.control import is_control
 from simple_binlog.naming import topic_name
 from stack.manager import LocalStack
 
@@ -197,7 +198,7 @@ def _receiver(kafka, topic: str, total: int, ready, writers_done, results) -> No
     deadline = None
     while len(received_at) < total:
         for record in consumer.consume(1000, 0.05):
-            if record.error() is None:
+            if record.error() is None and not is_control(record.key()):
                 received_at[int(orjson.loads(record.value())["content"]["id"])] = time.time()
         if deadline is None and writers_done.is_set():  # then wait at most 60 s more
             deadline = time.monotonic() + 60

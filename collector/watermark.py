@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from collector.reader import server_position
+from simple_binlog.errors import CdcMirrorError
 
 # Sessions whose TIME says nothing about the events they may still write are left out: idle
 # ones (an open transaction of theirs is in INNODB_TRX), daemons, and binlog dump and replica
@@ -75,7 +76,10 @@ def probe_source(cursor: Any) -> Probe:
     # In UTC: trx_started is a DATETIME in the session's zone, which a DST change would skew.
     cursor.execute("SET time_zone = '+00:00'")
     cursor.execute(PROBE_SQL)
-    now, oldest, longest = cursor.fetchone()
+    row = cursor.fetchone()
+    if row is None or len(row) != 3 or row[0] is None:
+        raise CdcMirrorError(f"the source answered the watermark probe with {row!r}.")
+    now, oldest, longest = row
     where = server_position(cursor)
     now_s = float(now)
     return Probe(

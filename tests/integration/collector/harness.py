@@ -20,6 +20,7 @@ from cdc_platform.config import Settings
 from cdc_platform.kafka import consumer_config
 from collector.position import parse_gtid
 from collector.reader import ServerPosition, read_range, server_position
+from simple_binlog.control import is_control
 from simple_binlog.message import SimpleBinlog, decode_message
 from simple_binlog.naming import topic_name
 from simple_binlog.offsets import OffsetGenerator
@@ -173,14 +174,16 @@ class CollectorScene:
                 batch = [
                     decode_message(r.value())
                     for r in consumer.consume(5000, 1.0)
-                    if r.error() is None
+                    if r.error() is None and not is_control(r.key())
                 ]
                 if batch:
                     messages += batch
                     deadline = time.monotonic() + 60
             # One more poll: nothing beyond what is expected may arrive.
             messages += [
-                decode_message(r.value()) for r in consumer.consume(100, 3.0) if r.error() is None
+                decode_message(r.value())
+                for r in consumer.consume(100, 3.0)
+                if r.error() is None and not is_control(r.key())
             ]
         finally:
             consumer.close()

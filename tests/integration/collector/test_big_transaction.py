@@ -18,6 +18,7 @@ import orjson
 from confluent_kafka import Consumer, TopicPartition
 
 from cdc_platform.kafka import consumer_config
+from simple_binlog.control import is_control
 from simple_binlog.naming import topic_name
 from tests.integration.collector.harness import CollectorScene, admin, reached
 
@@ -47,7 +48,7 @@ def _count_committed(scene: CollectorScene) -> tuple[int, int, int]:
             batch = consumer.consume(10_000, 2.0)
             idle = 0 if batch else idle + 1
             for record in batch:
-                if record.error() is None:
+                if record.error() is None and not is_control(record.key()):
                     count += 1
                     ids.add(orjson.loads(record.value())["content"]["id"])
     finally:

@@ -36,6 +36,7 @@ from cdc_platform.config import Settings, TableMirror
 from cdc_platform.kafka import consumer_config
 from collector.reader import server_position
 from governance import DetectionRecord
+from simple_binlog.control import is_control
 from tests.integration.collector.harness import CollectorProcess, reached
 from tests.integration.governance.workload import SALT, PlantedTable, admin
 from tests.integration.mirror.harness import MirrorProcess, MirrorScene, free_port, wait_for
@@ -55,9 +56,17 @@ def _read_topic(
     deadline = time.monotonic() + timeout_s
     try:
         while len(values) < at_least and time.monotonic() < deadline:
-            values += [r.value() for r in consumer.consume(5000, 0.5) if r.error() is None]
+            values += [
+                r.value()
+                for r in consumer.consume(5000, 0.5)
+                if r.error() is None and not is_control(r.key())
+            ]
         # One more poll: nothing beyond what is expected may arrive.
-        values += [r.value() for r in consumer.consume(1000, 2.0) if r.error() is None]
+        values += [
+            r.value()
+            for r in consumer.consume(1000, 2.0)
+            if r.error() is None and not is_control(r.key())
+        ]
     finally:
         consumer.close()
     return values
