@@ -1,6 +1,6 @@
-"""Both appliers against the real Redis and PostgreSQL: out-of-order and duplicated batches
-end equal to the reference; tombstones stop older writes; replays are no-ops; schema
-evolution; projection and TTLs; NOSCRIPT recovery."""
+"""The appliers against the real Redis, PostgreSQL and Kudu (the local stack's cluster, one per
+session): out-of-order and duplicated batches end equal to the reference; tombstones stop older
+writes; replays are no-ops; schema evolution; projection and TTLs; NOSCRIPT recovery."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from mirror.redis_applier import RedisApplier, redis_key
 from mirror.warehouse import WarehouseApplier
 from simple_binlog.message import EventType, SimpleBinlog
 from simple_binlog.routing import ShardRouter
+from simple_binlog.values import decode, parse_column_type
 from tests.integration.mirror.targets import as_pg, live_redis_rows, pg_connect, pg_rows, redis_rows
 from tests.unit.mirror.workload import (
     BASE_TYPES,
@@ -36,10 +37,42 @@ def _changes(router: ChangeRouter, messages: list[SimpleBinlog]) -> list:
     return [c for m in messages for c in router.route("local", m).changes]
 
 
+# Each test runs against every target; Kudu's under a table prefix of the test's own, on the
+# session's Kudu cluster (started once, by the kudu_settings fixture).
+TARGETS = ["redis", "warehouse", "kudu"]
+
+
+@pytest.fixture()
+def target_settings(
+    mirror_settings: Settings, target: str, request: pytest.FixtureRequest
+) -> Settings:
+    """``mirror_settings``, or for Kudu the table mirrored to Kudu under a prefix of its own."""
+    if target == "kudu":
+        kudu: Settings = request.getfixturevalue("kudu_settings")
+        return kudu
+    return mirror_settings
+
+
 def _applier(settings: Settings, target: str):
     if target == "redis":
         return RedisApplier(settings.redis, settings.mirror, settings.tables)
+    if target == "kudu":
+        from tests.integration.mirror.kudu_store import kudu_applier
+
+        return kudu_applier(settings)
     return WarehouseApplier(settings.postgres, settings.mirror, settings.tables)
+
+
+def _kudu_stored(settings: Settings) -> dict:
+    from tests.integration.mirror.kudu_store import kudu_rows
+
+    return kudu_rows(settings, LOGICAL)
+
+
+def _canonical(row: dict, types: dict[str, str]) -> dict:
+    return {
+        name: decode(parse_column_type(types[name]), value, name) for name, value in row.items()
+    }
 
 
 def _reference(router: ChangeRouter, messages: list[SimpleBinlog]) -> MemoryApplier:
@@ -52,6 +85,22 @@ def _assert_equal(settings: Settings, target: str, reference: MemoryApplier) -> 
     expected = {key[0]: row for key, row in reference.rows(LOGICAL).items()}
     if target == "redis":
         assert live_redis_rows(settings, LOGICAL) == expected
+    elif target == "kudu":
+        stored = _kudu_stored(settings)
+        live = {key: row for key, row in stored.items() if not row["_deleted"]}
+        assert set(live) == set(expected)
+        entries = reference.tables[LOGICAL]
+        for key, row in expected.items():
+            types = EXTRA_TYPES if "extra" in row else BASE_TYPES
+            assert {name: live[key][name] for name in row} == _canonical(row, types), key
+            assert live[key]["_binlog_offset"] == entries[(key,)].offset
+        # Every delete the reference holds is a tombstone row at the delete's offset.
+        for (key,), entry in entries.items():
+            if entry.row is None:
+                assert (stored[key]["_deleted"], stored[key]["_binlog_offset"]) == (
+                    True,
+                    entry.offset,
+                )
     else:
         stored = pg_rows(settings, LOGICAL)
         assert set(stored) == set(expected)
@@ -62,10 +111,11 @@ def _assert_equal(settings: Settings, target: str, reference: MemoryApplier) -> 
             assert stored[key]["_binlog_offset"] == reference.tables[LOGICAL][(key,)].offset
 
 
-@pytest.mark.parametrize("target", ["redis", "warehouse"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_out_of_order_duplicated_batches_with_schema_evolution_equal_reference(
-    mirror_settings: Settings, target: str
+    target_settings: Settings, target: str
 ) -> None:
+    mirror_settings = target_settings
     rng = random.Random(11)
     workload = Workload(rng)
     messages = workload.messages(1500)
@@ -89,8 +139,9 @@ def test_out_of_order_duplicated_batches_with_schema_evolution_equal_reference(
     assert any("extra" in row for row in live.values())
 
 
-@pytest.mark.parametrize("target", ["redis", "warehouse"])
-def test_tombstone_stops_an_older_insert(mirror_settings: Settings, target: str) -> None:
+@pytest.mark.parametrize("target", TARGETS)
+def test_tombstone_stops_an_older_insert(target_settings: Settings, target: str) -> None:
+    mirror_settings = target_settings
     workload = Workload(random.Random(5))
     insert = workload.step()
     assert insert.event_type is EventType.INSERT
@@ -106,6 +157,12 @@ def test_tombstone_stops_an_older_insert(mirror_settings: Settings, target: str)
         assert (result.applied, result.stale) == (0, 1)
         if target == "redis":
             assert redis_rows(mirror_settings, LOGICAL)[key] == (delete.binlog_offset, None)
+        elif target == "kudu":
+            tombstone = _kudu_stored(mirror_settings)[key]
+            assert (tombstone["_deleted"], tombstone["_binlog_offset"]) == (
+                True,
+                delete.binlog_offset,
+            )
         else:
             assert pg_rows(mirror_settings, LOGICAL) == {}
             with pg_connect(mirror_settings) as conn:
@@ -122,17 +179,21 @@ def test_tombstone_stops_an_older_insert(mirror_settings: Settings, target: str)
         applier.close()
     if target == "redis":
         assert redis_rows(mirror_settings, LOGICAL)[key][0] == newer.binlog_offset
+    elif target == "kudu":
+        revived = _kudu_stored(mirror_settings)[key]
+        assert (revived["_deleted"], revived["_binlog_offset"]) == (False, newer.binlog_offset)
     else:
         assert pg_rows(mirror_settings, LOGICAL)[key]["_binlog_offset"] == newer.binlog_offset
 
 
-@pytest.mark.parametrize("target", ["redis", "warehouse"])
+@pytest.mark.parametrize("target", TARGETS)
 def test_one_batch_with_a_key_many_times_a_delete_then_reinsert_and_stale_replays(
-    mirror_settings: Settings, target: str
+    target_settings: Settings, target: str
 ) -> None:
     """Within one batch: a key inserted, updated many times, deleted and inserted again
     (the re-insert wins), another key inserted then deleted (a tombstone); the whole batch
     replayed, and an older part of it replayed alone, are no-ops."""
+    mirror_settings = target_settings
     workload = Workload(random.Random(12))
     shard = ("shop_01", "orders_00")
     kept = workload._fresh_key()
@@ -164,6 +225,13 @@ def test_one_batch_with_a_key_many_times_a_delete_then_reinsert_and_stale_replay
         stored = redis_rows(mirror_settings, LOGICAL)
         assert stored[kept] == (batch[8].binlog_offset, rows[7])
         assert stored[gone] == (batch[-1].binlog_offset, None)
+    elif target == "kudu":
+        stored_kudu = _kudu_stored(mirror_settings)
+        assert stored_kudu[kept]["_binlog_offset"] == batch[8].binlog_offset
+        assert (stored_kudu[gone]["_deleted"], stored_kudu[gone]["_binlog_offset"]) == (
+            True,
+            batch[-1].binlog_offset,
+        )
     else:
         assert pg_rows(mirror_settings, LOGICAL)[kept]["_binlog_offset"] == batch[8].binlog_offset
         with pg_connect(mirror_settings) as conn:

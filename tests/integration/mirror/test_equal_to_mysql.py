@@ -1,7 +1,8 @@
 """A randomized workload in MariaDB (inserts, updates, key changes, deletes, and an
 ``ALTER TABLE … ADD COLUMN`` half-way) read from the real row binlog with
-``collector.reader.read_range``, published to Kafka, consumed by the mirror's consumer loop for
-Redis and for the warehouse: both end equal to MySQL, row for row."""
+``collector.reader.read_range`` and published to Kafka once per module; the mirror's consumer
+loop for each target (Redis, the PostgreSQL warehouse, Kudu on the session's cluster) consumes
+it and ends equal to MySQL, row for row."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ import datetime as dt
 import random
 import threading
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 import pymysql
 import pytest
 
-from cdc_platform.config import Settings, TableMirror
+from cdc_platform.config import MirrorTarget, Settings, TableMirror
 from collector.reader import SchemaCache, read_range, server_position
 from mirror.app import build_applier
 from mirror.consumer import MirrorConsumer
@@ -23,7 +26,7 @@ from mirror.metrics import MirrorMetrics
 from mirror.plan import ChangeRouter
 from simple_binlog.offsets import OffsetGenerator
 from simple_binlog.routing import ShardRouter
-from simple_binlog.values import encode, parse_column_type
+from simple_binlog.values import decode, encode, parse_column_type
 from tests.integration.mirror.harness import MirrorScene, wait_for
 from tests.integration.mirror.targets import canonical, live_redis_rows, pg_rows
 
@@ -132,32 +135,43 @@ def _mysql_rows(
     return rows, types
 
 
-@pytest.mark.timeout(300)
-def test_redis_and_warehouse_equal_mysql_after_a_random_workload(mirror_settings: Settings) -> None:
+@dataclass(frozen=True)
+class PublishedWorkload:
+    """The module's one MySQL workload, read from the binlog and published to Kafka once; each
+    target's test consumes it in a consumer group of its own."""
+
+    scene: MirrorScene
+    table: TableMirror
+    logical: str
+    expected: dict[str, dict]  # id → MySQL's row at the end, as wire values
+    types: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def published_workload(local_stack: Settings) -> Iterator[PublishedWorkload]:
+    """Inserts, updates, key changes and deletes over 2 × 2 shards, ``ADD COLUMN`` half-way."""
     tag = uuid.uuid4().hex[:6]
     dbs = [f"mq{tag}_{i:02d}" for i in range(SHARDS)]
     tables = [f"orders_{i:02d}" for i in range(SHARDS)]
-    logical = f"mq{tag}_orders"
-    settings = mirror_settings.model_copy(
-        update={"tables": [TableMirror(db_prefix=f"mq{tag}", table_prefix="orders")]}
-    )
+    table = TableMirror(db_prefix=f"mq{tag}", table_prefix="orders")
+    settings = local_stack.model_copy(update={"tables": [table]})
     scene = MirrorScene(settings)
     rng = random.Random(13)
-    live = {(d, t): [] for d in dbs for t in tables}
+    live: dict[tuple[str, str], list[int]] = {(d, t): [] for d in dbs for t in tables}
     next_id = [18_446_744_073_709_000_000]
     conn = _admin(settings)
     try:
         with conn.cursor() as cur:
             for db in dbs:
                 cur.execute(f"CREATE DATABASE {db}")
-                for table in tables:
-                    cur.execute(DDL.format(db=db, table=table))
+                for name in tables:
+                    cur.execute(DDL.format(db=db, table=name))
             start = server_position(cur)
         _workload(conn, dbs, tables, rng, 150, live, next_id, evolved=False)
         with conn.cursor() as cur:
             for db in dbs:
-                for table in tables:
-                    cur.execute(f"ALTER TABLE {db}.{table} ADD COLUMN extra INT NULL")
+                for name in tables:
+                    cur.execute(f"ALTER TABLE {db}.{name} ADD COLUMN extra INT NULL")
         _workload(conn, dbs, tables, rng, 150, live, next_id, evolved=True)
         with conn.cursor() as cur:
             stop = server_position(cur)
@@ -167,35 +181,6 @@ def test_redis_and_warehouse_equal_mysql_after_a_random_workload(mirror_settings
         )
         assert any("extra" in m.content for m in messages)
         scene.publish(messages)
-        kafka = settings.kafka.model_copy(update={"topic_prefix": scene.topic_prefix})
-        mirror = settings.mirror.model_copy(update={"group_prefix": f"mt{scene.tag}"})
-        for target in ("redis", "warehouse"):
-            stop_event = threading.Event()
-            router = ChangeRouter(settings.tables, ShardRouter(list(settings.shard_rules)), target)
-            applier = build_applier(settings, target)
-            metrics = MirrorMetrics(target)
-            consumer = MirrorConsumer(
-                kafka, mirror, target, ["local"], router, applier, metrics, stop_event
-            )
-            thread = threading.Thread(target=consumer.run)
-            thread.start()
-            try:
-                wait_for(
-                    lambda t=target: scene.committed_lag(t) == 0,
-                    120,
-                    f"{target} to commit everything",
-                )
-            finally:
-                stop_event.set()
-                thread.join(30)
-                applier.close()
-            assert not thread.is_alive()
-            assert metrics.freshness._sum.get() > 0  # type: ignore[attr-defined]
-            # The table's freshness on the admin's status page: its newest change applied.
-            newest = max(m.execute_time for m in messages) / 1000
-            assert metrics.registry.get_sample_value(
-                "cdc_mirror_last_applied_timestamp_seconds", {"target": target, "table": logical}
-            ) == pytest.approx(newest)
         expected, types = _mysql_rows(conn, dbs, tables)
     finally:
         with conn.cursor() as cur:
@@ -203,22 +188,78 @@ def test_redis_and_warehouse_equal_mysql_after_a_random_workload(mirror_settings
                 cur.execute(f"DROP DATABASE IF EXISTS {db}")
         conn.close()
     assert len(expected) > 100
-    # A row untouched since the ADD COLUMN has no image with the new column (ADD COLUMN
-    # writes no row events): it lacks it, which readers take as NULL.
-    got = {
-        k: {**dict.fromkeys(types), **row} for k, row in live_redis_rows(settings, logical).items()
-    }
-    assert got == expected
-    assert sum("extra" in row for row in live_redis_rows(settings, logical).values()) > 10
-    stored = pg_rows(settings, logical)
-    assert set(stored) == set(expected)
-    for key, row in expected.items():
-        for name, value in row.items():
-            want = canonical(types[name], value)
-            if (
-                isinstance(want, dt.datetime)
-                and want.tzinfo is None
-                and types[name].startswith("timestamp")
-            ):
-                want = want.replace(tzinfo=dt.UTC)
-            assert stored[key][name] == want, (key, name)
+    yield PublishedWorkload(scene, table, f"mq{tag}_orders", expected, types)
+
+
+def _consume_all(settings: Settings, published: PublishedWorkload, target: MirrorTarget) -> None:
+    """The mirror's consumer loop for ``target`` until its group committed the whole topic."""
+    scene = published.scene
+    kafka = settings.kafka.model_copy(update={"topic_prefix": scene.topic_prefix})
+    mirror = settings.mirror.model_copy(update={"group_prefix": f"mt{scene.tag}"})
+    stop_event = threading.Event()
+    router = ChangeRouter(settings.tables, ShardRouter(list(settings.shard_rules)), target)
+    applier = build_applier(settings, target)
+    metrics = MirrorMetrics(target)
+    consumer = MirrorConsumer(
+        kafka, mirror, target, ["local"], router, applier, metrics, stop_event
+    )
+    thread = threading.Thread(target=consumer.run)
+    thread.start()
+    try:
+        wait_for(lambda: scene.committed_lag(target) == 0, 120, f"{target} to commit everything")
+    finally:
+        stop_event.set()
+        thread.join(30)
+        applier.close()
+    assert not thread.is_alive()
+    assert metrics.freshness._sum.get() > 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("target", ["redis", "warehouse", "kudu"])
+def test_the_mirror_equals_mysql_row_for_row_after_a_random_workload(
+    mirror_settings: Settings,
+    target: MirrorTarget,
+    published_workload: PublishedWorkload,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Redis, the PostgreSQL warehouse and Kudu each end equal to MySQL, row for row."""
+    if target == "kudu":  # the session's Kudu cluster, a table prefix of the test's own
+        mirror_settings = request.getfixturevalue("kudu_settings")
+    table = published_workload.table.model_copy(update={"targets": [target]})
+    settings = mirror_settings.model_copy(update={"tables": [table]})
+    _consume_all(settings, published_workload, target)
+    expected, types, logical = (
+        published_workload.expected,
+        published_workload.types,
+        published_workload.logical,
+    )
+    if target == "redis":
+        # A row untouched since the ADD COLUMN has no image with the new column (ADD COLUMN
+        # writes no row events): it lacks it, which readers take as NULL.
+        live = live_redis_rows(settings, logical)
+        assert {k: {**dict.fromkeys(types), **row} for k, row in live.items()} == expected
+        assert sum("extra" in row for row in live.values()) > 10
+    elif target == "kudu":
+        from tests.integration.mirror.kudu_store import kudu_rows
+
+        stored_kudu = kudu_rows(settings, logical)
+        live_kudu = {k: r for k, r in stored_kudu.items() if not r["_deleted"]}
+        assert set(live_kudu) == set(expected)
+        assert len(stored_kudu) > len(live_kudu)  # the deletes are tombstone rows
+        for key, row in expected.items():
+            want = {n: decode(parse_column_type(types[n]), v, n) for n, v in row.items()}
+            assert {name: live_kudu[key][name] for name in row} == want, key
+    else:
+        stored = pg_rows(settings, logical)
+        assert set(stored) == set(expected)
+        for key, row in expected.items():
+            for name, value in row.items():
+                want = canonical(types[name], value)
+                if (
+                    isinstance(want, dt.datetime)
+                    and want.tzinfo is None
+                    and types[name].startswith("timestamp")
+                ):
+                    want = want.replace(tzinfo=dt.UTC)
+                assert stored[key][name] == want, (key, name)
