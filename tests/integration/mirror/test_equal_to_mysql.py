@@ -2,7 +2,8 @@
 ``ALTER TABLE … ADD COLUMN`` half-way) read from the real row binlog with
 ``collector.reader.read_range`` and published to Kafka once per module; the mirror's consumer
 loop for each target (Redis, the PostgreSQL warehouse, Kudu on the session's cluster) consumes
-it and ends equal to MySQL, row for row."""
+it and ends equal to MySQL, row for row; ``cdc-mirror verify``'s reader of each target (its
+``WarehouseStore``, ``RedisStore``, ``KuduStore``: the demo's final verdict) agrees with MySQL."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 import pymysql
 import pytest
 
+from cdc_mirror import verify
 from cdc_platform.config import MirrorTarget, Settings, TableMirror
 from collector.reader import SchemaCache, read_range, server_position
 from mirror.app import build_applier
@@ -145,6 +147,8 @@ class PublishedWorkload:
     logical: str
     expected: dict[str, dict]  # id → MySQL's row at the end, as wire values
     types: dict[str, str]
+    schema: verify.TableSchema  # MySQL's view of the table, as cdc-mirror verify reads it
+    reference: verify.TableDigest  # verify's digest of MySQL's rows at the end
 
 
 @pytest.fixture(scope="module")
@@ -182,13 +186,15 @@ def published_workload(local_stack: Settings) -> Iterator[PublishedWorkload]:
         assert any("extra" in m.content for m in messages)
         scene.publish(messages)
         expected, types = _mysql_rows(conn, dbs, tables)
+        schema = verify.mysql_schema(settings, table)
+        reference = verify.mysql_digest(settings, table, schema)
     finally:
         with conn.cursor() as cur:
             for db in dbs:
                 cur.execute(f"DROP DATABASE IF EXISTS {db}")
         conn.close()
     assert len(expected) > 100
-    yield PublishedWorkload(scene, table, f"mq{tag}_orders", expected, types)
+    yield PublishedWorkload(scene, table, f"mq{tag}_orders", expected, types, schema, reference)
 
 
 def _consume_all(settings: Settings, published: PublishedWorkload, target: MirrorTarget) -> None:
@@ -263,3 +269,9 @@ def test_the_mirror_equals_mysql_row_for_row_after_a_random_workload(
                 ):
                     want = want.replace(tzinfo=dt.UTC)
                 assert stored[key][name] == want, (key, name)
+    # cdc-mirror verify's reader of the target (the demo's verdict) agrees with MySQL too.
+    (store,) = verify.mirror_stores(settings, table)
+    comparison = verify.compare_digest(
+        published_workload.reference, store.digest(published_workload.schema)
+    )
+    assert (comparison.store, comparison.agrees) == (target, True), comparison
