@@ -74,11 +74,6 @@ def _applier(settings: Settings, prefix: str, writer: str = "java") -> KuduAppli
     return KuduApplier(kudu, settings.mirror, tables, jars.resolve(), writer=writer)  # type: ignore[arg-type]
 
 
-def _drop(applier: KuduApplier, prefix: str) -> None:
-    client = applier._client
-    for name in client.getTablesList(prefix).getTablesList():
-        if str(name).startswith(prefix):
-            client.deleteTable(name)
 
 
 def _apply_all(applier: KuduApplier, chunks: Sequence[list[RowChange]]) -> tuple[float, int]:
@@ -135,7 +130,7 @@ def bench_apply(settings: Settings, args: argparse.Namespace) -> Figure:
         for applier in (guarded, plain, reference):
             applier.close()
         cleaner = _applier(settings, prefix)
-        _drop(cleaner, prefix)
+        cleaner.drop_tables()
         cleaner.close()
     return Figure(
         "kudu.apply",
@@ -317,7 +312,7 @@ def _freshness_run(
         stop_collector.set()
         collector.join(60)
         if isinstance(applier, KuduApplier):
-            _drop(applier, prefix)
+            applier.drop_tables()  # the run's own table prefix
         applier.close()
         _drop_run_data(settings, f"benchkf{tag}", kafka)
         with _mysql_admin(settings) as conn, conn.cursor() as cursor:

@@ -55,7 +55,7 @@ from cdc_mirror.processes import (
     port_free,
     wait_until,
 )
-from cdc_platform.config import Settings, load_settings
+from cdc_platform.config import ALL_TARGETS, Settings, load_settings
 from cdc_platform.kafka import admin_config, consumer_config
 from collector.reader import connect
 from simple_binlog.errors import CdcMirrorError
@@ -107,6 +107,7 @@ class DemoNames:
     group_prefix: str = "cdc-mirror-demo"
     redis_prefix: str = "cdcdemo"
     warehouse_schema: str = "cdc_demo"
+    kudu_prefix: str = "cdc_demo."  # the demo's Kudu tables, when Kudu is configured
     raw_database: str = "demo_ods_binlog_source"
     snapshot_database: str = "demo_ods_snapshot"
     writer: str = "demo"
@@ -120,14 +121,23 @@ class DemoNames:
         return self.home / "logs"
 
 
+def kudu_configured(settings: Settings) -> bool:
+    """A table mirror of the user's configuration targets Kudu (the rule ``stack up`` starts
+    the local Kudu cluster by): the demo then mirrors its table to Kudu too."""
+    return any("kudu" in table.targets for table in settings.tables)
+
+
 def demo_names(settings: Settings) -> DemoNames:
+    mirror_ports = {"redis": free_port(), "warehouse": free_port()}
+    if kudu_configured(settings):
+        mirror_ports["kudu"] = free_port()
     return DemoNames(
         home=(settings.stack.home / "demo").resolve(),
         # The configured port unless something else holds it (e.g. the user's own web admin).
         webui_port=settings.webui.port if port_free(settings.webui.port) else free_port(),
         collector_ports=(free_port(), free_port()),
         writer_port=free_port(),
-        mirror_ports={"redis": free_port(), "warehouse": free_port()},
+        mirror_ports=mirror_ports,
         admin_password=secrets.token_urlsafe(12),
     )
 
@@ -169,6 +179,7 @@ def demo_overrides(settings: Settings, names: DemoNames) -> dict[str, Any]:
             "batch_size": 2000,
         },
         "redis": {"key_prefix": names.redis_prefix},
+        "kudu": {"table_prefix": names.kudu_prefix},
         "webui": {
             "port": names.webui_port,
             "database_url": f"sqlite:///{names.home / 'webui.sqlite'}",
@@ -186,6 +197,7 @@ def demo_overrides(settings: Settings, names: DemoNames) -> dict[str, Any]:
                 "db_prefix": "ordercenter",
                 "table_prefix": "orderinfo",
                 "check_column": "created_at",
+                "targets": [*ALL_TARGETS, *(["kudu"] if "kudu" in names.mirror_ports else [])],
             }
         ],
     }
@@ -372,6 +384,18 @@ def _clear_warehouse(settings: Settings, names: DemoNames) -> None:
         connection.commit()
 
 
+def _clear_kudu(settings: Settings, names: DemoNames) -> None:
+    """The demo's Kudu tables (``names.kudu_prefix``), through the mirror's Java client."""
+    from mirror.kudu import KuduApplier, client_jars  # noqa: PLC0415 - starts a JVM
+
+    kudu = settings.kudu.model_copy(update={"table_prefix": names.kudu_prefix})
+    applier = KuduApplier(kudu, settings.mirror, [], client_jars(settings))
+    try:
+        applier.drop_tables()
+    finally:
+        applier.close()
+
+
 def _clear_hive(run: DemoRun) -> None:
     """Drop the demo's Hive databases in a Spark process of its own (its chatter to the log)."""
     drop = run.component(
@@ -525,7 +549,7 @@ class DemoServices(Protocol):
     ``LiveServices`` is the real one; a test passes a fake."""
 
     def clear(self, names: DemoNames) -> None:
-        """Drop what an earlier demo left in Kafka, Redis and the warehouse."""
+        """Drop what an earlier demo left in Kafka, Redis, the warehouse (and Kudu)."""
         ...
 
     def create_schema(self, rows_per_table: int) -> int: ...
@@ -549,6 +573,8 @@ class LiveServices:
         _clear_kafka(self.settings, names)
         _clear_redis(self.settings, names)
         _clear_warehouse(self.settings, names)
+        if "kudu" in names.mirror_ports:
+            _clear_kudu(self.settings, names)
 
     def create_schema(self, rows_per_table: int) -> int:
         with _admin(self.settings) as connection:
@@ -625,7 +651,9 @@ def run_demo(
         today = datetime.now(UTC).date()
         with _step(console, f"7. merge: Hive snapshots of {today - timedelta(days=1)} and {today}"):
             run.merge(today)
-        with _step(console, "8. do MySQL, Hive, the warehouse and Redis agree?"):
+        kudu = kudu_configured(settings)
+        stores = "the warehouse, Redis and Kudu" if kudu else "the warehouse and Redis"
+        with _step(console, f"8. do MySQL, Hive, {stores} agree?"):
             agreed = run.summary(today)
         run.where_to_look(today)
         if options.keep_running and agreed:
@@ -907,6 +935,14 @@ class DemoRun:
             f"FROM {names.warehouse_schema}.{LOGICAL_TABLE}'",
             f"Redis          redis-cli -p {redis_port} --scan --pattern "
             f"'{names.redis_prefix}:{LOGICAL_TABLE}:*'",
+            *(
+                [
+                    f"Kudu           table {names.kudu_prefix}{LOGICAL_TABLE} at "
+                    f"{','.join(settings.kudu.masters)} (rows with _deleted = false)"
+                ]
+                if "kudu" in names.mirror_ports
+                else []
+            ),
             f"Kafka topic    {self.topic} at {settings.kafka.bootstrap_servers}",
             "collectors     "
             + ", ".join(f"http://127.0.0.1:{port}/health" for port in names.collector_ports),
@@ -954,10 +990,11 @@ def _live_line(run: DemoRun, workload: Workload) -> str:
         for target, port in names.mirror_ports.items()
     }
     active = _active_collector(run.collectors)
+    kudu = f"Kudu {applied['kudu'] or 0:>6.0f} │ " if "kudu" in applied else ""
     return (
         f"  MySQL {workload.changes:>6} │ Kafka end offsets {kafka:>6} │ lake {lake or 0:>6.0f} │ "
         f"warehouse {applied['warehouse'] or 0:>6.0f} │ Redis {applied['redis'] or 0:>6.0f} │ "
-        f"{active.name if active else '—'}"
+        f"{kudu}{active.name if active else '—'}"
     )
 
 

@@ -386,6 +386,21 @@ class KuduApplier(ChangeApplier):
             ) from None
 
     # -- DDL ----------------------------------------------------------------------------------
+    def drop_tables(self) -> list[str]:
+        """Delete every Kudu table under ``kudu.table_prefix`` (a demo's or a benchmark's own
+        tables); returns their names. Refused without a prefix: that would be every table."""
+        prefix = self._settings.table_prefix
+        if not prefix:
+            raise ConfigError("dropping the Kudu tables needs a kudu.table_prefix.")
+        listed = self._call(
+            lambda: self._client.getTablesList(prefix).getTablesList(), "listing tables"
+        )
+        names = [str(name) for name in listed if str(name).startswith(prefix)]
+        for name in names:
+            self._call(lambda n=name: self._client.deleteTable(n), f"deleting table {name}")
+        self._open.clear()
+        return names
+
     def _table_name(self, table: str) -> str:
         return self._settings.table_prefix + table
 

@@ -40,8 +40,6 @@ def kudu_rows(settings: Settings, table: str) -> dict[str, dict[str, Any]]:
 def drop_tables(settings: Settings) -> None:
     applier = kudu_applier(settings)
     try:
-        for name in applier._client.getTablesList(settings.kudu.table_prefix).getTablesList():
-            if str(name).startswith(settings.kudu.table_prefix):
-                applier._client.deleteTable(name)
+        applier.drop_tables()
     finally:
         applier.close()

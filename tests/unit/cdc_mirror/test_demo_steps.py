@@ -33,6 +33,7 @@ from cdc_mirror.demo import (
     _gtid_reached,
     _live_line,
     _writer_offsets,
+    demo_names,
     demo_overrides,
     metric_total,
 )
@@ -45,7 +46,7 @@ from cdc_mirror.verify import (
     check_raw_layer,
     verify_stores,
 )
-from cdc_platform.config import Settings
+from cdc_platform.config import Settings, TableMirror
 from mirror.metrics import MirrorMetrics
 from simple_binlog.errors import CdcMirrorError
 from stream_writer.metrics import WriterMetrics
@@ -319,7 +320,7 @@ def test_the_status_counters_are_read_with_prometheus_client_s_parser() -> None:
     # "_total"); the "_created" samples beside them are not rows.
     writer = WriterMetrics("demo")
     writer.rows.labels("demo", LOGICAL_TABLE).inc(120)
-    writer.rows.labels("demo", "odd} 9 \" [x]").inc(5)  # a label the text must not confuse
+    writer.rows.labels("demo", 'odd} 9 " [x]').inc(5)  # a label the text must not confuse
     exposed = generate_latest(writer.registry).decode()
     assert metric_total(exposed, LAKE_ROWS_METRIC) == 125
     assert metric_total(exposed, "cdc_stream_writer_rows_total") == 0  # a sample, not a family
@@ -487,9 +488,7 @@ def test_summary_prints_bracketed_table_text_and_keys_as_they_are(demo: Demo) ->
     shard = "ordercenter_00.[bold]orderinfo[/bold]"
     rows = [(shard, {"id": n, "amount": Decimal("1.00")}) for n in (1, 2, 3)]
     schema = TableSchema("[red]t[/]", ((shard, ""),), dict(SCHEMA.columns), ("id",))
-    agreement = verify_stores(
-        schema, MemoryStore("mysql", rows), [MemoryStore("[kudu]", rows[:2])]
-    )
+    agreement = verify_stores(schema, MemoryStore("mysql", rows), [MemoryStore("[kudu]", rows[:2])])
     raw = check_raw_layer("[red]t[/]", [("[t]", 0, 0, 0)], [])
     demo.services.checked = agreement, raw
     assert demo.run.summary(DAY) is False
@@ -553,3 +552,44 @@ def test_demo_overrides_keep_everything_under_the_demo_s_names(demo: Demo) -> No
     scraped = {t["name"]: t["url"] for t in overrides["webui"]["scrape_targets"]}
     assert scraped["stream_writer"] == "http://127.0.0.1:9103/metrics"
     assert set(scraped) == {"collector", "stream_writer", "mirror-redis", "mirror-warehouse"}
+
+
+# -- Kudu, when a table mirror of the user's configuration targets it --------------------------
+
+
+def test_kudu_joins_the_demo_only_when_a_table_mirror_targets_it(demo: Demo) -> None:
+    plain = demo_names(Settings())
+    assert set(plain.mirror_ports) == {"redis", "warehouse"}
+    assert "kudu" not in demo_overrides(Settings(), plain)["tables"][0]["targets"]
+    with_kudu = Settings(
+        tables=[TableMirror(db_prefix="shop", table_prefix="orders", targets=["kudu"])]
+    )
+    names = demo_names(with_kudu)
+    assert set(names.mirror_ports) == {"redis", "warehouse", "kudu"}
+    overrides = demo_overrides(with_kudu, names)
+    assert overrides["tables"][0]["targets"] == ["hive", "warehouse", "redis", "kudu"]
+    assert overrides["kudu"]["table_prefix"] == "cdc_demo."
+    scraped = {t["name"] for t in overrides["webui"]["scrape_targets"]}
+    assert "mirror-kudu" in scraped
+
+
+def test_the_status_line_shows_kudu_s_counter_when_it_is_configured(demo: Demo) -> None:
+    names = demo.run.names
+    names.mirror_ports["kudu"] = 9106
+    services = ExposingServices(demo.launcher)
+    services.expositions[f"http://127.0.0.1:{names.writer_port}/metrics"] = generate_latest(
+        WriterMetrics("demo").registry
+    ).decode()
+    for target, port in names.mirror_ports.items():
+        mirror = MirrorMetrics(target)
+        mirror.rows.labels(target, LOGICAL_TABLE).inc(
+            {"redis": 70, "warehouse": 80}.get(target, 90)
+        )
+        services.expositions[f"http://127.0.0.1:{port}/metrics"] = generate_latest(
+            mirror.registry
+        ).decode()
+    demo.run.services = services
+    line = _live_line(demo.run, FakeWorkload(changes=150))  # type: ignore[arg-type]
+    assert "warehouse     80" in line and "Redis     70" in line and "Kudu     90" in line
+    del names.mirror_ports["kudu"]
+    assert "Kudu" not in _live_line(demo.run, FakeWorkload(changes=150))  # type: ignore[arg-type]
