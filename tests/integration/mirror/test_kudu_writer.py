@@ -203,12 +203,16 @@ def test_a_value_kudu_cannot_take_stops_the_table_and_writes_nothing(
     types = {"id": "int(11)", "v": spec}
     good = RowChange("bad", (1,), 5, False, {"id": 1, "v": None}, types, ("id",), "k_00.t_00", 0)
     bad = RowChange("bad", (2,), 6, False, {"id": 2, "v": value}, types, ("id",), "k_00.t_00", 0)
+    # Another table in the same batch keeps flowing.
+    fine_types = {"id": "int(11)", "v": "int(11)"}
+    fine = RowChange("fine", (1,), 7, False, {"id": 1, "v": 3}, fine_types, ("id",), "f_00.t_00", 0)
     _, applier = _applier(kudu_settings, kudu_settings.kudu.table_prefix, "java")
     try:
-        assert applier.apply_batch([good, bad]).applied == 0
+        assert applier.apply_batch([good, bad, fine]).applied == 1
         assert list(applier.stopped) == ["bad"]
         assert re.match(sentence, applier.stopped["bad"]), applier.stopped["bad"]
         assert "\n" not in applier.stopped["bad"]
     finally:
         applier.close()
     assert kudu_rows(kudu_settings, "bad") == {}
+    assert {k: r["v"] for k, r in kudu_rows(kudu_settings, "fine").items()} == {"1": 3}
