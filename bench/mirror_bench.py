@@ -30,6 +30,12 @@ Only the apply calls are timed (the changes are generated outside the timers).
   production) publishes them, and the mirror's consumer loop (in this process) applies them
   to Redis; p50/p99 of "the INSERT's autocommit returned → the row is in Redis" (both clocks
   are this machine's). Target p99 < 500 ms.
+
+  Measured for each named configuration of ``--freshness-configs`` (default: ``before`` and
+  ``current``), one after the other and ``--freshness-rounds`` times alternated, in the same
+  run: ``current`` is what the entry points run now, ``before`` the code and settings the
+  issue measured p99 694–884 ms with (``FRESHNESS_CONFIGS``). The figure is ``current``'s,
+  with ``before``'s p99 of the same run as its baseline.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import random
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -65,6 +72,37 @@ TYPES = {
     "ratio": "double",
 }
 KEY = ("id",)
+
+
+@dataclass(frozen=True)
+class FreshnessConfig:
+    """A named configuration of the MySQL → Redis path: what it changes against the settings
+    in force (``load_settings()``) and whether the mirror's process tunes its garbage
+    collector as ``cdc-mirror mirror run`` does (``cdc_platform.gc_tuning``)."""
+
+    description: str
+    mirror_gc_tuned: bool
+    collector: dict[str, Any] = field(default_factory=dict)
+    mirror: dict[str, Any] = field(default_factory=dict)
+
+
+FRESHNESS_CONFIGS: dict[str, FreshnessConfig] = {
+    # The issue's figure (p99 694–884 ms): the mirror ran with CPython's default garbage
+    # collection thresholds, whose full collections paused its loop for hundreds of ms.
+    "before": FreshnessConfig("mirror process with CPython's default GC", mirror_gc_tuned=False),
+    # Shorter waits on both sides (more Kafka transactions a second), tried against 'before';
+    # not the defaults.
+    "short-waits": FreshnessConfig(
+        "tuned GC, collector.commit_interval_ms 20, mirror.max_wait_ms 5",
+        mirror_gc_tuned=True,
+        collector={"commit_interval_ms": 20},
+        mirror={"max_wait_ms": 5},
+    ),
+    "current": FreshnessConfig(
+        "mirror process with tuned GC (cdc_platform.gc_tuning), as 'mirror run'",
+        mirror_gc_tuned=True,
+    ),
+}
 
 
 def batches(changes: int, keys: int, batch: int, seed: int = 1) -> Iterator[list[RowChange]]:
@@ -372,21 +410,23 @@ def _run_collector(
     topic_prefix: str,
     started: Any,
     stop: Any,
+    overrides: dict[str, Any] | None = None,
 ) -> None:
     """A collector publishing ``include`` from ``start_gtid`` until ``stop`` is set; runs in a
-    process of its own (spawned), so it does not share a GIL with the mirror."""
+    process of its own (spawned), so it does not share a GIL with the mirror, and tunes its
+    garbage collector as its entry point does (``collector.app``)."""
     import threading
 
     from collector.decoding import fix_reader_quirks
     from collector.metrics import CollectorMetrics
     from collector.publisher import KafkaPublisher
-    from collector.service import Collector
+    from collector.service import Collector, tune_gc
 
     settings = load_settings()
     fix_reader_quirks()
     kafka = settings.kafka.model_copy(update={"topic_prefix": topic_prefix})
     collector_settings = settings.collector.model_copy(
-        update={"start": start_gtid, "include": [include]}
+        update={**(overrides or {}), "start": start_gtid, "include": [include]}
     )
     # An instance name and replica server id of its own: a collector running on the same
     # stack (a test, the demo) is neither fenced nor disconnected by this one.
@@ -402,6 +442,7 @@ def _run_collector(
         stop=halt,
     )
     thread = threading.Thread(target=collector.run)
+    tune_gc()
     thread.start()
     if collector.started.wait(60):
         started.set()
@@ -522,11 +563,22 @@ class _KeyTimedRedisApplier(RedisApplier):
         return result
 
 
-def bench_mysql_freshness(settings: Settings, args: argparse.Namespace) -> Figure | None:
-    """MySQL commit → visible in Redis, with a real collector in front (see the docstring)."""
+@dataclass
+class FreshnessRun:
+    delays_ms: list[float]
+    sent: int
+    achieved: float
+
+
+def bench_mysql_freshness(  # noqa: PLR0915 - one scenario, set up and torn down in order
+    settings: Settings, args: argparse.Namespace, config: FreshnessConfig
+) -> FreshnessRun:
+    """MySQL commit → visible in Redis, with a real collector in front (see the docstring),
+    in one named configuration."""
     import multiprocessing
     import threading
 
+    from cdc_platform.gc_tuning import tune_gc, untune_gc
     from mirror.consumer import MirrorConsumer
     from mirror.metrics import MirrorMetrics
     from mirror.plan import ChangeRouter
@@ -543,7 +595,7 @@ def bench_mysql_freshness(settings: Settings, args: argparse.Namespace) -> Figur
         )
     ]
     redis_settings = settings.redis.model_copy(update={"key_prefix": f"benchmf{tag}"})
-    mirror = settings.mirror.model_copy(update={"group_prefix": f"benchmf{tag}"})
+    mirror = settings.mirror.model_copy(update={**config.mirror, "group_prefix": f"benchmf{tag}"})
     start_gtid = _create_shards(settings, database, writers)
     spawn = multiprocessing.get_context("spawn")
     started, stop_collector = spawn.Event(), spawn.Event()
@@ -557,6 +609,7 @@ def bench_mysql_freshness(settings: Settings, args: argparse.Namespace) -> Figur
             kafka.topic_prefix,
             started,
             stop_collector,
+            config.collector,
         ),
     )
     collector.start()
@@ -573,10 +626,16 @@ def bench_mysql_freshness(settings: Settings, args: argparse.Namespace) -> Figur
         f"Freshness (MySQL commit → Redis, collector in front): {total:,} single-row autocommits "
         f"at {args.rate:,} rows/s by {writers} writers"
     )
+    committed_at: dict[int, float] = {}
+    achieved = 0.0
     try:
         if not started.wait(90):
-            print("  the collector did not start within 90 s")
-            return None
+            raise SystemExit("error: the collector did not start within 90 s")
+        # The mirror's process, as its entry point leaves it (or CPython's defaults).
+        if config.mirror_gc_tuned:
+            tune_gc()
+        else:
+            untune_gc()
         thread.start()
         join_deadline = time.monotonic() + 60
         while not consumer.assignment and time.monotonic() < join_deadline:
@@ -597,45 +656,77 @@ def bench_mysql_freshness(settings: Settings, args: argparse.Namespace) -> Figur
         _drop_run_data(settings, redis_settings.key_prefix, kafka)
         with _mysql_admin(settings) as conn, conn.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS {database}")
-    return _mysql_freshness_figure(committed_at, applied_at, total, achieved, mirror.max_wait_ms)
-
-
-def _mysql_freshness_figure(
-    committed_at: dict[int, float],
-    applied_at: dict[object, float],
-    total: int,
-    achieved: float,
-    max_wait_ms: int,
-) -> Figure | None:
-    delays = sorted(
+        untune_gc()
+    delays = [
         (applied_at[key] - at) * 1000 for key, at in committed_at.items() if key in applied_at
-    )
-    if not delays:
-        print("  nothing was applied")
-        return None
-    p50, p99 = delays[len(delays) // 2], delays[int(len(delays) * 0.99)]
+    ]
+    p50, p99 = _percentiles(delays)
     print(
         f"  {len(delays):,} of {total:,} in Redis (writers achieved {achieved:,.0f} rows/s); "
-        f"MySQL commit → in Redis: p50 {p50:.0f} ms, p99 {p99:.0f} ms "
-        f"(mirror.max_wait_ms = {max_wait_ms})"
+        f"MySQL commit → in Redis: p50 {p50:.0f} ms, p99 {p99:.0f} ms"
     )
     if len(delays) < total:
         print(f"  {total - len(delays):,} rows did not reach Redis within 60 s")
-    return Figure(
-        "mirror.freshness_mysql",
-        f"MySQL commit → in Redis (collector + mirror), {len(delays):,} autocommits at "
-        f"{achieved:,.0f} rows/s",
-        p99,
-        "ms",
-        higher_is_better=False,
-        extra={
-            "p50": p50,
-            "p99": p99,
-            "applied": len(delays),
-            "sent": total,
-            "achieved rows/s": achieved,
-        },
-    )
+    return FreshnessRun(delays, total, achieved)
+
+
+def _percentiles(delays: list[float]) -> tuple[float, float]:
+    ordered = sorted(delays)
+    if not ordered:
+        return float("nan"), float("nan")
+    return ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)]
+
+
+def bench_mysql_freshness_configs(settings: Settings, args: argparse.Namespace) -> list[Figure]:
+    """Each named configuration ``--freshness-rounds`` times, alternated, in this run; one
+    figure per configuration after the first, whose p99 of the same run is their baseline
+    (``mirror.freshness_mysql`` for ``current``, ``mirror.freshness_mysql.<name>`` else)."""
+    names: list[str] = args.freshness_configs
+    runs: dict[str, list[FreshnessRun]] = {name: [] for name in names}
+    for round_index in range(args.freshness_rounds):
+        for name in names:
+            config = FRESHNESS_CONFIGS[name]
+            print(f"configuration {name!r} ({config.description}), round {round_index + 1}")
+            runs[name].append(bench_mysql_freshness(settings, args, config))
+    for name, measured in runs.items():
+        p50, p99 = _percentiles([d for r in measured for d in r.delays_ms])
+        print(f"{name}: p50 {p50:.0f} ms, p99 {p99:.0f} ms over {len(measured)} round(s)")
+    first = names[0]
+    base_p50, base_p99 = _percentiles([d for r in runs[first] for d in r.delays_ms])
+    compared = names[1:] or names
+    figures = []
+    for name in compared:
+        delays = [d for r in runs[name] for d in r.delays_ms]
+        if not delays:
+            print(f"  {name}: nothing was applied")
+            continue
+        p50, p99 = _percentiles(delays)
+        sent = sum(r.sent for r in runs[name])
+        achieved = sum(r.achieved for r in runs[name]) / len(runs[name])
+        extra = {"p50": p50, "p99": p99, "applied": len(delays), "sent": sent,
+                 "achieved rows/s": achieved, "rounds": args.freshness_rounds}  # fmt: skip
+        baseline = baseline_label = None
+        if name != first:
+            baseline = base_p99
+            baseline_label = (
+                f"p99 of configuration '{first}': {FRESHNESS_CONFIGS[first].description}"
+            )
+            extra |= {f"{first} p50": base_p50, f"{first} p99": base_p99}
+        figures.append(
+            Figure(
+                "mirror.freshness_mysql" if name == "current" else f"mirror.freshness_mysql.{name}",
+                f"MySQL commit → in Redis (collector + mirror), configuration '{name}': "
+                f"{FRESHNESS_CONFIGS[name].description}; {len(delays):,} autocommits at "
+                f"{achieved:,.0f} rows/s",
+                p99,
+                "ms",
+                baseline,
+                baseline_label,
+                higher_is_better=False,
+                extra=extra,
+            )
+        )
+    return figures
 
 
 def main() -> None:
@@ -651,6 +742,17 @@ def main() -> None:
         choices=("kafka", "mysql", "both"),
         default="both",
         help="kafka: the mirror's share; mysql: MySQL commit → Redis with a collector in front",
+    )
+    parser.add_argument(
+        "--freshness-configs",
+        nargs="+",
+        choices=list(FRESHNESS_CONFIGS),
+        default=["before", "current"],
+        help="named configurations of the MySQL → Redis run; the figure is the last one's, "
+        "the first one's p99 its baseline",
+    )
+    parser.add_argument(
+        "--freshness-rounds", type=int, default=2, help="alternated rounds per configuration"
     )
     parser.add_argument(
         "--json", metavar="PATH", help="also write the figures to PATH (for bench.report)"
@@ -673,9 +775,7 @@ def main() -> None:
             if freshness is not None:
                 figures.append(freshness)
         if args.freshness_source in ("mysql", "both"):
-            freshness = bench_mysql_freshness(settings, args)
-            if freshness is not None:
-                figures.append(freshness)
+            figures += bench_mysql_freshness_configs(settings, args)
     write_figures(args.json, "mirror", figures)
 
 

@@ -97,8 +97,9 @@ TARGETS: dict[str, tuple[Target, ...]] = {
     # The issue's target is MySQL commit → Redis with the collector in front; the bench
     # measures the mirror's share (Kafka → Redis), so this is a necessary, not sufficient, check.
     "mirror.freshness": (Target("p99", "<=", 500, "p99 < 500 ms (mirror's share)"),),
-    # Issue 7: a MySQL commit visible in Redis within a second, the collector in front.
-    "mirror.freshness_mysql": (Target("p99", "<=", 1000, "p99 < 1 s (MySQL commit → Redis)"),),
+    # Issue 24, item 4 (issue 7 asked for a second): a MySQL commit visible in Redis within
+    # 500 ms at the benchmark's load, the collector in front.
+    "mirror.freshness_mysql": (Target("p99", "<=", 500, "p99 < 500 ms (MySQL commit → Redis)"),),
     # Issue 27: the Kudu target's guard costs at most 40 % against an unguarded batch upsert
     # through the same client, and a MySQL commit is visible in Kudu within a second.
     "kudu.apply": (Target("ratio", ">=", 0.6, "≥ 60 % of an unguarded upsert"),),
@@ -149,8 +150,19 @@ COMPONENTS: tuple[Component, ...] = (
     Component(
         "mirror",
         "bench.mirror_bench",
-        (),
-        ("--changes", "100000", "--keys", "20000", "--freshness-seconds", "10"),
+        ("--freshness-configs", "before", "short-waits", "current"),
+        (
+            "--changes",
+            "100000",
+            "--keys",
+            "20000",
+            "--freshness-seconds",
+            "10",
+            "--freshness-configs",
+            "before",
+            "short-waits",
+            "current",
+        ),
     ),
     Component(
         "kudu",

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from cdc_platform.config import MirrorTarget, Settings, TableMirror
 from cdc_platform.config_store import ConfigWatch, load_snapshot, watch_config
+from cdc_platform.gc_tuning import tune_gc
 from cdc_platform.observability import Probe, serve_observability
 from mirror.applier import ChangeApplier
 from mirror.consumer import MirrorConsumer
@@ -107,6 +108,7 @@ def _run_watched(
             config=watch,
             only_instance=instance,
         )
+        tune_gc()  # after start-up: what it made moves out of the garbage collector's sight
         consumer.run()
     finally:
         applier.close()
