@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
+from kazoo.client import KazooClient
 
 from cdc_platform.config import Settings
 from tests.integration.webui.harness import start_server, wait_for
@@ -156,6 +157,13 @@ class Scene:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait(15)
+        zookeeper = KazooClient(hosts=self.options["zookeeper"])
+        zookeeper.start(timeout=15)
+        try:
+            zookeeper.delete(self.options["root"], recursive=True)
+        finally:
+            zookeeper.stop()
+            zookeeper.close()
 
 
 def _if(found, count: int):
