@@ -101,8 +101,11 @@ class Scheduler:
                 attempt = latest.attempt + 1 if latest is not None else 1
                 self._run(Due(request.kind, request.table, request.dt, attempt, request), stop)
                 ended += 1
-            ended += self._merges(days, stop)
-            ended += self._follow_ups(stop)
+            # Asked once a tick (a lake with hundreds of tables is not re-read for every run):
+            # what this tick merges is known from its own runs.
+            merged = {table: self._lake.merged_days(table) for table in self._hive_tables()}
+            ended += self._merges(days, merged, stop)
+            ended += self._follow_ups(merged, stop)
         except CdcMirrorError as exc:
             log.warning("scheduler tick ended early: %s", exc)
         finally:
@@ -113,7 +116,14 @@ class Scheduler:
     def _hive_tables(self) -> list[str]:
         return sorted(t.name for t in self._tables() if "hive" in t.targets)
 
-    def _merges(self, days: list[date], stop: threading.Event) -> int:
+    def _done(self, table: str, merged: dict[str, set[date]]) -> set[date]:
+        """The table's merged days: the lake's at the tick's start and this scheduler's runs."""
+        runs = self._merge_runs(table)
+        return merged.get(table, set()) | {
+            d for d, r in runs.items() if r.state in plan.DONE_STATES
+        }
+
+    def _merges(self, days: list[date], merged: dict[str, set[date]], stop: threading.Event) -> int:
         ended = 0
         progressing = True
         while progressing and not stop.is_set():
@@ -122,19 +132,19 @@ class Scheduler:
             for table in self._hive_tables():
                 if stop.is_set():
                     break
-                merged = self._lake.merged_days(table)
+                done = self._done(table, merged)
                 runs = self._merge_runs(table)
                 step = plan.next_merge(
-                    table, days, ready, merged, runs, self._clock(), self._settings.max_attempts
+                    table, days, ready, done, runs, self._clock(), self._settings.max_attempts
                 )
-                self._observe(table, days, ready, merged, runs, step)
+                self._observe(table, days, ready, done, runs, step)
                 if isinstance(step, Due):
                     self._run(step, stop)
                     ended += 1
                     progressing = True
         return ended
 
-    def _follow_ups(self, stop: threading.Event) -> int:
+    def _follow_ups(self, merged: dict[str, set[date]], stop: threading.Event) -> int:
         kinds: list[RunKind] = []
         if self._settings.validation:
             kinds.append("validation")
@@ -142,8 +152,7 @@ class Scheduler:
             kinds.append("maintenance")
         ended = 0
         for table in self._hive_tables():
-            merged = self._lake.merged_days(table)
-            for due in plan.follow_ups(table, merged, self._latest, kinds):
+            for due in plan.follow_ups(table, self._done(table, merged), self._latest, kinds):
                 if stop.is_set():
                     return ended
                 self._run(due, stop)

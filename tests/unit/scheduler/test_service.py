@@ -185,3 +185,18 @@ def test_a_run_left_running_is_retried_by_the_next_leader() -> None:
         "its scheduler (dead:1) ended before the run did.",
     )
     assert (again.state, again.attempt) == ("succeeded", 2)
+
+
+def test_the_lake_is_asked_once_a_tick_per_table() -> None:
+    scheduler, lake, _jobs, _store, _ = scene([mirror("orders"), mirror("users")])
+    lake.ready = {day(3), day(2), day(1)}
+    asked: list[str] = []
+    merged_days = lake.merged_days
+
+    def counting(table: str) -> set[date]:
+        asked.append(table)
+        return merged_days(table)
+
+    lake.merged_days = counting  # type: ignore[method-assign]
+    assert scheduler.tick(threading.Event()) == 6
+    assert sorted(asked) == ["db_orders", "db_users"]
