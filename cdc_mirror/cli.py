@@ -602,6 +602,9 @@ def validate_command(
     resume: Annotated[
         bool, typer.Option(help="Continue an unfinished scan from its stored progress.")
     ] = True,
+    result_file: Annotated[
+        Path | None, typer.Option(help="Also write the outcome as JSON here (for a scheduler).")
+    ] = None,
 ) -> None:
     """Compare TABLE in MySQL with each target chunk by chunk (hashes computed in each
     store), name the keys missing, extra or different, and show their rows side by side.
@@ -609,7 +612,12 @@ def validate_command(
     --repair the differing keys go through the stream again (never written to a target
     directly) and are re-checked. Exit code 4 when a target differs (after --repair: still
     differs), 3 when a store cannot be reached."""
-    from cdc_mirror.validate import exit_code, outcome_lines, run_validation  # noqa: PLC0415
+    from cdc_mirror.validate import (  # noqa: PLC0415
+        exit_code,
+        outcome_lines,
+        run_validation,
+        write_result,
+    )
     from validation.run import TARGETS, Options  # noqa: PLC0415
 
     unknown = [name for name in target or [] if name not in TARGETS]
@@ -620,6 +628,8 @@ def validate_command(
     result = run_validation(loaded, table, target or [], options, repair, resume)  # type: ignore[arg-type]
     for line in outcome_lines(result):
         console.print(escape(line), highlight=False)
+    if result_file is not None:
+        write_result(result, result_file)
     code = exit_code(result)
     if code != ExitCode.OK:
         raise typer.Exit(code)

@@ -8,7 +8,9 @@ applied them (``validation.run.validate_table`` with a ``Repairer``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 from cdc_platform.config import Settings
 from simple_binlog.errors import ExitCode
@@ -97,6 +99,10 @@ def outcome_lines(result: TableValidation) -> list[str]:
                 for k in report.unsettled
             ]
     return lines
+
+
+def write_result(result: TableValidation, path: Path) -> None:
+    path.write_text(json.dumps(result.to_json(), indent=1, default=str))
 
 
 def exit_code(result: TableValidation) -> ExitCode:

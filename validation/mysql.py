@@ -2,9 +2,9 @@
 
 Every read is one statement over the UNION ALL of the shards, so nothing but counts, sums,
 keys and (for the few differing keys) the rows' canonical texts leaves the server. A chunk's
-digest is read between two reads of the server's binlog position (MariaDB
-``@@gtid_binlog_pos``, MySQL ``@@gtid_executed``) and read again, up to ``position_retries``
-times, while they differ: the digest then reflects the source at ``position``.
+digest is one statement (one snapshot); ``position`` is the server's binlog position read
+after it (MariaDB ``@@gtid_binlog_pos``, MySQL ``@@gtid_executed``), which the snapshot does
+not pass.
 """
 
 from __future__ import annotations
@@ -67,13 +67,10 @@ class MySqlSide:
 
     name = "mysql"
 
-    def __init__(
-        self, instance: SourceAccess, shape: TableShape | None = None, position_retries: int = 5
-    ) -> None:
+    def __init__(self, instance: SourceAccess, shape: TableShape | None = None) -> None:
         self.shape = shape if shape is not None else TableShape("", (), (), ())
         self.position: str = ""
         self.queries = 0
-        self._retries = position_retries
         self._instance = instance
         try:
             self._conn = mysql_source.connect(
@@ -150,14 +147,12 @@ class MySqlSide:
         where, params = key_range(self.shape, chunk)
         union, all_params = self._union("{hash} AS h", where, params)
         sql = f"SELECT {mysql_chunk_sums('h')} FROM ({union}) AS rows_"  # noqa: S608
-        for _ in range(self._retries):
-            before = self._query(self._position_sql)[0][0]
-            count, high, low = self._query(sql, all_params)[0]
-            after = self._query(self._position_sql)[0][0]
-            self.position = str(after or "")
-            if before == after:
-                break
-            log.debug("the source committed while a chunk was read; reading it again")
+        # One read: the statement sees one snapshot, at or before the position read after
+        # it, and the watermark taken after the window makes the target apply at least that
+        # far (a commit on any table moves the position, so reading again until it stood
+        # still read busy servers' chunks several times over).
+        count, high, low = self._query(sql, all_params)[0]
+        self.position = self.current_position()
         return ChunkDigest.of(count, high, low)
 
     def _key_select(self) -> str:

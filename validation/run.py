@@ -421,6 +421,46 @@ class TableValidation:
             return self.equal
         return not self.unreachable and all(r.equal for r in self.after_repair)
 
+    def to_json(self) -> dict[str, Any]:
+        """The figures for a caller's records (``cdc-mirror validate --result-file``)."""
+
+        def keys(items: Sequence[Key]) -> list[str]:
+            return ["/".join(display(v) for v in key) for key in items]
+
+        return {
+            "table": self.table,
+            "equal": self.equal,
+            "converged": self.converged,
+            "unreachable": self.unreachable,
+            "targets": [
+                {
+                    "target": r.target,
+                    "equal": r.equal,
+                    "rows": r.rows,
+                    "chunks": r.chunks,
+                    "differences": {d.value: keys(r.keys(d)) for d in Difference if r.keys(d)},
+                    "unsettled": keys(r.unsettled),
+                    "inFlight": r.in_flight,
+                    "sourceQueries": r.source_queries,
+                    "sourceRowsRead": r.source_rows_read,
+                    "pausedS": round(r.paused_s, 3),
+                    "resumed": r.resumed,
+                    "seconds": round(r.seconds, 3),
+                }
+                for r in self.reports
+            ],
+            "repair": None
+            if self.repair is None
+            else {
+                "keys": len(self.repair.keys),
+                "published": self.repaired,
+                "stillDiffering": {
+                    r.target: keys([d.key for d in r.differences] + r.unsettled)
+                    for r in self.after_repair
+                },
+            },
+        }
+
 
 def validate_table(
     settings: Settings,

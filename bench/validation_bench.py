@@ -1,0 +1,350 @@
+"""Validation (issue 25, item 7): a table validated against the warehouse and against Redis
+when nothing differs, against a plain full-table SELECT compared in Python, in the same run.
+
+    .venv/bin/python -m bench.validation_bench [--rows 10000000] [--only warehouse|redis]
+                                               [--chunk-rows 10000] [--chunk-time 0.5]
+
+Workload: one MariaDB table ``vbench_00.orders_00`` of ``--rows`` rows (BIGINT UNSIGNED key,
+DECIMAL, VARCHAR, INT, DATETIME(3), DOUBLE), written with the sequence engine, and the same
+rows applied to the warehouse and to Redis by the mirror's own appliers (``mirror.app.
+build_applier``), so both targets equal MySQL. Nothing is written while it is measured.
+
+- **Ours**: ``validation.run.validate_table`` for the target: MySQL and PostgreSQL hash
+  chunks in SQL, Redis is read with pipelined MGETs and hashed here. No collector runs
+  here, so the watermark is one that never waits (nothing is in flight; the production
+  ``PositionWatermark`` adds a few Kafka round trips per window of chunks).
+- **Baseline**: the plain way in Python on the same machine: ``SELECT *`` of the whole table
+  from MySQL (unbuffered, key order) and, for the warehouse, ``SELECT *`` of the whole table
+  ordered by the key through a server-side cursor, merge-compared row by row; for Redis,
+  the documents of each MySQL batch's keys read with a pipelined MGET and compared with the
+  row's wire values, then a SCAN counting the keys (an extra key would show there).
+- **Source load**: the queries each side sent to MySQL and the rows and index entries its
+  own session read (``SHOW SESSION STATUS LIKE 'Handler_read%'``).
+
+Figures: ``validation.warehouse`` and ``validation.redis`` in rows/s, ratio vs the baseline
+(the issue's goal: ≥ 5×), with the seconds and the source load as extras. ``--keep`` keeps
+the data for another run (``--reuse`` then skips writing it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import time
+from typing import Any
+
+import orjson
+import pymysql
+import pymysql.cursors
+import redis
+from psycopg import sql
+
+from bench.figures import Figure, write_figures
+from bench.machine import describe as describe_machine
+from cdc_platform.config import Settings, TableMirror, load_settings
+from mirror.app import build_applier
+from mirror.plan import RowChange
+from simple_binlog.naming import redis_key
+from simple_binlog.values import encode, parse_column_type
+from stack.manager import LocalStack
+from validation.progress import MemoryProgress
+from validation.run import Options, validate_table
+
+DB, SHARD = "vbench_00", "orders_00"
+TYPES = {
+    "id": "bigint(20) unsigned",
+    "amount": "decimal(12,2)",
+    "note": "varchar(64)",
+    "status": "int(11)",
+    "created": "datetime(3)",
+    "ratio": "double",
+}
+DDL = f"""CREATE TABLE {DB}.{SHARD} (
+  id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+  amount DECIMAL(12,2) NOT NULL,
+  note VARCHAR(64) NULL,
+  status INT NOT NULL,
+  created DATETIME(3) NOT NULL,
+  ratio DOUBLE NULL
+)"""
+FILL = f"""INSERT INTO {DB}.{SHARD}
+SELECT seq, (seq % 100000) / 100, IF(seq % 7 = 0, NULL, CONCAT('note-', seq % 1000)), seq % 5,
+       '2026-01-01 00:00:00.000' + INTERVAL seq SECOND, IF(seq % 11 = 0, NULL, seq / 7)
+FROM {DB}.seq_{{lo}}_to_{{hi}}"""
+
+
+def scoped(settings: Settings) -> Settings:
+    return settings.model_copy(
+        update={
+            "tables": [TableMirror(db_prefix="vbench", table_prefix="orders")],
+            "redis": settings.redis.model_copy(update={"key_prefix": "vbench"}),
+            "mirror": settings.mirror.model_copy(update={"warehouse_schema": "vbench"}),
+        }
+    )
+
+
+def mysql(settings: Settings, **extra: Any) -> pymysql.connections.Connection[Any]:
+    instance = settings.instances[0]
+    return pymysql.connect(
+        host=instance.host,
+        port=instance.port,
+        user=settings.stack.admin_user,
+        password=settings.stack.admin_password.get_secret_value(),
+        autocommit=True,
+        init_command="SET time_zone = '+00:00'",
+        **extra,
+    )
+
+
+def rows_read(cursor: Any) -> int:
+    cursor.execute("SHOW SESSION STATUS LIKE 'Handler_read%%'")
+    return sum(int(value) for _, value in cursor.fetchall())
+
+
+def _wire(types: dict[str, Any], row: tuple[Any, ...]) -> dict[str, Any]:
+    return {
+        name: None if value is None else encode(types[name], value, name)
+        for (name, value) in zip(types, row, strict=True)
+    }
+
+
+def prepare(settings: Settings, rows: int, batch: int) -> None:
+    """The table in MySQL and the same rows in the warehouse and Redis (the mirror's appliers)."""
+    started = time.monotonic()
+    conn = mysql(settings)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {DB}")
+        cur.execute(f"CREATE DATABASE {DB}")
+        cur.execute(DDL)
+        for lo in range(1, rows + 1, 500_000):
+            cur.execute(FILL.format(lo=lo, hi=min(lo + 499_999, rows)))
+    conn.close()
+    print(f"MySQL: {rows} rows written in {time.monotonic() - started:.0f} s")
+    drop_targets(settings)
+    table = settings.tables[0].name
+    types = {name: parse_column_type(spec) for name, spec in TYPES.items()}
+    appliers = {target: build_applier(settings, target) for target in ("warehouse", "redis")}
+    offset = int(time.time()) * 1_000_000 + 1
+    now_ms = int(time.time() * 1000)
+    started = time.monotonic()
+    reader = mysql(settings, cursorclass=pymysql.cursors.SSCursor)
+    try:
+        with reader.cursor() as cur:
+            cur.execute(f"SELECT * FROM {DB}.{SHARD}")
+            while chunk := cur.fetchmany(batch):
+                changes = []
+                for row in chunk:
+                    content = _wire(types, row)
+                    changes.append(
+                        RowChange(
+                            table,
+                            (content["id"],),
+                            offset,
+                            False,
+                            content,
+                            TYPES,
+                            ("id",),
+                            f"{DB}.{SHARD}",
+                            now_ms,
+                        )
+                    )
+                for applier in appliers.values():
+                    applier.apply_batch(changes)
+    finally:
+        reader.close()
+        for applier in appliers.values():
+            applier.close()
+    print(f"targets: {rows} rows applied in {time.monotonic() - started:.0f} s")
+
+
+def drop_targets(settings: Settings) -> None:
+    from mirror.warehouse import connect_warehouse
+
+    with connect_warehouse(settings.postgres) as conn:
+        conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                sql.Identifier(settings.mirror.warehouse_schema)
+            )
+        )
+    client = redis.Redis.from_url(settings.redis.url.get_secret_value())
+    pipe = client.pipeline(transaction=False)
+    for count, key in enumerate(client.scan_iter(f"{settings.redis.key_prefix}:*", count=5000)):
+        pipe.delete(key)
+        if count % 5000 == 4999:
+            pipe.execute()
+    pipe.execute()
+    client.close()
+
+
+class NoWait:
+    """Nothing is written while the bench measures: nothing is in flight to wait for."""
+
+    def mark(self) -> object:
+        return None
+
+    def wait(self, mark: object) -> None:
+        return None
+
+
+def ours(settings: Settings, target: str, options: Options) -> dict[str, float]:
+    started = time.monotonic()
+    result = validate_table(
+        settings,
+        settings.tables[0].name,
+        [target],  # type: ignore[list-item]
+        options,
+        watermarks={target: NoWait()},
+        store=MemoryProgress(),
+    )
+    seconds = time.monotonic() - started
+    [report] = result.reports
+    if not result.equal:
+        raise SystemExit(f"validation found differences where there are none: {report.keys()}")
+    return {
+        "seconds": seconds,
+        "rows": report.rows,
+        "chunks": report.chunks,
+        "source queries": report.source_queries,
+        "source rows read": report.source_rows_read,
+    }
+
+
+def _baseline_warehouse(settings: Settings, cur: Any, batch: int) -> int:
+    from mirror.warehouse import connect_warehouse
+
+    table = sql.Identifier(settings.mirror.warehouse_schema, settings.tables[0].name)
+    columns = sql.SQL(", ").join(sql.Identifier(c) for c in TYPES)
+    differing = 0
+    with connect_warehouse(settings.postgres) as pg, pg.transaction():
+        # A server-side cursor: the rows stream in key order, as MySQL's do.
+        theirs = pg.cursor(name="vbench")
+        theirs.itersize = batch
+        theirs.execute(sql.SQL("SELECT {} FROM {} ORDER BY id").format(columns, table))
+        them = iter(theirs)
+        other = next(them, None)
+        while chunk := cur.fetchmany(batch):
+            for mine in chunk:
+                while other is not None and int(other[0]) < mine[0]:
+                    differing += 1  # extra in the warehouse
+                    other = next(them, None)
+                if other is None or int(other[0]) != mine[0]:
+                    differing += 1  # missing
+                    continue
+                if tuple(other[1:]) != tuple(mine[1:]):
+                    differing += 1
+                other = next(them, None)
+        while other is not None:
+            differing += 1
+            other = next(them, None)
+    return differing
+
+
+def _baseline_redis(settings: Settings, cur: Any, batch: int) -> int:
+    types = {name: parse_column_type(spec) for name, spec in TYPES.items()}
+    prefix, table = settings.redis.key_prefix, settings.tables[0].name
+    client = redis.Redis.from_url(settings.redis.url.get_secret_value())
+    differing = seen = 0
+    while chunk := cur.fetchmany(batch):
+        names = [redis_key(prefix, table, [str(row[0])]) for row in chunk]
+        pipe = client.pipeline(transaction=False)
+        for start in range(0, len(names), 1000):
+            pipe.mget(names[start : start + 1000])
+        values = [v for part in pipe.execute() for v in part]
+        for row, raw in zip(chunk, values, strict=True):
+            document = orjson.loads(raw) if raw is not None else None
+            stored = document.get("row") if document else None
+            seen += 1
+            if stored != _wire(types, row):
+                differing += 1
+    keys = sum(1 for _ in client.scan_iter(f"{prefix}:{table}:*", count=5000))
+    client.close()
+    return differing + abs(keys - seen)
+
+
+def baseline(settings: Settings, target: str, batch: int) -> dict[str, float]:
+    started = time.monotonic()
+    conn = mysql(settings, cursorclass=pymysql.cursors.SSCursor)
+    try:
+        with conn.cursor() as cur:
+            before = rows_read(cur)
+            cur.execute(f"SELECT * FROM {DB}.{SHARD} ORDER BY id")
+            if target == "warehouse":
+                differing = _baseline_warehouse(settings, cur, batch)
+            else:
+                differing = _baseline_redis(settings, cur, batch)
+            read = rows_read(cur) - before
+    finally:
+        conn.close()
+    seconds = time.monotonic() - started
+    if differing:
+        raise SystemExit(f"the baseline found {differing} differences where there are none")
+    return {"seconds": seconds, "source queries": 1, "source rows read": read}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--only", choices=("warehouse", "redis"))
+    parser.add_argument("--chunk-rows", type=int, default=10_000)
+    parser.add_argument("--chunk-time", type=float, default=0.5)
+    parser.add_argument("--batch", type=int, default=10_000)
+    parser.add_argument("--keep", action="store_true", help="keep the data afterwards")
+    parser.add_argument("--reuse", action="store_true", help="use the data a --keep run left")
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the figures to PATH (for bench.report)"
+    )
+    args = parser.parse_args()
+    settings = scoped(load_settings())
+    LocalStack(settings).up(["mariadb", "postgresql", "redis", "kafka"])
+    print(f"machine: {describe_machine()}")
+    print(f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {args.rows} rows")
+    if not args.reuse:
+        prepare(settings, args.rows, args.batch)
+    options = Options.from_settings(
+        settings, chunk_rows=args.chunk_rows, chunk_time_s=args.chunk_time or None
+    )
+    figures: list[Figure] = []
+    try:
+        for target in ("warehouse", "redis"):
+            if args.only not in (None, target):
+                continue
+            mine = ours(settings, target, options)
+            plain = baseline(settings, target, args.batch)
+            rows = float(mine["rows"])
+            figure = Figure(
+                key=f"validation.{target}",
+                label=f"validate {args.rows:,} rows against the {target}, nothing differs",
+                value=rows / mine["seconds"],
+                unit="rows/s",
+                baseline=rows / plain["seconds"],
+                baseline_label="full-table SELECT + compare in Python",
+                extra={
+                    "seconds": round(mine["seconds"], 2),
+                    "baseline seconds": round(plain["seconds"], 2),
+                    "chunks": mine["chunks"],
+                    "source queries": mine["source queries"],
+                    "source rows read": mine["source rows read"],
+                    "baseline source queries": plain["source queries"],
+                    "baseline source rows read": plain["source rows read"],
+                },
+            )
+            print(
+                f"{target}: {mine['seconds']:.1f} s ({figure.value:,.0f} rows/s) vs baseline "
+                f"{plain['seconds']:.1f} s ({figure.baseline:,.0f} rows/s): "
+                f"{figure.ratio:.2f}×; source: {mine['source queries']:.0f} queries, "
+                f"{mine['source rows read']:,.0f} rows read (baseline "
+                f"{plain['source rows read']:,.0f})"
+            )
+            figures.append(figure)
+    finally:
+        if not args.keep:
+            conn = mysql(settings)
+            with conn.cursor() as cur:
+                cur.execute(f"DROP DATABASE IF EXISTS {DB}")
+            conn.close()
+            drop_targets(settings)
+    write_figures(args.json, "validation", figures)
+
+
+if __name__ == "__main__":
+    main()
