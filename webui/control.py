@@ -36,8 +36,10 @@ from webui.pages import EditForm, PageUser, _see, _text, render
 
 # A process not heard of for a week is forgotten (its row is dropped at the next start).
 STALE_ROWS_KEPT_S = 7 * 24 * 3600.0
-# Days of runs the Runs page shows.
+# Days of runs the Runs page shows, and at most this many runs in its history table (the
+# grid of days holds every table's verdict; the history is for the latest events).
 RUNS_PAGE_DAYS = 14
+RUNS_PAGE_HISTORY = 200
 
 api = APIRouter(prefix="/api", tags=["control plane"])
 pages = APIRouter(include_in_schema=False)
@@ -328,11 +330,13 @@ def runs_page(request: Request, db: DB, who: PageUser) -> Response:
     history = [run_record(row) for row in find_runs(db, since=since)]
     days = [since + timedelta(days=n) for n in range(RUNS_PAGE_DAYS + 1)]
     grid = day_grid(history, days)
+    newest = sorted(history, key=lambda r: r.id or 0, reverse=True)[:RUNS_PAGE_HISTORY]
     return render(
         request,
         "runs.html",
         who,
-        runs=list(reversed(history)),
+        runs=newest,
+        more=len(history) - len(newest),
         grid=grid,
         days=[d for d in days if any(d in cells for cells in grid.values())],
         now=time.time(),

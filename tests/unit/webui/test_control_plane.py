@@ -161,3 +161,20 @@ def test_day_grid_takes_the_latest_merge_of_each_day() -> None:
     ]
     grid = day_grid(runs, [day])
     assert grid["t"][day].run.id == 2 and grid["t"][day].colour == "green"
+
+
+def test_the_runs_page_lists_the_newest_runs_only(client: TestClient, admin_csrf: str) -> None:
+    from webui.control import RUNS_PAGE_HISTORY, _apply
+    from webui.models import SchedulerRun
+
+    sessions = client.app.state.ctx.sessions  # type: ignore[attr-defined]
+    today = date.today()
+    with sessions.begin() as db:
+        for n in range(RUNS_PAGE_HISTORY + 3):
+            row = SchedulerRun()
+            _apply(row, RunRecord(table=f"t{n}", dt=today, state="succeeded"))
+            db.add(row)
+    page = client.get("/runs").text
+    assert page.count('class="run run-succeeded"') == RUNS_PAGE_HISTORY
+    assert f"t{RUNS_PAGE_HISTORY + 2}<" in page and ">t0<" not in page.split('id="runs"')[1]
+    assert "3 older runs of the last two weeks are not listed" in page
