@@ -149,6 +149,7 @@ class PublishedWorkload:
     types: dict[str, str]
     schema: verify.TableSchema  # MySQL's view of the table, as cdc-mirror verify reads it
     reference: verify.TableDigest  # verify's digest of MySQL's rows at the end
+    newest_execute_time_ms: int  # the newest change's executeTime
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +195,10 @@ def published_workload(local_stack: Settings) -> Iterator[PublishedWorkload]:
                 cur.execute(f"DROP DATABASE IF EXISTS {db}")
         conn.close()
     assert len(expected) > 100
-    yield PublishedWorkload(scene, table, f"mq{tag}_orders", expected, types, schema, reference)
+    newest = max(m.execute_time for m in messages)
+    yield PublishedWorkload(
+        scene, table, f"mq{tag}_orders", expected, types, schema, reference, newest
+    )
 
 
 def _consume_all(settings: Settings, published: PublishedWorkload, target: MirrorTarget) -> None:
@@ -219,6 +223,11 @@ def _consume_all(settings: Settings, published: PublishedWorkload, target: Mirro
         applier.close()
     assert not thread.is_alive()
     assert metrics.freshness._sum.get() > 0  # type: ignore[attr-defined]
+    # The table's freshness on the admin's status page: its newest change applied.
+    assert metrics.registry.get_sample_value(
+        "cdc_mirror_last_applied_timestamp_seconds",
+        {"target": target, "table": published.logical},
+    ) == pytest.approx(published.newest_execute_time_ms / 1000)
 
 
 @pytest.mark.timeout(300)
