@@ -3,7 +3,8 @@ and MySQL commit → visible in Kudu, in one run.
 
     .venv/bin/python -m bench.kudu_bench [--changes 200000] [--keys 50000] [--batch 5000]
                                          [--reference-changes 10000] [--freshness-seconds 20]
-                                         [--rate 1000] [--json PATH]
+                                         [--rate 1000] [--freshness-configs before current memory]
+                                         [--freshness-rounds 1] [--json PATH]
 
 Apply: ``--changes`` row changes of ``bench.mirror_bench``'s workload (8 columns: BIGINT
 UNSIGNED key, DECIMAL, VARCHAR, ENUM, DATETIME(3), TIMESTAMP(6), INT, DOUBLE; 10 % deletes, 10 %
@@ -22,15 +23,30 @@ Freshness (``--freshness-seconds``, 0 skips): single-row autocommit INSERTs pace
 by 4 writer processes into 4 shards of a fresh MariaDB database; a real collector in a process
 of its own publishes them to Kafka and the mirror's consumer loop (in this process) applies
 them; p50/p99 of "the INSERT's autocommit returned → its batch's apply returned" (for Kudu:
-its flush returned, visible to a READ_LATEST scan from then on). Two named configurations, one
-after the other in the same run: **Kudu** (measured; target p99 < 1 s) and the **in-memory
-target** (``MemoryApplier`` in Kudu's place: the collector and the consumer loop alone, the
-baseline). Each is split into steps, p50/p99 per key: *collector* (commit → the collector
-produced the message: the record's CreateTime, read back from the topic), *queue* (produced
-→ the apply of its batch started: the collector's transaction commit, Kafka, the consumer's
-batching and decoding), *apply* (the target's apply_batch); for Kudu also per batch the
-Python share and the batch writer's guard read and upsert flush (``BatchTimings``). The
-machine is shared: compare the two configurations of one run, not runs with each other.
+its flush returned, visible to a READ_LATEST scan from then on). Named configurations
+(``--freshness-configs``, ``FRESHNESS_CONFIGS``), one after the other and
+``--freshness-rounds`` times alternated, in the same run:
+
+- ``before``: Kudu, the mirror's process with CPython's default garbage collection — what the
+  first figure (p99 4,316 ms) was measured with; the baseline;
+- ``current``: Kudu, the process's GC tuned as ``cdc-mirror mirror run`` does
+  (``cdc_platform.gc_tuning``): the figure ``kudu.freshness_mysql``, target p99 < 1 s;
+- ``memory``: the in-memory reference applier in Kudu's place (the collector and the consumer
+  loop alone, tuned GC): how much of the delay is not Kudu's.
+
+Each key's delay is split into steps (p50/p99): *collector* (commit → the collector produced
+the message: the record's CreateTime, read back from the topic), *queue* (produced → the apply
+of its batch started: the collector's transaction commit, Kafka, the consumer's batching and
+decoding), *apply* (the target's apply_batch); for Kudu also per batch the Python share and the
+batch writer's guard read and upsert flush (``BatchTimings``). The machine is shared: compare
+the configurations of one run, not runs with each other.
+
+Full size (the issue's load; a quiet machine wants about 5 minutes):
+
+    .venv/bin/python -m bench.report --only kudu --out bench/results/<date>-kudu
+
+which runs ``bench.kudu_bench`` with its defaults (200,000 changes over 50,000 keys; 20 s of
+freshness per configuration at 1,000 rows/s); ``--quick`` scales it down.
 """
 
 from __future__ import annotations
@@ -43,7 +59,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -72,8 +88,6 @@ def _applier(settings: Settings, prefix: str, writer: str = "java") -> KuduAppli
     jars = settings.kudu.client_jars or settings.stack.home / "jars" / "kudu"
     tables = [TableMirror(db_prefix="bench", table_prefix="orders", targets=["kudu"])]
     return KuduApplier(kudu, settings.mirror, tables, jars.resolve(), writer=writer)  # type: ignore[arg-type]
-
-
 
 
 def _apply_all(applier: KuduApplier, chunks: Sequence[list[RowChange]]) -> tuple[float, int]:
@@ -151,7 +165,7 @@ class _KeyTimed:
     started_at: dict[object, float]
     timings: list[BatchTimings]
 
-    def apply_batch(self, changes):  # type: ignore[no-untyped-def]
+    def apply_batch(self, changes: Any) -> Any:
         changes = list(changes)
         started = time.time()
         result = super().apply_batch(changes)  # type: ignore[misc]
@@ -219,7 +233,7 @@ class _Freshness:
     it, when the batch applying it started and when that apply returned."""
 
     name: str
-    committed_at: dict[int, float]
+    committed_at: dict[object, float]
     produced_at: dict[object, float]
     started_at: dict[object, float]
     applied_at: dict[object, float]
@@ -249,11 +263,26 @@ def _start_collector(
     return collector, started, stop
 
 
+def _timed_applier(
+    settings: Settings,
+    config: FreshnessConfig,
+    mirror: Any,
+    tables: list[TableMirror],
+    prefix: str,
+) -> _KeyTimedKudu | _KeyTimedMemory:
+    if config.target != "kudu":
+        return _KeyTimedMemory()
+    kudu = settings.kudu.model_copy(update={"table_prefix": prefix})
+    jars = (settings.kudu.client_jars or settings.stack.home / "jars" / "kudu").resolve()
+    return _KeyTimedKudu(kudu, mirror, tables, jars)
+
+
 def _freshness_run(
-    settings: Settings, args: argparse.Namespace, name: str, target: str
+    settings: Settings, args: argparse.Namespace, name: str, config: FreshnessConfig
 ) -> _Freshness | None:
-    """MySQL commit → applied by the mirror's consumer loop to ``target`` ("kudu", or
-    "memory": the in-memory reference applier), a real collector in front (the docstring)."""
+    """MySQL commit → applied by the mirror's consumer loop to the configuration's target, a
+    real collector in front (the module docstring)."""
+    from cdc_platform.gc_tuning import tune_gc, untune_gc
     from mirror.consumer import MirrorConsumer
     from mirror.metrics import MirrorMetrics
     from mirror.plan import ChangeRouter
@@ -269,12 +298,7 @@ def _freshness_run(
         )
     ]
     mirror = settings.mirror.model_copy(update={"group_prefix": f"benchkf{tag}"})
-    prefix = f"benchkf{tag}."
-    kudu = settings.kudu.model_copy(update={"table_prefix": prefix})
-    jars = (settings.kudu.client_jars or settings.stack.home / "jars" / "kudu").resolve()
-    applier: _KeyTimedKudu | _KeyTimedMemory = (
-        _KeyTimedKudu(kudu, mirror, tables, jars) if target == "kudu" else _KeyTimedMemory()
-    )
+    applier = _timed_applier(settings, config, mirror, tables, prefix=f"benchkf{tag}.")
     start_gtid = _create_shards(settings, database, writers)
     collector, started, stop_collector = _start_collector(
         instance_name, start_gtid, database, kafka.topic_prefix
@@ -286,9 +310,6 @@ def _freshness_run(
     )
     thread = threading.Thread(target=consumer.run)
     total = int(args.rate * args.freshness_seconds)
-    print(
-        f"  {name}: {total:,} single-row autocommits at {args.rate:,} rows/s by {writers} writers"
-    )
     committed_at: dict[int, float] = {}
     produced_at: dict[object, float] = {}
     achieved = 0.0
@@ -296,6 +317,8 @@ def _freshness_run(
         if not started.wait(90):
             print("  the collector did not start within 90 s")
             return None
+        if config.gc_tuned:
+            tune_gc()  # as 'mirror run' does just before its consumer loop
         thread.start()
         _wait_until(lambda: bool(consumer.assignment), 60)
         # A second of warm-up (ids above the measured ones), not counted: the Kudu table is
@@ -309,6 +332,7 @@ def _freshness_run(
         stop.set()
         if thread.is_alive():
             thread.join(30)
+        untune_gc()  # the next configuration starts from CPython's defaults
         stop_collector.set()
         collector.join(60)
         if isinstance(applier, KuduApplier):
@@ -319,7 +343,7 @@ def _freshness_run(
             cursor.execute(f"DROP DATABASE IF EXISTS {database}")
     return _Freshness(
         name,
-        committed_at,
+        cast("dict[object, float]", committed_at),
         produced_at,
         applier.started_at,
         applier.applied_at,
@@ -361,42 +385,113 @@ def _stages(run: _Freshness) -> dict[str, float]:
     return found
 
 
-def bench_freshness(settings: Settings, args: argparse.Namespace) -> Figure | None:
-    """MySQL commit → visible in Kudu, and the same with the in-memory reference applier in
-    place of Kudu (the baseline: the collector and the consumer loop alone), one after the
-    other in this run."""
-    print(f"Freshness (MySQL commit → applied, collector in front), {args.rate:,} rows/s:")
-    runs: dict[str, _Freshness] = {}
-    for name, target in (("in-memory target (baseline)", "memory"), ("Kudu", "kudu")):
-        run = _freshness_run(settings, args, name, target)
-        if run is None:
-            return None
-        runs[target] = run
-        found = _stages(run)
-        steps = ", ".join(
-            f"{step} {found[f'{step} p50']:.0f}/{found[f'{step} p99']:.0f}"
-            for step in ("collector", "queue", "apply", "batch java_read", "batch java_write")
-            if f"{step} p50" in found
+@dataclass(frozen=True)
+class FreshnessConfig:
+    """A named configuration of the MySQL → Kudu path: the target the consumer loop applies to
+    and whether the mirror's process tunes its garbage collector as ``cdc-mirror mirror run``
+    does (``cdc_platform.gc_tuning``, called just before its consumer loop starts)."""
+
+    description: str
+    target: str  # "kudu", or "memory": the in-memory reference applier in Kudu's place
+    gc_tuned: bool
+
+
+FRESHNESS_CONFIGS: dict[str, FreshnessConfig] = {
+    # What the 2026-11-25 figure (p99 4,316 ms) was measured with: the mirror's loop under
+    # CPython's default GC thresholds, whose full collections walk every live object.
+    "before": FreshnessConfig(
+        "Kudu, the mirror's process with CPython's default GC", "kudu", False
+    ),
+    "current": FreshnessConfig(
+        "Kudu, the mirror's process with tuned GC, as 'mirror run'", "kudu", True
+    ),
+    # Attribution: the same collector and consumer loop with nothing behind the applier.
+    "memory": FreshnessConfig(
+        "the in-memory reference applier in Kudu's place (collector + consumer loop), tuned GC",
+        "memory",
+        True,
+    ),
+}
+
+
+def _print_run(name: str, run: _Freshness) -> None:
+    found = _stages(run)
+    steps = ", ".join(
+        f"{step} {found[f'{step} p50']:.0f}/{found[f'{step} p99']:.0f}"
+        for step in (
+            "collector",
+            "queue",
+            "apply",
+            "batch python",
+            "batch java_read",
+            "batch java_write",
         )
-        print(
-            f"    {int(found['applied']):,} applied (writers achieved {run.achieved:,.0f} rows/s): "
-            f"p50 {found['p50']:.0f} ms, p99 {found['p99']:.0f} ms; steps p50/p99 ms: {steps}"
-        )
-    kudu, base = _stages(runs["kudu"]), _stages(runs["memory"])
-    if not kudu["applied"]:
-        print("  nothing was applied")
-        return None
-    return Figure(
-        "kudu.freshness_mysql",
-        f"MySQL commit → visible in Kudu (collector + mirror), {int(kudu['applied']):,} "
-        f"autocommits at {runs['kudu'].achieved:,.0f} rows/s",
-        kudu["p99"],
-        "ms",
-        baseline=base["p99"],
-        baseline_label="p99 with the in-memory target in place of Kudu (collector + consumer loop)",
-        higher_is_better=False,
-        extra={**kudu, "baseline p50": base["p50"], "baseline queue p99": base["queue p99"]},
+        if f"{step} p50" in found
     )
+    print(
+        f"    {name}: {int(found['applied']):,} applied (writers achieved {run.achieved:,.0f} "
+        f"rows/s): p50 {found['p50']:.0f} ms, p99 {found['p99']:.0f} ms; steps p50/p99 ms: {steps}"
+    )
+
+
+def _merged(runs: Sequence[_Freshness]) -> _Freshness:
+    """The rounds of one configuration as one run (each round's keys are its own)."""
+    merged = _Freshness(runs[0].name, {}, {}, {}, {}, [], 0.0)
+    for index, run in enumerate(runs):
+        tag = f"r{index}:"
+        merged.committed_at.update({f"{tag}{k}": v for k, v in run.committed_at.items()})
+        for source, into in (
+            (run.produced_at, merged.produced_at),
+            (run.started_at, merged.started_at),
+            (run.applied_at, merged.applied_at),
+        ):
+            into.update({f"{tag}{k}": v for k, v in source.items()})
+        merged.timings.extend(run.timings)
+    merged.achieved = sum(r.achieved for r in runs) / len(runs)
+    return merged
+
+
+def bench_freshness(settings: Settings, args: argparse.Namespace) -> list[Figure]:
+    """Each named configuration ``--freshness-rounds`` times, alternated, in this run (the
+    module docstring). ``kudu.freshness_mysql`` is 'current' with 'before''s p99 of the same run
+    as its baseline; ``kudu.freshness_mysql.<name>`` the others, against 'before' too."""
+    names: list[str] = args.freshness_configs
+    print(f"Freshness (MySQL commit → applied, collector in front), {args.rate:,} rows/s:")
+    rounds: dict[str, list[_Freshness]] = {name: [] for name in names}
+    for round_index in range(args.freshness_rounds):
+        for name in names:
+            config = FRESHNESS_CONFIGS[name]
+            print(
+                f"  configuration {name!r} ({config.description}), round {round_index + 1}: "
+                f"{int(args.rate * args.freshness_seconds):,} single-row autocommits by 4 writers"
+            )
+            run = _freshness_run(settings, args, name, config)
+            if run is not None:
+                _print_run(name, run)
+                rounds[name].append(run)
+    found = {name: _stages(_merged(runs)) for name, runs in rounds.items() if runs}
+    baseline = found.get("before") if "before" in names[:1] else None
+    figures = []
+    for name, stages in found.items():
+        if (name == "before" and len(found) > 1) or not stages["applied"]:
+            continue
+        extra = dict(stages)
+        if baseline is not None:
+            extra |= {"before p50": baseline["p50"], "before p99": baseline["p99"]}
+        figures.append(
+            Figure(
+                "kudu.freshness_mysql" if name == "current" else f"kudu.freshness_mysql.{name}",
+                f"MySQL commit → applied (collector + mirror), configuration '{name}': "
+                f"{FRESHNESS_CONFIGS[name].description}; {int(stages['applied']):,} autocommits",
+                stages["p99"],
+                "ms",
+                baseline=None if baseline is None or name == "before" else baseline["p99"],
+                baseline_label=f"p99 of configuration 'before': {FRESHNESS_CONFIGS['before'].description}",
+                higher_is_better=False,
+                extra=extra,
+            )
+        )
+    return figures
 
 
 def main() -> None:
@@ -407,6 +502,14 @@ def main() -> None:
     parser.add_argument("--reference-changes", type=int, default=10_000)
     parser.add_argument("--freshness-seconds", type=float, default=20)
     parser.add_argument("--rate", type=int, default=1000)
+    parser.add_argument(
+        "--freshness-configs",
+        nargs="+",
+        choices=sorted(FRESHNESS_CONFIGS),
+        default=["before", "current", "memory"],
+        help="named configurations, the first is the baseline (default: before current memory)",
+    )
+    parser.add_argument("--freshness-rounds", type=int, default=1)
     parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH")
     args = parser.parse_args()
     settings = load_settings()
@@ -414,9 +517,7 @@ def main() -> None:
     print(f"machine: {describe_machine()}")
     figures = [bench_apply(settings, args)]
     if args.freshness_seconds > 0:
-        freshness = bench_freshness(settings, args)
-        if freshness is not None:
-            figures.append(freshness)
+        figures += bench_freshness(settings, args)
     write_figures(args.json, "kudu", figures)
 
 
