@@ -1,10 +1,9 @@
 """Row-level validation of a table mirror against MySQL (``cdc-mirror validate``).
 Imports the platform and the contract; no other component.
 
-**Chunks.** The key space is cut on MySQL by a key-ordered scan of keys only (every
-``chunk_rows``-th key of the UNION ALL of the table's shards; each step reads at most
-``chunk_rows`` keys of each shard's index, and no row). Index statistics would be cheaper but
-give uneven chunks on skewed keys; the keys-only scan costs one index read per row, once.
+**Chunks.** The key space is cut on MySQL as the scan goes: the next chunk ends at the
+``n``-th key after the last (an index read of keys only); ``n`` follows a time budget per
+chunk (``Options.chunk_time_s``).
 
 **Hashes.** Per chunk, each store computes a count and an order-independent hash of a
 canonical row encoding (``validation.canonical``) in its own engine: MySQL and the
@@ -13,25 +12,28 @@ pipelined reads. Differing chunks are halved (at a middle key) and compared agai
 most ``leaf_rows`` rows remain, whose per-row hashes name the keys missing, extra or
 different (``validation.plan.descend``); only those keys' rows are read, side by side.
 
-**Consistent while the source changes.** MySQL's digest of a chunk is read between two
-reads of its binlog position (``@@gtid_binlog_pos``; read again while they differ), so it is
-the chunk as of that position. A target read at about the same time may lag it, or lead it
-(when it was read later), so a differing chunk alone proves nothing. The rule, per key the
-descent found (``validation.plan.settle``): a round reads the key's row on MySQL (r1), takes a
-watermark (the end of the instance's Kafka topic, after r1) and waits until the target's
-consumer group has committed past it (``validation.watermark``: the target has applied
-everything published before it), then reads the target's row (t) and MySQL's row again (r2).
+**Consistent while the source changes.** MySQL chunks are hashed for a window of time, then
+a watermark is waited for (``validation.watermark.PositionWatermark``: MySQL's GTID position
+after the window, covered by the collector's committed position, then the target's consumer
+group past the topic's end), then the target hashes the same chunks: it has applied at least
+the state MySQL's hashes reflect. A key the target got ahead on is a candidate; candidates
+are settled (``validation.plan.settle``): a round reads the key on MySQL (r1), waits for a
+watermark, reads the target (t) and MySQL again (r2).
 
-* r1 = r2 = t: the key was in flight; it is dropped, never reported;
-* r1 = r2 ≠ t: the key did not change on MySQL while the target caught up with r1, and the
-  target still differs: one confirmation. Two confirmations in consecutive rounds report it
-  (the second covers a change the collector had not published when the first mark was
-  taken, and an A→B→A change seen half-applied);
-* r1 ≠ r2: the key changed meanwhile; its confirmations start over. A key that changes in
-  every one of ``max_rounds`` rounds is reported as *unsettled*, not as a difference.
+* t = r1 or t = r2: the target holds a state MySQL had during the round: in flight, dropped;
+* r1 = r2 ≠ t: one confirmation; two in consecutive rounds report it;
+* otherwise the key changed during the round; its confirmations start over. A key that
+  changes in every one of ``max_rounds`` rounds is reported as *unsettled*, not as a
+  difference.
 
 A real difference is never hidden: the mirror only writes a key when MySQL changed it, so a
 drifted key stays different through every round unless MySQL itself changes it (and then it
-is no longer a difference). A target that is unreachable, or a consumer group that does not
-catch up in time, fails the run with that reason; it is never reported as a mismatch.
+is no longer a difference). A target that is unreachable, or a watermark not reached in time,
+fails the run with that reason; it is never reported as a mismatch.
+
+**Repair, resume, load.** ``validation.run.validate_table`` takes a ``Repairer`` (the CLI's
+publishes through ``mock_replay.keys``) and re-checks the keys it re-published; the scan's
+progress is stored after each window (``validation.progress``) and an unfinished scan
+resumes; the replay's load guard (``cdc_platform.load_guard``) is asked before each MySQL
+chunk. See docs/validation.md.
 """

@@ -165,6 +165,15 @@ class MySqlSide:
         shape = self.shape
         where, params = key_range(shape, chunk)
         order = ", ".join(key_order(n, c) for n, c in zip(shape.key, shape.key_types, strict=True))
+        if len(shape.shards) == 1:
+            # One shard: the key's index read up to the key wanted, no union to materialise.
+            db, table = shape.shards[0]
+            rows = self._query(
+                f"SELECT {self._key_select()} FROM {MYSQL.quote(db)}.{MYSQL.quote(table)} "  # noqa: S608
+                f"WHERE {where} ORDER BY {order} LIMIT 1 OFFSET {wanted - 1}",
+                params,
+            )
+            return tuple(rows[0]) if rows else None
         union, all_params = self._union(
             self._key_select(), where, params, f" ORDER BY {order} LIMIT {wanted}"
         )
