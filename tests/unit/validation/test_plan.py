@@ -258,3 +258,42 @@ def test_position_covers_mariadb_and_mysql_positions() -> None:
     assert position_covers(f"{uuid}:1-10:11-42", f"{uuid}:5-42")
     assert not position_covers(f"{uuid}:1-40", f"{uuid}:1-42")
     assert not position_covers(f"{uuid}:1-42", f"{uuid}:1-42,{uuid}:tag:1")
+
+
+def test_scan_asks_the_load_guard_before_each_source_chunk_and_waits_while_loaded() -> None:
+    from cdc_platform.load_guard import LoadGuard, LoadSample
+    from validation.plan import DescentStats
+    from validation.progress import MemoryProgress
+    from validation.run import Options, scan
+
+    class Busy:
+        """Threads_running 50 for the first two looks, then 3."""
+
+        def __init__(self) -> None:
+            self.looks = 0
+
+        def load(self) -> LoadSample:
+            self.looks += 1
+            return LoadSample(50 if self.looks <= 2 else 3)
+
+    now = [0.0]
+    waited: list[float] = []
+
+    def wait(seconds: float) -> bool:
+        waited.append(seconds)
+        now[0] += seconds
+        return False
+
+    probe = Busy()
+    guard = LoadGuard(probe, 32, 0, 2.0, wait, lambda: now[0], every_s=0.0, what="validation")
+    source = MemorySide({(i,): _hash(i) for i in range(1, 301)})
+    target = MemorySide(dict(source.rows))
+    options = Options(chunk_rows=100, chunk_time_s=None, window_s=0.0)
+    found, _ = scan(
+        _shape(), source, target, Marks(), options, DescentStats(), MemoryProgress(), guard
+    )
+    assert found == {}
+    # One pause of two waits (the first look and the one after the first wait are busy),
+    # then one look before each of the other three chunks (the last one empty).
+    assert waited == [2.0, 2.0] and guard.pauses == 1 and guard.paused_s == 4.0
+    assert probe.looks == 3 + 3
