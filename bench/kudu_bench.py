@@ -4,7 +4,7 @@ and MySQL commit → visible in Kudu, in one run.
     .venv/bin/python -m bench.kudu_bench [--changes 200000] [--keys 50000] [--batch 5000]
                                          [--reference-changes 10000] [--freshness-seconds 20]
                                          [--rate 1000] [--freshness-configs before current memory]
-                                         [--freshness-rounds 1] [--json PATH]
+                                         [--freshness-rounds 2] [--json PATH]
 
 Apply: ``--changes`` row changes of ``bench.mirror_bench``'s workload (8 columns: BIGINT
 UNSIGNED key, DECIMAL, VARCHAR, ENUM, DATETIME(3), TIMESTAMP(6), INT, DOUBLE; 10 % deletes, 10 %
@@ -24,8 +24,8 @@ by 4 writer processes into 4 shards of a fresh MariaDB database; a real collecto
 of its own publishes them to Kafka and the mirror's consumer loop (in this process) applies
 them; p50/p99 of "the INSERT's autocommit returned → its batch's apply returned" (for Kudu:
 its flush returned, visible to a READ_LATEST scan from then on). Named configurations
-(``--freshness-configs``, ``FRESHNESS_CONFIGS``), one after the other and
-``--freshness-rounds`` times alternated, in the same run:
+(``--freshness-configs``, ``FRESHNESS_CONFIGS``), one after the other, ``--freshness-rounds``
+times with each round starting one configuration later, in the same run:
 
 - ``before``: Kudu, the mirror's process with CPython's default garbage collection — what the
   first figure (p99 4,316 ms) was measured with; the baseline;
@@ -45,8 +45,10 @@ Full size (the issue's load; a quiet machine wants about 5 minutes):
 
     .venv/bin/python -m bench.report --only kudu --out bench/results/<date>-kudu
 
-which runs ``bench.kudu_bench`` with its defaults (200,000 changes over 50,000 keys; 20 s of
-freshness per configuration at 1,000 rows/s); ``--quick`` scales it down.
+which runs ``bench.kudu_bench`` with its defaults (200,000 changes over 50,000 keys; two rounds
+of 20 s of freshness per configuration at 1,000 rows/s); ``--quick`` scales it down. The
+collector runs in a process of its own, untouched by the configurations: its step differing
+between configurations measures how much the machine's load drifted during the run.
 """
 
 from __future__ import annotations
@@ -459,7 +461,10 @@ def bench_freshness(settings: Settings, args: argparse.Namespace) -> list[Figure
     print(f"Freshness (MySQL commit → applied, collector in front), {args.rate:,} rows/s:")
     rounds: dict[str, list[_Freshness]] = {name: [] for name in names}
     for round_index in range(args.freshness_rounds):
-        for name in names:
+        # Each round starts one configuration later, so none is always the one right after
+        # the apply benchmark, and a load that drifts through the run touches each alike.
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
             config = FRESHNESS_CONFIGS[name]
             print(
                 f"  configuration {name!r} ({config.description}), round {round_index + 1}: "
@@ -509,7 +514,7 @@ def main() -> None:
         default=["before", "current", "memory"],
         help="named configurations, the first is the baseline (default: before current memory)",
     )
-    parser.add_argument("--freshness-rounds", type=int, default=1)
+    parser.add_argument("--freshness-rounds", type=int, default=2)
     parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH")
     args = parser.parse_args()
     settings = load_settings()

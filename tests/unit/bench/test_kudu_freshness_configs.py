@@ -1,4 +1,4 @@
-"""bench.kudu_bench's named configurations of the MySQL → Kudu run: alternated rounds, pooled
+"""bench.kudu_bench's named configurations of the MySQL → Kudu run: rotated rounds, pooled
 per configuration, each key's delay split into steps, 'current' the figure against 'before'."""
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def test_configurations_alternate_and_current_compares_with_before(
     )
     current, memory = kudu_bench.bench_freshness(object(), args)  # type: ignore[arg-type]
 
-    assert order == ["before", "current", "memory"] * 2
+    # Each round starts one configuration later.
+    assert order == ["before", "current", "memory", "current", "memory", "before"]
     assert (current.key, memory.key) == ("kudu.freshness_mysql", "kudu.freshness_mysql.memory")
     assert (current.value, current.baseline) == (300.0, 900.0)
     assert current.ratio == pytest.approx(3.0)  # lower is better: before / current
