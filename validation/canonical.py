@@ -280,17 +280,16 @@ class MySqlCanonical(_Sql):
 
 
 def _pg_float(text: str) -> str:
-    """``float_text`` in PostgreSQL SQL (extra_float_digits = 1: shortest round-trip)."""
+    """``float_text`` in PostgreSQL SQL (extra_float_digits = 1: shortest round-trip), each
+    step spelled once (see ``_mysql_float``)."""
     a = f"ltrim({text}, '-')"
     mantissa = f"split_part({a}, 'e', 1)"
     exponent = f"(CASE WHEN strpos({a}, 'e') > 0 THEN split_part({a}, 'e', 2)::int ELSE 0 END)"
-    whole = f"split_part({mantissa}, '.', 1)"
-    fraction = f"split_part({mantissa}, '.', 2)"
-    digits = f"({whole} || {fraction})"
-    lead_trimmed = f"ltrim({digits}, '0')"
-    leading = f"(length({digits}) - length({lead_trimmed}))"
-    stripped = f"rtrim({lead_trimmed}, '0')"
-    power = f"({exponent} + length({whole}) - {leading})"
+    digits = f"replace({mantissa}, '.', '')"
+    whole = f"(strpos({mantissa} || '.', '.') - 1)"
+    leading = f"(length({digits}) - length(ltrim({digits}, '0')))"
+    stripped = f"btrim({digits}, '0')"
+    power = f"({exponent} + {whole} - {leading})"
     sign = f"(CASE WHEN left({text}, 1) = '-' THEN '-' ELSE '' END)"
     return f"(CASE WHEN {stripped} = '' THEN '0' ELSE {sign} || {stripped} || 'e' || {power} END)"
 
@@ -323,10 +322,17 @@ def _pg_fraction(value: str, fsp: int) -> str:
 
 
 def _pg_datetime(value: str, fsp: int) -> str:
+    # The usual value in one to_char; the encoded zero-part dates and -infinity apart.
+    width = 19 + (fsp + 1 if fsp > 0 else 0)
+    usual = f"substr(to_char({value}, 'YYYY-MM-DD HH24:MI:SS.US'), 1, {width})"
     clock = (
         f"(CASE WHEN {value} = '-infinity' THEN '00:00:00' ELSE to_char({value}, 'HH24:MI:SS') END)"
     )
-    return f"({_pg_date_part(value)} || ' ' || {clock}{_pg_fraction(value, fsp)})"
+    special = f"({_pg_date_part(value)} || ' ' || {clock}{_pg_fraction(value, fsp)})"
+    return (
+        f"(CASE WHEN {value} = '-infinity' OR extract(year from {value}) >= {_ZERO_PART_YEARS} "
+        f"THEN {special} ELSE {usual} END)"
+    )
 
 
 def _two(number: str) -> str:
