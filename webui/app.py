@@ -46,6 +46,8 @@ from webui.replay import ReplayNotFoundError, ReplayService, SimulatedReplayServ
 from webui.replay_jobs import JobReplayService, mock_replay_check
 from webui.schema_source import MariaDBSchemaSource, SchemaSource
 from webui.security import Keys, hash_token, load_keys
+from webui.status import Scrape
+from webui.status_sources import StatusService
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +91,17 @@ def create_app(
         replays=replays or default_replay_service(settings, sessions, keys),
         schemas=schemas or MariaDBSchemaSource(),
     )
+
+    def status_round(answers: list[Scrape]) -> None:
+        # Looked up at each round: a test may put its own status service on the app.
+        app.state.status.on_scrape(answers)
+
     scraper = Scraper(
         sessions,
         settings.webui.scrape_targets if scrape else [],
         settings.webui.scrape_interval_s,
         settings.webui.sample_retention_days,
+        on_round=status_round,  # the per-table status builds on each round
     )
     detections = (
         DetectionConsumer(sessions, settings.kafka) if settings.webui.count_detections else None
@@ -134,6 +142,7 @@ def create_app(
     )
     app.state.ctx = ctx
     app.state.scraper = scraper
+    app.state.status = StatusService(settings, sessions)
     app.state.detections = detections
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(api_router)

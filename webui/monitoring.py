@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from html import escape
 from itertools import pairwise
@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cdc_platform.config import ScrapeTarget
 from webui.models import MetricSample
+from webui.status import Sample, Scrape
 
 log = logging.getLogger(__name__)
 
@@ -66,23 +67,35 @@ PANELS: tuple[Panel, ...] = (
 )
 
 
+def cdc_samples(text: str) -> list[Sample]:
+    """Prometheus text exposition → cdc-mirror's own samples (parsed by prometheus_client's
+    parser). Pure."""
+    return [
+        Sample(sample.name, sample.labels, float(sample.value))
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        # Histogram buckets would multiply the samples stored; _sum and _count remain.
+        if sample.name.startswith(METRIC_PREFIX)
+        and not sample.name.endswith(("_created", "_bucket"))
+    ]
+
+
+def sample_rows(samples: Iterable[Sample], target: str, at: float) -> list[MetricSample]:
+    return [
+        MetricSample(
+            at=at,
+            target=target,
+            name=sample.name,
+            labels=",".join(f"{k}={v}" for k, v in sorted(sample.labels.items())),
+            value=sample.value,
+        )
+        for sample in samples
+    ]
+
+
 def parse_samples(text: str, target: str, at: float) -> list[MetricSample]:
     """Prometheus text exposition → sample rows of cdc-mirror's own metrics. Pure."""
-    rows: list[MetricSample] = []
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            # Histogram buckets would multiply the samples stored; _sum and _count remain.
-            if not sample.name.startswith(METRIC_PREFIX) or sample.name.endswith(
-                ("_created", "_bucket")
-            ):
-                continue
-            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
-            rows.append(
-                MetricSample(
-                    at=at, target=target, name=sample.name, labels=labels, value=sample.value
-                )
-            )
-    return rows
+    return sample_rows(cdc_samples(text), target, at)
 
 
 class Scraper:
@@ -94,7 +107,11 @@ class Scraper:
         targets: list[ScrapeTarget],
         interval_s: float,
         retention_days: int,
+        on_round: Callable[[list[Scrape]], None] | None = None,
     ) -> None:
+        """``on_round``: handed every round's answers (the status pages build on them, so
+        nothing is scraped twice)."""
+        self._on_round = on_round
         self._sessions = sessions
         self._targets = targets
         self._interval = interval_s
@@ -124,16 +141,20 @@ class Scraper:
         """One round over all targets; returns the number of samples stored."""
         at = time.time()
         stored = 0
+        answers: list[Scrape] = []
         for target in self._targets:
             try:
                 response = client.get(target.url)
                 response.raise_for_status()
-                rows = parse_samples(response.text, target.name, at)
+                samples = cdc_samples(response.text)
+                rows = sample_rows(samples, target.name, at)
             except (httpx.HTTPError, ValueError) as exc:
+                answers.append(Scrape(target.name, target.url, False, error=str(exc)[:200]))
                 if target.name not in self._failing:
                     log.warning("metrics of %s (%s) unavailable: %s", target.name, target.url, exc)
                     self._failing.add(target.name)
                 continue
+            answers.append(Scrape(target.name, target.url, True, tuple(samples)))
             if target.name in self._failing:
                 log.info("metrics of %s answer again", target.name)
                 self._failing.discard(target.name)
@@ -141,6 +162,11 @@ class Scraper:
                 db.add_all(rows)
                 db.execute(delete(MetricSample).where(MetricSample.at < at - self._retention_s))
             stored += len(rows)
+        if self._on_round is not None:
+            try:
+                self._on_round(answers)
+            except Exception:  # the scraping goes on; the status pages say what they have
+                log.exception("the scrape's answers could not be handed on")
         return stored
 
 

@@ -36,7 +36,7 @@ from webui.auth import (
     principal_from_cookie,
 )
 from webui.context import WebContext, context, db_session
-from webui.models import AuditEntry, DetectionCount, Instance, User
+from webui.models import AuditEntry, DetectionCount, Instance, TableMirrorRow, User
 from webui.monitoring import PANELS, load_series, render_svg
 from webui.replay import FINAL_STATES, ReplayRequest, ReplayStatus
 from webui.schemas import InstanceIn, TokenIn, UserIn
@@ -290,8 +290,8 @@ def overview(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
         request,
         "overview.html",
         who,
-        instances=admin.list_instances(db),
-        mirrors=admin.list_table_mirrors(db),
+        instances=db.scalar(select(func.count()).select_from(Instance)),
+        mirrors=db.scalar(select(func.count()).select_from(TableMirrorRow)),
         running=running,
         replay_problem=replay_problem,
         audit=list(db.scalars(select(AuditEntry).order_by(AuditEntry.id.desc()).limit(5))),

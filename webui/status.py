@@ -24,6 +24,7 @@ A component that does not answer is *down* in the answer, never an error.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -61,17 +62,36 @@ class Metrics:
     def __init__(self, scrapes: Iterable[Scrape]) -> None:
         self.scrapes = tuple(scrapes)
         self._by_name: dict[str, list[tuple[str, Sample]]] = {}
+        # (name, label) → label value → samples: a table's lookup among 500 tables' series
+        # is a dictionary access, not a scan (built on first use of that label).
+        self._by_label: dict[tuple[str, str], dict[str, list[tuple[str, Sample]]]] = {}
         for scrape in self.scrapes:
             for sample in scrape.samples:
                 self._by_name.setdefault(sample.name, []).append((scrape.target, sample))
 
     def find(self, name: str, **labels: str) -> list[tuple[str, Sample]]:
         """(endpoint, sample) of ``name`` whose labels include ``labels``."""
+        if not labels:
+            return list(self._by_name.get(name, ()))
+        # The most selective label's bucket (a table's, not its target's), then the rest.
+        bucket = min(
+            (self._index(name, key).get(value, []) for key, value in labels.items()), key=len
+        )
         return [
             (target, sample)
-            for target, sample in self._by_name.get(name, ())
+            for target, sample in bucket
             if all(sample.labels.get(k) == v for k, v in labels.items())
         ]
+
+    def _index(self, name: str, key: str) -> dict[str, list[tuple[str, Sample]]]:
+        index = self._by_label.get((name, key))
+        if index is None:
+            index = {}
+            for target, sample in self._by_name.get(name, ()):
+                if key in sample.labels:
+                    index.setdefault(sample.labels[key], []).append((target, sample))
+            self._by_label[(name, key)] = index
+        return index
 
     def values(self, name: str, **labels: str) -> list[float]:
         return [s.value for _, s in self.find(name, **labels) if not math.isnan(s.value)]
@@ -505,6 +525,62 @@ def overall(statuses: Iterable[TableStatus]) -> dict[str, int]:
         elif status.yesterday == "ok":
             counts["yesterday good"] += 1
     return counts
+
+
+class Trends:
+    """The Overview's charts, kept in memory from each scrape round's snapshot (an hour):
+    rows per second written to the lake and applied per target (rates of the components'
+    counters), messages to read per component (each topic counted once), collector delay per
+    instance. A restart of the admin starts them afresh; the Monitoring page has the stored
+    history."""
+
+    def __init__(self, window_s: float = 3600.0) -> None:
+        self._window_s = window_s
+        self._points: deque[tuple[float, dict[str, float], dict[str, float], dict[str, float]]]
+        self._points = deque()
+
+    def record(self, at: float, metrics: Metrics, tables: Iterable[TableStatus]) -> None:
+        if self._points and self._points[-1][0] >= at:
+            return  # the same scrape round again
+        totals: dict[str, float] = {}
+        written = metrics.values("cdc_stream_writer_rows_total")
+        if written:
+            totals["written to the lake"] = sum(written)
+        for _, sample in metrics.find("cdc_mirror_applied_keys_total"):
+            label = f"applied to {sample.labels.get('target', '?')}"
+            totals[label] = totals.get(label, 0.0) + sample.value
+        per_topic: dict[tuple[str, str], int] = {}
+        for status in tables:
+            for lag in status.lags:
+                if lag.lag is not None:
+                    per_topic[(lag.component, status.topic)] = lag.lag
+        lags: dict[str, float] = {}
+        for (component, _topic), messages in per_topic.items():
+            lags[component] = lags.get(component, 0.0) + messages
+        delays: dict[str, float] = {}
+        for _, sample in metrics.find("cdc_collector_delay_seconds"):
+            instance = sample.labels.get("instance", "?")
+            delays[instance] = min(delays.get(instance, sample.value), sample.value)
+        self._points.append((at, totals, lags, delays))
+        while self._points and self._points[0][0] < at - self._window_s:
+            self._points.popleft()
+
+    def rows_per_second(self) -> list[tuple[str, list[tuple[float, float]]]]:
+        return [(label, rate(points)) for label, points in self._series(1)]
+
+    def lags(self) -> list[tuple[str, list[tuple[float, float]]]]:
+        return self._series(2)
+
+    def delays(self) -> list[tuple[str, list[tuple[float, float]]]]:
+        return self._series(3)
+
+    def _series(self, column: int) -> list[tuple[str, list[tuple[float, float]]]]:
+        series: dict[str, list[tuple[float, float]]] = {}
+        for point in self._points:
+            values: dict[str, float] = point[column]  # type: ignore[assignment]
+            for label, value in values.items():
+                series.setdefault(label, []).append((point[0], value))
+        return sorted(series.items())
 
 
 def utc_now() -> float:

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import Response
+from markupsafe import Markup
 from pydantic import BaseModel
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -29,8 +30,8 @@ from webui.api import Reader
 from webui.context import context
 from webui.models import MetricSample, TableMirrorRow
 from webui.monitoring import Series, render_svg
-from webui.pages import DB, PageUser, render
-from webui.status import Metrics, TableStatus, overall, rate, sum_by_time
+from webui.pages import DB, TEMPLATES, PageUser, render
+from webui.status import Metrics, TableStatus, Trends, overall, rate, sum_by_time
 from webui.status_sources import StatusService, StatusSnapshot
 
 # Charts cover this much time: enough to see a trend, little enough to stay fast.
@@ -43,15 +44,8 @@ _lock = threading.Lock()
 
 
 def status_service(request: Request) -> StatusService:
-    """The app's one ``StatusService``, made on first use (``app.state.status`` may be set
-    beforehand, e.g. by a test with its own sources)."""
-    state = request.app.state
-    with _lock:
-        service = getattr(state, "status", None)
-        if service is None:
-            ctx = context(request)
-            service = StatusService(ctx.settings, ctx.sessions)
-            state.status = service
+    """The app's one ``StatusService`` (``create_app`` makes it; a test may put its own)."""
+    service = request.app.state.status
     assert isinstance(service, StatusService)
     return service
 
@@ -66,44 +60,55 @@ def overview_values(request: Request, db: Session) -> dict[str, Any]:
     """What the Overview shows of the tables: a row per mirror (a mirror added since the
     last snapshot shows as being gathered), the headline counts, the problems, and charts of
     rates and lags."""
-    snapshot = status_service(request).snapshot()
+    service = status_service(request)
+    snapshot = service.snapshot()
     names = list(db.scalars(select(TableMirrorRow.name).order_by(TableMirrorRow.name)))
     rows = [(name, snapshot.tables.get(name)) for name in names]
     return {
-        "status_rows": rows,
+        "status_rows_html": _rows_html(snapshot, rows),
         "status_counts": overall(s for _, s in rows if s is not None),
         "status_snapshot": snapshot,
-        "status_charts": _overview_charts(db, snapshot, time.time() - CHART_WINDOW_S),
+        "status_charts": _overview_charts(service.trends),
     }
 
 
-def _overview_charts(db: Session, snapshot: StatusSnapshot, since: float) -> list[dict[str, Any]]:
-    written = [
-        Series(f"lake ({_label(labels, 'writer')})", points)
-        for labels, points in _gauge_series(db, "cdc_stream_writer_rows_per_second", since)
-    ]
-    applied = [
-        Series(f"applied to {_label(labels, 'target')}", rate(points))
-        for labels, points in _gauge_series(db, "cdc_mirror_applied_keys_total", since)
-    ]
-    lags = [
-        Series(f"{component}", points)
-        for component, points in _summed_by_endpoint(
-            db, ("cdc_mirror_consumer_lag", "cdc_stream_writer_lag_messages"), since
-        )
-    ]
-    delay = [
-        Series(f"collector {_label(labels, 'instance')}", points)
-        for labels, points in _gauge_series(db, "cdc_collector_delay_seconds", since)
-    ]
+_FLOWING = {"ok": "flowing", "warn": "lagging", "unknown": "?"}
+_rows_cache: tuple[tuple[float, tuple[str, ...]], Markup] | None = None
+
+
+def _rows_html(snapshot: StatusSnapshot, rows: list[tuple[str, TableStatus | None]]) -> Markup:
+    """The Overview's table rows, rendered once per snapshot and list of mirrors (they hold
+    nothing of the user's): 500 rows through Jinja cost more than the rest of the page."""
+    global _rows_cache  # noqa: PLW0603 - one cache for the process, guarded by _lock
+    key = (snapshot.at, tuple(name for name, _ in rows))
+    with _lock:
+        if _rows_cache is not None and _rows_cache[0] == key:
+            return _rows_cache[1]
+    html = Markup(  # noqa: S704 - rendered by the autoescaping environment
+        TEMPLATES.env.get_template("_status_rows.html").render(rows=rows, flowing=_FLOWING)
+    )
+    with _lock:
+        _rows_cache = (key, html)
+    return html
+
+
+def _overview_charts(trends: Trends) -> list[dict[str, Any]]:
     return [
         _chart(
             "Rows per second: written to the lake, applied to the targets",
-            [*written, *applied],
+            [Series(label, points) for label, points in trends.rows_per_second()],
             "rows/s",
         ),
-        _chart("Messages to read per component (lag)", lags, "messages"),
-        _chart("Collector delay behind MySQL", delay, "s"),
+        _chart(
+            "Messages to read per component (lag)",
+            [Series(label, points) for label, points in trends.lags()],
+            "messages",
+        ),
+        _chart(
+            "Collector delay behind MySQL",
+            [Series(f"collector {label}", points) for label, points in trends.delays()],
+            "s",
+        ),
     ]
 
 
@@ -278,15 +283,22 @@ def _exact_series(
     if not samples:
         return []
     by_labels = {",".join(f"{k}={v}" for k, v in sorted(s.labels.items())): s for s in samples}
-    grouped: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for labels, at, value in db.execute(
-        select(MetricSample.labels, MetricSample.at, MetricSample.value)
-        .where(
-            MetricSample.name == name,
-            MetricSample.labels.in_(list(by_labels)),
-            MetricSample.at >= since,
-        )
-        .order_by(MetricSample.at)
-    ):
-        grouped[labels].append((at, value))
-    return [(by_labels[labels], points) for labels, points in sorted(grouped.items())]
+    found = []
+    for labels, sample in sorted(by_labels.items()):
+        # One series per query, by equality: SQLite then always reads the (name, labels, at)
+        # index range of that series (with IN it may scan every series of the metric).
+        points = [
+            (at, value)
+            for at, value in db.execute(
+                select(MetricSample.at, MetricSample.value)
+                .where(
+                    MetricSample.name == name,
+                    MetricSample.labels == labels,
+                    MetricSample.at >= since,
+                )
+                .order_by(MetricSample.at)
+            )
+        ]
+        if points:
+            found.append((sample, points))
+    return found

@@ -28,13 +28,13 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cdc_platform.config import KafkaSettings, ScrapeTarget, Settings
 from webui import admin
 from webui.models import SchedulerRun
+from webui.monitoring import cdc_samples
 from webui.status import (
     DEFAULT_THRESHOLDS,
     Freshness,
@@ -48,6 +48,7 @@ from webui.status import (
     TableStatus,
     Thresholds,
     TopicOffsets,
+    Trends,
     freshness_from_metrics,
     table_status,
 )
@@ -93,14 +94,7 @@ def register_freshness(kind: str, source: FreshnessSource) -> None:
 
 def parse_metrics(text: str) -> tuple[Sample, ...]:
     """cdc-mirror's own samples (``cdc_*``) of a Prometheus text exposition."""
-    return tuple(
-        Sample(sample.name, dict(sample.labels), float(sample.value))
-        for family in text_string_to_metric_families(text)
-        if family.name.startswith("cdc_")
-        for sample in family.samples
-        # Histogram buckets and creation times say nothing the status needs.
-        if not sample.name.endswith(("_bucket", "_created"))
-    )
+    return tuple(cdc_samples(text))
 
 
 def scrape_all(targets: Sequence[ScrapeTarget], timeout_s: float) -> list[Scrape]:
@@ -277,7 +271,12 @@ def readiness_rule(settings: Settings) -> ReadinessRule:
 
 
 class StatusService:
-    """Builds ``StatusSnapshot``s in the background and hands out the latest."""
+    """Builds ``StatusSnapshot``s in the background and hands out the latest.
+
+    The metrics come from the admin's scraper when it runs (``on_scrape``, every
+    ``webui.scrape_interval_s``: nothing is scraped twice); without one, from scraping the
+    targets at each refresh. Each scrape round's snapshot adds a point to ``trends``.
+    """
 
     def __init__(
         self,
@@ -306,16 +305,31 @@ class StatusService:
         self._rule = readiness_rule(settings)
         self._cache = _Cache()
         self._lock = threading.Lock()
+        self._scraped: tuple[float, list[Scrape]] | None = None  # the scraper's last round
+        self.trends = Trends()
 
-    def snapshot(self) -> StatusSnapshot:
+    def on_scrape(self, scrapes: list[Scrape]) -> None:
+        """The scraper's answers of a round: the next snapshot is built from them, now (in
+        the background; the scraper goes on)."""
+        with self._lock:
+            self._scraped = (self._clock(), scrapes)
+        self._start_refresh(force=True)
+
+    def _start_refresh(self, force: bool = False) -> None:
         with self._lock:
             cache = self._cache
             current = cache.snapshot
-            due = current is None or self._clock() - current.at >= self._ttl_s
+            due = force or current is None or self._clock() - current.at >= self._ttl_s
             if due and not cache.refreshing:
                 cache.refreshing = True
                 cache.done.clear()
                 threading.Thread(target=self._refresh, name="webui-status", daemon=True).start()
+
+    def snapshot(self) -> StatusSnapshot:
+        self._start_refresh()
+        with self._lock:
+            cache = self._cache
+            current = cache.snapshot
         if current is None:
             cache.done.wait(self._first_wait_s)
             with self._lock:
@@ -356,7 +370,14 @@ class StatusService:
                 log.debug("no scheduler history: %s", exc)
                 merges = {}
         textfile = merge_runs_from_textfile(_merge_textfile(settings))
-        metrics = Metrics(scrape_all(settings.webui.scrape_targets, self._timeout_s))
+        with self._lock:
+            scraped = self._scraped
+        if scraped is not None:
+            scraped_at, answers = scraped
+        else:
+            scraped_at = self._clock()
+            answers = scrape_all(settings.webui.scrape_targets, self._timeout_s)
+        metrics = Metrics(answers)
         for scrape in metrics.down():
             problems.append(f"{scrape.target} ({scrape.url}) does not answer: {scrape.error}")
         mirror_targets = sorted({t for m in mirrors for t in m.targets if t in MIRROR_TARGETS})
@@ -405,6 +426,7 @@ class StatusService:
                 now=now,
                 thresholds=self._thresholds,
             )
+        self.trends.record(scraped_at, metrics, tables.values())
         return StatusSnapshot(now, tables, metrics.scrapes, tuple(problems), metrics=metrics)
 
 

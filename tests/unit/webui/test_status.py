@@ -288,3 +288,25 @@ def test_pages_render_with_500_table_mirrors(tmp_path: Path) -> None:
         assert client.get("/tables").status_code == 200
         assert client.get("/replays").status_code == 200
         assert ADMIN_PASSWORD not in overview.text
+
+
+def test_trends_chart_rates_and_each_topic_once() -> None:
+    from webui.status import Trends
+
+    trends = Trends(window_s=100)
+    for n, at in enumerate((1000.0, 1010.0, 1020.0)):
+        redis = MirrorMetrics("redis")
+        redis.applied.inc(100 * n)
+        collector = CollectorMetrics()
+        collector.delay.labels("orders").set(2.0 + n)
+        metrics = _metrics(redis.registry, collector.registry)
+        offsets = TopicOffsets(TOPIC, {0: 50}, (GroupOffsets("g", "mirror redis", {0: 50 - n}),))
+        status = _status(metrics, offsets, targets=["redis"], now=at)
+        # Two tables on one topic: its lag counts once.
+        trends.record(at, metrics, [status, status])
+        trends.record(at, metrics, [status])  # the same round again: no new point
+    assert trends.rows_per_second() == [("applied to redis", [(1010.0, 10.0), (1020.0, 10.0)])]
+    assert trends.lags() == [("mirror redis", [(1000.0, 0.0), (1010.0, 1.0), (1020.0, 2.0)])]
+    assert trends.delays() == [("orders", [(1000.0, 2.0), (1010.0, 3.0), (1020.0, 4.0)])]
+    trends.record(1200.0, Metrics([]), [])  # older than the window: the three points go
+    assert trends.delays() == []
