@@ -57,13 +57,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
-from pyspark.sql import Column
-from pyspark.sql import functions as F
+from typing import TYPE_CHECKING
 
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.type_table import KindVisitor, visit
 from simple_binlog.values import ColumnType, parse_column_type
+
+if TYPE_CHECKING:
+    # PySpark is the optional spark extra, and the web admin's lineage imports hive_type:
+    # only the two column builders below import it, when called.
+    from pyspark.sql import Column
 
 MAX_SPARK_DECIMAL_PRECISION = 38
 _DECIMAL = re.compile(r"^decimal\((?P<p>\d+),(?P<s>\d+)\)$")
@@ -160,6 +163,8 @@ _ZERO_PART_SQL = (
 
 def _zero_part(text: Column, hive: str) -> Column:
     """The stored DATE/TIMESTAMP of a zero-part date text (``_ZERO_PART_SQL`` matched)."""
+    from pyspark.sql import functions as F  # noqa: PLC0415 - the spark extra, when called
+
     year = F.substring(text, 1, 4).cast("int")
     month = F.substring(text, 6, 2).cast("int")
     day = F.substring(text, 9, 2).cast("int")
@@ -180,6 +185,8 @@ def snapshot_value(text: Column, hive: str) -> Column:
     """The snapshot value of a wire value (its JSON text, strings unquoted) for a column of
     snapshot type ``hive``: ANSI casts, base64 decoded for binaries, a zero-part date as its
     stored date (the module docstring)."""
+    from pyspark.sql import functions as F  # noqa: PLC0415 - the spark extra, when called
+
     if hive == "string":
         return text
     if hive == "binary":
