@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import signal
+import threading
+
 from pydantic import SecretStr, ValidationError
+from sqlalchemy import Engine
 
 from cdc_platform.config import Settings
 from cdc_platform.config_store import InstanceConfig
@@ -11,6 +16,8 @@ from webui import admin
 from webui.app import quiet_library_loggers
 from webui.db import database_url, make_engine, migrate, session_factory
 from webui.schemas import UserIn
+
+log = logging.getLogger(__name__)
 
 
 def create_user(settings: Settings, username: str, role: str, password: str) -> None:
@@ -38,9 +45,6 @@ def run_replay_worker(settings: Settings, max_runs: int, poll_s: float) -> None:
     """``cdc-mirror replay-worker``: run the replays the web admin queues until SIGTERM or
     Ctrl-C. Runs in flight are left to the next worker, which resumes them (the job's
     heartbeat goes stale); nothing is lost."""
-    import signal  # noqa: PLC0415
-    import threading  # noqa: PLC0415
-
     from webui.replay_jobs import (  # noqa: PLC0415
         MockReplayExecutor,
         ReplayJobWorker,
@@ -51,7 +55,14 @@ def run_replay_worker(settings: Settings, max_runs: int, poll_s: float) -> None:
 
     quiet_library_loggers()
     engine = make_engine(database_url(settings))
-    migrate(engine)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    # The web admin migrates its database; two processes migrating a new database at once
+    # would collide, so the worker waits for the schema instead.
+    if not _wait_for_schema(engine, stop, poll_s):
+        engine.dispose()
+        return
     sessions = session_factory(engine)
     with sessions() as db:
         keys = load_keys(settings, secrets_stored=admin.has_encrypted_secrets(db))
@@ -66,10 +77,31 @@ def run_replay_worker(settings: Settings, max_runs: int, poll_s: float) -> None:
         else MockReplayExecutor(settings, instances)
     )
     worker = ReplayJobWorker(sessions, executor, max_runs=max_runs, poll_s=poll_s)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
     try:
         worker.run_forever(stop)
     finally:
         engine.dispose()
+
+
+def _wait_for_schema(engine: Engine, stop: threading.Event, poll_s: float) -> bool:
+    """Until the admin database has the replay jobs table (False: stopped first)."""
+    from sqlalchemy import inspect  # noqa: PLC0415
+    from sqlalchemy.exc import SQLAlchemyError  # noqa: PLC0415
+
+    said = False
+    while not stop.is_set():
+        try:
+            if inspect(engine).has_table("replay_jobs"):
+                return True
+            reason = "it has no replay_jobs table yet"
+        except SQLAlchemyError as exc:
+            reason = f"it does not answer ({type(exc).__name__})"
+        if not said:
+            log.warning(
+                "the web admin's database is not ready (%s); start or upgrade the web admin "
+                "(cdc-mirror webui), which migrates it. Waiting.",
+                reason,
+            )
+            said = True
+        stop.wait(poll_s)
+    return False

@@ -161,11 +161,6 @@ def start_server(home: Path, env: dict[str, str], with_replay_worker: bool = Tru
             stderr=subprocess.STDOUT,
         )
     server = Server(f"http://127.0.0.1:{port}", process, log_file)
-    if with_replay_worker:
-        server.replay_worker = start_replay_worker(
-            {k: v for k, v in full_env.items() if k.startswith("CDC_MIRROR_")},
-            home / "replay-worker.log",
-        )
 
     def answers() -> bool:
         if process.poll() is not None:
@@ -176,6 +171,11 @@ def start_server(home: Path, env: dict[str, str], with_replay_worker: bool = Tru
             return False
 
     wait_for(answers, 60, "the web admin to answer")
+    if with_replay_worker:  # the admin has migrated its database by now
+        server.replay_worker = start_replay_worker(
+            {k: v for k, v in full_env.items() if k.startswith("CDC_MIRROR_")},
+            home / "replay-worker.log",
+        )
     return server
 
 

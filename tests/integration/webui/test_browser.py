@@ -250,6 +250,28 @@ def test_configure_replay_and_watch_in_chromium(
         )
         shot(page, "07-monitoring")
 
+        # Per-table status: the mirror's row on the Overview, then its status page, from the
+        # scraped collector's figures (the other components are not running: shown as down).
+        metrics.role.labels(instance).set(1)
+        metrics.committed_offset.labels(instance).set(4242)
+        row = page.locator(f'#table-status tr[data-table="{table.logical_name}"]')
+
+        def status_shown() -> bool:
+            page.goto(served.url + "/")
+            return row.count() == 1 and "collector" not in row.inner_text()
+
+        wait_for(status_shown, 30, "the mirror's status row with its collector", interval_s=1.0)
+        expect(row).to_contain_text("no stream writer reports topic")
+        shot(page, "07a-overview-status")
+        row.locator("a").first.click()
+        expect(page.locator("h1")).to_have_text(f"Status of {table.logical_name}")
+        expect(page.locator("#status-detail")).to_contain_text("collector active")
+        expect(page.locator("#status-detail")).to_contain_text("binlogOffset 4242")
+        # Every replayed row is a message (Kafka's transaction markers take offsets too).
+        end = re.search(r"end offset (\d+)", page.locator("#status-detail").inner_text())
+        assert end is not None and int(end.group(1)) >= (1500 - 100) * 4
+        shot(page, "07b-table-status")
+
         # Governance: a policy for a column MySQL lacks is refused, then one is saved.
         page.click("header nav >> text=Governance")
         page.fill("#policy-form input[name=table]", table.logical_name)
