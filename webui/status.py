@@ -193,6 +193,24 @@ class Freshness:
 
 
 @dataclass(frozen=True, slots=True)
+class InitialLoad:
+    """The newest replay job that loads a table mirror's existing rows (issue 22, item 2)."""
+
+    run_id: str
+    state: str  # pending | running | succeeded | failed | cancelled
+    rows_done: int
+    rows_total: int | None
+
+    @property
+    def percent(self) -> float | None:
+        if self.state == "succeeded":
+            return 100.0
+        if not self.rows_total:
+            return None
+        return min(100.0, 100.0 * self.rows_done / self.rows_total)
+
+
+@dataclass(frozen=True, slots=True)
 class TableStatus:
     name: str
     instance: str
@@ -214,6 +232,7 @@ class TableStatus:
     flowing: Health
     yesterday: Health
     yesterday_text: str
+    initial_load: InitialLoad | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +446,7 @@ def table_status(
     now: float,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     days: int = 7,
+    initial_load: InitialLoad | None = None,
 ) -> TableStatus:
     """One table mirror's status from everything gathered; ``reasons`` say, one sentence
     each, what is not well. Red (``flowing``): a component is down or stalled; amber: a lag,
@@ -477,6 +497,7 @@ def table_status(
         flowing=flowing,
         yesterday=verdict,
         yesterday_text=verdict_text,
+        initial_load=initial_load,
     )
 
 

@@ -33,12 +33,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cdc_platform.config import KafkaSettings, ScrapeTarget, Settings
 from webui import admin
-from webui.models import SchedulerRun
+from webui.models import ReplayJob, SchedulerRun
 from webui.monitoring import cdc_samples
 from webui.status import (
     DEFAULT_THRESHOLDS,
     Freshness,
     GroupOffsets,
+    InitialLoad,
     MergeRun,
     Metrics,
     ReadinessRule,
@@ -212,6 +213,26 @@ def merge_runs_from_history(db: Session) -> dict[str, MergeRun]:
     return found
 
 
+def initial_loads(db: Session) -> dict[str, InitialLoad]:
+    """Each table mirror's newest initial load (a replay job submitted for it)."""
+    found: dict[str, InitialLoad] = {}
+    rows = db.execute(
+        select(
+            ReplayJob.table_mirror,
+            ReplayJob.run_id,
+            ReplayJob.state,
+            ReplayJob.rows_done,
+            ReplayJob.rows_total,
+        )
+        .where(ReplayJob.table_mirror.is_not(None))
+        .order_by(ReplayJob.created_at.desc())
+    )
+    for name, run_id, state, done, total in rows:
+        if name is not None and name not in found:
+            found[name] = InitialLoad(run_id, state, done, done if state == "succeeded" else total)
+    return found
+
+
 def merge_runs_from_textfile(path: Path) -> dict[str, MergeRun]:
     """Each table's last merge as merge's textfile (``merge.metrics_textfile``) says."""
     from prometheus_client import CollectorRegistry  # noqa: PLC0415
@@ -364,6 +385,7 @@ class StatusService:
                 row.name: row.topic or f"{settings.kafka.topic_prefix}{row.name}"
                 for row in admin.list_instances(db)
             }
+            loads = initial_loads(db)
             try:
                 merges = merge_runs_from_history(db)
             except Exception as exc:  # noqa: BLE001 - an older admin database has no history
@@ -425,6 +447,7 @@ class StatusService:
                 tracker=self._tracker,
                 now=now,
                 thresholds=self._thresholds,
+                initial_load=loads.get(mirror.name),
             )
         self.trends.record(scraped_at, metrics, tables.values())
         return StatusSnapshot(now, tables, metrics.scrapes, tuple(problems), metrics=metrics)

@@ -310,3 +310,41 @@ def test_trends_chart_rates_and_each_topic_once() -> None:
     assert trends.delays() == [("orders", [(1000.0, 2.0), (1010.0, 3.0), (1020.0, 4.0)])]
     trends.record(1200.0, Metrics([]), [])  # older than the window: the three points go
     assert trends.delays() == []
+
+
+def test_a_mirrors_initial_load_shows_with_its_progress(tmp_path: Path) -> None:
+    from webui.models import ReplayJob
+
+    app = make_app(tmp_path)
+    with TestClient(app) as client:
+        csrf = login(client)
+        headers = {"X-CSRF-Token": csrf}
+        assert (
+            client.post("/api/instances", json=instance_body(), headers=headers).status_code == 201
+        )
+        assert (
+            client.post("/api/table-mirrors", json=mirror_body(), headers=headers).status_code
+            == 201
+        )
+        with app.state.ctx.sessions.begin() as db:
+            for run_id, state, done, total in (
+                ("older-run", "failed", 5, 100),
+                ("newest-run", "running", 250, 1000),
+            ):
+                db.add(ReplayJob(
+                    run_id=run_id, state=state, rows_done=done, rows_total=total,
+                    request={"instance": "orders", "db_prefix": "ordercenter", "table_prefix": "orderinfo"},
+                    created_at=datetime.now(UTC), recorded=True, cancel_requested=False,
+                    table_mirror="ordercenter_orderinfo",
+                ))  # fmt: skip
+        app.state.status.refresh_now()
+        row = (
+            client.get("/")
+            .text.split('data-table="ordercenter_orderinfo"', 1)[1]
+            .split("</tr>", 1)[0]
+        )
+        assert 'href="/replays/newest-run">initial load running 25 %' in row
+        page = client.get("/status/ordercenter_orderinfo").text
+        assert "newest-run" in page and "250 of 1000 rows" in page
+        status = client.get("/api/status/ordercenter_orderinfo").json()
+        assert status["initial_load"]["run_id"] == "newest-run"
