@@ -166,6 +166,28 @@ class WarehouseApplier(ChangeApplier):
             )
         self._conn.close()
 
+    def prepare_table(
+        self, mirror: TableMirror, column_types: Mapping[str, str], key_columns: Sequence[str]
+    ) -> bool:
+        """Create ``mirror``'s table (and its tombstone table) now, from the live MySQL column
+        types, exactly as its first change would; a table that exists is left as it is.
+        Returns whether it was created. The web admin calls this when a table mirror is
+        created (issue 22, item 2), so the target exists before the first row reaches it."""
+
+        def ensure(conn: Connection) -> bool:
+            if self._load_columns(conn, mirror.name):
+                return False
+            self._ensure_table(
+                conn,
+                mirror.name,
+                tuple(mirror.key or key_columns),
+                dict(column_types),
+                mirror.warehouse_delete == "soft",
+            )
+            return True
+
+        return self._run(ensure)
+
     def _stop(self, table: str, reason: str, latest: dict[RowKey, RowChange]) -> None:
         first = min(change.offset for change in latest.values())
         self.stopped[table] = (
@@ -609,3 +631,19 @@ def _mysql_type(comment: object) -> str | None:
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
+
+
+def prepare_warehouse_table(
+    postgres: PostgresSettings,
+    mirror_settings: MirrorSettings,
+    mirror: TableMirror,
+    column_types: Mapping[str, str],
+    key_columns: Sequence[str],
+) -> bool:
+    """``WarehouseApplier.prepare_table`` over a connection of its own; whether the table
+    was created (False: it existed)."""
+    applier = WarehouseApplier(postgres, mirror_settings, [mirror])
+    try:
+        return applier.prepare_table(mirror, column_types, key_columns)
+    finally:
+        applier.close()

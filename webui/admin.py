@@ -20,7 +20,15 @@ from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, InstanceConfig, with_etag
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.routing import ShardRule
-from webui.models import ApiToken, AuditEntry, Instance, LoginSession, TableMirrorRow, User
+from webui.models import (
+    ApiToken,
+    AuditEntry,
+    Instance,
+    LoginSession,
+    ReplayJob,
+    TableMirrorRow,
+    User,
+)
 from webui.schema_source import InstanceAccess, SchemaSource, mirror_problems
 from webui.schemas import (
     CollectorConfig,
@@ -303,10 +311,16 @@ def save_table_mirror(
     instance = db.scalar(select(Instance).where(Instance.name == mirror.instance))
     if instance is None:
         raise Problems([f"instance: there is no instance named {mirror.instance!r}."])
-    if existing is None and db.scalar(
-        select(TableMirrorRow).where(TableMirrorRow.name == mirror.name)
-    ):
-        raise Problems([f"a table mirror named {mirror.name!r} exists already."])
+    if existing is None:
+        same = db.scalar(select(TableMirrorRow).where(TableMirrorRow.name == mirror.name))
+        if same is not None:
+            raise Problems(
+                [
+                    f"a table mirror named {mirror.name!r} exists already (of instance "
+                    f"{same.instance.name!r}); its lake, warehouse and Redis names would be the "
+                    "same, so choose other prefixes or edit that mirror."
+                ]
+            )
     if existing is not None and existing != mirror.name:
         raise Problems(
             [f"the prefixes cannot change on an existing mirror ({existing!r} → {mirror.name!r})."]
@@ -317,7 +331,9 @@ def save_table_mirror(
         )
     except CdcMirrorError as exc:  # unreachable MySQL: the form says so, nothing is saved
         raise Problems([str(exc)]) from exc
-    problems = mirror_problems(mirror, live)
+    problems = mirror_problems(mirror, live) + collision_problems(db, mirror, existing)
+    if live is not None:
+        problems += capture_problems(instance, live.physical_tables)
     if problems:
         raise Problems(problems)
     spec = mirror.model_dump(mode="json", exclude={"instance"})
@@ -347,12 +363,91 @@ def save_table_mirror(
     return row
 
 
-def delete_table_mirror(db: Session, actor: str, name: str) -> None:
+# PostgreSQL cuts identifiers at 63 bytes; the warehouse names a table's staging table
+# ``_cdc_stage_<name>`` and its tombstone table ``<name>__tombstone`` (mirror.warehouse), so
+# a longer name would make two tables share one identifier.
+WAREHOUSE_NAME_MAX_BYTES = 63 - len("_cdc_stage_")
+TOMBSTONE_SUFFIX = "__tombstone"
+
+
+def collision_problems(db: Session, mirror: TableMirror, existing: str | None) -> list[str]:
+    """Names of ``mirror`` that would land on another mirror's data, as sentences (the
+    mirror's own name is checked for uniqueness by the caller)."""
+    problems: list[str] = []
+    name = mirror.name
+    if "warehouse" in mirror.targets:
+        size = len(name.encode())
+        if size > WAREHOUSE_NAME_MAX_BYTES:
+            problems.append(
+                f"the logical table name {name!r} is {size} bytes; the warehouse target takes at "
+                f"most {WAREHOUSE_NAME_MAX_BYTES} (PostgreSQL cuts names at 63 bytes, and the "
+                "warehouse adds '_cdc_stage_' or '__tombstone' to it), so choose shorter "
+                "prefixes."
+            )
+        others = {
+            row.name: table_mirror(row)
+            for row in list_table_mirrors(db)
+            if row.name not in (name, existing)
+        }
+        for other, other_mirror in others.items():
+            if "warehouse" not in other_mirror.targets:
+                continue
+            if other == name + TOMBSTONE_SUFFIX or name == other + TOMBSTONE_SUFFIX:
+                problems.append(
+                    f"the warehouse table of {name!r} would collide with that of table mirror "
+                    f"{other!r} (one is the other's tombstone table); choose other prefixes."
+                )
+    return problems
+
+
+def capture_problems(instance: Instance, physical_tables: tuple[str, ...]) -> list[str]:
+    """The physical tables the instance's include/exclude patterns leave out: its collector
+    would never capture their changes, so the mirror would get the initial load only."""
+    from simple_binlog.patterns import compile_pattern  # noqa: PLC0415
+
+    try:
+        include = [compile_pattern(p) for p in instance.include]
+        exclude = [compile_pattern(p) for p in instance.exclude]
+    except CdcMirrorError:
+        return []  # the instance's own form refuses such patterns
+    left_out = [
+        table
+        for table in physical_tables
+        if not any(p.fullmatch(table) for p in include) or any(p.fullmatch(table) for p in exclude)
+    ]
+    if not left_out:
+        return []
+    shown = ", ".join(left_out[:3]) + (
+        f" and {len(left_out) - 3} more" if len(left_out) > 3 else ""
+    )
+    return [
+        f"instance {instance.name!r} does not capture {shown}: its include/exclude patterns "
+        "leave them out, so their changes would never reach the mirror; change the "
+        "instance's patterns first."
+    ]
+
+
+def delete_table_mirror(db: Session, actor: str, name: str) -> list[str]:
+    """Delete the mirror (the components drop it at their next look at the configuration)
+    and stop its initial load if one is queued or running; the stopped run ids."""
     row = get_table_mirror(db, name)
     before = {**row.spec, "instance": row.instance.name}
     row.instance.version += 1
     db.delete(row)
     audit(db, actor, "delete", "table_mirror", name, before, None)
+    stopped = []
+    for job in db.scalars(
+        select(ReplayJob).where(
+            ReplayJob.table_mirror == name, ReplayJob.state.in_(("pending", "running"))
+        )
+    ):
+        if job.state == "pending":
+            job.state, job.finished_at = "cancelled", now()
+        else:
+            job.cancel_requested = True  # its worker stops it after the current chunk
+        stopped.append(job.run_id)
+        audit(db, actor, "cancel", "replay", job.run_id, None, {"table_mirror": name})
+    return stopped
 
 
 # --- collector config ---------------------------------------------------------------------

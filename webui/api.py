@@ -21,6 +21,7 @@ Collector configuration contract (``GET /api/collector-config/{instance}``):
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response, status
@@ -45,13 +46,22 @@ from webui.context import WebContext, context, db_session
 from webui.lineage import MirrorDetails, mirror_details
 from webui.models import AuditEntry, TableMirrorRow, User
 from webui.monitoring import PANELS, load_series
+from webui.provisioning import (
+    InitialLoad,
+    create_mirror,
+    instance_topic,
+    leftovers,
+    submit_initial_load,
+)
 from webui.replay import ReplayRequest, ReplayStatus
 from webui.schemas import (
     AuditOut,
     CollectorConfig,
+    InitialLoadIn,
     InstanceIn,
     InstanceOut,
     Me,
+    MirrorResource,
     PasswordIn,
     Problem,
     TableMirrorOut,
@@ -171,8 +181,58 @@ def list_table_mirrors(db: DB, _: Reader) -> list[TableMirrorOut]:
 @router.post(
     "/table-mirrors", response_model=TableMirrorOut, status_code=201, tags=["table mirrors"]
 )
-def create_table_mirror(data: TableMirror, db: DB, ctx: Ctx, who: Editor) -> TableMirrorOut:
-    return _mirror_out(admin.save_table_mirror(db, ctx.keys, ctx.schemas, who.name, data))
+def create_table_mirror(
+    data: TableMirror,
+    db: DB,
+    ctx: Ctx,
+    who: Editor,
+    initial_load: Annotated[bool, Query(description="replay the existing rows")] = True,
+    initial_load_condition: Annotated[str | None, Query(max_length=2000)] = None,
+    initial_load_day: Annotated[date | None, Query(description="default: yesterday")] = None,
+) -> TableMirrorOut:
+    """Create the mirror and set up what it needs (``webui.provisioning``): the instance's
+    Kafka topic, the warehouse table, and the initial load (a replay job, unless
+    ``initial_load=false``). Any step failing refuses the whole request (422) and saves
+    nothing."""
+    load = InitialLoad(initial_load, initial_load_condition or None, initial_load_day)
+    created = create_mirror(
+        db, ctx.settings, ctx.keys, ctx.schemas, ctx.replays, ctx.provisioner, who.name, data, load
+    )
+    out = _mirror_out(admin.get_table_mirror(db, created.row_name))
+    out.resources = [MirrorResource(**r.__dict__) for r in created.resources]
+    out.initial_load = created.initial_load
+    return out
+
+
+@router.post(
+    "/table-mirrors/{name}/initial-load",
+    response_model=ReplayStatus,
+    status_code=201,
+    tags=["table mirrors"],
+)
+def start_initial_load(
+    name: str, data: InitialLoadIn, db: DB, ctx: Ctx, who: Editor
+) -> ReplayStatus:
+    """Start (again) the mirror's initial load: after a failed one, or one opted out of."""
+    mirror = admin.table_mirror(admin.get_table_mirror(db, name))
+    run_id = submit_initial_load(
+        db, ctx.replays, who.name, mirror, InitialLoad(True, data.condition, data.execute_time)
+    )
+    db.commit()  # the job is read back by the replay service's own session
+    return ctx.replays.status(run_id)
+
+
+@router.get(
+    "/table-mirrors/{name}/leftovers", response_model=list[MirrorResource], tags=["table mirrors"]
+)
+def table_mirror_leftovers(name: str, db: DB, ctx: Ctx, _: Reader) -> list[MirrorResource]:
+    """What removing the mirror leaves behind (nothing written is deleted)."""
+    row = admin.get_table_mirror(db, name)
+    topic = instance_topic(ctx.settings, row.instance.topic, row.instance.name)
+    return [
+        MirrorResource(**r.__dict__)
+        for r in leftovers(ctx.settings, admin.table_mirror(row), topic)
+    ]
 
 
 @router.get("/table-mirrors/{name}", response_model=TableMirrorOut, tags=["table mirrors"])

@@ -42,6 +42,7 @@ from webui.detections import DetectionConsumer
 from webui.governance_pages import MAX_LOOKUP_UPLOAD_BYTES
 from webui.models import ApiToken
 from webui.monitoring import Scraper
+from webui.provisioning import Provisioner, StackProvisioner
 from webui.replay import ReplayNotFoundError, ReplayService, SimulatedReplayService
 from webui.replay_jobs import JobReplayService, mock_replay_check
 from webui.schema_source import MariaDBSchemaSource, SchemaSource
@@ -75,6 +76,7 @@ def create_app(
     engine: Engine | None = None,
     replays: ReplayService | None = None,
     schemas: SchemaSource | None = None,
+    provisioner: Provisioner | None = None,
     scrape: bool = True,
 ) -> FastAPI:
     engine = engine or make_engine(database_url(settings))
@@ -90,6 +92,7 @@ def create_app(
         sessions=sessions,
         replays=replays or default_replay_service(settings, sessions, keys),
         schemas=schemas or MariaDBSchemaSource(),
+        provisioner=provisioner or StackProvisioner(settings),
     )
 
     def status_round(answers: list[Scrape]) -> None:

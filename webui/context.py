@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cdc_platform.config import Settings
 from webui.admin import CollectorConfigCache, SnapshotEtags
 from webui.auth import HashingPool, LoginThrottle
+from webui.provisioning import Provisioner
 from webui.replay import ReplayService
 from webui.schema_source import SchemaSource
 from webui.security import Keys
@@ -23,6 +24,8 @@ class WebContext:
     sessions: sessionmaker[Session]
     replays: ReplayService
     schemas: SchemaSource
+    # Sets up a new table mirror's topic and warehouse table (webui.provisioning).
+    provisioner: Provisioner
     collector_configs: CollectorConfigCache = field(default_factory=CollectorConfigCache)
     config_snapshots: SnapshotEtags = field(default_factory=SnapshotEtags)
     login_throttle: LoginThrottle = field(default_factory=LoginThrottle)

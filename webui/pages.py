@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -22,7 +23,7 @@ from starlette.datastructures import FormData
 
 from cdc_platform.config import ALL_TARGETS, TableMirror
 from simple_binlog.errors import CdcMirrorError
-from webui import admin, governance
+from webui import admin, governance, provisioning
 from webui.auth import (
     CSRF_FIELD,
     LOGIN_CSRF_COOKIE,
@@ -513,6 +514,9 @@ def _mirror_values(form: FormData) -> dict[str, Any]:
 def _mirror_form_values(mirror: TableMirror | None) -> dict[str, Any]:
     mirror = mirror or TableMirror(db_prefix="", table_prefix="")
     return {
+        "initial_load": True,
+        "initial_load_condition": "",
+        "initial_load_day": "",
         "instance": mirror.instance,
         "db_prefix": mirror.db_prefix,
         "table_prefix": mirror.table_prefix,
@@ -568,11 +572,32 @@ def new_table_page(request: Request, db: DB, who: PageUser) -> Response:
 
 
 @router.get("/tables/{name}")
-def edit_table_page(name: str, request: Request, db: DB, who: PageUser) -> Response:
+def edit_table_page(name: str, request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
     row = admin.get_table_mirror(db, name)
     return _mirror_form(
-        request, db, who, values=_mirror_form_values(admin.table_mirror(row)), existing=name
+        request,
+        db,
+        who,
+        values=_mirror_form_values(admin.table_mirror(row)),
+        existing=name,
+        **_mirror_setup_values(db, ctx, name),
     )
+
+
+def _mirror_setup_values(db: Session, ctx: WebContext, name: str) -> dict[str, Any]:
+    """What the mirror's page shows of its set-up: the resources as recorded when it was
+    created, and its initial loads with their progress."""
+    recorded = db.scalar(
+        select(AuditEntry)
+        .where(AuditEntry.object_type == "table_mirror_resources", AuditEntry.object_name == name)
+        .order_by(AuditEntry.id.desc())
+        .limit(1)
+    )
+    resources = (recorded.after or {}).get("resources", []) if recorded is not None else []
+    return {
+        "resources": resources,
+        "initial_loads": provisioning.initial_loads(ctx.replays, name),
+    }
 
 
 @router.get("/tables/{name}/details")
@@ -606,18 +631,117 @@ def _save_mirror(
     existing: str | None,
 ) -> Response:
     values = _mirror_values(form)
+    load_values = _initial_load_values(form, existing is None)
     try:
         mirror = TableMirror.model_validate(values)
-        admin.save_table_mirror(db, ctx.keys, ctx.schemas, who.name, mirror, existing=existing)
+        if existing is None:
+            load = provisioning.InitialLoad(
+                enabled=load_values["initial_load"],
+                condition=load_values["initial_load_condition"] or None,
+                execute_time=_day(load_values["initial_load_day"]),
+            )
+            provisioning.create_mirror(
+                db,
+                ctx.settings,
+                ctx.keys,
+                ctx.schemas,
+                ctx.replays,
+                ctx.provisioner,
+                who.name,
+                mirror,
+                load,
+            )
+        else:
+            admin.save_table_mirror(db, ctx.keys, ctx.schemas, who.name, mirror, existing=existing)
     except ValidationError as exc:
         errors = admin.validation_messages(exc)
     except admin.Problems as exc:
         errors = exc.messages
     else:
-        return _see("/tables")
+        return _see(f"/tables/{quote(mirror.name)}")
     db.rollback()
     return _mirror_form(
-        request, db, who, 422, values=_mirror_typed_back(values), existing=existing, errors=errors
+        request,
+        db,
+        who,
+        422,
+        values={**_mirror_typed_back(values), **load_values},
+        existing=existing,
+        errors=errors,
+    )
+
+
+def _initial_load_values(form: FormData, new: bool) -> dict[str, Any]:
+    return {
+        # An unticked checkbox sends nothing; the new-mirror form has it ticked.
+        "initial_load": new and form.get("initial_load") == "on",
+        "initial_load_condition": _text(form, "initial_load_condition"),
+        "initial_load_day": _text(form, "initial_load_day"),
+    }
+
+
+def _day(text: str) -> date | None:
+    if not text:
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise admin.Problems(
+            [
+                f"initial load day: {text!r} is not a date (YYYY-MM-DD); leave it empty "
+                "for yesterday."
+            ]
+        ) from None
+
+
+@router.post("/tables/{name}/initial-load")
+def start_initial_load_form(
+    name: str, request: Request, db: DB, ctx: Ctx, who: PageUser, form: EditForm
+) -> Response:
+    """Start (again) the mirror's initial load: after a refused or failed one, or after
+    opting out when the mirror was created."""
+    row = admin.get_table_mirror(db, name)
+    mirror = admin.table_mirror(row)
+    condition = _text(form, "initial_load_condition")
+    day = _text(form, "initial_load_day")
+    try:
+        load = provisioning.InitialLoad(True, condition or None, _day(day))
+        provisioning.submit_initial_load(db, ctx.replays, who.name, mirror, load)
+    except admin.Problems as exc:
+        db.rollback()
+        return _mirror_form(
+            request,
+            db,
+            who,
+            422,
+            values={
+                **_mirror_form_values(mirror),
+                "initial_load_condition": condition,
+                "initial_load_day": day,
+            },
+            existing=name,
+            errors=exc.messages,
+            **_mirror_setup_values(db, ctx, name),
+        )
+    return _see(f"/tables/{quote(name)}")
+
+
+@router.get("/tables/{name}/delete")
+def remove_table_page(name: str, request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
+    """The confirmation page: what removing the mirror stops, and what data it leaves."""
+    row = admin.get_table_mirror(db, name)
+    mirror = admin.table_mirror(row)
+    topic = provisioning.instance_topic(ctx.settings, row.instance.topic, row.instance.name)
+    return render(
+        request,
+        "table_remove.html",
+        who,
+        mirror_name=name,
+        mirror=mirror,
+        leftovers=provisioning.leftovers(ctx.settings, mirror, topic),
+        loads=[
+            r for r in provisioning.initial_loads(ctx.replays, name) if r.state not in FINAL_STATES
+        ],
     )
 
 

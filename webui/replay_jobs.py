@@ -211,6 +211,40 @@ class JobReplayService:
             )
         return run_id
 
+    def submit(self, db: Session, request: ReplayRequest, table_mirror: str) -> str:
+        """Check ``request`` and queue it in the caller's transaction ``db``: the job exists
+        only if that transaction commits (a table mirror's initial load, created with the
+        mirror or not at all). CdcMirrorError: refused, nothing queued."""
+        now = datetime.fromtimestamp(self._clock(), UTC)
+        run_id = new_run_id(now)
+        if self._check is not None:
+            self._check(request, run_id)
+        db.add(
+            ReplayJob(
+                run_id=run_id,
+                request=request.model_dump(mode="json"),
+                state="pending",
+                rows_done=0,
+                created_at=now,
+                recorded=False,
+                cancel_requested=False,
+                table_mirror=table_mirror,
+            )
+        )
+        return run_id
+
+    def for_table_mirror(self, name: str) -> list[ReplayStatus]:
+        """The initial loads of table mirror ``name``, newest first."""
+        now = self._clock()
+        with self._sessions() as db:
+            rows = db.scalars(
+                select(ReplayJob)
+                .where(ReplayJob.table_mirror == name)
+                .order_by(ReplayJob.created_at.desc())
+                .limit(20)
+            )
+            return [job_status(row, now, self._stale_s) for row in rows]
+
     def status(self, run_id: str) -> ReplayStatus:
         with self._sessions() as db:
             row = db.get(ReplayJob, run_id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal, Self
 
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
@@ -174,10 +174,32 @@ class InstanceOut(BaseModel):
     updated_at: datetime
 
 
+class MirrorResource(BaseModel):
+    """A thing a table mirror writes to, and its state (``webui.provisioning.Resource``)."""
+
+    kind: str
+    name: str
+    state: str
+
+
 class TableMirrorOut(BaseModel):
     name: str
     mirror: TableMirror
     updated_at: datetime
+    # Only in the answer to its creation: what was set up, and the initial load's run id.
+    resources: list[MirrorResource] = Field(default_factory=list)
+    initial_load: str | None = None
+
+
+class InitialLoadIn(BaseModel):
+    """A table mirror's initial load: only rows matching ``condition`` (mock_replay's
+    grammar; checked against the table, values bound), belonging to ``execute_time``
+    (default: yesterday, UTC)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    condition: str | None = Field(None, max_length=2000)
+    execute_time: date | None = None
 
 
 class CollectorConfig(BaseModel):

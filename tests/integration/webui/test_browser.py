@@ -204,8 +204,11 @@ def test_configure_replay_and_watch_in_chromium(
         expect(page.locator("input[name=redis_ttl_s]")).to_have_value("3600")
         shot(page, "03-table-mirror-refused")
         page.fill("input[name=key]", "id")
+        page.uncheck("input[name=initial_load]")  # the replay below is started by hand
         page.click("#table-form button[type=submit]")
-        expect(page).to_have_url(served.url + "/tables")
+        expect(page).to_have_url(served.url + f"/tables/{table.logical_name}")
+        expect(page.locator("#mirror-resources")).to_contain_text(f"cdc.binlog.{instance}")
+        page.click("header nav >> text=Table mirrors")
         row = page.locator("tr", has_text=table.logical_name)
         expect(row).to_contain_text("hive, redis")
         shot(page, "04-table-mirrors")

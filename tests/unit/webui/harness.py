@@ -1,7 +1,8 @@
 """Helpers for web admin tests: an app on a temporary SQLite database, logins, CSRF tokens.
 
 The app is the real one (``webui.app.create_app``); only the replay service (the shipped
-simulation) and, for tests of pure validation, the schema source (a static one) stand in.
+simulation), the provisioner (``RecordingProvisioner``) and, for tests of pure validation, the
+schema source (a static one) stand in.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import SecretStr
 
 from cdc_platform.config import PostgresSettings, Settings, StackSettings, WebUISettings
 from webui.app import create_app
+from webui.provisioning import Provisioner, RecordingProvisioner
 from webui.replay import ReplayService, SimulatedReplayService
 from webui.schema_source import LiveTableSchema, SchemaSource, StaticSchemaSource
 from webui.status_sources import StatusService
@@ -60,6 +62,7 @@ def make_app(
     home: Path,
     schemas: SchemaSource | None = None,
     replays: ReplayService | None = None,
+    provisioner: Provisioner | None = None,
     **webui: object,
 ) -> FastAPI:
     settings = webui_settings(home, **webui)
@@ -67,6 +70,8 @@ def make_app(
         settings,
         schemas=schemas or StaticSchemaSource({"ordercenter_orderinfo": ORDERS_SCHEMA}),
         replays=replays or SimulatedReplayService(duration_s=3600),
+        # Unit tests never reach for Kafka or PostgreSQL: the fake records each set-up.
+        provisioner=provisioner or RecordingProvisioner(settings),
     )
     # The status pages ask Kafka for offsets; unit tests never reach for Kafka.
     app.state.status = StatusService(settings, app.state.ctx.sessions, offsets=lambda *_: {})
