@@ -1,29 +1,27 @@
-"""Lake writer throughput against a plain Spark Kafka → Parquet stream, in the same run.
+"""Lake writer throughput against plain Spark Structured Streaming appending the same topic
+to one Iceberg table on the same storage, in the same run.
 
     .venv/bin/python -m bench.stream_writer_bench [--messages 5000000] [--tables 200]
         [--hot-factor 50] [--target-file-mb 64] [--max-offsets-per-trigger 1000000]
-        [--no-steady-state] [--noop] [--latency-seconds 60] [--profile] [--json PATH]
+        [--storage local|s3|hdfs] [--no-steady-state] [--noop] [--latency-seconds 60]
+        [--profile] [--json PATH]
 
 Produces N SimpleBinlog messages across T tables (one table ``hot-factor`` × hotter than each
-of the others) into a fresh topic, then, in one Spark session:
+of the others) into a fresh topic, then, in one Spark session with the lake's Iceberg catalog
+on the chosen storage (``--storage``: the local folder, the stack's HDFS or SeaweedFS S3):
 
-* baseline: ``readStream.format("kafka")`` → the same JSON parse → ``writeStream.parquet``
-  with no partitioning logic (``trigger(availableNow=True)``);
-* measured: the stream writer (routing, ``dt``, file plan, staging, manifest, renames, Hive
-  partitions, readiness state) over the same topic with ``availableNow``, twice: a first run
-  that creates the tables, then (``--no-steady-state`` skips it) a second writer on a fresh
-  checkpoint into the existing tables, told the partitions the first registered (as its state
-  tells a restarted writer): the steady state, on which the issue's targets are judged.
+* baseline: ``readStream.format("kafka")`` → the same JSON parse → ``writeStream`` appending
+  to ONE Iceberg table (``toTable``, ``trigger(availableNow=True)``): Spark's own exactly-once
+  sink, with no routing;
+* measured: the stream writer (routing, ``dt``, one Iceberg commit per table and batch, the
+  progress commit, readiness) over the same topic with ``availableNow``, twice: a first run
+  that creates the tables, then (``--no-steady-state`` skips it) a second writer (another
+  name, so its own progress) into the existing tables: the steady state, on which the issue's
+  targets are judged.
 
-All in one session with the writer's settings (the java.nio local filesystem of
-``stream_writer.localfs``), so the baseline gets them too. The baseline parses with Spark's
-``from_json``, the plain way; the writer with its jar's one-pass parse (``--noop`` prints what
-each parse costs alone). First it prints the cost of
-creating a file through Hadoop's local filesystems and the java.nio ones.
-
-Prints rows/s of both, the ratio, the machine, and the file-size check: files of the hot
-table, and every file against the target (above 2× or below 1/20 of it, not counting the last
-file of a table's partition in a batch). The issue's size is 5,000,000 messages.
+Prints rows/s of both, the ratio, the machine, the writer's peak memory (the JVM's and
+Python's resident sets) and the data files of the writer's tables against the target size
+(Iceberg's ``files`` metadata table). The issue's size is 5,000,000 messages.
 """
 
 from __future__ import annotations
@@ -42,8 +40,8 @@ from confluent_kafka import Producer
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
 from cdc_platform.config import Settings, load_settings
+from cdc_platform.iceberg import LakeCatalog, lake_session
 from cdc_platform.kafka import ensure_topic, producer_config
-from cdc_platform.spark import build_session
 from stream_writer import localfs
 
 
@@ -158,7 +156,9 @@ def run_noop(spark, settings: Settings, topic: str, out: Path, max_offsets: int,
     return seconds, rows
 
 
-def run_baseline(spark, settings: Settings, topic: str, out: Path, max_offsets: int) -> tuple[float, int]:
+def run_baseline(spark, settings: Settings, topic: str, out: Path, max_offsets: int,
+                 lake: LakeCatalog, database: str) -> tuple[float, int]:
+    """Kafka → from_json → ONE Iceberg table with Spark's streaming Iceberg sink."""
     from pyspark.sql import functions as F
 
     from stream_writer.transform import MESSAGE_SCHEMA
@@ -172,69 +172,60 @@ def run_baseline(spark, settings: Settings, topic: str, out: Path, max_offsets: 
         F.from_json(F.col("value").cast("string"), MESSAGE_SCHEMA).alias("m"),
         "topic", "partition", "offset", "timestamp",
     ).select("m.*", "topic", "partition", "offset", "timestamp")
+    table = lake.name(f"{database}_baseline", "kafka_rows")
+    lake.create_namespace(f"{database}_baseline")
+    columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in parsed.schema.fields)
+    spark.sql(f"CREATE TABLE {table} ({columns}) USING iceberg "
+              "TBLPROPERTIES ('format-version'='2')")
     started = time.monotonic()
-    query = (parsed.writeStream.format("parquet").option("path", str(out / "data"))
+    query = (parsed.writeStream.format("iceberg").outputMode("append")
              .option("checkpointLocation", str(out / "checkpoint"))
-             .trigger(availableNow=True).start())
+             .trigger(availableNow=True).toTable(table))
     query.awaitTermination()
     seconds = time.monotonic() - started
     print_progress("baseline", query)
-    rows = spark.read.parquet(str(out / "data")).count()
+    rows = spark.table(table).count()
     return seconds, rows
 
 
 def run_writer(spark, settings: Settings, topic: str, name: str,
-               registered: dict[str, set[str]] | None = None) -> tuple[float, object]:
-    """``registered``: partitions to tell the writer's catalog about, as a writer's state does
-    after a restart (the steady state: no metastore call for what exists)."""
+               lake: LakeCatalog) -> tuple[float, object]:
     from stream_writer.job import KafkaLatestOffsets, plan_run, start_query
     from stream_writer.metrics import WriterMetrics
     from stream_writer.writer import BatchWriter
 
     run = plan_run(settings, [], [topic], name)
     latest = KafkaLatestOffsets(settings, name)
-    writer = BatchWriter(spark, settings.stream_writer, run.paths,
+    writer = BatchWriter(spark, settings.stream_writer, run.paths, lake,
                          settings.shard_rules, latest, WriterMetrics(name))
-    if registered:
-        writer.catalog.remember(registered)
+    writer.start()
     started = time.monotonic()
-    query = start_query(spark, settings, run, writer, available_now=True)
+    query = start_query(spark, settings, run, writer, True, latest.partitions)
     query.awaitTermination()
-    writer.close()  # the last batch's publication
     seconds = time.monotonic() - started
     latest.close()
     print_progress("stream writer", query)
     return seconds, writer
 
 
-def file_report(lake: Path, database: str, target_bytes: int, hot_table: str) -> dict:
-    from stream_writer.layout import FileName
-
-    root = lake / f"{database}.db"
-    files = [p for p in root.glob("*/dt=*/*.parquet")]
-    groups: dict[tuple, list[tuple[int, int]]] = {}
-    for path in files:
-        name = FileName.parse(path.name)
-        key = (path.parent.parent.name, path.parent.name, name.batch_id, name.partition)
-        groups.setdefault(key, []).append((name.index, path.stat().st_size))
-    too_big = too_small = small_last = 0
-    for members in groups.values():
-        members.sort()
-        for index, size in members:
-            last = index == members[-1][0]
-            if size > 2 * target_bytes:
-                too_big += 1
-            elif size < target_bytes / 20:
-                if last:
-                    small_last += 1
-                else:
-                    too_small += 1
-    sizes = sorted(p.stat().st_size for p in files)
-    hot = [p.stat().st_size for p in files if p.parent.parent.name == hot_table]
+def file_report(spark, lake: LakeCatalog, database: str, target_bytes: int,
+                hot_table: str) -> dict:
+    """The data files of the writer's tables (Iceberg's ``files`` metadata table)."""
+    sizes: list[int] = []
+    hot: list[int] = []
+    for table in sorted(lake.table_names(database)):
+        if table.startswith("_"):
+            continue
+        found = [int(r[0]) for r in spark.sql(
+            f"SELECT file_size_in_bytes FROM {lake.name(database, table)}.files").collect()]
+        sizes += found
+        if table == hot_table:
+            hot += found
+    sizes.sort()
     return {
-        "files": len(files), "groups (table×dt×partition×batch)": len(groups),
-        "above 2× target": too_big, "below 1/20 target (not last of group)": too_small,
-        "below 1/20 target, last (often only) file of its group": small_last,
+        "files": len(sizes),
+        "above 2× target": sum(1 for size in sizes if size > 2 * target_bytes),
+        "below 1/20 target": sum(1 for size in sizes if size < target_bytes / 20),
         "min/median/max MB": (round(sizes[0] / 2**20, 2), round(sizes[len(sizes) // 2] / 2**20, 2),
                               round(sizes[-1] / 2**20, 2)) if sizes else None,
         f"hot table {hot_table} files": len(hot),
@@ -242,13 +233,13 @@ def file_report(lake: Path, database: str, target_bytes: int, hot_table: str) ->
     }
 
 
-def measure_latency(spark, settings: Settings, rate: int, seconds: int) -> Figure:
+def measure_latency(spark, settings: Settings, lake: LakeCatalog, rate: int,
+                    seconds: int) -> Figure:
     """Kafka → queryable delay at ``rate`` msg/s with the configured (default) trigger.
 
-    A message is queryable when its batch is published (files renamed into place, new
-    partitions in the metastore); delay = that moment − the message's Kafka timestamp.
+    A row is queryable once the Iceberg commit that added its data file is; delay = that
+    commit's time (the ``snapshots`` metadata table) − the message's Kafka timestamp.
     """
-    import json
     import threading
 
     from pyspark.sql import functions as F
@@ -262,20 +253,19 @@ def measure_latency(spark, settings: Settings, rate: int, seconds: int) -> Figur
     name = f"bench-lat-{uuid.uuid4().hex[:6]}"
     run = plan_run(settings, [], [topic], name)
     latest = KafkaLatestOffsets(settings, name)
-    published_ms: dict[int, int] = {}
-    writer = BatchWriter(spark, settings.stream_writer, run.paths,
-                         settings.shard_rules, latest, WriterMetrics(name),
-                         on_published=lambda m: published_ms.setdefault(m.batch_id, int(time.time() * 1000)))
-    query = start_query(spark, settings, run, writer, available_now=False)
+    writer = BatchWriter(spark, settings.stream_writer, run.paths, lake,
+                         settings.shard_rules, latest, WriterMetrics(name))
+    writer.start()
+    query = start_query(spark, settings, run, writer, False, latest.partitions)
     producer = Producer({**producer_config(settings.kafka, "bench-sw-lat"), "linger.ms": 5})
     total = rate * seconds
     started = time.monotonic()
     for i in range(total):
         document = {"version": 1, "binlogOffset": 1_800_000_000_000_000 + i,
                     "executeTime": int(time.time() * 1000), "eventType": "INSERT",
-                    "schemaName": f"lat_{i % 20:02d}", "tableName": "orders", "source": "BINLOG",
+                    "schemaName": "lat", "tableName": "orders", "source": "BINLOG",
                     "primaryKeys": ["id"], "columnTypes": {"id": "bigint(20)"}, "content": {"id": i}}
-        producer.produce(topic, key=f"lat_{i % 20:02d}.orders".encode(), value=orjson.dumps(document))
+        producer.produce(topic, key=b"lat.orders", value=orjson.dumps(document))
         if i % 500 == 0:
             producer.poll(0)
             ahead = i / rate - (time.monotonic() - started)
@@ -287,26 +277,20 @@ def measure_latency(spark, settings: Settings, rate: int, seconds: int) -> Figur
     done = threading.Event()
     deadline = time.monotonic() + 600
     while not done.is_set() and time.monotonic() < deadline:
-        with writer._lock:  # the writer's own state, read between batches
-            state = writer.state
-        written = sum(p.next_offset for p in state.partitions.values())
+        written = sum(writer.state.next_offsets().values())
         if written >= total:  # non-transactional: offsets == messages
             done.set()
         else:
             query.awaitTermination(1)
     query.stop()
-    writer.close()
     latest.close()
-    committed = {}
-    for path in (run.paths.checkpoint_dir / "cdc_batches").glob("*.json"):
-        manifest = json.loads(path.read_text())
-        for item in manifest["files"]:
-            committed[item["final"].rsplit("/", 1)[-1]] = published_ms[manifest["batchId"]]
-    times = spark.createDataFrame(list(committed.items()), "file string, committedMs long")
-    rows = (spark.read.parquet(*[str(p) for p in (settings.lake_dir / f"{settings.stream_writer.database}.db").glob("lat_orders")])
-            .withColumn("file", F.element_at(F.split(F.input_file_name(), "/"), -1)))
-    delays = rows.join(F.broadcast(times), "file").select(
-        ((F.col("committedMs") - F.unix_millis(F.col("kafkaTimestamp"))) / 1000).alias("delay"))
+    database = settings.stream_writer.database
+    table = lake.name(database, "lat_orders")
+    entries = spark.sql(f"SELECT data_file.file_path AS file, snapshot_id FROM {table}.entries")
+    snapshots = spark.sql(f"SELECT snapshot_id, committed_at FROM {table}.snapshots")
+    rows = spark.table(table).select("kafkaTimestamp", F.col("_file").alias("file"))
+    delays = rows.join(entries, "file").join(snapshots, "snapshot_id").select(
+        ((F.unix_millis("committed_at") - F.unix_millis("kafkaTimestamp")) / 1000).alias("delay"))
     p50, p99 = delays.select(F.percentile_approx("delay", [0.5, 0.99])).first()[0]
     delete_topic(settings, topic)
     print(f"Kafka → queryable delay at {rate:,} msg/s, trigger {settings.stream_writer.trigger_interval_s:.0f} s: "
@@ -316,77 +300,71 @@ def measure_latency(spark, settings: Settings, rate: int, seconds: int) -> Figur
                   higher_is_better=False, extra={"p50": p50 * 1000, "p99": p99 * 1000})
 
 
-def file_create_cost(spark, work: Path, files: int = 200) -> None:
-    """Milliseconds to create one file in a directory of its own, through Hadoop's local
-    filesystems with and without the java.nio permissions (``stream_writer.localfs``)."""
-    jvm = spark._jvm
-    for impl in ("org.apache.hadoop.fs.LocalFileSystem", localfs.HADOOP_RAW_LOCAL_FS,
-                 localfs.NIO_LOCAL_FS, localfs.NIO_RAW_LOCAL_FS):
-        conf = jvm.org.apache.hadoop.conf.Configuration(spark._jsc.hadoopConfiguration())
-        conf.set("fs.file.impl", impl)
-        conf.set("fs.file.impl.disable.cache", "true")
-        root = jvm.org.apache.hadoop.fs.Path((work / "filecost" / impl).as_uri())
-        fs = root.getFileSystem(conf)
-        started = time.perf_counter()
-        for i in range(files):
-            fs.create(jvm.org.apache.hadoop.fs.Path(root, f"d{i}/f{i}.parquet")).close()
-        seconds = time.perf_counter() - started
-        print(f"file create (+ its directory) through {impl.rsplit('.', 1)[-1]}: "
-              f"{seconds / files * 1000:.1f} ms a file", flush=True)
+def count_lake_rows(spark, lake: LakeCatalog, database: str) -> int:
+    return sum(
+        spark.table(lake.name(database, table)).count()
+        for table in lake.table_names(database)
+        if not table.startswith("_")
+    )
 
 
-def count_lake_rows(spark, database: str) -> int:
-    total = 0
-    for table in spark.sql(f"SHOW TABLES IN {database}").collect():
-        name = f"{database}.{table['tableName']}"
-        spark.catalog.refreshTable(name)  # the session caches a table's file listing
-        total += spark.table(name).count()
-    return total
+def peak_memory_mb() -> dict[str, float]:
+    """Peak resident set of this process (Python) and of its children (the Spark JVM)."""
+    import resource
+
+    return {
+        "python peak RSS MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "JVM peak RSS MB": _jvm_peak_rss_mb(),
+    }
 
 
-def throughput(spark, settings: Settings, args, topic: str, work: Path, database: str) -> list[Figure]:
+def _jvm_peak_rss_mb() -> float:
+    """VmHWM of the Spark JVM (a child of this process, still running)."""
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+        if fields.get("PPid", "").strip() == str(os.getpid()) and "java" in fields.get("Name", ""):
+            return int(fields.get("VmHWM", "0 kB").split()[0]) / 1024
+    return 0.0
+
+
+def throughput(spark, settings: Settings, args, topic: str, work: Path, database: str,
+               lake: LakeCatalog) -> list[Figure]:
     events = work / "eventlog"
-    file_create_cost(spark, work)
     if args.noop:
         for parse in ("none", "from_json", "jar"):
             run_noop(spark, settings, topic, work / f"noop-{parse}", args.max_offsets_per_trigger,
                      parse)
     since = int(time.time() * 1000)
     base_s, base_rows = run_baseline(spark, settings, topic, work / "baseline",
-                                     args.max_offsets_per_trigger)
-    print(f"baseline (plain writeStream parquet): {base_rows:,} rows in {base_s:.1f} s = "
-          f"{base_rows / base_s:,.0f} rows/s", flush=True)
+                                     args.max_offsets_per_trigger, lake, database)
+    print(f"baseline (plain writeStream into one Iceberg table): {base_rows:,} rows in "
+          f"{base_s:.1f} s = {base_rows / base_s:,.0f} rows/s", flush=True)
     if args.profile:
         print_stages(events, since, "baseline")
     since = int(time.time() * 1000)
-    ours_s, first_writer = run_writer(spark, settings, topic, f"bench-{uuid.uuid4().hex[:6]}")
-    total = count_lake_rows(spark, database)
+    ours_s, _first = run_writer(spark, settings, topic, f"bench-{uuid.uuid4().hex[:6]}", lake)
+    total = count_lake_rows(spark, lake, database)
     print(f"stream writer, first run (creates the {args.tables} tables): {total:,} rows in "
           f"{ours_s:.1f} s = {total / ours_s:,.0f} rows/s", flush=True)
     if args.profile:
         print_stages(events, since, "stream writer")
     print(f"ratio stream writer (first run) / baseline: {(total / ours_s) / (base_rows / base_s):.2f}")
-    report = file_report(settings.lake_dir, database, int(args.target_file_mb * 2**20),
-                         "shop000_orders")
-    for key, value in report.items():
-        print(f"  {key}: {value}")
     assert total == args.messages, f"{total} rows in the lake for {args.messages} messages"
     figures = [Figure("stream_writer.throughput_first_run", f"{total:,} messages over {args.tables} "
                       f"tables (one {args.hot_factor}× hotter), tables created by the run",
                       total / ours_s, "rows/s", base_rows / base_s,
-                      "plain Spark Kafka → Parquet writeStream",
-                      extra={"files": report["files"], "files above 2× target": report["above 2× target"],
-                             "files below 1/20 target (not last)":
-                                 report["below 1/20 target (not last of group)"]})]
+                      "plain Spark Kafka → Iceberg writeStream (one table)")]
     if args.steady_state:
-        # A second writer (fresh checkpoint) over the same topic into the same tables, which
-        # now exist with their partitions, told what the first one registered (as a writer's
-        # state tells it after a restart): the metastore work of a table's lifetime is done,
-        # as for a writer that has run for a while. Its rows are copies of the first run's.
+        # A second writer (its own name, so its own progress) over the same topic into the
+        # same tables, which now exist: a table's creation is done once in its lifetime.
         since = int(time.time() * 1000)
         steady_s, _writer = run_writer(spark, settings, topic, f"bench-{uuid.uuid4().hex[:6]}",
-                                       registered=first_writer.state.table_days)
-        steady_total = count_lake_rows(spark, database) - total
+                                       lake)
+        steady_total = count_lake_rows(spark, lake, database) - total
         print(f"stream writer, steady state (tables exist): {steady_total:,} rows in "
               f"{steady_s:.1f} s = {steady_total / steady_s:,.0f} rows/s", flush=True)
         if args.profile:
@@ -397,12 +375,38 @@ def throughput(spark, settings: Settings, args, topic: str, work: Path, database
         figures.append(Figure("stream_writer.throughput", f"{steady_total:,} messages over "
                               f"{args.tables} tables (one {args.hot_factor}× hotter), tables exist",
                               steady_total / steady_s, "rows/s", base_rows / base_s,
-                              "plain Spark Kafka → Parquet writeStream"))
+                              "plain Spark Kafka → Iceberg writeStream (one table)"))
+    report = file_report(spark, lake, database, int(args.target_file_mb * 2**20), "shop000_orders")
+    for key, value in report.items():
+        print(f"  {key}: {value}")
+    memory = peak_memory_mb()
+    for key, value in memory.items():
+        print(f"  {key}: {value:,.0f}")
+    last = figures[-1]
+    figures[-1] = Figure(last.key, last.label, last.value, last.unit, last.baseline,
+                         last.baseline_label,
+                         extra={**last.extra, "files": report["files"],
+                                "files above 2× target": report["above 2× target"], **memory})
     return figures
 
 
+def lake_location(storage: str, work: Path, database: str) -> str:
+    """The lake of the run: a local folder, or a prefix of its own on the stack's HDFS or S3
+    (started by ``cdc-mirror stack up seaweedfs`` / ``hdfs-namenode hdfs-datanode``)."""
+    from cdc_platform.lake_location import LOCAL_S3_BUCKET
+    from stack import hdfs
+
+    return {
+        "local": str(work / "lake"),
+        "s3": f"s3://{LOCAL_S3_BUCKET}/bench/{database}",
+        "hdfs": f"{hdfs.uri()}/bench/{database}",
+    }[storage]
+
+
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="stream writer vs plain Spark Kafka → Parquet")
+    parser = argparse.ArgumentParser(description="stream writer vs plain Spark Kafka → Iceberg")
+    parser.add_argument("--storage", choices=("local", "s3", "hdfs"), default="local",
+                        help="where the lake is: a local folder, the stack's SeaweedFS or HDFS")
     parser.add_argument("--messages", type=int, default=5_000_000)
     parser.add_argument("--tables", type=int, default=200)
     parser.add_argument("--hot-factor", type=int, default=50)
@@ -434,6 +438,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-sw-"))
     database = f"bench_sw_{uuid.uuid4().hex[:6]}"
     os.environ["CDC_MIRROR_SPARK__LAKE_DIR"] = str(work / "lake")
+    os.environ["CDC_MIRROR_LAKE__LOCATION"] = lake_location(args.storage, work, database)
     os.environ["CDC_MIRROR_STREAM_WRITER__DATABASE"] = database
     os.environ["CDC_MIRROR_STREAM_WRITER__TARGET_FILE_MB"] = str(args.target_file_mb)
     os.environ["CDC_MIRROR_STREAM_WRITER__MAX_OFFSETS_PER_TRIGGER"] = str(args.max_offsets_per_trigger)
@@ -457,14 +462,18 @@ def main() -> None:
                      "spark.eventLog.compress": "false"}
         # The writer's session settings (java.nio local filesystem), so the baseline gets them too.
         conf |= localfs.session_conf_for(settings.stack.home.resolve() / "jars" / "spark")
-        spark = build_session(settings, "bench-stream-writer", conf)
+        spark = lake_session(settings, "bench-stream-writer", conf)
+        lake = LakeCatalog.open(spark, settings)
         figures: list[Figure] = []
         if topic is not None:
-            figures += throughput(spark, settings, args, topic, work, database)
+            figures += throughput(spark, settings, args, topic, work, database, lake)
         if args.latency_seconds:
-            figures.append(measure_latency(spark, settings, args.latency_rate, args.latency_seconds))
+            figures.append(measure_latency(spark, settings, lake, args.latency_rate,
+                                           args.latency_seconds))
         write_figures(args.json, "stream_writer", figures)
-        spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
+        for namespace in (database, f"{database}_baseline"):
+            if spark.catalog.databaseExists(f"{lake.catalog}.{namespace}"):
+                lake.drop_namespace(namespace)
     finally:
         if spark is not None:
             spark.stop()

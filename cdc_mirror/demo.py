@@ -513,7 +513,7 @@ def _messages_after(settings: Settings, topic: str, offsets: dict[int, int]) -> 
 def _writer_offsets(names: DemoNames, topic: str) -> dict[int, int]:
     import json  # noqa: PLC0415
 
-    state = names.lake / "_stream_writer" / names.writer / "checkpoint" / "cdc_state.json"
+    state = names.lake / "_stream_writer" / names.writer / "checkpoint" / "cdc_progress.json"
     try:
         document = json.loads(state.read_text())
     except (OSError, ValueError):

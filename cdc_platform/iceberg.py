@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 
 # The snapshot-summary property that holds the Kafka offsets a commit covers.
 OFFSETS_PROPERTY = "cdc-mirror.kafka-offsets"
+# The snapshot-summary property naming the stream writer that made a commit (several writers
+# may share a table; each resumes from its own commits).
+WRITER_PROPERTY = "cdc-mirror.writer"
 _EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 # -- errors ------------------------------------------------------------------------------------
@@ -433,24 +436,69 @@ class LakeCatalog:
         table: str,
         columns: Sequence[tuple[str, str]],
         partitioned_by: Sequence[str] = (),
+        properties: Mapping[str, str] | None = None,
     ) -> None:
-        """An Iceberg v2 table (repeatable); ``columns`` as (name, Spark SQL type)."""
+        """An Iceberg v2 table (repeatable); ``columns`` as (name, Spark SQL type),
+        ``properties``: further table properties."""
         ddl = ", ".join(f"{_ident(name)} {kind}" for name, kind in columns)
         partitions = f" PARTITIONED BY ({', '.join(partitioned_by)})" if partitioned_by else ""
+        settings = {"format-version": "2", **(properties or {})}
+        listed = ", ".join(f"'{key}'='{value}'" for key, value in settings.items())
         with self._errors():
             self.spark.sql(
                 f"CREATE TABLE IF NOT EXISTS {self.name(namespace, table)} ({ddl}) USING iceberg"
-                f"{partitions} TBLPROPERTIES ('format-version'='2')"
+                f"{partitions} TBLPROPERTIES ({listed})"
             )
 
-    def append(self, frame: DataFrame, namespace: str, table: str, offsets: KafkaOffsets) -> None:
-        """Append ``frame`` as ONE commit whose snapshot summary records ``offsets``: after
-        it, ``committed_offsets`` returns them; if it fails, the table keeps its previous
-        snapshot and offsets (Iceberg's atomic commit)."""
+    def append(
+        self,
+        frame: DataFrame,
+        namespace: str,
+        table: str,
+        offsets: KafkaOffsets,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """Append ``frame`` as ONE commit whose snapshot summary records ``offsets`` (and
+        ``properties``): after it, ``committed_offsets`` returns them; if it fails, the table
+        keeps its previous snapshot and offsets (Iceberg's atomic commit)."""
         with self._errors():
-            frame.writeTo(self.name(namespace, table)).option(
-                f"snapshot-property.{OFFSETS_PROPERTY}", offsets.encode()
-            ).append()
+            self._writer(frame, namespace, table, offsets, properties).append()
+
+    def replace_partitions(
+        self,
+        frame: DataFrame,
+        namespace: str,
+        table: str,
+        offsets: KafkaOffsets,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """Replace the partitions ``frame`` has rows for with its rows, as ONE commit
+        recording ``offsets`` (and ``properties``) like ``append``."""
+        with self._errors():
+            self._writer(frame, namespace, table, offsets, properties).overwritePartitions()
+
+    def _writer(
+        self,
+        frame: DataFrame,
+        namespace: str,
+        table: str,
+        offsets: KafkaOffsets,
+        properties: Mapping[str, str] | None,
+    ) -> Any:
+        writer = frame.writeTo(self.name(namespace, table)).option(
+            f"snapshot-property.{OFFSETS_PROPERTY}", offsets.encode()
+        )
+        for key, value in (properties or {}).items():
+            writer = writer.option(f"snapshot-property.{key}", value)
+        return writer
+
+    def table_names(self, namespace: str) -> set[str]:
+        """The tables of ``namespace`` (one metastore call)."""
+        with self._errors():
+            rows = self.spark.sql(
+                f"SHOW TABLES IN {_ident(self.catalog)}.{_ident(namespace)}"
+            ).collect()
+        return {str(row.tableName) for row in rows}
 
     def _table(self, namespace: str, table: str) -> Any:
         jvm: Any = self.spark.sparkContext._jvm
@@ -459,16 +507,20 @@ class LakeCatalog:
             self.spark._jsparkSession, name
         )
 
-    def committed_offsets(self, namespace: str, table: str) -> KafkaOffsets | None:
+    def committed_offsets(
+        self, namespace: str, table: str, writer: str | None = None
+    ) -> KafkaOffsets | None:
         """The offsets of the newest commit in the table's current lineage that recorded
-        some (commits without, e.g. compaction, are passed over); None for a table no
-        ``append`` has committed to. Read fresh from the catalog every time."""
+        some (commits without, e.g. compaction, are passed over) and, given ``writer``, was
+        made by that writer (``WRITER_PROPERTY``); None for a table no such ``append`` has
+        committed to. Read fresh from the catalog every time."""
         with self._errors():
             java_table = self._table(namespace, table)
             snapshot = java_table.currentSnapshot()
             while snapshot is not None:
-                value = snapshot.summary().get(OFFSETS_PROPERTY)
-                if value is not None:
+                summary = snapshot.summary()
+                value = summary.get(OFFSETS_PROPERTY)
+                if value is not None and (writer is None or summary.get(WRITER_PROPERTY) == writer):
                     return KafkaOffsets.decode(str(value))
                 parent = snapshot.parentId()
                 snapshot = java_table.snapshot(parent) if parent is not None else None

@@ -1,29 +1,39 @@
-"""The lake: the raw change layer's tables and where its readiness records live.
+"""The raw change layer of the lake: its Iceberg tables and the stream writer's progress.
 
-The Hive side: one external table per logical table, partitioned by ``dt`` (strings).
+The stream writer writes every logical table as an Iceberg v2 table
+``<catalog>.<database>.<table>`` (``cdc_platform.iceberg``; database default
+``ods_binlog_source``), partitioned by ``dt`` (a string, ``yyyy-MM-dd``), with the columns of
+``ROW_COLUMNS`` (``DEAD_LETTER_COLUMNS`` for the dead-letter table) plus ``dt``.
 
-Tables are Hive Parquet tables (``STORED AS PARQUET``) at
-``<lake>/<database>.db/<logical table>``, so Spark and Hive read them alike. Partitions are
-added with ``ALTER TABLE … ADD IF NOT EXISTS PARTITION``, which makes every call repeatable.
-Spark and Hive skip files and directories whose names start with ``_`` or ``.`` (``_SUCCESS``
-and the like), and the writer's staging area is outside the table directories anyway.
+Its progress is a table of the same database, ``_cdc_writer_progress``, partitioned by writer:
+one row per writer (``PROGRESS_COLUMNS``), replaced by one Iceberg commit after each batch's
+table commits. It holds the writer's state as JSON (``state``: the next Kafka offset,
+watermark and lag of every partition, the days each table has rows for, the ready days and
+the late rows counted per day and table) and the ready days as a column. Merge, a downstream
+scheduler and the writer itself after a restart read it from there, so what they see is
+always committed, on every storage, without a rename or a file of our own:
+
+    SELECT ready_days FROM lake.ods_binlog_source._cdc_writer_progress WHERE writer = 'local'
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from cdc_platform.config import Settings
+from cdc_platform.iceberg import WRITER_PROPERTY, KafkaOffsets, LakeCatalog
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 DEAD_LETTER_TABLE = "dead_letter"
+PROGRESS_TABLE = "_cdc_writer_progress"
+# The partition column of every raw table: the day of executeTime (dead letters: of the Kafka
+# timestamp) in ``stream_writer.time_zone``.
+DAY_COLUMN = "dt"
 # The columns of every logical table's files and Hive table (``dt`` is the partition).
 ROW_COLUMNS: tuple[tuple[str, str], ...] = (
     ("binlogOffset", "BIGINT"),
@@ -55,10 +65,25 @@ DEAD_LETTER_COLUMNS: tuple[tuple[str, str], ...] = (
     ("raw", "BINARY"),
 )
 
+# The snapshot-summary property of a progress commit holding the writer's newest ready days
+# (comma-separated): the Hive metastore keeps the current snapshot's summary among the table's
+# parameters, so a process without Spark (the scheduler) reads them there.
+READY_DAYS_PROPERTY = "cdc-mirror.ready-days"
+_READY_DAYS_KEPT = 400  # a summary above 32,672 characters is not copied to the metastore
 
-def readiness_dir(lake_dir: Path, writer_name: str) -> Path:
-    """Where a stream writer publishes the readiness records merge waits for."""
-    return lake_dir / "_ready" / writer_name
+PROGRESS_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("writer", "STRING"),
+    ("batch_id", "BIGINT"),
+    ("committed_ms", "BIGINT"),
+    ("ready_days", "ARRAY<STRING>"),
+    ("state", "STRING"),
+)
+
+
+def table_columns(table: str) -> tuple[tuple[str, str], ...]:
+    """The columns of a raw table, ``dt`` last."""
+    columns = DEAD_LETTER_COLUMNS if table == DEAD_LETTER_TABLE else ROW_COLUMNS
+    return (*columns, (DAY_COLUMN, "STRING"))
 
 
 def default_writer_name(instances: Iterable[str]) -> str:
@@ -66,158 +91,144 @@ def default_writer_name(instances: Iterable[str]) -> str:
     return "+".join(sorted(instances))
 
 
-def _quote(path: Path) -> str:
-    return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"
+@dataclass(frozen=True, slots=True)
+class WriterProgress:
+    """A writer's last committed progress (a row of ``PROGRESS_TABLE``)."""
 
+    writer: str
+    batch_id: int
+    committed_ms: int
+    state: dict[str, Any] = field(default_factory=dict)
 
-class HiveCatalog:
-    """The writer's Hive tables and ``dt`` partitions, with as few metastore calls as possible.
+    @property
+    def ready_days(self) -> list[str]:
+        return sorted(self.state.get("readyDays", []))
 
-    A metastore call costs 0.1-0.3 s here (the embedded Hive client over PostgreSQL, one call
-    at a time inside Spark), and a first batch over 200 tables needs 400 of them. So a table
-    or partition the catalog has already seen is never asked about again: the tables of the
-    database are listed once per process; the partitions of a table that existed before are
-    listed once (instead of an ``ADD IF NOT EXISTS`` per batch); and the partitions the
-    writer's state says it registered before a restart (``remember``) cost nothing.
-    """
+    def late_rows(self, dt: str, table: str) -> int:
+        """Rows of ``table`` written for ``dt`` after the day was ready."""
+        return int(self.state.get("lateRows", {}).get(dt, {}).get(table, 0))
 
-    def __init__(self, spark: SparkSession, database: str, lake_dir: Path) -> None:
-        self.spark = spark
-        self.database = database
-        self.root = lake_dir / f"{database}.db"
-        self._tables: set[str] = set()
-        self._existing: set[str] | None = None  # tables found in the metastore, listed once
-        self._listed: set[str] = set()  # existing tables whose partitions were listed
-        self._partitions: set[tuple[str, str]] = set()
-        self._remembered: dict[str, set[str]] = {}
-        self._storage: Any = None  # the tables' storage format (a JVM object), asked once
-
-    def table_dir(self, table: str) -> Path:
-        return self.root / table
-
-    def ensure_database(self) -> None:
-        self.spark.sql(
-            f"CREATE DATABASE IF NOT EXISTS {self.database} LOCATION {_quote(self.root)}"
-        )
-
-    def remember(self, table_days: dict[str, set[str]]) -> None:
-        """Partitions registered by an earlier run (the writer's state records a table's day
-        only after its partition was added); trusted for tables that still exist."""
-        for table, days in table_days.items():
-            self._remembered.setdefault(table, set()).update(days)
-
-    def _existing_tables(self) -> set[str]:
-        if self._existing is None:
-            rows = self.spark.sql(f"SHOW TABLES IN {self.database}").collect()
-            self._existing = {row["tableName"] for row in rows if not row["isTemporary"]}
-            self._tables.update(self._existing)
-            for table, days in self._remembered.items():
-                if table in self._existing:
-                    self._partitions.update((table, dt) for dt in days)
-        return self._existing
-
-    def ensure_table(self, table: str) -> None:
-        if table in self._tables:
-            return
-        columns = DEAD_LETTER_COLUMNS if table == DEAD_LETTER_TABLE else ROW_COLUMNS
-        ddl = ", ".join(f"`{name}` {kind}" for name, kind in columns)
-        self.spark.sql(
-            f"CREATE EXTERNAL TABLE IF NOT EXISTS {self.database}.`{table}` ({ddl}) "
-            f"PARTITIONED BY (dt STRING) STORED AS PARQUET "
-            f"LOCATION {_quote(self.table_dir(table))}"
-        )
-        self._tables.add(table)
-
-    def _list_partitions(self, table: str) -> None:
-        """Learn the partitions of a table that existed before this process (one call).
-
-        Asked of Spark's external catalog directly: ``SHOW PARTITIONS`` resolves the table
-        as a query would, ~10× the cost of the metastore call itself (~250 ms against ~20).
-        """
-        jvm = self.spark.sparkContext._jvm
-        assert jvm is not None  # a classic (non-Connect) session
-        external = self.spark._jsparkSession.sessionState().catalog().externalCatalog()
-        names = external.listPartitionNames(self.database, table, jvm.scala.Option.empty())
-        listed = [str(name) for name in jvm.scala.jdk.javaapi.CollectionConverters.asJava(names)]
-        self._partitions.update((table, dt) for dt in partition_days(listed))
-        self._listed.add(table)
-
-    def add_partitions(self, table: str, days: list[str]) -> None:
-        """Register ``dt=`` partitions (one statement per table; repeatable)."""
-        wanted = sorted(set(days))
-        if all((table, dt) in self._partitions for dt in wanted):
-            return
-        if table in self._existing_tables() and table not in self._listed:
-            self._list_partitions(table)
-        new = [dt for dt in wanted if (table, dt) not in self._partitions]
-        if not new:
-            return
-        self.ensure_table(table)
-        self._create_partitions(table, new)
-        self._partitions.update((table, dt) for dt in new)
-
-    def _create_partitions(self, table: str, days: list[str]) -> None:
-        """``ALTER TABLE … ADD IF NOT EXISTS PARTITION … LOCATION …`` as one call of Spark's
-        external catalog: the statement also resolves and refreshes the table in this session
-        (which reads none of them), a quarter of its cost here. Each partition has the
-        table's storage format (the same for all of the writer's tables, asked once)."""
-        jvm = self.spark.sparkContext._jvm
-        assert jvm is not None  # a classic (non-Connect) session
-        external = self.spark._jsparkSession.sessionState().catalog().externalCatalog()
-        if self._storage is None:
-            self._storage = external.getTable(self.database, table).storage()
-        storage, catalog = self._storage, jvm.org.apache.spark.sql.catalyst.catalog
-        created_ms = int(time.time() * 1000)
-        partitions = jvm.java.util.ArrayList()
-        for dt in days:
-            spec = jvm.java.util.HashMap()
-            spec.put("dt", dt)
-            location = jvm.java.net.URI((self.table_dir(table) / f"dt={dt}").as_uri())
-            partition_storage = catalog.CatalogStorageFormat(
-                jvm.scala.Option.apply(location),
-                storage.inputFormat(),
-                storage.outputFormat(),
-                storage.serde(),
-                storage.compressed(),
-                storage.properties(),
-            )
-            partitions.add(
-                catalog.CatalogTablePartition(
-                    jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(spec),
-                    partition_storage,
-                    jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(jvm.java.util.HashMap()),
-                    created_ms,
-                    -1,  # never accessed, as Spark sets it
-                    jvm.scala.Option.empty(),
-                )
-            )
-        external.createPartitions(
-            self.database,
-            table,
-            jvm.org.apache.spark.api.python.PythonUtils.toSeq(partitions),
-            True,  # ignoreIfExists: repeatable after a crash
-        )
-
-    def add_all(self, days_by_table: dict[str, list[str]], threads: int = 4) -> None:
-        """``add_partitions`` for many tables; the metastore calls of different tables run in
-        a few threads (a first batch over hundreds of tables creates them all)."""
-        pending = {
-            table: days
-            for table, days in days_by_table.items()
-            if any((table, dt) not in self._partitions for dt in days)
+    def ready_record(self, dt: str) -> dict[str, Any] | None:
+        """What the writer says about a ready day (None while it is not ready)."""
+        if dt not in self.state.get("readyDays", []):
+            return None
+        tables = sorted(t for t, days in self.state.get("tableDays", {}).items() if dt in days)
+        return {
+            "dt": dt,
+            "writer": self.writer,
+            "batchId": self.batch_id,
+            "committedMs": self.committed_ms,
+            "globalWatermarkMs": self.state.get("globalWatermarkMs"),
+            "tablesWithData": tables,
+            "lateRows": self.state.get("lateRows", {}).get(dt, {}),
         }
-        if not pending:
-            return
-        self._existing_tables()  # listed once, before the threads share it
-        if len(pending) <= 1:
-            for table, days in pending.items():
-                self.add_partitions(table, days)
-            return
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="metastore") as pool:
-            for future in [pool.submit(self.add_partitions, t, d) for t, d in pending.items()]:
-                future.result()
 
 
-def partition_days(names: list[str]) -> list[str]:
-    """Pure: the ``dt`` values of partition names (``dt=2024-03-01``)."""
-    return [name.removeprefix("dt=") for name in names if name.startswith("dt=")]
+def read_writer_progress(lake: LakeCatalog, database: str, writer: str) -> WriterProgress | None:
+    """The writer's last committed progress; None when it has committed none (or the table
+    does not exist yet)."""
+    if PROGRESS_TABLE not in lake.table_names(database):
+        return None
+    name = lake.name(database, PROGRESS_TABLE)
+    rows = (
+        lake.spark.table(name)
+        .where(f"writer = '{_sql_text(writer)}'")
+        .select("writer", "batch_id", "committed_ms", "state")
+        .collect()
+    )
+    if not rows:
+        return None
+    newest = max(rows, key=lambda row: (row["committed_ms"], row["batch_id"]))
+    return WriterProgress(
+        writer=newest["writer"],
+        batch_id=int(newest["batch_id"]),
+        committed_ms=int(newest["committed_ms"]),
+        state=json.loads(newest["state"]),
+    )
+
+
+def ensure_progress_table(lake: LakeCatalog, database: str) -> None:
+    """The database and its progress table (repeatable)."""
+    lake.create_namespace(database)
+    if PROGRESS_TABLE not in lake.table_names(database):
+        lake.create_table(database, PROGRESS_TABLE, PROGRESS_COLUMNS, partitioned_by=("writer",))
+
+
+def commit_writer_progress(
+    lake: LakeCatalog,
+    database: str,
+    progress: WriterProgress,
+    offsets: KafkaOffsets,
+    properties: Mapping[str, str] | None = None,
+) -> None:
+    """Replace the writer's progress row: ONE Iceberg commit of ``PROGRESS_TABLE`` recording
+    ``offsets`` and the writer's name in its snapshot summary."""
+    frame = lake.spark.createDataFrame(
+        [
+            (
+                progress.writer,
+                progress.batch_id,
+                progress.committed_ms,
+                progress.ready_days,
+                json.dumps(progress.state, sort_keys=True),
+            )
+        ],
+        ", ".join(f"`{name}` {kind}" for name, kind in PROGRESS_COLUMNS),
+    )
+    lake.replace_partitions(
+        frame,
+        database,
+        PROGRESS_TABLE,
+        offsets,
+        {
+            **(properties or {}),
+            WRITER_PROPERTY: progress.writer,
+            READY_DAYS_PROPERTY: ",".join(progress.ready_days[-_READY_DAYS_KEPT:]),
+        },
+    )
+
+
+def ready_days_from_metastore(settings: Settings, database: str, writer: str) -> list[str] | None:
+    """The writer's newest ready days as the Hive metastore (PostgreSQL) holds them: the
+    summary of the progress table's current snapshot, for a process without Spark. None when
+    that snapshot is another writer's (several writers share the database: ask Spark,
+    ``read_writer_progress``) or the metastore is not PostgreSQL; [] before any commit."""
+    if settings.spark.metastore != "postgres":
+        return None
+    import psycopg  # noqa: PLC0415 - only this reader needs it
+
+    pg = settings.postgres
+    with psycopg.connect(
+        host=pg.host,
+        port=pg.port,
+        user=pg.user,
+        password=pg.password.get_secret_value(),
+        dbname=pg.metastore_db,
+        autocommit=True,
+        connect_timeout=10,
+    ) as conn:
+        row = conn.execute(
+            'SELECT tp."PARAM_VALUE" FROM "TBLS" t JOIN "DBS" d ON t."DB_ID" = d."DB_ID" '
+            'JOIN "TABLE_PARAMS" tp ON tp."TBL_ID" = t."TBL_ID" '
+            'WHERE d."NAME" = %s AND t."TBL_NAME" = %s AND tp."PARAM_KEY" = %s',
+            (database, PROGRESS_TABLE, "current-snapshot-summary"),
+        ).fetchone()
+    if row is None:
+        return []
+    summary = json.loads(row[0])
+    if summary.get(WRITER_PROPERTY) != writer:
+        return None
+    return [day for day in str(summary.get(READY_DAYS_PROPERTY, "")).split(",") if day]
+
+
+def raw_rows(lake: LakeCatalog, database: str, table: str, where: str) -> DataFrame:
+    """Rows of the raw table ``table`` matching the SQL condition ``where`` (on ``dt``);
+    no rows, with the table's columns, when the writer has not created the table."""
+    if table in lake.table_names(database):
+        return lake.spark.table(lake.name(database, table)).where(where)
+    ddl = ", ".join(f"`{name}` {kind}" for name, kind in table_columns(table))
+    return lake.spark.createDataFrame([], schema=ddl)
+
+
+def _sql_text(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")

@@ -2,12 +2,12 @@
 
 For one table and day ``dt``:
 
-1. wait (bounded: ``--wait-ready-s`` / ``merge.wait_ready_s``) for the stream writer's
-   readiness record ``<lake>/_ready/<writer>/<dt>.json``; fail with one sentence otherwise;
+1. wait (bounded: ``--wait-ready-s`` / ``merge.wait_ready_s``) until the stream writer's
+   committed progress (``cdc_platform.lake``: its row of ``_cdc_writer_progress``) names
+   ``dt`` a ready day; fail with one sentence otherwise;
 2. late events: if the writer has since counted late rows for ``dt−1`` beyond what the merge
    of ``dt−1`` saw, ``dt−1`` is merged again first (its raw partition holds them now);
-3. register ``dt`` of the raw table (``ods_binlog_source.<table>``, as MSCK REPAIR does) and
-   load it;
+3. read ``dt`` of the raw Iceberg table (``lake.ods_binlog_source.<table>``);
 4. live MySQL schema of all shards (``cdc_platform.mysql_schema``), key (``tables[].key``
    or MySQL's), schema plan (``merge.schema``);
 5. flatten ``content`` into typed columns; the archive-delete rule (``merge.archive``);
@@ -32,7 +32,6 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -42,7 +41,8 @@ from pyspark.sql import functions as F
 
 from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot, snapshot_from_settings
-from cdc_platform.lake import ROW_COLUMNS, HiveCatalog, default_writer_name, readiness_dir
+from cdc_platform.iceberg import LakeCatalog, storage_for
+from cdc_platform.lake import WriterProgress, default_writer_name, raw_rows, read_writer_progress
 from cdc_platform.mysql_schema import LiveSchema, LiveTables
 from merge import records
 from merge.archive import ArchiveDecision, ArchiveOverride, decide, time_column
@@ -160,50 +160,53 @@ class MergeResult:
         }
 
 
-def writer_ready_dir(settings: Settings, instances: Iterable[str] | None = None) -> Path:
-    """Where the stream writer merge waits for keeps its readiness records: the one named
-    ``merge.writer``, else the configured writer, else the writer of all ``instances``
-    (default: the settings')."""
-    name = (
+def writer_name(settings: Settings, instances: Iterable[str] | None = None) -> str:
+    """The stream writer merge waits for: the one named ``merge.writer``, else the configured
+    writer, else the writer of all ``instances`` (default: the settings')."""
+    return (
         settings.merge.writer
         or settings.stream_writer.name
         or default_writer_name(
             instances if instances is not None else (i.name for i in settings.instances)
         )
     )
-    return readiness_dir(settings.lake_dir, name)
 
 
 def wait_ready(
-    ready_file: Path,
+    progress: Callable[[], WriterProgress | None],
+    writer: str,
     dt: date,
     wait_s: float,
     poll_s: float,
     clock: Callable[[], float] = time.monotonic,
     pause: Callable[[float], object] | None = None,
 ) -> dict[str, Any]:
-    """The readiness record of ``dt``, waiting at most ``wait_s``; NotReadyError otherwise."""
+    """What the writer's committed progress says of ``dt`` once it is ready, asking
+    ``progress`` at most ``wait_s`` long; NotReadyError otherwise."""
     pause = pause or threading.Event().wait
     deadline = clock() + wait_s
     while True:
-        record = records.read_json(ready_file)
+        current = progress()
+        record = current.ready_record(dt.isoformat()) if current is not None else None
         if record is not None:
             return record
         remaining = deadline - clock()
         if remaining <= 0:
+            known = (
+                "it has committed no progress"
+                if current is None
+                else "latest ready days: " + (", ".join(current.ready_days[-3:]) or "none")
+            )
             raise NotReadyError(
-                f"the stream writer has not marked {dt} ready ({ready_file} is missing after "
-                f"{wait_s:g} s); wait for it or raise --wait-ready-s."
+                f"the stream writer {writer!r} has not marked {dt} ready after {wait_s:g} s "
+                f"({known}); wait for it or raise --wait-ready-s."
             )
         pause(min(poll_s, remaining))
 
 
-def late_rows(ready_dir: Path, dt: str, table: str) -> int:
+def late_rows(progress: WriterProgress | None, dt: str, table: str) -> int:
     """Rows of ``table`` the stream writer wrote for ``dt`` after marking it ready."""
-    record = records.read_json(ready_dir / f"{dt}_late.json")
-    if record is None:
-        return 0
-    return int(record.get("lateRows", {}).get(table, 0))
+    return 0 if progress is None else progress.late_rows(dt, table)
 
 
 def _spark_sentence(exc: BaseException) -> str:
@@ -233,7 +236,9 @@ class Merger:
         self.store = SnapshotStore(
             spark, settings.merge.database, self.lake, settings.merge.file_format
         )
-        self.ready_dir = writer_ready_dir(settings, (i.name for i in self.config.instances))
+        self.writer = writer_name(settings, (i.name for i in self.config.instances))
+        # The raw layer and the writer's progress, Iceberg tables of the lake's catalog.
+        self.raw_lake = LakeCatalog(spark, storage_for(settings), settings.lake.catalog)
         tables = LiveTables(self.config)
         self._live_schema = live_schema or tables.live_schema
         self._daily_counts = daily_counts or self._mysql_counts(tables)
@@ -289,11 +294,15 @@ class Merger:
             )
         else:
             wait_ready(
-                self.ready_dir / f"{dt}.json", request.dt, wait_s, self.settings.merge.ready_poll_s
+                self.writer_progress,
+                self.writer,
+                request.dt,
+                wait_s,
+                self.settings.merge.ready_poll_s,
             )
         self._ensure_database()
         remerged = self._remerge_late_day(request, mirror) if allow_remerge else []
-        late_seen = late_rows(self.ready_dir, dt, mirror.name)
+        late_seen = late_rows(self.writer_progress(), dt, mirror.name)
 
         live = self._live_schema(mirror.name)
         if not live.shards_agree:
@@ -492,7 +501,7 @@ class Merger:
         record = records.read_json(records.merge_record_path(self.lake, mirror.name, before))
         if record is None:
             return []
-        late_now = late_rows(self.ready_dir, before, mirror.name)
+        late_now = late_rows(self.writer_progress(), before, mirror.name)
         if late_now <= int(record.get("lateRowsSeen", 0)):
             return []
         log.warning(
@@ -528,17 +537,7 @@ class Merger:
         """The collected changes the lake holds after ``dt``, counted by event type and the days
         of their check column before and after (for ``counts_at_cut``)."""
         assert mirror.check_column is not None
-        table_dir = HiveCatalog(
-            self.spark, self.settings.stream_writer.database, self.lake
-        ).table_dir(mirror.name)
-        later = sorted(
-            path.name.removeprefix("dt=")
-            for path in table_dir.glob("dt=*")
-            if path.name.removeprefix("dt=") > dt.isoformat()
-        )
-        if not later:
-            return []
-        raw = reduce(DataFrame.unionByName, [self._load_raw(mirror.name, day) for day in later])
+        raw = self._raw(mirror.name, f"dt > '{dt.isoformat()}'")
         path = "$['" + mirror.check_column.replace("\\", "\\\\").replace("'", "\\'") + "']"
 
         def day_of(image: str) -> Column:
@@ -557,19 +556,20 @@ class Merger:
         )
         return [(r["eventType"], r["day"], r["before_day"], int(r["count"])) for r in rows]
 
+    def writer_progress(self) -> WriterProgress | None:
+        """The stream writer's committed progress (read fresh from the lake)."""
+        return read_writer_progress(
+            self.raw_lake, self.settings.stream_writer.database, self.writer
+        )
+
+    def _raw(self, table: str, where: str) -> DataFrame:
+        """Rows of the raw Iceberg table matching ``where`` (none, when the writer has not
+        created the table): only committed rows, whatever the storage."""
+        return raw_rows(self.raw_lake, self.settings.stream_writer.database, table, where)
+
     def _load_raw(self, table: str, dt: str) -> DataFrame:
-        """``dt`` of the raw table, its partition registered first (as MSCK REPAIR does)."""
-        database = self.settings.stream_writer.database
-        catalog = HiveCatalog(self.spark, database, self.lake)
-        catalog.ensure_database()
-        catalog.ensure_table(table)
-        if (catalog.table_dir(table) / f"dt={dt}").is_dir():
-            catalog.add_partitions(table, [dt])
-            self.spark.catalog.refreshTable(f"{database}.{table}")
-            return self.spark.table(f"{database}.`{table}`").where(f"dt = '{dt}'")
-        log.info("%s has no raw partition for %s: no changes that day", table, dt)
-        ddl = ", ".join(f"`{name}` {kind}" for name, kind in ROW_COLUMNS)
-        return self.spark.createDataFrame([], schema=ddl)
+        """``dt`` of the raw table (partition pruning on ``dt``)."""
+        return self._raw(table, f"dt = '{dt}'")
 
     def _archive_decision(
         self,
@@ -658,9 +658,9 @@ def merge_tables(merger: Merger, requests: list[MergeRequest]) -> list[TableOutc
 def build_merger(settings: Settings, config: ConfigSnapshot | None = None) -> Merger:
     """A Merger in a Spark session of its own; ``config`` (default: loaded from the
     configuration store) names the table mirrors."""
-    from cdc_platform.spark import build_session  # noqa: PLC0415
+    from cdc_platform.iceberg import lake_session  # noqa: PLC0415
 
     if config is None:
         config = load_snapshot(settings)
-    spark = build_session(settings, "cdc-mirror-merge")
+    spark = lake_session(settings, "cdc-mirror-merge")
     return Merger(settings, spark, config=config)

@@ -16,8 +16,9 @@ from datetime import date
 
 from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot
+from cdc_platform.lake import ready_days_from_metastore
 from merge import records
-from merge.job import writer_ready_dir
+from merge.job import writer_name
 
 _DAY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.json$")
 
@@ -42,11 +43,12 @@ def _days(names: list[str]) -> list[date]:
 
 
 def ready_days(settings: Settings, config: ConfigSnapshot) -> list[date]:
-    """The days the stream writer merge waits for has declared ready, oldest first."""
-    directory = writer_ready_dir(settings, [i.name for i in config.instances] or None)
-    if not directory.is_dir():
-        return []
-    return _days([path.name for path in directory.iterdir()])
+    """The days the stream writer merge waits for has declared ready (its committed progress,
+    as the metastore holds it), oldest first; [] while that cannot be told without Spark
+    (another writer committed last to the same database) — the next poll asks again."""
+    writer = writer_name(settings, [i.name for i in config.instances] or None)
+    days = ready_days_from_metastore(settings, settings.stream_writer.database, writer)
+    return _days([f"{day}.json" for day in days or []])
 
 
 def merged_days(settings: Settings, table: str) -> dict[date, MergedDay]:

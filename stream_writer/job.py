@@ -1,9 +1,11 @@
 """The stream writer's entry point: ``cdc-mirror stream-writer run`` or
 ``spark-submit stream_writer/job.py [--instance I …] [--topic T …] [--available-now]``.
 
-Reads the instances' topics with Spark's Kafka source (``read_committed``, from the earliest
-offsets on a new checkpoint, at most ``max_offsets_per_trigger`` messages per batch) and hands
-every micro-batch to ``stream_writer.writer.BatchWriter``.
+Checks that the lake's location can be written (one sentence naming the location and the
+cause otherwise, before anything is read), then reads the instances' topics with Spark's Kafka
+source (``read_committed``; a new checkpoint starts from the offsets committed in the lake,
+the earliest for partitions it has none of; at most ``max_offsets_per_trigger`` messages per
+batch) and hands every micro-batch to ``stream_writer.writer.BatchWriter``.
 
 The instances read and each one's shard rules come from the configuration store
 (``cdc_platform.config_store``, the config file by default) and follow it without a restart
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import re
 import signal
 import sys
@@ -30,11 +33,11 @@ from confluent_kafka import Consumer
 
 from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigWatch, watch_config
+from cdc_platform.iceberg import LakeCatalog, lake_session
 from cdc_platform.kafka import consumer_config, high_watermark
 from cdc_platform.lake import default_writer_name
 from cdc_platform.observability import Probe, serve_observability
 from cdc_platform.retry import RetryCancelled, RetryPolicy
-from cdc_platform.spark import build_session
 from simple_binlog.errors import (
     CdcMirrorError,
     RetriableError,
@@ -45,7 +48,7 @@ from simple_binlog.naming import topic_name
 from stream_writer import localfs
 from stream_writer.metrics import WriterMetrics
 from stream_writer.routing import LiveRouting
-from stream_writer.writer import BatchWriter, WriterPaths
+from stream_writer.writer import BatchWriter, WriterPaths, crash_point
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -97,15 +100,19 @@ def plan_run(
     )
 
 
-def kafka_options(settings: Settings, topics: list[str]) -> dict[str, str]:
-    """Pure: the Kafka source options of the stream."""
+def kafka_options(
+    settings: Settings, topics: list[str], starting_offsets: str = "earliest"
+) -> dict[str, str]:
+    """Pure: the Kafka source options of the stream (``starting_offsets``: Spark's
+    ``startingOffsets``, the lake's committed offsets as JSON)."""
     config = settings.stream_writer
     options = {
         "kafka.bootstrap.servers": settings.kafka.bootstrap_servers,
         "kafka.isolation.level": "read_committed",
         "subscribe": ",".join(topics),
-        # Only used by a new checkpoint; a restarted one resumes from its offset log.
-        "startingOffsets": "earliest",
+        # Only used by a new checkpoint; a restarted one resumes from its offset log (rows
+        # below the lake's offsets are dropped by the writer either way).
+        "startingOffsets": starting_offsets,
         # Retention deleting unread messages would lose rows: stop instead.
         "failOnDataLoss": "true",
     }
@@ -133,6 +140,15 @@ class KafkaLatestOffsets:
             log.warning("%s The lag of %s[%d] is unknown this batch.", exc, topic, partition)
             return None
 
+    def partitions(self, topics: list[str]) -> dict[str, list[int]]:
+        """The partitions of each topic (for the starting offsets of a new checkpoint)."""
+        metadata = self._consumer.list_topics(timeout=10)
+        return {
+            topic: sorted(metadata.topics[topic].partitions)
+            for topic in topics
+            if topic in metadata.topics and metadata.topics[topic].partitions
+        }
+
     def close(self) -> None:
         self._consumer.close()
 
@@ -143,11 +159,13 @@ def start_query(
     run: WriterRun,
     writer: BatchWriter,
     available_now: bool,
+    partitions: Callable[[list[str]], dict[str, list[int]]] | None = None,
 ) -> Any:
     reader = spark.readStream.format("kafka")
     # The topics of the routing in force: a configuration change may have added some.
     topics = list(writer.wanted_topics) or run.topics
-    for key, value in kafka_options(settings, topics).items():
+    starting = writer.starting_offsets(partitions(topics)) if partitions is not None else "earliest"
+    for key, value in kafka_options(settings, topics, starting).items():
         reader = reader.option(key, value)
     stream = reader.load().writeStream.foreachBatch(writer)
     stream = stream.option("checkpointLocation", str(run.paths.checkpoint_dir))
@@ -252,9 +270,12 @@ def _run_writer(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     log.info(
-        "stream writer %s reads %s into %s", run.name, ", ".join(run.topics), settings.lake_dir
+        "stream writer %s reads %s into %s",
+        run.name,
+        ", ".join(run.topics),
+        settings.lake_location.uri,
     )
-    spark = build_session(
+    spark = lake_session(
         settings,
         f"cdc-stream-writer-{run.name}",
         {
@@ -262,32 +283,38 @@ def _run_writer(
             **localfs.session_conf_for(settings.stack.home.resolve() / "jars" / "spark"),
         },
     )
-    latest = KafkaLatestOffsets(settings, run.name)
+    latest: KafkaLatestOffsets | None = None
     writer: BatchWriter | None = None
     try:
+        # Before anything is read: a location that cannot be written stops the writer here,
+        # in one sentence naming it and the cause.
+        lake = LakeCatalog.open(spark, settings, check=True)
+        latest = KafkaLatestOffsets(settings, run.name)
         writer = BatchWriter(
             spark,
             settings.stream_writer,
             run.paths,
+            lake,
             settings.shard_rules,
             latest,
             metrics,
             routing=run.live.routing if run.live is not None else None,
             reconfigure=run.live.next if run.live is not None else None,
+            crash_at=crash_point(os.environ),
         )
-        # Batches committed but not published before a restart go first.
+        # The committed progress: where a new checkpoint starts, what readiness knows.
         writer.start()
         poll_s = min(settings.stream_writer.trigger_interval_s, 5.0)
 
         def run_query() -> None:
             assert writer is not None
             reading = writer.wanted_topics
-            query = start_query(spark, settings, run, writer, available_now)
+            assert latest is not None
+            query = start_query(spark, settings, run, writer, available_now, latest.partitions)
             probe.query = query
             try:
                 while query.isActive and not stop.is_set() and writer.wanted_topics == reading:
                     query.awaitTermination(poll_s)
-                    writer.check_published()
                     writer.check_readiness()
                     writer.take_routing_between_batches()
                 if query.isActive:
@@ -302,7 +329,7 @@ def _run_writer(
                         f"the stream writer's query failed: {query_failure(text)}"
                     ) from None
                 # The failed batch runs again in the new query, from the checkpoint: the
-                # BatchWriter redoes or completes it, exactly as after a process restart.
+                # BatchWriter completes it from the lake's offsets, as after a restart.
                 raise ServiceUnavailableError(
                     f"Kafka did not answer ({query_failure(text)}); the query starts again "
                     "from its checkpoint."
@@ -320,14 +347,10 @@ def _run_writer(
                 stop=stop,
                 on_retry=restarting,
             )
-        writer.close()
         writer.check_readiness()
     finally:
-        if writer is not None:
-            # The last batch's publication, when the query failed; its own error, if any,
-            # would hide the query's, and a restart publishes the batch anyway.
-            writer.close_quietly()
-        latest.close()
+        if latest is not None:
+            latest.close()
         spark.stop()
 
 

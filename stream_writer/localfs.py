@@ -8,9 +8,10 @@ repository's ``stack/jvm/writer`` module (built by ``cdc-mirror stack up`` into
 mode bits with ``java.nio`` in the JVM:
 
 * ``NioLocalFileSystem``: Hadoop's default local filesystem (with checksum files), for the
-  whole session (``spark.hadoop.fs.file.impl``): checkpoints, the metastore's directories;
-* ``NioRawLocalFileSystem``: without checksum files, for the staging write only (its files
-  are read once and renamed; a fresh, uncached instance so only that write uses it).
+  whole session (``spark.hadoop.fs.file.impl``): checkpoints, the metastore's directories,
+  the Iceberg tables' data and metadata files on a local lake;
+* ``NioRawLocalFileSystem``: the same without checksum files (in the jar; the writer no
+  longer selects it, since Iceberg writes the data files through the session's filesystem).
 
 Only ``file:`` is affected; a lake on HDFS or S3 keeps its own filesystem. Without the jar
 (a machine whose stack predates it) Hadoop's own classes are used, more slowly.
@@ -36,14 +37,6 @@ def has_nio_jar(spark_jars_dir: Path) -> bool:
 def session_conf(nio_available: bool) -> dict[str, str]:
     """Pure: the Spark session settings for ``file:`` paths."""
     return {"spark.hadoop.fs.file.impl": NIO_LOCAL_FS} if nio_available else {}
-
-
-def staging_write_options(nio_available: bool) -> dict[str, str]:
-    """Pure: Hadoop options of the staging write (no checksum files, no ``chmod`` fork)."""
-    return {
-        "fs.file.impl": NIO_RAW_LOCAL_FS if nio_available else HADOOP_RAW_LOCAL_FS,
-        "fs.file.impl.disable.cache": "true",
-    }
 
 
 def session_conf_for(spark_jars_dir: Path) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""Watermarks and readiness of days. Pure logic: the writer persists ``WriterState`` itself.
+"""Watermarks and readiness of days. Pure logic: the writer commits ``WriterState`` to the lake
+(the progress table of ``cdc_platform.lake``) after each batch's table commits.
 
 Per Kafka partition the writer keeps, after each committed batch, the highest executeTime it
 has durably written from that partition (its *watermark*: rows of one physical table sit in
@@ -124,14 +125,12 @@ class BatchProgress:
 
 @dataclass(slots=True)
 class WriterState:
-    """Everything the writer resumes from besides Spark's checkpoint (kept in state.json)."""
+    """Everything the writer resumes from (committed as the ``state`` of its progress row)."""
 
     last_batch: int = -1
     partitions: dict[str, PartitionProgress] = field(default_factory=dict)
     # table → the days it has files in
     table_days: dict[str, set[str]] = field(default_factory=dict)
-    # Parquet bytes per row measured on written files (None until measured)
-    bytes_per_row: float | None = None
     ready_days: set[str] = field(default_factory=set)
     # dt → table → rows written after the day was ready
     late_rows: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -151,6 +150,11 @@ class WriterState:
 
     def global_watermark(self) -> int | None:
         return global_watermark(list(self.partitions.values()))
+
+    def next_offsets(self) -> dict[tuple[str, int], int]:
+        """Per (topic, partition), the offset of the next message to read: every message
+        below it is in the lake."""
+        return {(p.topic, p.partition): p.next_offset for p in self.partitions.values()}
 
     def newly_ready(self, rule: ReadinessRule, now_ms: int) -> list[str]:
         """Days that turn ready now (sorted); the caller marks them. Those with data, and
@@ -184,7 +188,6 @@ class WriterState:
             "lastBatch": self.last_batch,
             "partitions": [p.to_json() for p in self.partitions.values()],
             "tableDays": {t: sorted(d) for t, d in sorted(self.table_days.items())},
-            "bytesPerRow": self.bytes_per_row,
             "readyDays": sorted(self.ready_days),
             "lateRows": self.late_rows,
             "globalWatermarkMs": self.global_watermark(),
@@ -197,7 +200,6 @@ class WriterState:
             last_batch=int(data.get("lastBatch", -1)),
             partitions={p.key: p for p in partitions},
             table_days={t: set(d) for t, d in data.get("tableDays", {}).items()},
-            bytes_per_row=data.get("bytesPerRow"),
             ready_days=set(data.get("readyDays", [])),
             late_rows={dt: dict(t) for dt, t in data.get("lateRows", {}).items()},
         )

@@ -69,33 +69,20 @@ REQUIRED = (
     "source",
     "content",
 )
-# Parquet settings of single columns of the staged files (``parquet.<setting>#<column>``).
-# Dictionary encoding gains nothing on values nearly unique per row (offsets, times, row
-# images, positions); a Parquet writer tries it anew in every file and a batch writes about
-# one file per table, so in small files almost every value went into a dictionary that was
-# then thrown away. Minimum and maximum statistics of JSON texts and raw bytes serve no
-# reader (nothing filters on them) and cost a comparison of long strings per value.
-_NO_DICTIONARY = (
-    "binlogOffset",
-    "executeTime",
-    "content",
-    "beforeContent",
-    "position",
-    "kafkaOffset",
-    "kafkaTimestamp",
-    "raw",
-    "error",
-)
-_NO_STATISTICS = ("content", "beforeContent", "columnTypes", "position", "raw", "error")
 
 
-def parquet_column_options() -> dict[str, str]:
-    """Pure: the write options of ``_NO_DICTIONARY`` and ``_NO_STATISTICS``. The columns the
-    writer reads back from footers (Kafka coordinates, executeTime) keep their statistics."""
-    return {
-        **{f"parquet.enable.dictionary#{column}": "false" for column in _NO_DICTIONARY},
-        **{f"parquet.column.statistics.enabled#{column}": "false" for column in _NO_STATISTICS},
-    }
+def at_or_after(floors: Mapping[tuple[str, int], int]) -> Column | None:
+    """True for a row at or above its partition's floor offset (``floors``: (topic, partition)
+    → first offset still needed; other partitions are all needed); None without floors."""
+    below: Column | None = None
+    for (topic, partition), offset in sorted(floors.items()):
+        mine = (
+            (F.col("kafkaTopic") == topic)
+            & (F.col("kafkaPartition") == partition)
+            & (F.col("kafkaOffset") < offset)
+        )
+        below = mine if below is None else below | mine
+    return None if below is None else ~below
 
 
 def day_column(epoch_ms: Column, zone: str) -> Column:

@@ -211,7 +211,7 @@ class ChaosPipeline:
             / "_stream_writer"
             / f"chaos{self.names.tag}"
             / "checkpoint"
-            / "cdc_state.json"
+            / "cdc_progress.json"
         )
         if not state_file.is_file():
             return None

@@ -1,6 +1,8 @@
 """Helpers of the stream writer's integration tests: produce SimpleBinlog messages in Kafka
 transactions (the writer reads read_committed), run the writer as a child process that can
-be killed with SIGKILL (its JVM with it), and query the lake from a Spark session of its own.
+be killed with SIGKILL (its JVM with it) or kill itself at a crash point, read its committed
+progress and tables with a second engine (pyiceberg, the table's metadata file found in the
+metastore) while it runs, and query the lake from a Spark session of its own.
 """
 
 from __future__ import annotations
@@ -18,12 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from cdc_platform.config import Settings
+from cdc_platform.iceberg import storage_for
 from cdc_platform.kafka import admin_config, ensure_topic, producer_config
+from cdc_platform.lake import PROGRESS_TABLE
+from cdc_platform.lake_location import LOCAL_S3_BUCKET
 from simple_binlog.message import EventType, SimpleBinlog, Source
+from stream_writer.writer import CRASH_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 QUERY_JOB = Path(__file__).resolve().parent / "query_lake.py"
@@ -101,19 +108,27 @@ def produce_messages(settings: Settings, topic: str, messages: Iterable[SimpleBi
 
 @dataclass
 class WriterEnv:
-    """A writer's private lake, Hive database and settings, passed as environment overrides."""
+    """A writer's private lake (local folder or S3 prefix), database and settings, passed as
+    environment overrides."""
 
-    lake: Path
+    lake: Path  # the local lake folder (the checkpoint lives below it on every storage)
     database: str
     topic: str
     name: str
     overrides: dict[str, str]
+    settings: Settings  # the test's settings with this lake: what the reader helpers use
 
     @classmethod
-    def create(cls, tmp_path: Path, topic: str, **settings: object) -> WriterEnv:
+    def create(
+        cls, tmp_path: Path, topic: str, base: Settings, storage: str = "local", **settings: object
+    ) -> WriterEnv:
         database = f"sw_test_{uuid.uuid4().hex[:8]}"
         name = f"test-{uuid.uuid4().hex[:6]}"
         lake = tmp_path / "lake"
+        location = {
+            "local": str(lake),
+            "s3": f"s3://{LOCAL_S3_BUCKET}/cdc-tests/{database}",
+        }[storage]
         defaults: dict[str, object] = {
             "trigger_interval_s": 2,
             "max_offsets_per_trigger": 0,
@@ -126,40 +141,102 @@ class WriterEnv:
         defaults.update(settings)
         overrides = {
             "CDC_MIRROR_SPARK__LAKE_DIR": str(lake),
+            "CDC_MIRROR_LAKE__LOCATION": location,
             "CDC_MIRROR_STREAM_WRITER__DATABASE": database,
             **{f"CDC_MIRROR_STREAM_WRITER__{k.upper()}": str(v) for k, v in defaults.items()},
         }
-        return cls(lake, database, topic, name, overrides)
+        scoped = base.model_copy(
+            update={
+                "spark": base.spark.model_copy(update={"lake_dir": lake}),
+                "lake": base.lake.model_copy(update={"location": location}),
+            }
+        )
+        return cls(lake, database, topic, name, overrides, scoped)
 
     @property
     def checkpoint(self) -> Path:
         return self.lake / "_stream_writer" / self.name / "checkpoint"
 
-    @property
-    def ready_dir(self) -> Path:
-        return self.lake / "_ready" / self.name
+    def rows(self, table: str, columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        """The committed rows of ``table`` (none before its first commit), read by pyiceberg."""
+        iceberg = iceberg_table(self.settings, self.database, table)
+        if iceberg is None:
+            return []
+        scan = iceberg.scan(selected_fields=columns) if columns else iceberg.scan()
+        rows: list[dict[str, Any]] = scan.to_arrow().to_pylist()
+        return rows
+
+    def progress(self) -> dict[str, Any] | None:
+        """The writer's committed progress row (``state`` decoded), or None."""
+        rows = [r for r in self.rows(PROGRESS_TABLE) if r["writer"] == self.name]
+        if not rows:
+            return None
+        row = max(rows, key=lambda r: r["committed_ms"])
+        return {**row, "state": json.loads(row["state"])}
 
     def state(self) -> dict[str, Any] | None:
-        path = self.checkpoint / "cdc_state.json"
-        if not path.exists():
-            return None
-        return json.loads(path.read_text())
+        progress = self.progress()
+        return None if progress is None else progress["state"]
 
-    def env(self) -> dict[str, str]:
+    def env(self, crash_at: str | None = None) -> dict[str, str]:
         return {
             **os.environ,
             **self.overrides,
+            **({CRASH_ENV: crash_at} if crash_at else {}),
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "PYTHONUNBUFFERED": "1",
         }
 
 
+def metadata_location(settings: Settings, database: str, table: str) -> str | None:
+    """The table's current metadata file, as the Hive metastore (PostgreSQL) records it."""
+    pg = settings.postgres
+    with psycopg.connect(
+        host=pg.host,
+        port=pg.port,
+        user=pg.user,
+        password=pg.password.get_secret_value(),
+        dbname=pg.metastore_db,
+        autocommit=True,
+    ) as conn:
+        row = conn.execute(
+            'SELECT tp."PARAM_VALUE" FROM "TBLS" t JOIN "DBS" d ON t."DB_ID" = d."DB_ID" '
+            'JOIN "TABLE_PARAMS" tp ON tp."TBL_ID" = t."TBL_ID" '
+            'WHERE d."NAME" = %s AND t."TBL_NAME" = %s AND tp."PARAM_KEY" = %s',
+            (database, table, "metadata_location"),
+        ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def iceberg_table(settings: Settings, database: str, table: str) -> Any:
+    """pyiceberg's view of a lake table (None when the metastore does not know it)."""
+    from pyiceberg.table import StaticTable
+
+    location = metadata_location(settings, database, table)
+    if location is None:
+        return None
+    properties = {
+        key: value
+        for key, value in storage_for(settings).file_io_properties().items()
+        if key != "io-impl"  # Java's FileIO class; pyiceberg picks its own by scheme
+    }
+    return StaticTable.from_metadata(location, properties)
+
+
 class WriterProcess:
     """``python -m stream_writer.job`` in its own process group (SIGKILL reaches the JVM)."""
 
-    def __init__(self, env: WriterEnv, log_file: Path, *extra: str, by_topic: bool = True) -> None:
-        """``by_topic``: read ``env.topic`` (else the instances of the configuration)."""
+    def __init__(
+        self,
+        env: WriterEnv,
+        log_file: Path,
+        *extra: str,
+        by_topic: bool = True,
+        crash_at: str | None = None,
+    ) -> None:
+        """``by_topic``: read ``env.topic`` (else the instances of the configuration);
+        ``crash_at``: the crash point where the writer kills itself (``CRASH_ENV``)."""
         self.log_file = log_file
         self._log = log_file.open("ab")
         self.proc = subprocess.Popen(
@@ -173,7 +250,7 @@ class WriterProcess:
                 *extra,
             ],
             cwd=ROOT,
-            env=env.env(),
+            env=env.env(crash_at),
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -182,6 +259,18 @@ class WriterProcess:
     def diagnostics(self) -> str:
         tail = self.log_file.read_text(errors="replace").splitlines()[-40:]
         return f"writer exit code {self.proc.poll()}\n" + "\n".join(tail)
+
+    def wait_killed(self, timeout_s: float) -> int:
+        """Wait for a writer that kills itself; returns its exit code."""
+        try:
+            code = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+            raise AssertionError("the writer did not kill itself\n" + self.diagnostics()) from None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # anything of its group still alive
+        self._log.close()
+        return code
 
     def kill9(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -210,14 +299,18 @@ class LakeRun:
     leaving, the writer is killed if still running, and the database is dropped unless the
     test's final query (``query_and_drop``) dropped it."""
 
-    def __init__(self, env: WriterEnv, tmp_path: Path, by_topic: bool = True) -> None:
+    def __init__(
+        self, env: WriterEnv, tmp_path: Path, by_topic: bool = True, crash_at: str | None = None
+    ) -> None:
         self.env = env
         self._tmp = tmp_path
-        self.writer = WriterProcess(env, tmp_path / "writer.log", by_topic=by_topic)
+        self.writer = WriterProcess(
+            env, tmp_path / "writer.log", by_topic=by_topic, crash_at=crash_at
+        )
         self._dropped = False
 
-    def restart_writer(self) -> WriterProcess:
-        self.writer = WriterProcess(self.env, self._tmp / "writer.log")
+    def restart_writer(self, crash_at: str | None = None) -> WriterProcess:
+        self.writer = WriterProcess(self.env, self._tmp / "writer.log", crash_at=crash_at)
         return self.writer
 
     def query_and_drop(self) -> dict[str, Any]:
@@ -225,6 +318,10 @@ class LakeRun:
         result = query_lake(self.env, self._tmp / "query.log", drop=True)
         self._dropped = True
         return result
+
+    def skip_drop(self) -> None:
+        """Leave the database alone (a writer that could not reach the lake made none)."""
+        self._dropped = True
 
     def __enter__(self) -> LakeRun:
         return self
@@ -241,11 +338,18 @@ def wait_until(
 ) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
+        details = diagnostics()
+        if details.startswith("writer exit code ") and not details.startswith(
+            "writer exit code None"
+        ):
+            raise AssertionError(f"the writer stopped while waiting for {what}\n" + details)
         if time.monotonic() > deadline:
             raise AssertionError(
                 f"timed out after {timeout_s:.0f}s waiting for {what}\n" + diagnostics()
             )
-        time.sleep(0.2)  # polling interval of a condition with a deadline, not a synchronisation
+        # Polling interval of a condition with a deadline, not a synchronisation; each poll
+        # reads the lake's metadata (pyiceberg), so not too often on a loaded machine.
+        time.sleep(1.0)
 
 
 def end_offsets(settings: Settings, topic: str) -> dict[int, int]:

@@ -1,8 +1,9 @@
-"""Spark job of the stream writer tests (a process of its own): reads every table of a Hive
-database through the shared metastore, as any downstream reader would, and prints one line
-``RESULT {json}``: per table its partitions and its rows' Kafka coordinates, file names and
-row keys; for the dead-letter table the coordinates and errors. ``--drop`` then drops the
-database (CASCADE: it belongs to the test alone).
+"""Spark job of the stream writer tests (a process of its own): reads every table of a lake
+database through the Iceberg catalog on the shared metastore, as any downstream reader
+would, and prints one line ``RESULT {json}``: per table its days (``dt``), its rows' Kafka
+coordinates, days and row keys, and the Kafka offsets its newest commit records; for the
+dead-letter table the coordinates and errors; for the progress table the writer's rows.
+``--drop`` then drops the database and its files (it belongs to the test alone).
 
 Usage: query_lake.py <database> [--drop]
 """
@@ -12,26 +13,29 @@ from __future__ import annotations
 import json
 import sys
 
-from pyspark.sql import functions as F
-
 from cdc_platform.config import load_settings
-from cdc_platform.spark import build_session
+from cdc_platform.iceberg import LakeCatalog, lake_session
+from cdc_platform.lake import PROGRESS_TABLE
 
 
 def main(database: str, drop: bool) -> int:
     settings = load_settings()
-    spark = build_session(
+    spark = lake_session(
         settings, f"test-query-lake-{database}", {"spark.ui.showConsoleProgress": "false"}
     )
     try:
+        lake = LakeCatalog.open(spark, settings, check=False)
         result: dict[str, object] = {}
-        for row in spark.sql(f"SHOW TABLES IN {database}").collect():
-            table = row["tableName"]
-            qualified = f"{database}.{table}"
-            partitions = [r[0] for r in spark.sql(f"SHOW PARTITIONS {qualified}").collect()]
-            frame = spark.table(qualified).withColumn(
-                "file", F.element_at(F.split(F.input_file_name(), "/"), -1)
-            )
+        for table in sorted(lake.table_names(database)):
+            frame = spark.table(lake.name(database, table))
+            if table == PROGRESS_TABLE:
+                result[table] = {
+                    "rows": [
+                        [r["writer"], r["batch_id"], r["ready_days"], json.loads(r["state"])]
+                        for r in frame.collect()
+                    ]
+                }
+                continue
             if table == "dead_letter":
                 rows = [
                     [r["kafkaPartition"], r["kafkaOffset"], r["error"], r["dt"]]
@@ -44,17 +48,24 @@ def main(database: str, drop: bool) -> int:
                         r["kafkaOffset"],
                         r["binlogOffset"],
                         r["dt"],
-                        r["file"],
+                        r["kafkaTopic"],
                         r["schemaName"],
                         r["tableName"],
                         json.loads(r["content"])["id"],
                     ]
                     for r in frame.collect()
                 ]
-            result[table] = {"partitions": partitions, "rows": rows}
+            offsets = lake.committed_offsets(database, table)
+            result[table] = {
+                "days": sorted({row[-1] if table == "dead_letter" else row[3] for row in rows}),
+                "rows": rows,
+                "offsets": None
+                if offsets is None
+                else {f"{t}:{p}": o for (t, p), o in offsets.next_offsets.items()},
+            }
         print("RESULT " + json.dumps(result), flush=True)
         if drop:
-            spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
+            lake.drop_namespace(database)
     finally:
         spark.stop()
     return 0

@@ -27,7 +27,7 @@ DAY_MS = 1_795_305_600_000  # 2026-11-22 00:00 UTC
 def test_batch_of_aborted_transactions_only_is_passed_over(
     local_stack: Settings, topic: str, tmp_path: Path
 ) -> None:
-    env = WriterEnv.create(tmp_path, topic, trigger_interval_s=1)
+    env = WriterEnv.create(tmp_path, topic, local_stack, trigger_interval_s=1)
     aborted = [message("shop_00", "orders_00", i, DAY_MS + i, 10_000 + i) for i in range(30)]
     produce_aborted(
         local_stack,

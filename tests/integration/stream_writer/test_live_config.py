@@ -1,8 +1,8 @@
 """A running stream writer follows its configuration file (``config_store.source: file``)
 without a restart: a changed shard rule routes the rows of the next batch, never part of a
 batch, and an instance added to the file has its topic read (the query restarts from its
-checkpoint and reads the new topic from its start). The lake is read from its directories:
-what a reader of the Hive tables sees."""
+checkpoint and reads the new topic from its start). The lake is read by pyiceberg: what a
+reader of the committed tables sees."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import time
 import uuid
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import yaml
 
 from cdc_platform.config import Settings
@@ -44,13 +43,8 @@ def _write_config(path: Path, instances: list[str], rules: list[dict[str, str]] 
 
 
 def _rows(env: WriterEnv, table: str) -> list[int]:
-    """The rows published in ``table`` (their binlogOffset: the test's row number)."""
-    files = sorted((env.lake / f"{env.database}.db" / table).glob("dt=*/*.parquet"))
-    return sorted(
-        offset
-        for file in files
-        for offset in pq.read_table(file, columns=["binlogOffset"]).column(0).to_pylist()
-    )
+    """The rows committed to ``table`` (their binlogOffset: the test's row number)."""
+    return sorted(row["binlogOffset"] for row in env.rows(table, ("binlogOffset",)))
 
 
 def _log_has(writer: WriterProcess, text: str) -> bool:
@@ -67,7 +61,7 @@ def test_shard_rule_change_and_new_instance_reach_a_running_writer(
         assert ensure_topic(local_stack.kafka, topic, partitions=1)
     config = tmp_path / "cdc.yaml"
     _write_config(config, [first], None)  # the default rule: shard suffixes stripped
-    env = WriterEnv.create(tmp_path, topics[0], trigger_interval_s=1)
+    env = WriterEnv.create(tmp_path, topics[0], local_stack, trigger_interval_s=1)
     env.overrides["CDC_MIRROR_CONFIG"] = str(config)
     env.overrides["CDC_MIRROR_CONFIG_STORE__POLL_INTERVAL_S"] = "1"
     try:

@@ -4,19 +4,21 @@ Day 1 (2024-03-01) and the first half hour of day 2 arrive with some day-1 event
 in after day-2 ones; the lateness budget is one hour, so day 1 is not ready until events of
 day 2 05:00 arrive. Then a late day-1 event is written and reported, not dropped. Messages
 that are not SimpleBinlog, or whose table cannot be routed, go to the dead-letter table with
-their Kafka coordinates and a one-sentence error, and the writer keeps going. The tables are
-read from a separate Spark session while the writer runs (``_SUCCESS`` markers and all).
+their Kafka coordinates and a one-sentence error, and the writer keeps going. Readiness is
+read as merge and downstream schedulers read it, from the writer's committed progress row in
+the lake (here by pyiceberg, while the writer runs): a ready day's rows are all committed by
+then. The tables are read from a separate Spark session while the writer runs.
 """
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
 import orjson
 
 from cdc_platform.config import Settings
+from cdc_platform.lake import WriterProgress
 from tests.integration.stream_writer.harness import (
     LakeRun,
     WriterEnv,
@@ -64,7 +66,9 @@ def _dirty() -> list[tuple[bytes, bytes, str]]:
 def test_readiness_late_events_and_dead_letters(
     local_stack: Settings, topic: str, tmp_path: Path
 ) -> None:
-    env = WriterEnv.create(tmp_path, topic, lateness_budget_s=3600, trigger_interval_s=1)
+    env = WriterEnv.create(
+        tmp_path, topic, local_stack, lateness_budget_s=3600, trigger_interval_s=1
+    )
     rng = random.Random(11)
     produced = []
     row_id = 0
@@ -92,40 +96,53 @@ def test_readiness_late_events_and_dead_letters(
             lambda: caught_up(env, ends), WAIT_S, "the writer to catch up", writer.diagnostics
         )
 
-    def success(table: str, dt: str) -> Path:
-        return env.lake / f"{env.database}.db" / table / f"dt={dt}" / "_SUCCESS"
+    def ready_days() -> list[str]:
+        state = env.state()
+        return [] if state is None else list(state["readyDays"])
+
+    def committed_ids(table: str, dt: str) -> list[int]:
+        rows = env.rows(table, ("content", "dt"))
+        return sorted(orjson.loads(r["content"])["id"] for r in rows if r["dt"] == dt)
+
+    def produced_ids(table: str, dt: str) -> list[int]:
+        day_ms = DAY1_START_MS if dt == DAY1 else DAY1_START_MS + 24 * 60 * MINUTE
+        return sorted(
+            m.content["id"]
+            for m in produced
+            if f"{m.schema_name}_{m.table_name}" == table
+            and day_ms <= m.execute_time < day_ms + 24 * 60 * MINUTE
+        )
 
     with run:
         settle()
-        state = env.state()
-        assert state is not None
         # Watermark 00:30 of day 2 < midnight + 1 h: nothing is ready yet.
-        assert state["readyDays"] == [], state
-        assert not success("shop_orders", DAY1).exists()
+        assert ready_days() == [], env.state()
 
         # Phase 2: day 2 reaches 05:00 → day 1 is ready, day 2 is not.
         produce_messages(local_stack, topic, [good(USERS, 24 * 60 + 300)])
         settle()
-        wait_until(
-            (env.ready_dir / f"{DAY1}.json").exists,
-            60,
-            "day 1 to be ready",
-            writer.diagnostics,
-        )
-        record = json.loads((env.ready_dir / f"{DAY1}.json").read_text())
-        assert record["tablesWithData"] == ["crm_users", "shop_orders"]
-        assert success("shop_orders", DAY1).exists() and success("crm_users", DAY1).exists()
-        assert not success("shop_orders", DAY2).exists()
-        assert not (env.ready_dir / f"{DAY2}.json").exists()
+        wait_until(lambda: DAY1 in ready_days(), 60, "day 1 to be ready", writer.diagnostics)
+        progress = env.progress()
+        assert progress is not None
+        record = WriterProgress(
+            progress["writer"], progress["batch_id"], progress["committed_ms"], progress["state"]
+        ).ready_record(DAY1)
+        assert record is not None and record["tablesWithData"] == ["crm_users", "shop_orders"]
+        assert progress["ready_days"] == [DAY1]  # the column downstream SQL reads
+        # Ready means committed: every row of the day is in its table already.
+        for table in ("shop_orders", "crm_users"):
+            assert committed_ids(table, DAY1) == produced_ids(table, DAY1), table
 
         # Phase 3: two late day-1 events: written, counted, reported.
         produce_messages(local_stack, topic, [good(ORDERS, 600), good(ORDERS, 601)])
         settle()
-        late_file = env.ready_dir / f"{DAY1}_late.json"
-        wait_until(late_file.exists, 60, "the late record", writer.diagnostics)
-        late = json.loads(late_file.read_text())
-        assert late["lateRows"] == {"shop_orders": 2} and late["total"] == 2
-        assert env.state()["lateRows"] == {DAY1: {"shop_orders": 2}}
+        wait_until(
+            lambda: (env.state() or {}).get("lateRows") == {DAY1: {"shop_orders": 2}},
+            60,
+            "the late rows counted",
+            writer.diagnostics,
+        )
+        assert ready_days() == [DAY1]
 
         result = run.query_and_drop()
         assert writer.proc.poll() is None, (
@@ -137,8 +154,8 @@ def test_readiness_late_events_and_dead_letters(
         (r[5], r[6], r[7]) for t, c in result.items() if t != "dead_letter" for r in c["rows"]
     )
     assert written == sorted((m.schema_name, m.table_name, m.content["id"]) for m in produced)
-    assert result["shop_orders"]["partitions"] == [f"dt={DAY1}", f"dt={DAY2}"]
-    assert result["crm_users"]["partitions"] == [f"dt={DAY1}", f"dt={DAY2}"]
+    assert result["shop_orders"]["days"] == [DAY1, DAY2]
+    assert result["crm_users"]["days"] == [DAY1, DAY2]
 
     dead = result["dead_letter"]["rows"]
     assert len(dead) == len(dirty), dead

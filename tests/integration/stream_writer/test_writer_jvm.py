@@ -1,14 +1,13 @@
 """The stream writer's JVM classes (``stack/jvm/writer``) in a real Spark session: the java.nio
 local filesystems give new files and directories the permissions asked for (no ``chmod``
-child process), FooterSummary's figures from Parquet footers equal those of reading the rows
-back with Spark, and SimpleBinlogParse reads messages as Spark's from_json does."""
+child process), known routes and each topic's shard rules route rows as the contract's router
+does, and SimpleBinlogParse reads messages as Spark's from_json does."""
 
 from __future__ import annotations
 
 import json
 import os
 import stat
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,12 +17,10 @@ import pytest
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 
 from cdc_platform.config import Settings
-from cdc_platform.lake import HiveCatalog
 from cdc_platform.spark import build_session
 from simple_binlog.routing import ShardRouter, ShardRule
 from stream_writer import localfs, transform
-from stream_writer.metrics import WriterMetrics
-from stream_writer.writer import BatchWriter, WriterPaths, footer_ranges, register_jvm_parse
+from stream_writer.writer import register_jvm_parse
 
 
 @pytest.fixture(scope="module")
@@ -70,108 +67,6 @@ def test_files_and_directories_get_the_permissions_asked_for(
     with pytest.raises(Py4JJavaError) as missing:
         fs.setPermission(hadoop_path((tmp_path / "absent").as_uri()), permission(0o600))
     assert missing.value.java_exception.getClass().getName() == "java.io.FileNotFoundException"
-
-
-def test_footer_summaries_equal_the_rows_read_back(
-    spark: Any, local_stack: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    target = tmp_path / "staging" / "rows"
-    frame = spark.range(40_000).selectExpr(
-        "'cdc.test.a' AS kafkaTopic",
-        "CAST(id % 3 AS INT) AS kafkaPartition",
-        "id AS kafkaOffset",
-        # NULL for dead letters: a file of only NULLs has no newest event
-        "CASE WHEN id % 3 = 2 THEN NULL ELSE 1709251200000 + id END AS executeTime",
-        "repeat('x', 200) AS content",
-        "CASE WHEN id % 3 = 2 THEN 'dead_letter' ELSE 'shop_orders' END AS _table",
-        "'2024-03-01' AS _dt",
-    )
-    (
-        frame.repartition(3, "kafkaPartition")
-        .sortWithinPartitions("_table", "_dt", "kafkaOffset")
-        .write.option("parquet.block.size", 256 * 1024)  # several row groups a file
-        .option("maxRecordsPerFile", 5_000)
-        .partitionBy("_table", "_dt")
-        .parquet(str(target))
-    )
-    staged = sorted(target.glob("_table=*/_dt=*/*.parquet"))
-    assert len(staged) >= 6
-    paths = WriterPaths(tmp_path / "lake", tmp_path / "checkpoint", "test-writer-jvm")
-    writer = BatchWriter(
-        spark,
-        local_stack.stream_writer,
-        paths,
-        local_stack.shard_rules,
-        lambda _topic, _partition: None,
-        WriterMetrics("test-writer-jvm"),
-    )
-    from_footers = writer._footer_summaries(staged)
-    read_back = writer._read_back(target)
-
-    def by_path(summaries: list[Any]) -> dict[str, Any]:
-        return {Path(s.path.removeprefix("file:")).resolve(): s for s in summaries}
-
-    footers, rows = by_path(from_footers), by_path(read_back)
-    assert footers.keys() == rows.keys() == {p.resolve() for p in staged}
-    for path, summary in footers.items():
-        assert (
-            summary.rows,
-            summary.first_topic,
-            summary.last_topic,
-            summary.first_partition,
-            summary.last_partition,
-            summary.min_offset,
-            summary.max_offset,
-            summary.max_event_ms,
-        ) == (
-            rows[path].rows,
-            rows[path].first_topic,
-            rows[path].last_topic,
-            rows[path].first_partition,
-            rows[path].last_partition,
-            rows[path].min_offset,
-            rows[path].max_offset,
-            rows[path].max_event_ms,
-        ), path
-    assert sum(s.rows for s in from_footers) == 40_000
-    assert any(s.max_event_ms is None for s in from_footers)  # the dead letters' files
-    # A writer jar built before FooterSummary: the rows are read back instead.
-    monkeypatch.setattr("stream_writer.writer._FOOTER_SUMMARY", "io.cdcmirror.parquet.Missing")
-    assert by_path(writer._summarise(target, staged)) == rows
-
-
-def test_a_new_catalog_learns_existing_partitions_and_adds_only_new_ones(
-    spark: Any, tmp_path: Path
-) -> None:
-    database = f"test_sw_catalog_{uuid.uuid4().hex[:8]}"
-    first = HiveCatalog(spark, database, tmp_path)
-    first.ensure_database()
-    try:
-        first.add_all({"shop_orders": ["2024-03-01"], "crm_users": ["2024-03-01"]})
-        # A writer started later (fresh process): the tables exist, one day is new.
-        later = HiveCatalog(spark, database, tmp_path)
-        later.add_all(
-            {"shop_orders": ["2024-03-01", "2024-03-02"], "billing_invoices": ["2024-03-02"]}
-        )
-        assert later._listed == {"shop_orders"}  # listed once, not re-added
-        assert ("shop_orders", "2024-03-01") in later._partitions
-
-        def partitions(table: str) -> list[str]:
-            rows = spark.sql(f"SHOW PARTITIONS {database}.{table}").collect()
-            return sorted(row["partition"] for row in rows)
-
-        assert partitions("shop_orders") == ["dt=2024-03-01", "dt=2024-03-02"]
-        assert partitions("crm_users") == ["dt=2024-03-01"]
-        assert partitions("billing_invoices") == ["dt=2024-03-02"]
-        location = (
-            spark.sql(f"DESCRIBE FORMATTED {database}.shop_orders PARTITION (dt='2024-03-02')")
-            .where("col_name = 'Location'")
-            .first()
-        )
-        assert location is not None
-        assert location["data_type"].endswith(f"{database}.db/shop_orders/dt=2024-03-02")
-    finally:
-        spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
 
 
 def _kafka_rows(spark: Any, values: list[bytes | None]) -> Any:
@@ -351,32 +246,3 @@ def test_the_jars_json_parse_reads_messages_as_from_json_does(spark: Any) -> Non
             assert same(got[column], expected[column]), (label, column, got[column])
     for offset, label in enumerate(labels[len(_SAME_AS_FROM_JSON) :], len(_SAME_AS_FROM_JSON)):
         assert fast[offset]["error"] is not None and "JSON object" in fast[offset]["error"], label
-
-
-def test_staged_files_keep_the_statistics_the_writer_reads_and_drop_the_others(
-    spark: Any, tmp_path: Path
-) -> None:
-    target = tmp_path / "rows"
-    frame = spark.range(1_000).selectExpr(
-        "'cdc.test.a' AS kafkaTopic",
-        "CAST(0 AS INT) AS kafkaPartition",
-        "id AS kafkaOffset",
-        "1709251200000 + id AS executeTime",
-        "concat('{\"id\": ', id, '}') AS content",
-    )
-    frame.coalesce(1).write.options(**transform.parquet_column_options()).parquet(str(target))
-    [staged] = [str(p) for p in target.glob("*.parquet")]
-
-    def ranges(*columns: str) -> list[str]:
-        return footer_ranges(spark, [staged], columns).rstrip("\n").split("\t")[2:]
-
-    assert ranges("kafkaOffset", "executeTime", "kafkaTopic") == [
-        "0",
-        "999",
-        "1709251200000",
-        "1709251200999",
-        "cdc.test.a",
-        "cdc.test.a",
-    ]
-    with pytest.raises(Py4JJavaError, match="without statistics for content"):
-        ranges("content")  # not kept: nothing reads them

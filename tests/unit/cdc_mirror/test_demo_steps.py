@@ -371,7 +371,7 @@ def _caught_up_groups(demo: Demo) -> None:
 
 def _writer_checkpoint(demo: Demo, offsets: dict[int, int]) -> None:
     names = demo.run.names
-    state = names.lake / "_stream_writer" / names.writer / "checkpoint" / "cdc_state.json"
+    state = names.lake / "_stream_writer" / names.writer / "checkpoint" / "cdc_progress.json"
     state.parent.mkdir(parents=True)
     partitions = [
         {"topic": demo.run.topic, "partition": p, "nextOffset": o} for p, o in offsets.items()

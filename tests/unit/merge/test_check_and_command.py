@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cdc_platform.config import Settings, TableMirror
+from cdc_platform.lake import WriterProgress
 from merge import records
 from merge.app import plan_requests
 from merge.archive import ArchiveOverride
@@ -64,30 +65,42 @@ class FakeClock:
         self.now += seconds
 
 
-def test_wait_ready_is_bounded(tmp_path: Path) -> None:
+def test_wait_ready_is_bounded() -> None:
     clock = FakeClock()
-    with pytest.raises(NotReadyError, match="has not marked 2026-11-21 ready"):
-        wait_ready(tmp_path / "2026-11-21.json", DT, 25, 10, clock, clock.pause)
+    nothing_ready = WriterProgress("w", 3, 0, {"readyDays": ["2026-11-20"]})
+    with pytest.raises(NotReadyError, match="has not marked 2026-11-21 ready") as raised:
+        wait_ready(lambda: nothing_ready, "w", DT, 25, 10, clock, clock.pause)
     assert clock.pauses == [10, 10, 5]
+    assert "2026-11-20" in str(raised.value)
+    with pytest.raises(NotReadyError, match="committed no progress"):
+        wait_ready(lambda: None, "w", DT, 0, 10, clock, clock.pause)
 
 
-def test_wait_ready_returns_the_record(tmp_path: Path) -> None:
-    path = tmp_path / "2026-11-21.json"
+def test_wait_ready_returns_the_committed_record() -> None:
     clock = FakeClock()
+    committed: list[WriterProgress | None] = [None]
 
     def pause(seconds: float) -> None:
         clock.pause(seconds)
-        records.write_json(path, {"dt": "2026-11-21"})
+        committed[0] = WriterProgress(
+            "w",
+            7,
+            123,
+            {"readyDays": ["2026-11-21"], "tableDays": {"a_b": ["2026-11-21"], "c_d": []}},
+        )
 
-    assert wait_ready(path, DT, 60, 10, clock, pause) == {"dt": "2026-11-21"}
+    record = wait_ready(lambda: committed[0], "w", DT, 60, 10, clock, pause)
+    assert record["dt"] == "2026-11-21" and record["batchId"] == 7
+    assert record["tablesWithData"] == ["a_b"]
     assert clock.pauses == [10]
 
 
-def test_late_rows_from_the_writers_record(tmp_path: Path) -> None:
-    assert late_rows(tmp_path, "2026-11-21", "a_b") == 0
-    records.write_json(tmp_path / "2026-11-21_late.json", {"lateRows": {"a_b": 3}})
-    assert late_rows(tmp_path, "2026-11-21", "a_b") == 3
-    assert late_rows(tmp_path, "2026-11-21", "other") == 0
+def test_late_rows_from_the_writers_progress() -> None:
+    assert late_rows(None, "2026-11-21", "a_b") == 0
+    progress = WriterProgress("w", 1, 0, {"lateRows": {"2026-11-21": {"a_b": 3}}})
+    assert late_rows(progress, "2026-11-21", "a_b") == 3
+    assert late_rows(progress, "2026-11-21", "other") == 0
+    assert late_rows(progress, "2026-11-22", "a_b") == 0
 
 
 def test_records_are_replaced_whole(tmp_path: Path) -> None:

@@ -27,7 +27,6 @@ def test_instances_give_topics_name_and_checkpoint() -> None:
     assert run.topics == ["cdc.binlog.orders", "cdc.binlog.local"]
     assert run.name == "local+orders"
     assert run.paths.checkpoint_dir == Path("/lake/_stream_writer/local+orders/checkpoint")
-    assert run.paths.ready_dir == Path("/lake/_ready/local+orders")
 
 
 def test_all_instances_by_default_and_unknown_instance_is_one_sentence() -> None:
@@ -124,16 +123,16 @@ def test_kafka_away_is_told_apart_from_errors_a_restart_cannot_cure() -> None:
 @pytest.mark.parametrize(
     ("merge_writer", "configured"), [(None, None), (None, "nightly"), ("other", "nightly")]
 )
-def test_merge_waits_on_the_readiness_records_the_writer_publishes(
+def test_merge_waits_on_the_progress_the_writer_commits(
     merge_writer: str | None, configured: str | None
 ) -> None:
-    # Merge finds the writer's readiness records through the lake layer, not the writer's
-    # code: both must name the same directory for every way the writer's name is chosen.
-    from merge.job import writer_ready_dir
+    # Merge finds the writer's progress row by the writer's name, not through the writer's
+    # code: both must name the same writer for every way the name is chosen.
+    from merge.job import writer_name
 
     base = _settings(name=configured)
     settings = base.model_copy(
         update={"merge": base.merge.model_copy(update={"writer": merge_writer})}
     )
     writer = plan_run(settings, [], [], merge_writer)
-    assert writer_ready_dir(settings) == writer.paths.ready_dir
+    assert writer_name(settings) == writer.name
