@@ -109,7 +109,12 @@ def test_a_quiet_instance_becomes_ready_by_heartbeats_and_no_store_sees_one(
     }
     collector = CollectorProcess(env, _free_port(), tmp_path / "collector.log")
     writer_env = WriterEnv.create(
-        tmp_path, topic, lateness_budget_s=LATENESS_S, trigger_interval_s=1, time_zone="UTC"
+        tmp_path,
+        topic,
+        local_stack,
+        lateness_budget_s=LATENESS_S,
+        trigger_interval_s=1,
+        time_zone="UTC",
     )
     stop = threading.Event()
     applier = _RecordingApplier()
@@ -188,7 +193,11 @@ def test_a_quiet_instance_becomes_ready_by_heartbeats_and_no_store_sees_one(
     assert len(applier.rows(logical)) == 3
     assert metrics.dead_letters._value.get() == 0
     assert metrics.skipped._value.get() == 0
-    # The lake: the table's three rows of day D; no heartbeat table, no dead letter.
+    # The lake: the table's three rows of day D; no heartbeat table, no dead letter (and the
+    # writer's progress table, which declared the days ready).
+    progress = result.pop("_cdc_writer_progress")
+    [(_writer, _batch, ready_days_column, _state)] = progress["rows"]
+    assert {day.isoformat(), quiet_day.isoformat()} <= set(ready_days_column)
     assert sorted(result) == [logical], sorted(result)
     rows = result[logical]["rows"]
     assert sorted(r[7] for r in rows) == [1, 2, 3]
