@@ -59,6 +59,11 @@ InstancesProvider = Callable[[], list[InstanceConfig]]
 DEFAULT_STALE_S = 30.0
 # A pending job older than this without a worker gets a note saying so.
 UNCLAIMED_NOTE_AFTER_S = 10.0
+# A table mirror's initial load starts this long after it was queued: every running
+# component takes a configuration change within 10 s (config_store.poll_interval_s is at most
+# 5 s, plus the batch in progress), so none passes over replayed rows of a table it does not
+# know yet.
+INITIAL_LOAD_DELAY_S = 10.0
 # History shown: the newest runs (pages stay fast however many runs there were).
 HISTORY_LIMIT = 200
 
@@ -96,7 +101,13 @@ def job_status(row: ReplayJob, now: float, stale_s: float = DEFAULT_STALE_S) -> 
     created = _seconds(row.created_at) or now
     heartbeat = _seconds(row.heartbeat_at)
     note: str | None = None
-    if state == "pending" and now - created >= UNCLAIMED_NOTE_AFTER_S:
+    delay = INITIAL_LOAD_DELAY_S if row.table_mirror else 0.0
+    if state == "pending" and now - created < delay:
+        note = (
+            f"starts in {delay - (now - created):.0f} s, once every running component has "
+            f"taken table mirror {row.table_mirror} from the configuration."
+        )
+    elif state == "pending" and now - created >= UNCLAIMED_NOTE_AFTER_S + delay:
         note = (
             f"waiting for a replay worker: none has taken this run in {now - created:.0f} s "
             "(start one with 'cdc-mirror replay-worker')."
@@ -480,6 +491,7 @@ class ReplayJobWorker:
         max_runs: int = 2,
         poll_s: float = 1.0,
         stale_s: float = DEFAULT_STALE_S,
+        initial_load_delay_s: float = INITIAL_LOAD_DELAY_S,
     ) -> None:
         self._sessions = sessions
         self._executor = executor
@@ -487,6 +499,7 @@ class ReplayJobWorker:
         self._max_runs = max_runs
         self._poll_s = poll_s
         self._stale_s = stale_s
+        self._initial_load_delay = timedelta(seconds=initial_load_delay_s)
         self._runs: dict[str, _LocalRun] = {}
         self._lock = threading.Lock()
 
@@ -534,7 +547,13 @@ class ReplayJobWorker:
             candidates = db.execute(
                 select(ReplayJob.run_id, ReplayJob.state, ReplayJob.heartbeat_at)
                 .where(
-                    (ReplayJob.state == "pending")
+                    (
+                        (ReplayJob.state == "pending")
+                        & (
+                            ReplayJob.table_mirror.is_(None)
+                            | (ReplayJob.created_at <= now - self._initial_load_delay)
+                        )
+                    )
                     | (
                         (ReplayJob.state == "running")
                         & (ReplayJob.heartbeat_at < now - timedelta(seconds=self._stale_s))

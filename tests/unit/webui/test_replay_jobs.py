@@ -191,3 +191,30 @@ def test_an_instance_with_a_topic_of_its_own_is_refused() -> None:
     with pytest.raises(CdcMirrorError, match="no instance is configured"):
         check_topic(Settings(), [], "billing")
     check_topic(Settings(), [_instance("billing")], "billing")
+
+
+def test_an_initial_load_waits_until_every_component_can_know_its_table(sessions) -> None:
+    """A table mirror's initial load is claimed only INITIAL_LOAD_DELAY_S after it was queued
+    (the components take the new mirror within that), and says so while it waits; a plain
+    replay is claimed at once."""
+    service = JobReplayService(sessions)
+    with sessions.begin() as db:
+        load = service.submit(db, REQUEST, table_mirror="shop_orders")
+    plain = service.start(REQUEST)
+    assert "once every running component has taken table mirror shop_orders" in (
+        service.status(load).note or ""
+    )
+    worker = ReplayJobWorker(sessions, SimulatedRunExecutor(duration_s=60), max_runs=5)
+    assert worker.poll() == [plain]
+    with sessions.begin() as db:
+        db.execute(
+            update(ReplayJob)
+            .where(ReplayJob.run_id == load)
+            .values(created_at=datetime.now(UTC) - timedelta(seconds=11))
+        )
+    assert worker.poll() == [load]
+    assert [r.run_id for r in service.for_table_mirror("shop_orders")] == [load]
+    for run_id in (load, plain):
+        service.cancel(run_id)
+    worker.poll()  # passes the cancel requests on
+    assert worker.wait_idle(10)
