@@ -20,8 +20,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from pymysql.charset import charset_by_id
-
+from collector.charsets import BINARY_COLLATION, charset_name, python_codec
 from simple_binlog.errors import ContractError
 
 HEADER_LENGTH = 19
@@ -64,7 +63,6 @@ TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, BLOB, VAR_STRING, STRING, GEOMETRY = (
 _NUMERIC = frozenset({TINY, SHORT, INT24, LONG, LONGLONG, NEWDECIMAL, FLOAT, DOUBLE, YEAR})
 # Columns whose charset the table map lists (MariaDB counts GEOMETRY among them).
 _CHARACTER = frozenset({STRING, VAR_STRING, VARCHAR, BLOB, GEOMETRY})
-_BINARY_COLLATION = 63
 
 # Optional metadata kinds (binlog_row_metadata=FULL).
 _SIGNEDNESS, _DEFAULT_CHARSET, _COLUMN_CHARSET, _COLUMN_NAME = 1, 2, 3, 4
@@ -161,16 +159,14 @@ class BinlogColumn:
     def character_set_name(self) -> str | None:
         if self.collation is None:
             return None
-        if self.collation == _BINARY_COLLATION:
-            return "binary"
-        return str(charset_by_id(self.collation).name)  # type: ignore[attr-defined]
+        return charset_name(self.collation)
 
     @property
     def encoding(self) -> str:
         """Python codec of a text column (utf-8 when the map names none)."""
-        if self.collation is None or self.collation == _BINARY_COLLATION:
+        if self.collation is None or self.collation == BINARY_COLLATION:
             return "utf-8"
-        return str(charset_by_id(self.collation).encoding)
+        return python_codec(charset_name(self.collation))
 
 
 @dataclass(slots=True)

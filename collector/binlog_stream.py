@@ -28,8 +28,8 @@ import pymysql
 from cdc_platform import mysql_source
 from cdc_platform.config import MySQLInstance
 from collector import binlog_events as ev
+from collector import charsets, native
 from collector import mysql_events as mev
-from collector import native
 from collector.ddl import TRANSACTION_STARTS
 from collector.mysql_dump import ServerVersion, start_dump
 from simple_binlog.errors import ContractError
@@ -82,6 +82,7 @@ class BinlogStream:
         connection: Any = mysql_source.connect(self._instance)
         self._connection = connection
         self.server = server = ServerVersion.of(connection)
+        charsets.learn(connection)  # the server's collation ids, before any table map
         if server.is_mysql:
             trailer = self._mysql_dump(connection, server)
         else:

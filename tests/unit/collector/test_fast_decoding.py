@@ -123,7 +123,7 @@ def test_table_map_carries_names_types_and_key() -> None:
         },
         ("id",),
     )
-    assert parsed.columns[1].encoding == "utf8"
+    assert parsed.columns[1].encoding == "utf-8"
 
 
 @pytest.mark.parametrize(

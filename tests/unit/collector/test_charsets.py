@@ -1,0 +1,66 @@
+"""The collector's reading of character sets without a server (``collector.charsets``): the
+codecs that differ from Python's of the same name, and a clear refusal of what it cannot
+name or decode. Against the server: ``tests/integration/mirror/test_types_end_to_end.py``."""
+
+from __future__ import annotations
+
+import pytest
+
+from collector import charsets
+from simple_binlog.errors import ContractError, UnsupportedTypeError
+
+UCS2_GENERAL_CI = 35  # not in pymysql's table of connection collations
+
+
+def test_latin1_reads_the_five_bytes_cp1252_leaves_undefined_as_c1_controls() -> None:
+    every_byte = bytes(range(256))
+    text = every_byte.decode(charsets.python_codec("latin1"))
+    assert len(text) == 256
+    assert [text[b] for b in (0x81, 0x8D, 0x8F, 0x90, 0x9D)] == [
+        "\x81",
+        "\x8d",
+        "\x8f",
+        "\x90",
+        "\x9d",
+    ]
+    assert text[0x80] == "€" and text[0xFF] == "ÿ"
+    assert text.encode(charsets.python_codec("latin1")) == every_byte
+
+
+def test_sjis_reads_0x815f_as_a_backslash_as_mysql_does() -> None:
+    assert bytes.fromhex("815f41").decode(charsets.python_codec("sjis")) == "\\A"
+    assert "日本".encode("shift_jis").decode(charsets.python_codec("sjis")) == "日本"
+
+
+@pytest.mark.parametrize(
+    ("charset", "raw", "text"),
+    [
+        ("ucs2", b"\x00a\x00\xe9", "aé"),
+        ("utf16", "😀".encode("utf-16-be"), "😀"),
+        ("utf16le", "😀".encode("utf-16-le"), "😀"),
+        ("utf32", "😀".encode("utf-32-be"), "😀"),
+        ("euckr", bytes.fromhex("8141"), "갂"),  # the UHC extension of MySQL's euckr
+        ("utf8mb3", "é".encode(), "é"),
+    ],
+)
+def test_unicode_and_extended_sets(charset: str, raw: bytes, text: str) -> None:
+    assert raw.decode(charsets.python_codec(charset)) == text
+
+
+def test_a_collation_pymysql_lacks_is_named_by_the_server_or_refused() -> None:
+    learned = dict(charsets._LEARNED)
+    try:
+        charsets._LEARNED.pop(UCS2_GENERAL_CI, None)
+        with pytest.raises(ContractError, match="collation 35"):
+            charsets.charset_name(UCS2_GENERAL_CI)
+        charsets._LEARNED[UCS2_GENERAL_CI] = "ucs2"
+        assert charsets.charset_name(UCS2_GENERAL_CI) == "ucs2"
+    finally:
+        charsets._LEARNED.clear()
+        charsets._LEARNED.update(learned)
+    assert charsets.charset_name(charsets.BINARY_COLLATION) == "binary"
+
+
+def test_a_set_without_an_exact_decoding_is_refused_by_name() -> None:
+    with pytest.raises(UnsupportedTypeError, match="character set eucjpms"):
+        charsets.python_codec("eucjpms")
