@@ -13,48 +13,51 @@ imports no component):
 * ``merge.types.SnapshotTypeVisitor``: the Hive/Spark column type of the lake's snapshot;
 * ``mirror.pgtypes.WarehouseTypeVisitor``: the warehouse's PostgreSQL column type, and
   ``mirror.pgtypes.WarehouseTextVisitor``: how a wire value becomes PostgreSQL input text;
+* ``mirror.kudu_types.KuduTypeVisitor``: the Kudu column type (and how a value crosses);
 * ``mirror.redis_types.RedisValueVisitor``: what a row's value is in the Redis document;
 * ``mock_replay.plan.WireSqlVisitor``: the SQL that has MariaDB compute a wire value.
 
 The table below is rendered from those visitors for ``REPRESENTATIVE_TYPES`` (the spellings
 that take every branch of every mapping); ``tests/unit/simple_binlog/test_type_table.py``
-fails when it differs from what the visitors give, and prints the table to paste here.
+fails when it differs from what the visitors give (and prints the table to paste here), or
+when the table lacks one of the mappings every Kind must have: columnTypes, wire, Spark,
+PostgreSQL, Kudu, Redis (``REQUIRED_MAPPINGS`` there).
 
 .. type-table-begin
 
-===============  =========  ==========================  =============  ================  ===========
-columnTypes      Kind       wire (JSON)                 Spark          warehouse         Redis
-===============  =========  ==========================  =============  ================  ===========
-tinyint(4)       int        number                      int            smallint          wire number
-int(11)          int        number                      int            integer           wire number
-int unsigned     int        number                      bigint         bigint            wire number
-bigint(20)       int        number                      bigint         bigint            wire number
-bigint unsigned  uint64     string of digits            decimal(20,0)  numeric(20)       wire string
-decimal(12,2)    decimal    string, exactly s decimals  decimal(12,2)  numeric(12,2)     wire string
-decimal(65,30)   decimal    string, exactly s decimals  string         numeric(65,30)    wire string
-float            float      number (the float32 value)  float          real              wire number
-float(7,3)       float      number (the float32 value)  float          real              wire number
-double           double     number (shortest repr)      double         double precision  wire number
-date             date       "YYYY-MM-DD"                date           date              wire string
-datetime(6)      datetime   "YYYY-MM-DD HH:MM:SS[.f…]"  timestamp      timestamp(6)      wire string
-timestamp(3)     timestamp  the same, in UTC            timestamp      timestamptz(3)    wire string
-time             time       "[-]HH:MM:SS[.f…]"          string         interval          wire string
-time(6)          time       "[-]HH:MM:SS[.f…]"          string         interval          wire string
-year(4)          year       number                      int            smallint          wire number
-bit(5)           bit        number                      bigint         bigint            wire number
-bit(64)          bit        number                      decimal(20,0)  numeric(20)       wire number
-enum('a','b')    enum       the label                   string         text              wire string
-set('a','b')     set        labels joined by ","        string         text              wire string
-varchar(32)      text       string                      string         text              wire string
-json             text       string                      string         jsonb             wire string
-binary(16)       binary     base64 string               binary         bytea             wire string
-blob             binary     base64 string               binary         bytea             wire string
-geometry         geometry   base64 of the WKB           binary         bytea             wire string
-point            geometry   base64 of the WKB           binary         bytea             wire string
-uuid             uuid       MariaDB's text form         string         uuid              wire string
-inet4            inet4      MariaDB's text form         string         inet              wire string
-inet6            inet6      MariaDB's text form         string         inet              wire string
-===============  =========  ==========================  =============  ================  ===========
+===============  =========  ==========================  =============  ================  ===============  ===========
+columnTypes      Kind       wire (JSON)                 Spark          PostgreSQL        Kudu             Redis
+===============  =========  ==========================  =============  ================  ===============  ===========
+tinyint(4)       int        number                      int            smallint          INT8             wire number
+int(11)          int        number                      int            integer           INT32            wire number
+int unsigned     int        number                      bigint         bigint            INT64            wire number
+bigint(20)       int        number                      bigint         bigint            INT64            wire number
+bigint unsigned  uint64     string of digits            decimal(20,0)  numeric(20)       DECIMAL(20,0)    wire string
+decimal(12,2)    decimal    string, exactly s decimals  decimal(12,2)  numeric(12,2)     DECIMAL(12,2)    wire string
+decimal(65,30)   decimal    string, exactly s decimals  string         numeric(65,30)    STRING           wire string
+float            float      number (the float32 value)  float          real              FLOAT            wire number
+float(7,3)       float      number (the float32 value)  float          real              FLOAT            wire number
+double           double     number (shortest repr)      double         double precision  DOUBLE           wire number
+date             date       "YYYY-MM-DD"                date           date              DATE             wire string
+datetime(6)      datetime   "YYYY-MM-DD HH:MM:SS[.f…]"  timestamp      timestamp(6)      UNIXTIME_MICROS  wire string
+timestamp(3)     timestamp  the same, in UTC            timestamp      timestamptz(3)    UNIXTIME_MICROS  wire string
+time             time       "[-]HH:MM:SS[.f…]"          string         interval          INT64            wire string
+time(6)          time       "[-]HH:MM:SS[.f…]"          string         interval          INT64            wire string
+year(4)          year       number                      int            smallint          INT16            wire number
+bit(5)           bit        number                      bigint         bigint            INT64            wire number
+bit(64)          bit        number                      decimal(20,0)  numeric(20)       DECIMAL(20,0)    wire number
+enum('a','b')    enum       the label                   string         text              STRING           wire string
+set('a','b')     set        labels joined by ","        string         text              STRING           wire string
+varchar(32)      text       string                      string         text              STRING           wire string
+json             text       string                      string         jsonb             STRING           wire string
+binary(16)       binary     base64 string               binary         bytea             BINARY           wire string
+blob             binary     base64 string               binary         bytea             BINARY           wire string
+geometry         geometry   base64 of the WKB           binary         bytea             BINARY           wire string
+point            geometry   base64 of the WKB           binary         bytea             BINARY           wire string
+uuid             uuid       MariaDB's text form         string         uuid              STRING           wire string
+inet4            inet4      MariaDB's text form         string         inet              STRING           wire string
+inet6            inet6      MariaDB's text form         string         inet              STRING           wire string
+===============  =========  ==========================  =============  ================  ===============  ===========
 
 .. type-table-end
 

@@ -76,7 +76,19 @@ SAMPLES: dict[Kind, Any] = {
     Kind.INET6: "::ffff:10.0.0.1",
 }
 
-_TABLE_COLUMNS = ("columnTypes", "Kind", "wire (JSON)", "Spark", "warehouse", "Redis")
+# The mappings issue 24 names for every Kind, each the visitor that gives it, in the order of
+# the module docstring's table: columnTypes spelling, SimpleBinlog (wire) encoding,
+# Spark/Iceberg type of the lake's snapshot, warehouse type in PostgreSQL and in Kudu, Redis
+# encoding. ``test_the_table_has_every_mapping_the_contract_names`` fails when one is missing.
+REQUIRED_MAPPINGS: dict[str, type[KindVisitor[Any]]] = {
+    "columnTypes": ColumnTypesTextVisitor,
+    "wire (JSON)": WireFormVisitor,
+    "Spark": SnapshotTypeVisitor,
+    "PostgreSQL": WarehouseTypeVisitor,
+    "Kudu": KuduTypeVisitor,
+    "Redis": RedisValueVisitor,
+}
+_TABLE_COLUMNS = ("columnTypes", "Kind", "wire (JSON)", "Spark", "PostgreSQL", "Kudu", "Redis")
 
 
 def _all_subclasses(cls: type) -> set[type]:
@@ -95,6 +107,7 @@ def _rows() -> list[tuple[str, ...]]:
                 visit(column, WireFormVisitor()).text,
                 visit(column, SnapshotTypeVisitor()),
                 visit(column, WarehouseTypeVisitor()),
+                visit(column, KuduTypeVisitor()).text,
                 visit(column, RedisValueVisitor()),
             )
         )
@@ -177,6 +190,28 @@ def test_adding_a_kind_without_its_method_fails() -> None:
 def test_visit_refuses_what_is_not_a_kind() -> None:
     with pytest.raises(TypeError, match="Kind or a ColumnType"):
         visit("int", SnapshotTypeVisitor())  # type: ignore[arg-type]
+
+
+def test_the_table_has_every_mapping_the_contract_names() -> None:
+    """Each mapping is a complete visitor (one method per Kind, else it cannot be built), is
+    a column of the table, and answers every Kind with something non-empty."""
+    assert set(REQUIRED_MAPPINGS) == {
+        "columnTypes",
+        "wire (JSON)",
+        "Spark",
+        "PostgreSQL",
+        "Kudu",
+        "Redis",
+    }
+    assert set(REQUIRED_MAPPINGS) <= set(_TABLE_COLUMNS)
+    header = _docstring_table().splitlines()[1].split()
+    for name, visitor_class in REQUIRED_MAPPINGS.items():
+        assert issubclass(visitor_class, KindVisitor), name
+        assert not inspect.isabstract(visitor_class), (name, visitor_class.__abstractmethods__)
+        assert name.split()[0] in header, f"the docstring table lacks the {name} column"
+        visitor = visitor_class()
+        for kind in Kind:
+            assert visit(kind, visitor), (name, kind)
 
 
 # -- every visitor answers every Kind ----------------------------------------------------------
