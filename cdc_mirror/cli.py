@@ -610,7 +610,8 @@ def validate_command(
     store), name the keys missing, extra or different, and show their rows side by side.
     A change in flight is re-checked once the mirror applied it, never reported. With
     --repair the differing keys go through the stream again (never written to a target
-    directly) and are re-checked. Exit code 4 when a target differs (after --repair: still
+    directly) and are re-checked. While it scans, a line on stderr every few seconds says
+    how far each target got. Exit code 4 when a target differs (after --repair: still
     differs), 3 when a store cannot be reached."""
     from cdc_mirror.validate import (  # noqa: PLC0415
         exit_code,
@@ -625,7 +626,15 @@ def validate_command(
         raise ConfigError(f"--target {unknown[0]!r}: validation knows {', '.join(TARGETS)}.")
     loaded = settings()
     options = Options.from_settings(loaded, chunk_rows=chunk_rows, chunk_time_s=chunk_time or None)
-    result = run_validation(loaded, table, target or [], options, repair, resume)  # type: ignore[arg-type]
+    result = run_validation(
+        loaded,
+        table,
+        target or [],  # type: ignore[arg-type]
+        options,
+        repair,
+        resume,
+        on_progress=lambda line: err_console.print(line, markup=False, highlight=False),
+    )
     for line in outcome_lines(result):
         console.print(escape(line), highlight=False)
     if result_file is not None:

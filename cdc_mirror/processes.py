@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from simple_binlog.errors import CdcMirrorError
+from simple_binlog.errors import CdcMirrorError, ExitCode
 
 log = logging.getLogger(__name__)
 
@@ -489,8 +489,8 @@ class Supervisor:
                 signal.signal(signal.SIGTERM, previous)
 
 
-def _exit_on_sigterm(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
+def _exit_on_sigterm(_signum: int, _frame: object) -> None:
+    raise SystemExit(ExitCode.TERMINATED)  # 128 + SIGTERM, listed in the CLI's help
 
 
 def port_free(port: int) -> bool:

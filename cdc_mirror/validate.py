@@ -9,12 +9,14 @@ applied them (``validation.run.validate_table`` with a ``Repairer``).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from cdc_platform.config import Settings
 from simple_binlog.errors import ExitCode
-from validation.progress import KafkaProgress, MemoryProgress, ProgressStore
+from validation.progress import KafkaProgress, MemoryProgress, ProgressStore, ScanProgress
 from validation.run import (
     Options,
     Repairer,
@@ -44,6 +46,41 @@ def replay_repairer(settings: Settings) -> Repairer:
     return repair
 
 
+class ReportingProgress:
+    """A ``ProgressStore`` that also tells the user how far each target's scan got: a line
+    per target at most every ``every_s`` seconds, and when its scan ends (a scan of a large
+    table takes minutes, and the report comes only at the end)."""
+
+    def __init__(
+        self,
+        inner: ProgressStore,
+        report: Callable[[str], None],
+        every_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._inner, self._report, self._every_s, self._clock = inner, report, every_s, clock
+        self._last: dict[str, float] = {}
+        self._lock = threading.Lock()  # targets are scanned side by side
+
+    def load(self, table: str, target: str) -> ScanProgress | None:
+        return self._inner.load(table, target)
+
+    def save(self, progress: ScanProgress) -> None:
+        self._inner.save(progress)
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(progress.target)
+            if not progress.done and last is not None and now - last < self._every_s:
+                return
+            self._last[progress.target] = now
+        state = "scan done" if progress.done else "scanning"
+        chunks = f"{progress.chunks:,} chunk{'' if progress.chunks == 1 else 's'}"
+        self._report(
+            f"{progress.table} → {progress.target}: {state}, {progress.rows:,} rows in "
+            f"{chunks} compared"
+        )
+
+
 def run_validation(
     settings: Settings,
     table: str,
@@ -51,14 +88,18 @@ def run_validation(
     options: Options,
     repair: bool = False,
     resume: bool = True,
+    on_progress: Callable[[str], None] | None = None,
 ) -> TableValidation:
     """What the command runs; ``resume``: keep the scan's progress in Kafka and continue an
-    unfinished scan of the same table and target."""
+    unfinished scan of the same table and target; ``on_progress``: gets a line now and then
+    while the scans run (``ReportingProgress``)."""
     store: ProgressStore = MemoryProgress()
     kafka_store: KafkaProgress | None = None
     if resume:
         kafka_store = KafkaProgress(settings.kafka, settings.table(table).instance)
         store = kafka_store
+    if on_progress is not None:
+        store = ReportingProgress(store, on_progress)
     try:
         return validate_table(
             settings,

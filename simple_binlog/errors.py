@@ -79,6 +79,7 @@ class ExitCode(IntEnum):
     CHECK_FAILED = 4
     FAILED = 5
     INTERRUPTED = 130
+    TERMINATED = 143  # 128 + SIGTERM, as shells report a process SIGTERM ended
 
 
 EXIT_CODES: dict[ExitCode, str] = {
@@ -89,6 +90,7 @@ EXIT_CODES: dict[ExitCode, str] = {
     ExitCode.CHECK_FAILED: "a check failed: the data differs from its source or its contract",
     ExitCode.FAILED: "stopped with a reason (fatal error, a table or item that failed)",
     ExitCode.INTERRUPTED: "interrupted or cancelled (Ctrl-C); the work can be resumed",
+    ExitCode.TERMINATED: "stopped by SIGTERM (kill, docker stop); the work can be resumed",
 }
 
 
