@@ -32,7 +32,7 @@ from functools import lru_cache, partial
 import orjson
 
 from simple_binlog.type_table import KindVisitor, visit
-from simple_binlog.values import ColumnType, JsonScalar, is_zero_part_date, parse_column_type
+from simple_binlog.values import ColumnType, JsonScalar, Kind, is_zero_part_date, parse_column_type
 
 _SIGNED_INT = {
     "tinyint": "smallint",
@@ -162,10 +162,28 @@ def _zero_part_text(text: str) -> str:
     return stored + text[10:]
 
 
-def mysql_date_text(stored: str) -> str:
-    """The MySQL text of a DATE/DATETIME value as PostgreSQL prints it (``col::text``):
-    itself for a real date, the zero-part date it encodes otherwise (the inverse of how
-    ``pg_text`` stores them; PostgreSQL's own fraction digits are left as it prints them)."""
+def mysql_date_text(stored: str, spec: str | None = None) -> str:
+    """The MySQL text of a DATE/DATETIME/TIMESTAMP value as PostgreSQL prints it
+    (``col::text``, session time zone UTC for TIMESTAMP): itself for a real date, the
+    zero-part date it encodes otherwise (the inverse of how ``pg_text`` stores them). With
+    the column's type ``spec`` it is exactly MySQL's text: the zero date of a DATETIME(3) is
+    ``0000-00-00 00:00:00.000``, and fractions have the column's fsp digits (PostgreSQL drops
+    trailing zeros: ``.5`` of a DATETIME(3) is ``.500``); without it, ``-infinity`` reads
+    ``0000-00-00`` and the fraction is left as PostgreSQL printed it."""
+    text = _decoded_date_text(stored.removesuffix("+00"))
+    if spec is None:
+        return text
+    column = parse_column_type(spec)
+    if column.kind is Kind.DATE:
+        return text
+    if len(text) == len("0000-00-00"):  # the zero date, stored as -infinity
+        text += " 00:00:00"
+    whole, _, fraction = text.partition(".")
+    fsp = min(column.fsp, 6)
+    return whole + ("." + fraction.ljust(fsp, "0")[:fsp] if fsp else "")
+
+
+def _decoded_date_text(stored: str) -> str:
     if stored == "-infinity":
         return "0000-00-00"
     head, _, rest = stored.partition("-")

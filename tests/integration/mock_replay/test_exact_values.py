@@ -281,12 +281,8 @@ def test_the_warehouse_and_redis_hold_exactly_what_mysql_holds(
             kind = parse_column_type(spec).kind
             stored = row[name]
             if stored is not None and kind in (Kind.DATE, Kind.DATETIME):
-                stored = mysql_date_text(stored)
-                want = expected[key][name]
-                if want is not None and want.startswith("0000-00-00 00:00:00"):
-                    want = "0000-00-00"  # the zero date is -infinity, of every precision
-            else:
-                want = expected[key][name]
+                stored = mysql_date_text(stored, spec)  # exact, with the column's fsp
+            want = expected[key][name]
             if isinstance(stored, memoryview):
                 stored = bytes(stored)
             assert stored == want, (key, name, stored, want)

@@ -47,3 +47,26 @@ def test_date_columns_keep_their_calendar_types() -> None:
     assert hive_type("datetime(6)") == "timestamp"
     assert hive_type("timestamp") == "timestamp"
     assert hive_type("binary(16)") == "binary"
+
+
+@pytest.mark.parametrize(
+    ("stored", "spec", "mysql"),
+    [
+        ("-infinity", "date", "0000-00-00"),
+        ("-infinity", "datetime", "0000-00-00 00:00:00"),
+        ("-infinity", "datetime(3)", "0000-00-00 00:00:00.000"),
+        ("-infinity", "timestamp(6)", "0000-00-00 00:00:00.000000"),
+        ("126315-01-01 23:59:59.125", "datetime(3)", "2024-03-00 23:59:59.125"),
+        ("126312-02-01 01:02:03.45", "datetime(3)", "2024-00-31 01:02:03.450"),
+        ("2024-01-02 03:04:05.6", "datetime(6)", "2024-01-02 03:04:05.600000"),
+        ("2024-01-02 03:04:05", "datetime(2)", "2024-01-02 03:04:05.00"),
+        ("2038-01-19 03:14:07.9+00", "timestamp(1)", "2038-01-19 03:14:07.9"),
+        ("2024-01-02", "date", "2024-01-02"),
+    ],
+)
+def test_the_warehouse_text_reads_back_exactly_given_the_column_type(
+    stored: str, spec: str, mysql: str
+) -> None:
+    """PostgreSQL prints -infinity for every zero date and drops a fraction's trailing
+    zeros; with the column's type the decoding gives MySQL's text, digit for digit."""
+    assert mysql_date_text(stored, spec) == mysql
