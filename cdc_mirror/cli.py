@@ -243,9 +243,9 @@ def sql(
     """Query the Hive tables (raw change layer, snapshots) through Spark SQL."""
     from pyspark.errors import PySparkException  # noqa: PLC0415
 
-    from cdc_platform.spark import build_session  # noqa: PLC0415
+    from cdc_platform.iceberg import lake_session  # noqa: PLC0415
 
-    spark = build_session(settings(), "cdc-mirror-sql")
+    spark = lake_session(settings(), "cdc-mirror-sql")
     try:
         for query in queries:
             try:
@@ -468,6 +468,37 @@ def scheduler() -> None:
     from scheduler.app import run_scheduler  # noqa: PLC0415
 
     run_scheduler(settings(), _state.config)
+
+
+@app.command("maintain")
+def maintain(
+    table: Annotated[
+        list[str] | None,
+        typer.Option(help="Logical table to maintain (repeatable; default: every one in Hive)."),
+    ] = None,
+) -> None:
+    """Iceberg table maintenance of the lake: expire raw days and day tags past their
+    retention, compact small files, expire snapshots, remove orphan files. A line per step.
+
+    Safe while the stream writer and merge run. Exit code 5 if any step failed.
+    """
+    from merge.maintenance import Step, run_maintain_command  # noqa: PLC0415
+
+    def progress(step: Step) -> None:
+        if step.error is not None:
+            err_console.print(
+                f"error: {step.table}: {step.action} failed: {step.error}", markup=False
+            )
+        else:
+            console.print(
+                f"{step.table}: {step.action}: {step.detail} ({step.seconds:.1f} s)",
+                markup=False,
+                highlight=False,
+            )
+
+    report = run_maintain_command(settings(), table or [], progress)
+    if report.failed:
+        raise typer.Exit(ExitCode.FAILED)
 
 
 mirror_app = typer.Typer(

@@ -404,7 +404,12 @@ def _clear_hive(run: DemoRun) -> None:
             "sql",
             *(
                 f"DROP DATABASE IF EXISTS `{database}` CASCADE"
-                for database in (run.names.raw_database, run.names.snapshot_database)
+                for database in (
+                    run.names.raw_database,
+                    run.names.snapshot_database,
+                    # The snapshots' dt views (cdc_platform.lake_snapshots).
+                    f"{run.names.snapshot_database}_dt",
+                )
             ),
         ],
     ).start()
@@ -928,7 +933,9 @@ class DemoRun:
             f"web admin      http://127.0.0.1:{names.webui_port}/  (user admin, password "
             f"{names.admin_password})",
             f'Hive snapshot  ./run sql "SELECT status, count(*) FROM '
-            f"{names.snapshot_database}.{LOGICAL_TABLE} WHERE dt = '{day}' GROUP BY status\"",
+            f"{settings.lake.catalog}.{names.snapshot_database}.{LOGICAL_TABLE} "
+            f"VERSION AS OF 'dt-{day}' "
+            'GROUP BY status"',
             f"raw changes    {names.lake}/{names.raw_database}.db/{LOGICAL_TABLE}/dt={day}/",
             f"warehouse      psql -h 127.0.0.1 -p {settings.postgres.port} -U "
             f"{settings.postgres.user} {settings.postgres.warehouse_db} -c 'SELECT count(*) "

@@ -3,8 +3,10 @@
 Downstream users query the Hive snapshots and the raw change layer the way they query Hive:
 with a HiveServer2 client (beeline, PyHive, JDBC ``jdbc:hive2://host:port/default``). The
 server runs in a Spark session built like every other job of cdc-mirror
-(``cdc_platform.spark.build_session``): the same metastore, lake and jars, so it sees each
-partition as soon as the stream writer or the merge publishes it.
+(``cdc_platform.iceberg.lake_session``): the same metastore, lake catalog and jars, so it
+sees each commit as soon as the stream writer or the merge makes it. A day's snapshot is
+``lake.ods_snapshot.<table> VERSION AS OF 'dt-<day>'``, or ``ods_snapshot_dt.<table>``
+``WHERE dt = '<day>'`` (``cdc_platform.lake_snapshots``).
 
 Who gets in: it listens on loopback by default, where it checks no login. It refuses to
 listen on any other address unless logins are checked: one user and password
@@ -177,9 +179,12 @@ def run_sql_server(
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    from cdc_platform.spark import build_session  # noqa: PLC0415 - starts a JVM
+    from cdc_platform.iceberg import lake_session  # noqa: PLC0415 - starts a JVM
 
-    spark = build_session(settings, "cdc-mirror-sql-server", thrift_conf(host, port, auth))
+    # The lake's Iceberg catalog too: the snapshots' day tags (VERSION AS OF) and the raw
+    # layer are its tables. Reads need none of Iceberg's SQL extensions (its procedures and
+    # DDL), so the lockdown stays the sessions' only extension.
+    spark = lake_session(settings, "cdc-mirror-sql-server", thrift_conf(host, port, auth))
     try:
         jvm = spark.sparkContext._jvm
         assert jvm is not None

@@ -736,20 +736,19 @@ def spark_select_expression(name: str, column: ColumnType, present: bool) -> str
 def hive_snapshot_digest(
     spark: SparkSession, settings: Settings, schema: TableSchema, day: str
 ) -> TableDigest:
-    """Partition ``dt = day`` of ``<merge.database>.<table>`` (``merge.snapshot``)."""
+    """The snapshot of ``day`` (its Iceberg tag, ``cdc_platform.lake_snapshots``)."""
+    from cdc_platform.lake_snapshots import snapshot_as_of  # noqa: PLC0415
     from merge.schema import SHARD_COLUMN  # noqa: PLC0415
 
-    qualified = f"{settings.merge.database}.`{schema.table}`"
-    spark.catalog.refreshTable(qualified)
-    present = set(spark.table(qualified).columns)
+    snapshot = snapshot_as_of(spark, settings, schema.table, dt.date.fromisoformat(day))
+    present = set(snapshot.columns)
     types = schema.parsed()
     digester = RowDigester(schema)
     digest = TableDigest("hive", schema.table)
-    select = ", ".join(
-        [f"`{SHARD_COLUMN}`"]
-        + [spark_select_expression(name, types[name], name in present) for name in schema.columns]
-    )
-    frame = spark.sql(f"SELECT {select} FROM {qualified} WHERE dt = '{day}'")  # noqa: S608
+    select = [f"`{SHARD_COLUMN}`"] + [
+        spark_select_expression(name, types[name], name in present) for name in schema.columns
+    ]
+    frame = snapshot.selectExpr(*select)
     for row in frame.toLocalIterator():
         record = row.asDict()
         values = {name: from_spark(types[name], record[name]) for name in schema.columns}
@@ -1048,9 +1047,9 @@ def _spark_checks(
     settings: Settings, table: str, days: Sequence[str], raw: bool, schema: TableSchema
 ) -> SparkChecks:
     """``spark_checks`` in a Spark session of this process."""
-    from cdc_platform.spark import build_session  # noqa: PLC0415
+    from cdc_platform.iceberg import lake_session  # noqa: PLC0415
 
-    spark = build_session(settings, f"cdc-verify-{table}", CHECK_SPARK_CONF)
+    spark = lake_session(settings, f"cdc-verify-{table}", CHECK_SPARK_CONF)
     try:
         return spark_checks(spark, settings, table, days, raw, schema)
     finally:

@@ -360,6 +360,13 @@ class ArchiveDeleteRule(_Section):
     time_column: str | None = None  # default: the table's check_column
 
 
+class TableRetention(_Section):
+    """A table's own retention for ``cdc-mirror maintain`` (None: ``maintenance.*``)."""
+
+    snapshot_days: int | None = Field(None, ge=1)
+    raw_days: int | None = Field(None, ge=1)
+
+
 class TableMirror(_Section):
     """One logical (shard-merged) table and where it is mirrored.
 
@@ -378,6 +385,9 @@ class TableMirror(_Section):
     # Creation-time column for the daily checks against MySQL (counts per day).
     check_column: str | None = None
     archive_delete: ArchiveDeleteRule = ArchiveDeleteRule()
+    # How long `cdc-mirror maintain` keeps this table's day tags and raw days (None: the
+    # maintenance section's defaults).
+    retention: TableRetention = TableRetention()
     # Redis: expire values after this many seconds (None: never); store only these columns.
     redis_ttl_s: int | None = Field(None, ge=1)
     redis_columns: list[str] | None = None
@@ -618,14 +628,14 @@ class MergeSettings(_Section):
     ready_poll_s: float = Field(10.0, gt=0)
     # Compare the new snapshot with MySQL's daily counts after each merge.
     check: bool = True
-    # Snapshot files are cut by key range to about this many rows each.
-    rows_per_file: int = Field(1_000_000, ge=1)
-    # Rewrite only the files of yesterday's snapshot that hold a changed key and carry the
-    # others forward (when at most max_incremental_keys keys changed and the schema did not).
-    incremental: bool = True
-    max_incremental_keys: int = Field(2_000_000, ge=0)
-    # When changed keys sit in more than this fraction of the files, a full merge is cheaper.
-    max_touched_fraction: float = Field(0.5, gt=0, le=1)
+    # Snapshot tables are Iceberg tables partitioned by bucket(buckets, first key column),
+    # files sorted by key and written in about file_size_mb pieces (merge.snapshot).
+    buckets: int = Field(8, ge=1, le=4096)
+    file_size_mb: int = Field(32, ge=1)
+    # How a day's changes are applied by MERGE INTO: 'merge-on-read' writes the changed rows
+    # and delete files (cost follows the change wherever the keys are); 'copy-on-write'
+    # rewrites every file holding a changed key (faster reads, cost follows the files touched).
+    write_mode: Literal["merge-on-read", "copy-on-write"] = "merge-on-read"
     # While it runs, a merge serves /metrics and /health on metrics_host:metrics_port (0: not;
     # a port in use is logged and skipped: a merge never fails for its metrics). Each run
     # also writes its results to metrics_textfile (default <lake>/_merge/cdc_merge.prom) for
@@ -640,6 +650,27 @@ class MergeSettings(_Section):
         if not re.fullmatch(r"[a-z][a-z0-9_]{0,99}", value):
             raise ValueError("must be a Hive name: lowercase letters, digits and '_'")
         return value
+
+
+class MaintenanceSettings(_Section):
+    """``cdc-mirror maintain``: Iceberg's table maintenance of the lake (merge.maintenance).
+
+    Retention defaults here; a table mirror may set its own (``tables[].retention``).
+    """
+
+    # Day tags of the snapshot tables (dt-YYYY-MM-DD) older than this many days are dropped.
+    snapshot_days: int = Field(35, ge=1)
+    # Raw change rows (ods_binlog_source) of days older than this are deleted.
+    raw_days: int = Field(35, ge=1)
+    # Snapshots no branch or tag needs any more are expired once older than this; the
+    # newest retain_snapshots of every table's main branch are always kept.
+    expire_after_hours: float = Field(24.0, ge=0)
+    retain_snapshots: int = Field(5, ge=1)
+    # Compaction target of the raw layer's (and snapshots') files.
+    target_file_mb: int = Field(128, ge=1)
+    # Files in a table's folder that no snapshot references are removed once older than this
+    # (a running writer's or merge's new files are younger; Iceberg refuses under 24 h).
+    orphan_after_hours: float = Field(72.0, ge=24)
 
 
 class SqlServerSettings(_Section):
@@ -748,6 +779,7 @@ class Settings(BaseSettings):
     collector: CollectorSettings = CollectorSettings()
     stream_writer: StreamWriterSettings = StreamWriterSettings()
     merge: MergeSettings = MergeSettings()
+    maintenance: MaintenanceSettings = MaintenanceSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     replay: ReplaySettings = ReplaySettings()
     mirror: MirrorSettings = MirrorSettings()

@@ -25,16 +25,12 @@ the gap would lose the changes of the missing day.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -43,24 +39,18 @@ from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot, snapshot_from_settings
 from cdc_platform.iceberg import LakeCatalog, storage_for
 from cdc_platform.lake import WriterProgress, default_writer_name, raw_rows, read_writer_progress
+from cdc_platform.lake_snapshots import day_tag
 from cdc_platform.mysql_schema import LiveSchema, LiveTables
 from merge import records
 from merge.archive import ArchiveDecision, ArchiveOverride, decide, time_column
 from merge.check import CheckResult, check_days, compare, counts_at_cut
-from merge.schema import OFFSET_COLUMN, SHARD_COLUMN, SchemaPlan, choose_key, plan_schema
-from merge.snapshot import SnapshotStore
+from merge.schema import SchemaPlan, choose_key, plan_schema
+from merge.snapshot import MergeConflictError, SnapshotStore, TableState
 from merge.transform import (
     ChangeSummary,
-    KeySpan,
-    align,
-    changed_keys,
     drop_archived,
-    files_holding,
     flatten,
-    in_key_ranges,
-    key_span,
-    latest,
-    latest_in_key_ranges,
+    latest_change,
     summarize_changes,
 )
 from merge.types import SchemaChangeError
@@ -70,33 +60,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class _Layout:
-    rows: DataFrame
-    carried: list[Path]  # files of the previous version kept as they are
-    mode: str  # first | full | incremental
-    cached: list[DataFrame] = field(default_factory=list)  # unpersisted after the publish
-    carried_rows: int = 0  # rows in the carried files
-
-
-# Files beyond twice the ideal count (plus this) make the next merge a full one (compaction).
-_COMPACTION_SLACK = 4
-
-
-def _data_files(version: Path) -> list[Path]:
-    """A version directory's data files (Spark's ``_SUCCESS`` and ``.crc`` files are not)."""
-    return sorted(
-        path
-        for path in version.iterdir()
-        if path.is_file() and not path.name.startswith(("_", "."))
-    )
-
-
-def _local_path(uri: str) -> Path:
-    parsed = urlparse(uri)
-    return Path(unquote(parsed.path))
 
 
 class MergeError(CdcMirrorError):
@@ -123,18 +86,18 @@ class MergeRequest:
 class MergeResult:
     table: str
     dt: date
-    run_id: str
     rows: int
     changes: int
-    location: str
+    location: str  # how to read it: <table> VERSION AS OF 'dt-<day>'
+    snapshot_id: int
     archive: ArchiveDecision
     schema: SchemaPlan
     seconds: float
     late_rows_seen: int
     remerged: list[str] = field(default_factory=list)
-    files_carried: int = 0
-    files: int = 0  # data files of the published version (carried ones included)
-    mode: str = "full"
+    files_kept: int = 0  # data files of the day before it still shares, unchanged
+    files: int = 0  # data files of the day's snapshot
+    mode: str = "merge"  # first | merge | re-merge
     check: CheckResult | None = None
     readiness: str = "ready"  # or "skipped by operator"
 
@@ -142,7 +105,7 @@ class MergeResult:
         return {
             "table": self.table,
             "dt": self.dt.isoformat(),
-            "runId": self.run_id,
+            "snapshotId": self.snapshot_id,
             "rows": self.rows,
             "changes": self.changes,
             "location": self.location,
@@ -153,7 +116,7 @@ class MergeResult:
             "lateRowsSeen": self.late_rows_seen,
             "remerged": self.remerged,
             "mode": self.mode,
-            "filesCarried": self.files_carried,
+            "filesKept": self.files_kept,
             "files": self.files,
             "checkOk": None if self.check is None else self.check.ok,
             "readiness": self.readiness,
@@ -209,6 +172,18 @@ def late_rows(progress: WriterProgress | None, dt: str, table: str) -> int:
     return 0 if progress is None else progress.late_rows(dt, table)
 
 
+# A merge that conflicts with concurrent commits is tried this many times in all.
+_CONFLICT_ATTEMPTS = 3
+# Iceberg's refusals of a commit whose files changed meanwhile (ValidationException,
+# CommitFailedException), as they appear in the error's text.
+_CONFLICTS = ("ValidationException", "CommitFailedException", "Found conflicting files")
+
+
+def _commit_conflict(exc: BaseException) -> bool:
+    text = str(exc) + str(getattr(exc, "java_exception", "") or "")
+    return any(marker in text for marker in _CONFLICTS)
+
+
 def _spark_sentence(exc: BaseException) -> str:
     text = str(getattr(exc, "desc", None) or exc)
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
@@ -233,9 +208,7 @@ class Merger:
         self.config = config or snapshot_from_settings(settings)
         self.spark = spark
         self.lake = settings.lake_dir
-        self.store = SnapshotStore(
-            spark, settings.merge.database, self.lake, settings.merge.file_format
-        )
+        self.store = SnapshotStore(spark, settings)
         self.writer = writer_name(settings, (i.name for i in self.config.instances))
         # The raw layer and the writer's progress, Iceberg tables of the lake's catalog.
         self.raw_lake = LakeCatalog(spark, storage_for(settings), settings.lake.catalog)
@@ -255,23 +228,37 @@ class Merger:
 
     # -- entry points -----------------------------------------------------------------------
     def merge(self, request: MergeRequest) -> MergeResult:
-        """Merge one table and day; MergeError (or another CdcMirrorError) with one sentence."""
-        try:
-            return self._merge(request, allow_remerge=True)
-        except CdcMirrorError:
-            raise
-        except Exception as exc:
-            # Spark and metastore failures (Py4J, AnalysisException, ANSI cast errors) reach
-            # the user as one sentence; the snapshot is untouched until the publish commits.
-            from py4j.protocol import Py4JError  # type: ignore[import-untyped]  # noqa: PLC0415
-            from pyspark.errors import PySparkException  # noqa: PLC0415
+        """Merge one table and day; MergeError (or another CdcMirrorError) with one sentence.
 
-            if isinstance(exc, PySparkException | Py4JError):
+        A MERGE that lost a race with a concurrent commit of the same files (``cdc-mirror
+        maintain`` compacting the snapshot) is refused by Iceberg's validation and leaves
+        the table as it was; the merge then starts again from the table's new state."""
+        for attempt in range(1, _CONFLICT_ATTEMPTS + 1):
+            try:
+                return self._merge(request, allow_remerge=True)
+            except CdcMirrorError:
+                raise
+            except Exception as exc:
+                # Spark and metastore failures (Py4J, AnalysisException, ANSI cast errors)
+                # reach the user as one sentence; the snapshot is untouched until it commits.
+                from py4j.protocol import Py4JError  # type: ignore[import-untyped]  # noqa: PLC0415
+                from pyspark.errors import PySparkException  # noqa: PLC0415
+
+                if not isinstance(exc, PySparkException | Py4JError):
+                    raise
+                if attempt < _CONFLICT_ATTEMPTS and _commit_conflict(exc):
+                    log.warning(
+                        "merging %s %s lost a race with a concurrent commit (%s); again",
+                        request.table,
+                        request.dt,
+                        _spark_sentence(exc),
+                    )
+                    continue
                 raise MergeError(
                     f"merging {request.table} for {request.dt} failed in Spark: "
                     f"{_spark_sentence(exc)}"
                 ) from exc
-            raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     # -- one merge --------------------------------------------------------------------------
     def _merge(self, request: MergeRequest, allow_remerge: bool) -> MergeResult:
@@ -315,50 +302,57 @@ class Merger:
         key = choose_key(mirror.name, mirror.key, live.key)
         existing = self.store.data_columns(mirror.name)
         plan = plan_schema(mirror.name, existing, live.columns, key)
-        days = self.store.partitions(mirror.name) if existing is not None else []
-        previous = self._previous_snapshot(mirror.name, request.dt, days)
+        state = self.store.state(mirror.name)
+        base = self._base_snapshot(mirror.name, request.dt, state)
 
         raw = self._load_raw(mirror.name, dt)
         changes = flatten(raw, plan).persist()
         try:
             summary, decision = self._archive_decision(mirror, plan, request, raw, changes)
             applied = changes
-            span: KeySpan | None = summary.keys
             if decision.archiving and decision.time_column and decision.cutoff:
                 applied = drop_archived(changes, decision.time_column, decision.cutoff)
-                span = None  # the summary's span includes the ignored DELETEs' keys
-            self.store.evolve(mirror.name, plan, exists=existing is not None)
-            run_id = f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
-            layout = self._snapshot_rows(
-                mirror.name, request.dt, plan, previous, applied, summary.count, span
+            if self.store.evolve(mirror.name, plan, exists=existing is not None):
+                # A column was rewritten on main: main is now the base (widened), and a day
+                # older than main cannot be merged over the new column.
+                if base is not None and base != state.current:
+                    raise MergeConflictError(
+                        f"{mirror.name}: {dt} cannot be merged again after a column type "
+                        "change that rewrote the snapshot; merge the newest day instead."
+                    )
+                state = self.store.state(mirror.name)
+                base = state.current
+            # The span of every change (ignored archive DELETEs too): a superset of the keys
+            # the MERGE applies, so its range condition never misses one.
+            keys = summary.keys
+            span = (keys.low, keys.high) if keys.count else None
+            published = self.store.publish(
+                mirror.name,
+                request.dt,
+                latest_change(applied, plan.key),
+                plan,
+                base,
+                state,
+                span,
             )
-            try:
-                location = self.store.publish(
-                    mirror.name, dt, run_id, layout.rows, layout.carried, replace=dt in days
-                )
-                row_count = layout.carried_rows + self._rows_in_new_files(location, layout)
-                file_count = len(_data_files(location))
-            finally:
-                for frame in layout.cached:
-                    frame.unpersist()
         finally:
             changes.unpersist()
         change_count = summary.count
         result = MergeResult(
             table=mirror.name,
             dt=request.dt,
-            run_id=run_id,
-            rows=row_count,
+            rows=published.rows,
             changes=change_count,
-            location=str(location),
+            location=f"{self.store.name(mirror.name)} VERSION AS OF '{day_tag(request.dt)}'",
+            snapshot_id=published.snapshot_id,
             archive=decision,
             schema=plan,
             seconds=time.monotonic() - started,
             late_rows_seen=late_seen,
             remerged=remerged,
-            files_carried=len(layout.carried),
-            files=file_count,
-            mode=layout.mode,
+            files_kept=published.files_kept,
+            files=published.files,
+            mode=published.mode,
             readiness="skipped by operator" if request.skip_readiness else "ready",
         )
         records.write_json(records.merge_record_path(self.lake, mirror.name, dt), result.to_json())
@@ -367,7 +361,7 @@ class Merger:
             mirror.name,
             dt,
             change_count,
-            row_count,
+            published.rows,
             result.seconds,
             decision.reason,
         )
@@ -377,118 +371,6 @@ class Merger:
                 records.merge_record_path(self.lake, mirror.name, dt), result.to_json()
             )
         return result
-
-    def _rows_in_new_files(self, version: Path, layout: _Layout) -> int:
-        """Rows of the files this merge wrote (the carried files are counted already)."""
-        carried = {path.name for path in layout.carried}
-        written = [path for path in _data_files(version) if path.name not in carried]
-        return sum(self.store.file_rows(written).values())
-
-    def _snapshot_rows(
-        self,
-        table: str,
-        dt: date,
-        plan: SchemaPlan,
-        previous: DataFrame | None,
-        changes: DataFrame,
-        change_count: int,
-        span: KeySpan | None,
-    ) -> _Layout:
-        """The rows to write for snapshot ``dt`` and the previous files carried forward.
-
-        *full*: (changes ∪ previous snapshot) → latest per key, every row rewritten (first
-        snapshot, schema changes, or more changed keys than ``max_incremental_keys``).
-        *incremental*: the changed keys are broadcast (never a shuffle of the snapshot);
-        yesterday's files holding none of them are carried forward unchanged (hard-linked
-        into the new version: the old version may be removed later, the link keeps the
-        data). Of the files holding one, the rows of unchanged keys are rewritten as read,
-        and only the changed keys (with their previous rows) go through the latest-per-key
-        window into new files cut by key range. Cost follows the change: 10,000 changed keys
-        clustered in a few key ranges rewrite those few files, not the table. Keys scattered
-        over more than ``max_touched_fraction`` of the files make a full merge (cheaper
-        then, measured by ``bench/merge_bench.py --pattern random``). Every day adds a few
-        files of changed rows; past twice the ideal file count a full merge compacts them.
-        """
-        config = self.settings.merge
-        key = plan.key
-        columns = [*[f"`{name}`" for name, _ in plan.columns], OFFSET_COLUMN, SHARD_COLUMN]
-        if previous is None:
-            files = math.ceil(change_count / config.rows_per_file)
-            rows = latest_in_key_ranges(changes, key, files).select(*columns)
-            return _Layout(rows, [], "first")
-        before = (dt - timedelta(days=1)).isoformat()
-        location = self.store.partition_location(table, before)
-        keys = changed_keys(changes, key)
-        if config.incremental and span is None:
-            span = key_span(keys, key)
-        key_count = span.count if span is not None else 0
-        if (
-            not config.incremental
-            or plan.changed
-            or location is None
-            or key_count > config.max_incremental_keys
-        ):
-            files = math.ceil((previous.count() + change_count) / config.rows_per_file)
-            return _Layout(self._full(changes, previous, plan, files), [], "full")
-        fmt = config.file_format
-        version = self.spark.read.format(fmt).load(location)
-        data_files = _data_files(Path(location))
-        file_rows = self.store.file_rows(data_files)
-        total_rows = sum(file_rows.values())
-        ideal_files = max(1, math.ceil(total_rows / config.rows_per_file))
-        if len(data_files) > 2 * ideal_files + _COMPACTION_SLACK:
-            # Each incremental day adds small files of changed rows; past twice the ideal
-            # count a full merge compacts them back into key ranges.
-            files = math.ceil((total_rows + key_count) / config.rows_per_file)
-            return _Layout(self._full(changes, previous, plan, files), [], "full (compaction)")
-        keys = F.broadcast(keys)
-        touched = {_local_path(uri) for uri in files_holding(version, keys, key, span)}
-        carried = [p for p in data_files if p not in touched]
-        if len(touched) > config.max_touched_fraction * len(data_files):
-            # Scattered changes: splitting most files into kept and changed rows costs more
-            # than one window over everything.
-            files = math.ceil((total_rows + key_count) / config.rows_per_file)
-            full = self._full(changes, previous, plan, files)
-            return _Layout(full, [], "full (most files touched)")
-        if touched:
-            # The version's schema is known: no second footer read to infer it.
-            reread = (
-                self.spark.read.format(fmt)
-                .schema(version.schema)
-                .load([str(p) for p in sorted(touched)])
-            )
-            # Rows of touched files whose key did not change are written as they are read
-            # (no shuffle); only the changed keys go through the latest-per-key window.
-            kept = align(reread.join(keys, on=key, how="left_anti"), plan).select(*columns)
-            before_change = align(reread.join(keys, on=key, how="left_semi"), plan)
-            merged = changes.unionByName(before_change)
-        else:
-            kept = None
-            merged = changes
-        # Cached: cutting by key range samples the rows first, and the write reads them again.
-        changed_rows = latest(merged, key).select(*columns).persist()
-        changed_files = max(1, math.ceil(key_count / config.rows_per_file))
-        rows = in_key_ranges(changed_rows, key, changed_files)
-        if kept is not None:
-            rows = kept.unionByName(rows)
-        log.info(
-            "%s %s: %d changed keys in %d of %d files; %d carried forward",
-            table,
-            dt,
-            key_count,
-            len(touched),
-            len(data_files),
-            len(carried),
-        )
-        carried_rows = sum(file_rows.get(path, 0) for path in carried)
-        return _Layout(rows, carried, "incremental", [changed_rows], carried_rows)
-
-    @staticmethod
-    def _full(changes: DataFrame, previous: DataFrame, plan: SchemaPlan, files: int) -> DataFrame:
-        """Every row: (changes ∪ previous as INSERTs) → latest per key, in key-range files."""
-        merged = changes.unionByName(align(previous, plan))
-        columns = [*[f"`{name}`" for name, _ in plan.columns], OFFSET_COLUMN, SHARD_COLUMN]
-        return latest_in_key_ranges(merged, plan.key, files).select(*columns)
 
     def _ensure_database(self) -> None:
         if not self._database_ready:
@@ -517,15 +399,17 @@ class Merger:
         )
         return [before]
 
-    def _previous_snapshot(self, table: str, dt: date, partitions: list[str]) -> DataFrame | None:
-        before = (dt - timedelta(days=1)).isoformat()
-        if before in partitions:
-            return self.store.read(table, before)
-        earlier = [p for p in partitions if p < dt.isoformat()]
+    def _base_snapshot(self, table: str, dt: date, state: TableState) -> int | None:
+        """The snapshot the day's changes apply to: ``dt−1``'s tag; None when no day before
+        ``dt`` was merged (the day's changes form the first snapshot)."""
+        before = dt - timedelta(days=1)
+        if before in state.days:
+            return state.days[before]
+        earlier = [day for day in state.days if day < dt]
         if earlier:
             raise MergeError(
                 f"the snapshot of {table} for {before} is missing (the latest before "
-                f"{dt} is {earlier[-1]}); merge {before} first, or the changes of the "
+                f"{dt} is {max(earlier)}); merge {before} first, or the changes of the "
                 "missing days would be lost."
             )
         log.info("%s has no snapshot before %s: the day's changes form the first one", table, dt)
@@ -606,7 +490,7 @@ class Merger:
         """Counts per day of the snapshot ``dt`` against MySQL; stored for the web admin."""
         assert mirror.check_column is not None
         days = check_days(dt)
-        snapshot = self.store.read(mirror.name, dt.isoformat())
+        snapshot = self.store.read(mirror.name, dt)
         column = F.to_date(F.col(f"`{mirror.check_column}`"))
         counted = (
             snapshot.where(column.between(F.lit(days[0]), F.lit(days[-1])))

@@ -1,248 +1,438 @@
-"""The snapshot tables: ``<merge.database>.<logical table>``, partitioned by ``dt``, and how a
-merge publishes a partition atomically.
+"""The snapshot tables: one Iceberg v2 table per logical table, ``<catalog>.<merge.database>.
+<table>`` (``cdc_platform.lake_snapshots`` names them for readers), whose current state is the
+newest merged day and whose every merged day is an Iceberg tag ``dt-YYYY-MM-DD``.
 
-Layout (``<lake>/<database>.db/<table>/``)::
+Storage grows with the change, not with days × table size: a day's merge is one ``MERGE
+INTO`` of the day's changes (latest change per key) into the table, so a tag shares every
+file it did not change with the day before. With ``merge.write_mode`` = ``merge-on-read``
+(the default) the merge writes only the changed rows and delete files naming the replaced
+ones; ``copy-on-write`` rewrites the files that hold a changed key.
 
-    _staging/<dt>-<runId>/             Spark writes here (a killed merge leaves it behind)
-    _versions/dt=<dt>/run=<runId>/     a finished write, renamed here in one step
-    _records/…                         (none: merge records live under <lake>/_merge/)
+Layout, chosen so a merge reads and writes little:
 
-The partition ``dt`` of the Hive table points at one complete version directory. Publishing
-is: Spark writes the staging directory; it is renamed into ``_versions`` (one rename); then
-one metastore call points the partition at it (``ADD IF NOT EXISTS PARTITION … LOCATION``
-for a new day, ``PARTITION … SET LOCATION`` when re-merging a day). That metastore call is
-the commit point: before it, readers see the previous state, after it the whole new
-partition. Renaming into ``dt=<dt>`` itself, as the seed did, cannot replace an existing day
-atomically (the old directory has to move away first, and readers see no data in between),
-which is why each run gets its own directory and the partition moves instead. Names starting
-with ``_`` are skipped by Hive and Spark listings, so MSCK REPAIR never mistakes staging or
-old versions for partitions. Superseded versions and abandoned staging directories are
-removed after a successful publish.
+* partitioned by ``bucket(merge.buckets, <first key column>)`` and sorted by the key
+  (``WRITE ORDERED BY``), files of about ``merge.file_size_mb`` cut by key range: the MERGE's
+  join reads the key columns of the buckets and key ranges the changes fall in (the ON
+  condition carries the changed keys' range, which prunes files by their key statistics);
+* columns: the data columns, then ``_binlog_offset`` (the change each row reflects: a change
+  applies only when it is newer) and ``_shard``; columns added later follow.
 
-Files: rows are cut by key range into files of about ``merge.rows_per_file`` rows, sorted
-by key inside each file. An incremental merge (``merge.job``) rewrites only the files of
-yesterday's version that hold a changed key; the others are carried into the new version
-as hard links (same bytes, no copy; a copy where links are impossible), so cost follows the
-change as far as the changes cluster by key. On HDFS/S3 the same plan would reference or
-copy the untouched files; links are what a local/POSIX lake offers.
+Publishing a day:
+
+* the usual case (merging ``dt`` over ``dt−1``, the table's current state being ``dt−1``'s
+  tag or a compaction of it): one MERGE commit on the table's main branch, then the tag;
+* a re-merge (the day again, or an older day whose late rows arrived): the MERGE goes to a
+  private branch created at ``dt−1``'s tag; the tag ``dt`` is then moved to it, and main
+  too when ``dt`` is the newest day. Readers never see a half-applied day: each step is one
+  atomic Iceberg commit, and a merge killed before the tag leaves the tag where it was.
+
+Schema evolution (``merge.schema``): added columns are ``ADD COLUMNS``; a widened type is
+``ALTER COLUMN … TYPE`` when Iceberg can promote it in place (int → bigint, float → double,
+a decimal's precision); other widenings (a decimal's scale, to decimal(20,0), date →
+timestamp, to string) are a one-off rewrite of the column (rename, add, fill, drop). Older
+tags keep their own schema: ``VERSION AS OF`` reads a day as it was merged.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-from pathlib import Path
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from merge.schema import META_COLUMNS, SchemaPlan
+from cdc_platform.config import Settings
+from cdc_platform.iceberg import LakeCatalog, storage_for
+from cdc_platform.lake_snapshots import (
+    DAYS_DATABASE_SUFFIX,
+    day_tag,
+    days_view,
+    snapshot_table,
+    tag_day,
+)
+from merge.schema import META_COLUMNS, OFFSET_COLUMN, SchemaPlan
+from merge.transform import EVENT_COLUMN
+from simple_binlog.errors import CdcMirrorError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
+_DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
+# Key types whose values become SQL literals for the range condition of the MERGE.
+_RANGE_TYPES = ("int", "bigint", "string", "date")
 
-def _quote(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+def _ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _ddl(columns: list[tuple[str, str]]) -> str:
-    return ", ".join(f"`{name}` {kind}" for name, kind in columns)
+    return ", ".join(f"{_ident(name)} {kind}" for name, kind in columns)
+
+
+def promotable(old: str, new: str) -> bool:
+    """Pure: whether Iceberg changes a column from ``old`` to ``new`` in place (its type
+    promotion rules: int → bigint, float → double, decimal(p,s) → decimal(p2,s), p2 > p)."""
+    if (old, new) in (("int", "bigint"), ("float", "double")):
+        return True
+    before, after = _DECIMAL.match(old), _DECIMAL.match(new)
+    return bool(before and after and before[2] == after[2] and int(after[1]) >= int(before[1]))
+
+
+def sql_literal(value: Any, hive: str) -> str | None:
+    """Pure: ``value`` as a Spark SQL literal of the key type ``hive``, None when the type has
+    no literal form here (the MERGE then goes without the key-range condition)."""
+    if value is None:
+        return None
+    if hive in ("int", "bigint") and isinstance(value, int):
+        return str(value)
+    if hive == "string" and isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if hive == "date" and isinstance(value, date):
+        return f"DATE'{value.isoformat()}'"
+    if _DECIMAL.match(hive) and isinstance(value, Decimal):
+        return f"CAST('{value}' AS {hive})"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TableState:
+    """What a merge needs to know of a snapshot table before it writes."""
+
+    current: int | None  # main's snapshot id (None: nothing committed yet)
+    days: dict[date, int]  # merged day → its tag's snapshot id
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    """A day written: the snapshot its tag names and what the commit summary says of it."""
+
+    snapshot_id: int
+    rows: int
+    files: int
+    files_kept: int  # data files of the day before still referenced, unchanged
+    mode: str  # first | merge | re-merge
+
+
+class MergeConflictError(CdcMirrorError):
+    """A re-merge cannot be written over the schema the table has now."""
 
 
 class SnapshotStore:
-    def __init__(
-        self, spark: SparkSession, database: str, lake_dir: Path, file_format: str = "parquet"
-    ) -> None:
+    """The snapshot tables of ``settings.merge.database`` in the lake's Iceberg catalog."""
+
+    def __init__(self, spark: SparkSession, settings: Settings) -> None:
         self.spark = spark
-        self.database = database
-        self.root = lake_dir / f"{database}.db"
-        self.file_format = file_format
+        self.settings = settings
+        self.config = settings.merge
+        self.database = settings.merge.database
+        self.lake = LakeCatalog(spark, storage_for(settings), settings.lake.catalog)
 
-    def qualified(self, table: str) -> str:
-        return f"{self.database}.`{table}`"
+    def name(self, table: str) -> str:
+        return snapshot_table(self.settings, table)
 
-    def table_dir(self, table: str) -> Path:
-        return self.root / table
+    def _plain(self, table: str) -> str:
+        """``catalog.database.table`` unquoted (Iceberg's procedures and Java API)."""
+        return f"{self.settings.lake.catalog}.{self.database}.{table}"
 
-    def staging_dir(self, table: str, dt: str, run_id: str) -> Path:
-        return self.table_dir(table) / "_staging" / f"{dt}-{run_id}"
+    def java_table(self, table: str) -> Any:
+        """The table's Iceberg Java object, loaded fresh."""
+        return self._java(table)
 
-    def version_dir(self, table: str, dt: str, run_id: str) -> Path:
-        return self.table_dir(table) / "_versions" / f"dt={dt}" / f"run={run_id}"
+    def _java(self, table: str) -> Any:
+        jvm: Any = self.spark.sparkContext._jvm
+        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            self.spark._jsparkSession, self._plain(table)
+        )
 
-    # -- metastore ------------------------------------------------------------------------------
+    # -- catalog ----------------------------------------------------------------------------
     def ensure_database(self) -> None:
+        """The namespace in the lake, and the Hive database of the dt-layout views."""
+        self.lake.create_namespace(self.database)
         self.spark.sql(
-            f"CREATE DATABASE IF NOT EXISTS {self.database} LOCATION {_quote(str(self.root))}"
+            f"CREATE DATABASE IF NOT EXISTS spark_catalog."
+            f"{_ident(self.database + DAYS_DATABASE_SUFFIX)}"
         )
 
     def exists(self, table: str) -> bool:
-        return bool(self.spark.catalog.tableExists(f"{self.database}.{table}"))
+        return bool(self.spark.catalog.tableExists(self._plain(table)))
 
     def data_columns(self, table: str) -> list[tuple[str, str]] | None:
-        """The table's data columns (name, Hive type) without ``dt`` and bookkeeping, or None."""
+        """The table's data columns (name, Spark type) without bookkeeping, or None."""
         if not self.exists(table):
             return None
         meta = {name for name, _ in META_COLUMNS}
-        schema = self.spark.table(f"{self.database}.{table}").schema
+        schema = self.spark.table(self.name(table)).schema
         return [
             (field.name, field.dataType.simpleString())
             for field in schema.fields
-            if field.name not in meta and field.name != "dt"
+            if field.name not in meta
         ]
 
-    def partitions(self, table: str) -> list[str]:
-        """The table's days; none for a table that does not exist (one metastore call)."""
-        from pyspark.errors import AnalysisException  # noqa: PLC0415
+    def state(self, table: str) -> TableState:
+        """Main's snapshot and the day tags, from the table's metadata (no Spark job)."""
+        if not self.exists(table):
+            return TableState(None, {})
+        java = self._java(table)
+        current = java.currentSnapshot()
+        days: dict[date, int] = {}
+        refs = java.refs()
+        for name in list(refs.keySet()):
+            ref = refs.get(name)
+            day = tag_day(str(name))
+            if ref.isTag() and day is not None:
+                days[day] = int(ref.snapshotId())
+        return TableState(None if current is None else int(current.snapshotId()), days)
 
-        try:
-            rows = self.spark.sql(f"SHOW PARTITIONS {self.qualified(table)}").collect()
-        except AnalysisException:
-            if self.exists(table):
-                raise  # not a missing table: the caller must hear of it
-            return []
-        return sorted(str(row[0]).removeprefix("dt=") for row in rows)
+    def only_compacted_since(self, table: str, base: int, current: int) -> bool:
+        """Whether ``current`` descends from ``base`` through commits that changed no row
+        (``replace``: compaction), so a MERGE on main applies to ``base``'s rows."""
+        java = self._java(table)
+        snapshot_id: int | None = current
+        while snapshot_id is not None and snapshot_id != base:
+            snapshot = java.snapshot(snapshot_id)
+            if snapshot is None or str(snapshot.operation()) != "replace":
+                return False
+            parent = snapshot.parentId()
+            snapshot_id = None if parent is None else int(parent)
+        return snapshot_id == base
 
-    def partition_location(self, table: str, dt: str) -> str | None:
-        from pyspark.errors import AnalysisException  # noqa: PLC0415
-
-        try:
-            # One metastore call; a missing table or partition is an AnalysisException.
-            rows = self.spark.sql(
-                f"DESCRIBE FORMATTED {self.qualified(table)} PARTITION (dt={_quote(dt)})"
-            ).collect()
-        except AnalysisException:
-            return None
-        for row in rows:
-            if str(row[0]).strip() == "Location":
-                # The metastore keeps URIs; a local lake's are reported as plain paths.
-                return str(row[1]).strip().removeprefix("file:")
-        return None
-
-    def evolve(self, table: str, plan: SchemaPlan, exists: bool | None = None) -> None:
-        """Create the table, or bring it to ``plan``'s columns (``exists``: already known).
-
-        Added columns: ``ADD COLUMNS`` (Spark puts them after the existing ones, so the
-        bookkeeping columns of the plan go before them in files; columns are matched by
-        name, never by position). Widened types: Spark cannot change a Hive column's type in
-        place, so the external table's definition is recreated with every partition's
-        location (data files are not touched; older files are read with the wider type).
-        """
-        columns = [*plan.columns, *META_COLUMNS]
-        stored = "PARQUET" if self.file_format == "parquet" else "ORC"
-        create = (
-            f"CREATE EXTERNAL TABLE IF NOT EXISTS {self.qualified(table)} ({_ddl(columns)}) "
-            f"PARTITIONED BY (dt STRING) STORED AS {stored} "
-            f"LOCATION {_quote(str(self.table_dir(table)))}"
-        )
-        if not (self.exists(table) if exists is None else exists):
-            self.spark.sql(create)
-            return
-        if plan.widened:
-            locations = {dt: self.partition_location(table, dt) for dt in self.partitions(table)}
-            current = self.spark.table(f"{self.database}.{table}").columns
-            ordered = [c for c in current if c != "dt"]
-            types = {**dict(columns)}
-            recreated = [(name, types[name]) for name in ordered if name in types]
-            recreated += [(n, t) for n, t in columns if n not in ordered]
-            self.spark.sql(f"DROP TABLE {self.qualified(table)}")  # external: files stay
-            self.spark.sql(
-                f"CREATE EXTERNAL TABLE {self.qualified(table)} ({_ddl(recreated)}) "
-                f"PARTITIONED BY (dt STRING) STORED AS {stored} "
-                f"LOCATION {_quote(str(self.table_dir(table)))}"
-            )
-            specs = " ".join(
-                f"PARTITION (dt={_quote(dt)}) LOCATION {_quote(location)}"
-                for dt, location in locations.items()
-                if location
-            )
-            if specs:
-                self.spark.sql(f"ALTER TABLE {self.qualified(table)} ADD {specs}")
-            log.info("snapshot table %s: widened %s", table, ", ".join(plan.widened))
-        elif plan.added:
+    # -- schema -----------------------------------------------------------------------------
+    def evolve(self, table: str, plan: SchemaPlan, exists: bool) -> bool:
+        """Create the table or bring it to ``plan``'s columns; True when a column had to be
+        rewritten (a commit that changed the table's rows: see the module)."""
+        name = self.name(table)
+        if not exists:
+            self._create(table, plan)
+            return False
+        if plan.added:
             added = [(n, t) for n, t in plan.columns if n in plan.added]
-            self.spark.sql(f"ALTER TABLE {self.qualified(table)} ADD COLUMNS ({_ddl(added)})")
+            self.spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({_ddl(added)})")
             log.info("snapshot table %s: added %s", table, ", ".join(plan.added))
-
-    # -- data -----------------------------------------------------------------------------------
-    def file_rows(self, paths: list[Path]) -> dict[Path, int]:
-        """Rows in each data file, from its footer (Parquet) or file tail (ORC), read by the
-        driver: no Spark job, no column data. Counting through a Spark job costs more than
-        the rest of a small incremental merge, and grouping rows by file scans every row."""
-        jvm: Any = self.spark.sparkContext._jvm
-        conf = self.spark.sparkContext._jsc.hadoopConfiguration()
-        counts: dict[Path, int] = {}
-        for path in paths:
-            hadoop_path = jvm.org.apache.hadoop.fs.Path(str(path))
-            if self.file_format == "parquet":
-                source = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
-                    hadoop_path, conf
-                )
-                reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(source)
-                try:
-                    counts[path] = int(reader.getRecordCount())
-                finally:
-                    reader.close()
+        rewritten = False
+        for column, (old, new) in plan.widened.items():
+            if promotable(old, new):
+                self.spark.sql(f"ALTER TABLE {name} ALTER COLUMN {_ident(column)} TYPE {new}")
             else:
-                options = jvm.org.apache.orc.OrcFile.readerOptions(conf)
-                reader = jvm.org.apache.orc.OrcFile.createReader(hadoop_path, options)
-                try:
-                    counts[path] = int(reader.getNumberOfRows())
-                finally:
-                    reader.close()
-        return counts
+                self._rewrite_column(table, column, new)
+                rewritten = True
+            log.info("snapshot table %s: %s widened from %s to %s", table, column, old, new)
+        return rewritten
 
-    def read(self, table: str, dt: str) -> DataFrame:
-        self.spark.catalog.refreshTable(f"{self.database}.{table}")
-        return self.spark.table(f"{self.database}.{table}").where(f"dt = {_quote(dt)}").drop("dt")
+    def _create(self, table: str, plan: SchemaPlan) -> None:
+        config = self.config
+        columns = [*plan.columns, *META_COLUMNS]
+        key = plan.key
+        types = plan.types
+        size = str(config.file_size_mb * 1024 * 1024)
+        mode = config.write_mode
+        properties = {
+            "format-version": "2",
+            "write.format.default": config.file_format,
+            "write.merge.mode": mode,
+            "write.update.mode": mode,
+            "write.delete.mode": mode,
+            # Rows go to writers by key range (within each bucket) and files are cut at the
+            # target size: a day's changes land in few files, and the key statistics of
+            # each file let a MERGE skip the files outside the changed keys' range.
+            "write.distribution-mode": "range",
+            "write.merge.distribution-mode": "range",
+            "write.target-file-size-bytes": size,
+            "write.spark.advisory-partition-size-bytes": size,
+        }
+        # Iceberg buckets every type but floating point.
+        bucketed = types[key[0]] not in ("float", "double")
+        partitioned = f" PARTITIONED BY (bucket({config.buckets}, {_ident(key[0])}))"
+        listed = ", ".join(f"'{k}'='{v}'" for k, v in properties.items())
+        self.spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {self.name(table)} ({_ddl(columns)}) USING iceberg"
+            f"{partitioned if bucketed else ''} TBLPROPERTIES ({listed})"
+        )
+        ordered = ", ".join(_ident(k) for k in key)
+        self.spark.sql(f"ALTER TABLE {self.name(table)} WRITE ORDERED BY {ordered}")
+
+    def _rewrite_column(self, table: str, column: str, new: str) -> None:
+        """A widening Iceberg cannot make in place: the column moves aside, a new one of the
+        wide type is filled from it, and the old one is dropped (older tags keep it)."""
+        name = self.name(table)
+        aside = f"{column}__before_{uuid.uuid4().hex[:6]}"
+        self.spark.sql(f"ALTER TABLE {name} RENAME COLUMN {_ident(column)} TO {_ident(aside)}")
+        added = f"{_ident(column)} {new} AFTER {_ident(aside)}"
+        self.spark.sql(f"ALTER TABLE {name} ADD COLUMN {added}")
+        self.spark.sql(f"UPDATE {name} SET {_ident(column)} = CAST({_ident(aside)} AS {new})")  # noqa: S608 - quoted names
+        self.spark.sql(f"ALTER TABLE {name} DROP COLUMN {_ident(aside)}")
+
+    # -- data -------------------------------------------------------------------------------
+    def read(self, table: str, day: date) -> DataFrame:
+        """The snapshot of ``day`` (its tag)."""
+        tag = day_tag(day)
+        return self.spark.sql(f"SELECT * FROM {self.name(table)} VERSION AS OF '{tag}'")  # noqa: S608 - quoted names
 
     def publish(
         self,
         table: str,
-        dt: str,
-        run_id: str,
-        rows: DataFrame,
-        carried: list[Path],
-        replace: bool | None = None,
-    ) -> Path:
-        """Write ``rows`` (plus the ``carried`` files of an earlier version) as partition ``dt``
-        atomically; returns the new version directory. ``replace``: whether ``dt`` is known to
-        exist already (one metastore call instead of two); None when unknown."""
-        staging = self.staging_dir(table, dt, run_id)
-        target = self.version_dir(table, dt, run_id)
-        rows.write.format(self.file_format).mode("overwrite").save(str(staging))
-        for source in carried:
-            destination = staging / source.name
-            if destination.exists():
-                raise FileExistsError(f"{destination} exists; file names must be unique")
-            try:
-                os.link(source, destination)
-            except OSError:
-                shutil.copy2(source, destination)  # another filesystem: links impossible
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staging, target)
-        location = _quote(str(target))
-        qualified = self.qualified(table)
-        spec = f"PARTITION (dt={_quote(dt)})"
-        if replace is None:
-            self.spark.sql(f"ALTER TABLE {qualified} ADD IF NOT EXISTS {spec} LOCATION {location}")
-        elif not replace:
-            # Without IF NOT EXISTS: a day that appeared meanwhile (another merge of it) fails
-            # here rather than silently keeping the other run's location.
-            self.spark.sql(f"ALTER TABLE {qualified} ADD {spec} LOCATION {location}")
-        if replace is None or replace:
-            # A re-merge of the day: move the existing partition (the commit point).
-            self.spark.sql(f"ALTER TABLE {qualified} {spec} SET LOCATION {location}")
-        self.spark.catalog.refreshTable(f"{self.database}.{table}")
-        self._clean(table, dt, keep=target)
-        return target
+        day: date,
+        changes: DataFrame,
+        plan: SchemaPlan,
+        base: int | None,
+        state: TableState,
+        span: tuple[Any, Any] | None,
+    ) -> Published:
+        """Apply ``changes`` (the latest change per key, DELETEs included, with
+        ``_event_type``) to the snapshot ``base`` (None: none, the changes are the first
+        snapshot) and tag the result ``dt-<day>``; main moves to it when ``day`` is the
+        newest merged day. ``span``: the lowest and highest changed value of the first key
+        column (None: unknown), to prune the files the MERGE reads."""
+        name = self.name(table)
+        view = f"cdc_merge_changes_{uuid.uuid4().hex[:8]}"
+        changes.createOrReplaceTempView(view)
+        newest = not state.days or day >= max(state.days)
+        try:
+            if base is None and state.current is None:
+                # The very first snapshot of the table.
+                self.spark.sql(f"INSERT INTO {name} {self._inserts(plan, view)}")
+                published, mode = self._current(table), "first"
+            elif (
+                base is not None
+                and newest
+                and state.current is not None
+                and self.only_compacted_since(table, base, state.current)
+            ):
+                self.spark.sql(self._merge_sql(name, plan, view, span))
+                published, mode = self._current(table), "merge"
+            else:
+                published = self._on_branch(table, plan, view, base, span)
+                mode = "first" if base is None else "re-merge"
+        finally:
+            self.spark.catalog.dropTempView(view)
+        tag = day_tag(day)
+        self.spark.sql(
+            f"ALTER TABLE {name} CREATE OR REPLACE TAG {_ident(tag)} AS OF VERSION {published}"
+        )
+        if newest and self._current(table) != published:
+            self.spark.sql(
+                f"CALL {_ident(self.settings.lake.catalog)}.system.set_current_snapshot("
+                f"table => '{self.database}.{table}', snapshot_id => {published})"
+            )
+        self.refresh_days_view(table)
+        return self._published(table, published, base, mode)
 
-    def _clean(self, table: str, dt: str, keep: Path) -> None:
-        """Remove superseded versions of ``dt`` and staging directories of dead runs of ``dt``."""
-        for old in keep.parent.glob("run=*"):
-            if old != keep:
-                shutil.rmtree(old, ignore_errors=True)
-        for abandoned in (self.table_dir(table) / "_staging").glob(f"{dt}-*"):
-            shutil.rmtree(abandoned, ignore_errors=True)
+    def _on_branch(
+        self,
+        table: str,
+        plan: SchemaPlan,
+        view: str,
+        base: int | None,
+        span: tuple[Any, Any] | None,
+    ) -> int:
+        """The day written on a private branch (see the module); its head snapshot."""
+        name = self.name(table)
+        branch = f"cdc_merge_{uuid.uuid4().hex[:10]}"
+        start = base if base is not None else self._current(table)
+        self.spark.sql(f"ALTER TABLE {name} CREATE BRANCH {_ident(branch)} AS OF VERSION {start}")
+        target = f"{name}.{_ident('branch_' + branch)}"
+        try:
+            if base is None:
+                # A first snapshot over a table with later days: nothing of theirs is kept.
+                self.spark.sql(f"DELETE FROM {target}")  # noqa: S608 - quoted names
+                self.spark.sql(f"INSERT INTO {target} {self._inserts(plan, view)}")
+            else:
+                self.spark.sql(self._merge_sql(target, plan, view, span))
+            head = self._java(table).refs().get(branch).snapshotId()
+            return int(head)
+        finally:
+            self.spark.sql(f"ALTER TABLE {name} DROP BRANCH IF EXISTS {_ident(branch)}")
+
+    def _current(self, table: str) -> int:
+        current = self._java(table).currentSnapshot()
+        assert current is not None, "a committed snapshot table has a current snapshot"
+        return int(current.snapshotId())
+
+    @staticmethod
+    def _columns(plan: SchemaPlan) -> list[str]:
+        return [*(name for name, _ in plan.columns), *(name for name, _ in META_COLUMNS)]
+
+    def _inserts(self, plan: SchemaPlan, view: str) -> str:
+        listed = ", ".join(_ident(c) for c in self._columns(plan))
+        return f"SELECT {listed} FROM {view} WHERE {EVENT_COLUMN} <> 'DELETE'"  # noqa: S608 - quoted names
+
+    def _merge_sql(
+        self, target: str, plan: SchemaPlan, view: str, span: tuple[Any, Any] | None
+    ) -> str:
+        """The MERGE of the day's changes: a change applies only when it is newer than the
+        row it replaces (MOCK rows of the history read can be older than the snapshot's)."""
+        columns = self._columns(plan)
+        on = " AND ".join(f"t.{_ident(k)} <=> s.{_ident(k)}" for k in plan.key)
+        first = plan.key[0]
+        if span is not None:
+            low, high = (sql_literal(v, plan.types[first]) for v in span)
+            if low is not None and high is not None:
+                # Target-only: pushed into the scan of the table, which skips every file
+                # whose key statistics lie outside the changed keys' range.
+                column = f"t.{_ident(first)}"
+                on += f" AND ({column} BETWEEN {low} AND {high} OR {column} IS NULL)"
+        newer = f"s.{OFFSET_COLUMN} > t.{OFFSET_COLUMN}"
+        assignments = ", ".join(f"t.{_ident(c)} = s.{_ident(c)}" for c in columns)
+        names = ", ".join(_ident(c) for c in columns)
+        values = ", ".join(f"s.{_ident(c)}" for c in columns)
+        return (
+            f"MERGE INTO {target} t USING {view} s ON {on} "  # noqa: S608 - quoted names
+            f"WHEN MATCHED AND {newer} AND s.{EVENT_COLUMN} = 'DELETE' THEN DELETE "
+            f"WHEN MATCHED AND {newer} THEN UPDATE SET {assignments} "
+            f"WHEN NOT MATCHED AND s.{EVENT_COLUMN} <> 'DELETE' THEN INSERT ({names}) "
+            f"VALUES ({values})"
+        )
+
+    def _published(self, table: str, snapshot_id: int, base: int | None, mode: str) -> Published:
+        """Rows and files of the new snapshot from its summary (Iceberg's running totals)."""
+        java = self._java(table)
+        summary = java.snapshot(snapshot_id).summary()
+
+        def total(key: str) -> int:
+            value = summary.get(key)
+            return int(value) if value is not None else 0
+
+        rows = total("total-records") - total("total-position-deletes")
+        files = total("total-data-files")
+        kept = 0
+        if base is not None:
+            before = java.snapshot(base).summary().get("total-data-files")
+            kept = max(0, min(files, int(before or 0)) - total("deleted-data-files"))
+        return Published(snapshot_id, rows, files, kept, mode)
+
+    # -- the dt layout ----------------------------------------------------------------------
+    def refresh_days_view(self, table: str) -> None:
+        """``<database>_dt.<table>``: every tagged day as a ``dt`` of one view, in the
+        table's current columns (a day merged before a column existed reads it as NULL)."""
+        view = days_view(self.settings, table)
+        state = self.state(table)
+        if not state.days:
+            self.spark.sql(f"DROP VIEW IF EXISTS spark_catalog.{view}")
+            return
+        name = self.name(table)
+        current = [(f.name, f.dataType.simpleString()) for f in self.spark.table(name).schema]
+        java = self._java(table)
+        schemas = java.schemas()
+        branches = []
+        for day, snapshot_id in sorted(state.days.items()):
+            schema = schemas.get(java.snapshot(snapshot_id).schemaId())
+            present = {str(f.name()) for f in schema.columns()} if schema is not None else set()
+            selected = ", ".join(
+                (
+                    f"CAST({_ident(c)} AS {kind}) AS {_ident(c)}"
+                    if c in present
+                    else f"CAST(NULL AS {kind}) AS {_ident(c)}"
+                )
+                for c, kind in current
+            )
+            branches.append(
+                f"SELECT {selected}, '{day.isoformat()}' AS dt FROM {name} "  # noqa: S608 - quoted names
+                f"VERSION AS OF '{day_tag(day)}'"
+            )
+        self.spark.sql(
+            f"CREATE OR REPLACE VIEW spark_catalog.{view} AS {' UNION ALL '.join(branches)}"
+        )

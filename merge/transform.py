@@ -171,52 +171,11 @@ def latest(rows: DataFrame, key: list[str]) -> DataFrame:
     )
 
 
-def changed_keys(changes: DataFrame, key: list[str]) -> DataFrame:
-    """The keys the day's changes touch (old keys of key changes included: they are DELETEs)."""
-    return changes.select(*[F.col(f"`{k}`") for k in key]).distinct()
-
-
-def key_span(keys: DataFrame, key: list[str]) -> KeySpan:
-    """One aggregation over the (small) changed keys."""
-    first = F.col(f"`{key[0]}`")
-    row = keys.agg(F.count(F.lit(1)), F.min(first), F.max(first)).first()
-    assert row is not None
-    return KeySpan(int(row[0]), row[1], row[2])
-
-
-def files_holding(
-    previous: DataFrame, keys: DataFrame, key: list[str], span: KeySpan | None = None
-) -> list[str]:
-    """The files (URIs) of a snapshot version holding one of ``keys``; reads only key columns.
-
-    ``keys`` is broadcast: the snapshot is scanned once, never shuffled. With the keys'
-    ``span``, files whose min/max statistics lie outside it are not read at all: snapshot
-    files are cut by key range (``in_key_ranges``), so changes clustered by key (new and
-    recent orders) leave most files unopened beyond their footer.
-    """
-    located = previous.select(*[F.col(f"`{k}`") for k in key], F.input_file_name().alias("_file"))
-    if span is not None and span.low is not None:
-        located = located.where(F.col(f"`{key[0]}`").between(span.low, span.high))
-    touched = located.join(F.broadcast(keys), on=key, how="left_semi").select("_file").distinct()
-    return sorted(str(row["_file"]) for row in touched.collect())
-
-
-def in_key_ranges(rows: DataFrame, key: list[str], files: int) -> DataFrame:
-    """Rows cut into ``files`` files by key range, sorted by key inside each file.
-
-    Range (not hash) cuts keep neighbouring keys together: new orders and the recent orders
-    that most updates touch fall into few files, so the next incremental merge rewrites few.
-    """
-    columns = [F.col(f"`{k}`") for k in key]
-    if files <= 1:
-        return rows.repartition(1).sortWithinPartitions(*columns)
-    return rows.repartitionByRange(files, *columns).sortWithinPartitions(*columns)
-
-
-def latest_in_key_ranges(rows: DataFrame, key: list[str], files: int) -> DataFrame:
-    """``latest`` computed inside ``files`` key ranges: the rows are cut by key range once
-    and the window runs in each range (a range cut clusters the keys as the window needs),
-    so the output is already one sorted file per range, without a second pass."""
-    columns = [F.col(f"`{k}`") for k in key]
-    cut = rows.repartition(1) if files <= 1 else rows.repartitionByRange(files, *columns)
-    return latest(cut, key)
+def latest_change(changes: DataFrame, key: list[str]) -> DataFrame:
+    """Per key the change with the highest ``_binlog_offset``, DELETEs kept (the MERGE's
+    source: a DELETE removes the snapshot's row, anything else replaces or inserts it)."""
+    window = Window.partitionBy(*[F.col(f"`{k}`") for k in key]).orderBy(
+        F.col(OFFSET_COLUMN).desc()
+    )
+    ranked = changes.withColumn("_rank", F.row_number().over(window))
+    return ranked.where(F.col("_rank") == 1).drop("_rank")

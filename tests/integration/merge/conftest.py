@@ -1,6 +1,7 @@
-"""Fixtures of the merge tests: one Spark session (Hive support on the stack's PostgreSQL
-metastore) per test module, and a ``Shop`` per test: its own MariaDB shard databases, lake
-directory, raw and snapshot Hive databases and warehouse schema, dropped afterwards."""
+"""Fixtures of the merge tests: one Spark session with the lake's Iceberg catalog (on the
+stack's PostgreSQL metastore) per test module, and a ``Shop`` per test: its own MariaDB shard
+databases, lake directory, raw and snapshot namespaces and warehouse schema, dropped
+afterwards."""
 
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ from tests.integration.mirror.targets import pg_connect
 
 @pytest.fixture(scope="module")
 def spark(local_stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from cdc_platform.spark import build_session
+    from cdc_platform.iceberg import lake_session
 
     lake = tmp_path_factory.mktemp("merge-lake")
     scoped = local_stack.model_copy(
         update={"spark": local_stack.spark.model_copy(update={"lake_dir": lake})}
     )
-    session = build_session(scoped, "cdc-mirror-merge-tests")
+    session = lake_session(scoped, "cdc-mirror-merge-tests")
     yield session
     session.stop()
 
@@ -40,12 +41,16 @@ def shop(local_stack: Settings, spark: Any, tmp_path: Path) -> Iterator[Shop]:
         lake=tmp_path / "lake",
         raw_database=f"mg_raw_{tag}",
         writer=f"test-{tag}",
+        spark_session=spark,
     )
     shop.create()
     yield shop
     shop.drop()
-    for database in (shop.raw_database, f"{shop.raw_database}_snap"):
-        spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
+    lake = shop.lake_catalog(spark)
+    for namespace in (shop.raw_database, f"{shop.raw_database}_snap"):
+        if spark.catalog.databaseExists(f"{lake.catalog}.{namespace}"):
+            lake.drop_namespace(namespace)
+    spark.sql(f"DROP DATABASE IF EXISTS spark_catalog.{shop.raw_database}_snap_dt CASCADE")
     with pg_connect(local_stack) as conn:
         conn.execute(
             sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(

@@ -1,6 +1,6 @@
 """Helpers of the merge tests: sharded MariaDB tables changed by a workload that also records
 the SimpleBinlog message of every change, the raw change layer written from those messages in
-the stream writer's layout (its Hive table columns, ``dt=`` directories, readiness records),
+the stream writer's layout (its Iceberg table and columns, its committed progress naming ready days),
 and a comparison of a snapshot with MySQL.
 
 Each message's row images are read back from MariaDB right after (or before) the statement
@@ -30,7 +30,6 @@ from cdc_platform.config import (
     Settings,
     TableMirror,
 )
-from merge import records
 from simple_binlog.values import encode, parse_column_type
 
 SHARDS = 3
@@ -87,9 +86,14 @@ class Shop:
     writer: str
     messages: list[dict[str, Any]] = field(default_factory=list)
     rng: random.Random = field(default_factory=lambda: random.Random(7))
+    spark_session: Any = None  # the tests' Spark session (readiness is committed through it)
+    days: set[str] = field(default_factory=set)
+    ready: set[str] = field(default_factory=set)
+    late: dict[str, dict[str, int]] = field(default_factory=dict)
     _second: int = 0
     _seq: int = 0
     _serial: int = 0
+    _batch: int = 0
 
     @property
     def table(self) -> str:
@@ -278,8 +282,14 @@ class Shop:
                     self._record(cursor, "INSERT", schema, table, image, None, "MOCK", offset)
 
     # -- the lake ---------------------------------------------------------------------------
+    def lake_catalog(self, spark: Any) -> Any:
+        from cdc_platform.iceberg import LakeCatalog
+
+        return LakeCatalog.open(spark, self.merge_settings(), check=False)
+
     def write_raw(self, spark: Any, day: date, ready: bool = True) -> None:
-        """The recorded messages as ``dt=day`` of the raw table (stream writer layout)."""
+        """The recorded messages as rows of ``dt=day`` in the raw Iceberg table (the stream
+        writer's table and columns), one commit."""
         from cdc_platform.lake import ROW_COLUMNS
 
         names = [name for name, _ in ROW_COLUMNS]
@@ -293,28 +303,53 @@ class Shop:
                 "kafkaOffset": n,
                 "kafkaTimestamp": datetime.fromtimestamp(message["executeTime"] / 1000, UTC),
             }
-            rows.append(tuple(row[name] for name in names))
-        ddl = ", ".join(f"`{name}` {kind}" for name, kind in ROW_COLUMNS)
-        directory = self.lake / f"{self.raw_database}.db" / self.table / f"dt={day}"
+            rows.append((*(row[name] for name in names), str(day)))
+        columns = [*ROW_COLUMNS, ("dt", "STRING")]
+        lake = self.lake_catalog(spark)
+        lake.create_namespace(self.raw_database)
+        lake.create_table(self.raw_database, self.table, columns, partitioned_by=("dt",))
         if rows:
-            spark.createDataFrame(rows, schema=ddl).coalesce(1).write.mode("append").parquet(
-                str(directory)
-            )
+            ddl = ", ".join(f"`{name}` {kind}" for name, kind in columns)
+            spark.createDataFrame(rows, schema=ddl).writeTo(
+                lake.name(self.raw_database, self.table)
+            ).append()
         self.messages.clear()
+        self.days.add(str(day))
         if ready:
             self.mark_ready(day)
 
-    def mark_ready(self, day: date) -> None:
-        records.write_json(
-            self.lake / "_ready" / self.writer / f"{day}.json",
-            {"dt": str(day), "writer": self.writer, "tablesWithData": [self.table]},
-        )
+    def mark_ready(self, day: date, late_rows: dict[str, int] | None = None) -> None:
+        """The stream writer's committed progress, naming ``day`` ready (with ``late_rows``
+        of this shop's table counted for it)."""
+        from cdc_platform.iceberg import KafkaOffsets
+        from cdc_platform.lake import WriterProgress, commit_writer_progress, ensure_progress_table
 
-    def write_config(self, path: Path) -> Path:
-        """A config file for ``cdc-mirror`` commands run in another process on this shop."""
+        self.ready.add(str(day))
+        if late_rows is not None:
+            self.late.setdefault(str(day), {}).update(late_rows)
+        lake = self.lake_catalog(self.spark_session)
+        ensure_progress_table(lake, self.raw_database)
+        self._batch += 1
+        progress = WriterProgress(
+            writer=self.writer,
+            batch_id=self._batch,
+            committed_ms=int(datetime.now(UTC).timestamp() * 1000) + self._batch,
+            state={
+                "readyDays": sorted(self.ready),
+                "tableDays": {self.table: sorted(self.days)},
+                "lateRows": self.late,
+            },
+        )
+        offsets = KafkaOffsets({("cdc.test.merge", 0): self._batch})
+        commit_writer_progress(lake, self.raw_database, progress, offsets)
+
+    def write_config(self, path: Path, extra: dict[str, Any] | None = None, **table: Any) -> Path:
+        """A config file for ``cdc-mirror`` commands run in another process on this shop
+        (``extra``: further sections; ``table``: further settings of its table mirror)."""
         settings = self.merge_settings(check=False)
         document = {
             "spark": {"lake_dir": str(settings.lake_dir)},
+            "lake": {"location": str(settings.lake_dir)},
             "stream_writer": {"database": self.raw_database, "name": self.writer},
             "merge": {"database": settings.merge.database, "check": False},
             "mirror": {"warehouse_schema": settings.mirror.warehouse_schema},
@@ -326,8 +361,10 @@ class Shop:
                     "key": ["order_no"],
                     "check_column": "created_at",
                     "targets": ["hive"],
+                    **table,
                 }
             ],
+            **(extra or {}),
         }
         path.write_text(yaml.safe_dump(document))
         return path
@@ -347,11 +384,11 @@ class Shop:
 def snapshot_rows(
     spark: Any, settings: Settings, table: str, day: date
 ) -> dict[str, dict[str, Any]]:
-    columns = ", ".join(f"{expr} AS `{name}`" for name, expr in SNAPSHOT_TEXT.items())
-    spark.catalog.refreshTable(f"{settings.merge.database}.{table}")
-    found = spark.sql(
-        f"SELECT {columns}, _shard FROM {settings.merge.database}.`{table}` WHERE dt = '{day}'"
-    ).collect()
+    """The snapshot of ``day`` as merge's readers get it (``snapshot_as_of``: its tag)."""
+    from cdc_platform.lake_snapshots import snapshot_as_of
+
+    columns = [f"{expr} AS `{name}`" for name, expr in SNAPSHOT_TEXT.items()]
+    found = snapshot_as_of(spark, settings, table, day).selectExpr(*columns, "_shard").collect()
     rows = {row["order_no"]: row.asDict() for row in found}
     assert len(rows) == len(found), "a key appears twice in the snapshot"
     return rows

@@ -1,11 +1,11 @@
 """The merge job against real services: MariaDB shards changed by a randomized workload, the
-raw change layer in the stream writer's layout, Spark with Hive support on the stack's
-PostgreSQL metastore (one session for this module), and the snapshot compared with MySQL.
+raw change layer in the stream writer's Iceberg table, Spark with the lake's Iceberg catalog
+on the stack's PostgreSQL metastore (one session for this module), and each day's snapshot
+(its Iceberg tag) compared with MySQL.
 
 ``CDC_TEST_MERGE_FULL=1`` makes the randomized workload ten times larger and adds the
-widening test (a DECIMAL and an INT UNSIGNED column widened mid-stream; yesterday's files
-read through the recreated table). Without it the module takes about 7 minutes on two
-loaded cores, most of it Spark jobs and two extra Spark processes.
+widening test (a DECIMAL and an INT UNSIGNED column widened mid-stream; yesterday's tag
+keeps its types, the dt view reads it widened).
 
 A separate Spark process (the ``cdc-mirror merge`` command) writes a snapshot that this
 module's session reads; ``test_sql_server.py`` reads one through Spark's Thrift server with
@@ -28,10 +28,10 @@ from typing import Any
 
 import pytest
 
+from cdc_platform.lake_snapshots import day_tag, days_view
 from merge import records
 from merge.archive import ArchiveOverride
 from merge.job import Merger, MergeRequest, NotReadyError, merge_tables
-from merge.snapshot import SnapshotStore
 from simple_binlog.errors import ConfigError
 from tests.integration.merge.harness import Shop, history_times, snapshot_rows
 
@@ -111,8 +111,7 @@ def assert_snapshot_equals_mysql(spark: Any, shop: Shop, merger: Merger, day: da
 def test_snapshot_equals_mysql_after_randomized_days_and_rerun_is_idempotent(
     spark: Any, shop: Shop
 ) -> None:
-    # Several files per day, and the incremental path even when most files are touched.
-    settings = shop.merge_settings(rows_per_file=10, max_touched_fraction=1.0)
+    settings = shop.merge_settings(buckets=4)
     merger = Merger(settings, spark)
     placed = history(shop, 20 * SCALE)
     shop.start_day(DAY1)
@@ -132,24 +131,36 @@ def test_snapshot_equals_mysql_after_randomized_days_and_rerun_is_idempotent(
     random_day(shop, DAY2, placed, 80 * SCALE)
     shop.write_raw(spark, DAY2)
     second = merger.merge(MergeRequest(shop.table, DAY2))
-    assert second.mode == "incremental"
+    assert (first.mode, second.mode) == ("first", "merge")
     assert_snapshot_equals_mysql(spark, shop, merger, DAY2)
-    # Yesterday's partition is untouched by today's merge.
-    assert merger.store.partition_location(shop.table, str(DAY1)) == first.location
+    # Yesterday's tag is untouched by today's merge; the plain table is today.
+    state = merger.store.state(shop.table)
+    assert state.days == {DAY1: first.snapshot_id, DAY2: second.snapshot_id}
+    assert state.current == second.snapshot_id
+    day1_rows = snapshot_rows(spark, settings, shop.table, DAY1)
+    assert len(day1_rows) == first.rows
 
     rows_before = snapshot_rows(spark, settings, shop.table, DAY2)
     again = merger.merge(MergeRequest(shop.table, DAY2))
-    assert again.location != second.location
-    assert merger.store.partition_location(shop.table, str(DAY2)) == again.location
+    assert again.mode == "re-merge"
+    assert again.snapshot_id != second.snapshot_id
+    state = merger.store.state(shop.table)
+    assert state.days == {DAY1: first.snapshot_id, DAY2: again.snapshot_id}
+    assert state.current == again.snapshot_id
     assert snapshot_rows(spark, settings, shop.table, DAY2) == rows_before
-    # The superseded version directory is gone; only the published one remains.
-    versions = merger.store.table_dir(shop.table) / "_versions" / f"dt={DAY2}"
-    assert [p.name for p in versions.iterdir()] == [f"run={again.run_id}"]
+    assert snapshot_rows(spark, settings, shop.table, DAY1) == day1_rows
     record = records.read_json(records.merge_record_path(settings.lake_dir, shop.table, str(DAY2)))
     assert record is not None
-    assert record["runId"] == again.run_id
-    assert record["rows"] == len(rows_before)
+    assert record["snapshotId"] == again.snapshot_id
+    assert record["rows"] == len(rows_before) == again.rows
     assert record["checkOk"] is True
+    # Downstream SQL of the old dt layout: the same rows through the days view.
+    view = days_view(settings, shop.table)
+    counted = {
+        row["dt"]: row["n"]
+        for row in spark.sql(f"SELECT dt, count(*) AS n FROM {view} GROUP BY dt").collect()
+    }
+    assert counted == {str(DAY1): len(day1_rows), str(DAY2): len(rows_before)}
 
 
 def test_added_column_mid_day_is_null_for_older_rows(spark: Any, shop: Shop) -> None:
@@ -180,8 +191,7 @@ def test_added_column_mid_day_is_null_for_older_rows(spark: Any, shop: Shop) -> 
     snapshot = {
         row["order_no"]: row.asDict()
         for row in spark.sql(
-            f"SELECT order_no, channel, score FROM {settings.merge.database}.{shop.table} "
-            f"WHERE dt = '{DAY2}'"
+            f"SELECT order_no, channel, score FROM {merger.store.name(shop.table)}"
         ).collect()
     }
     assert snapshot[untouched]["channel"] is None  # carried over from before the column
@@ -189,9 +199,10 @@ def test_added_column_mid_day_is_null_for_older_rows(spark: Any, shop: Shop) -> 
     assert snapshot[changed_after]["channel"] == "web"
     assert snapshot[fresh]["channel"] == "web"
     assert {row["score"] for row in snapshot.values()} == {None}
-    # Yesterday's partition reads the new column as NULL: downstream queries do not break.
+    # Yesterday read through the dt view has the new column, NULL: downstream queries of
+    # the old layout do not break (its tag keeps yesterday's own columns).
     old = spark.sql(
-        f"SELECT count(*) AS n, count(channel) AS c FROM {settings.merge.database}.{shop.table} "
+        f"SELECT count(*) AS n, count(channel) AS c FROM {days_view(settings, shop.table)} "
         f"WHERE dt = '{DAY1}'"
     ).first()
     assert old is not None
@@ -327,25 +338,27 @@ def test_command_in_another_process_and_a_killed_merge_leaves_the_previous_state
     assert command.returncode == 0, (tmp_path / "merge-1.log").read_text()[-3000:]
     assert f"{shop.table} {DAY2}: " in out
     assert_snapshot_equals_mysql(spark, shop, merger, DAY2)
-    published = merger.store.partition_location(shop.table, str(DAY2))
+    published = merger.store.state(shop.table).days[DAY2]
     before = snapshot_rows(spark, settings, shop.table, DAY2)
 
-    # The same merge again, killed (with its JVM) once it has started writing.
-    staging = merger.store.table_dir(shop.table) / "_staging"
+    # The same merge again, killed (with its JVM) once it has started writing data files.
+    data = shop.lake / f"{settings.merge.database}.db" / shop.table / "data"
+    written = set(data.rglob("*.parquet"))
     killed = _merge_command(config, shop, DAY2, tmp_path / "merge-2.log")
-    _wait_for(lambda: any(staging.glob(f"{DAY2}-*")), SPARK_TIMEOUT_S, "the staging directory")
+    _wait_for(
+        lambda: bool(set(data.rglob("*.parquet")) - written), SPARK_TIMEOUT_S, "new data files"
+    )
     os.killpg(killed.pid, signal.SIGKILL)
     killed.wait(timeout=60)
     assert killed.returncode == -signal.SIGKILL
-    assert merger.store.partition_location(shop.table, str(DAY2)) == published
+    assert merger.store.state(shop.table).days[DAY2] == published
     assert snapshot_rows(spark, settings, shop.table, DAY2) == before
-    assert any(staging.glob(f"{DAY2}-*"))  # left behind, never visible
 
-    # The next merge finishes the job and removes what the killed one left.
+    # The next merge finishes the job (what the killed one wrote is never referenced:
+    # `cdc-mirror maintain` removes such orphan files).
     again = merger.merge(MergeRequest(shop.table, DAY2))
     assert snapshot_rows(spark, settings, shop.table, DAY2) == before
-    assert not any(staging.glob(f"{DAY2}-*"))
-    assert merger.store.partition_location(shop.table, str(DAY2)) == again.location
+    assert merger.store.state(shop.table).days[DAY2] == again.snapshot_id != published
 
 
 def test_late_rows_of_yesterday_trigger_a_remerge(spark: Any, shop: Shop) -> None:
@@ -368,11 +381,8 @@ def test_late_rows_of_yesterday_trigger_a_remerge(spark: Any, shop: Shop) -> Non
     shop.start_day(DAY1)
     shop._second += 80_000
     shop.update(placed[late_key], late_key)
-    shop.write_raw(spark, DAY1)
-    records.write_json(
-        shop.lake / "_ready" / shop.writer / f"{DAY1}_late.json",
-        {"dt": str(DAY1), "lateRows": {shop.table: 1}, "total": 1},
-    )
+    shop.write_raw(spark, DAY1, ready=False)
+    shop.mark_ready(DAY1, late_rows={shop.table: 1})
 
     second = merger.merge(MergeRequest(shop.table, DAY2))
     assert second.remerged == [str(DAY1)]
@@ -383,35 +393,41 @@ def test_late_rows_of_yesterday_trigger_a_remerge(spark: Any, shop: Shop) -> Non
     assert merger.merge(MergeRequest(shop.table, DAY2)).remerged == []
 
 
-def test_incremental_merge_rewrites_only_the_files_holding_changed_keys(
-    spark: Any, shop: Shop
-) -> None:
-    settings = shop.merge_settings(rows_per_file=5, check=False)
+def test_a_day_shares_the_files_it_did_not_change(spark: Any, shop: Shop) -> None:
+    """Storage and cost follow the change: the next day's tag references every data file of
+    the day before and adds only the changed rows (merge-on-read)."""
+    settings = shop.merge_settings(check=False, buckets=2)
     merger = Merger(settings, spark)
-    placed = history(shop, 10)  # 30 rows: 6 files of 5 keys each
+    placed = history(shop, 10)
     shop.start_day(DAY1)
     shop.mock_replay(shop._second)
     shop.write_raw(spark, DAY1)
     first = merger.merge(MergeRequest(shop.table, DAY1))
-    previous_files = {p.name: p.stat().st_ino for p in Path(first.location).glob("part-*")}
-    assert len(previous_files) == 6
 
     shop.start_day(DAY2)
     lowest = sorted(placed)[0]
-    shop.update(placed[lowest], lowest)  # a key of the first file
-    shop.insert(2, during(DAY2, shop.rng), "zz-new")  # a key after every existing one
+    shop.update(placed[lowest], lowest)
+    shop.insert(2, during(DAY2, shop.rng), "zz-new")
     shop.write_raw(spark, DAY2)
     second = merger.merge(MergeRequest(shop.table, DAY2))
 
-    assert second.mode == "incremental"
-    assert second.files_carried == 5
-    current = {p.name: p.stat().st_ino for p in Path(second.location).glob("part-*")}
-    carried = {name for name in current if previous_files.get(name) == current[name]}
-    assert len(carried) == 5  # the same files (hard links), not copies
+    name = merger.store.name(shop.table)
+
+    def data_files(day: date) -> set[str]:
+        rows = spark.sql(
+            f"SELECT file_path FROM {name}.files VERSION AS OF '{day_tag(day)}' WHERE content = 0"
+        ).collect()
+        return {row["file_path"] for row in rows}
+
+    assert data_files(DAY1) < data_files(DAY2)
+    assert second.files_kept == first.files == len(data_files(DAY1))
+    summary = spark.sql(
+        f"SELECT summary FROM {name}.snapshots WHERE snapshot_id = {second.snapshot_id}"
+    ).first()
+    assert summary is not None
+    assert summary["summary"]["added-records"] == "2"  # the updated row and the new one
+    assert (first.rows, second.rows) == (30, 31)
     assert_snapshot_equals_mysql(spark, shop, merger, DAY2)
-    assert snapshot_rows(spark, settings, shop.table, DAY1) != snapshot_rows(
-        spark, settings, shop.table, DAY2
-    )
 
 
 @pytest.mark.skipif(SCALE == 1, reason="heavier variant: CDC_TEST_MERGE_FULL=1")
@@ -441,29 +457,16 @@ def test_widened_column_keeps_old_partitions_readable(spark: Any, shop: Shop) ->
         "amount": ("decimal(12,2)", "decimal(16,4)"),
         "qty": ("bigint", "decimal(20,0)"),
     }
-    types = dict(spark.table(f"{settings.merge.database}.{shop.table}").dtypes)
+    types = dict(spark.table(merger.store.name(shop.table)).dtypes)
     assert (types["amount"], types["qty"]) == ("decimal(16,4)", "decimal(20,0)")
     assert_snapshot_equals_mysql(spark, shop, merger, DAY2)
-    # Yesterday's files keep their types; read through the widened table, values are equal.
-    day1_after = snapshot_rows(spark, settings, shop.table, DAY1)
-    assert {k: (r["amount"], r["qty"]) for k, r in day1_after.items()} == {
-        k: (f"{r['amount']}00", r["qty"]) for k, r in day1_before.items()
+    # Yesterday's tag keeps its own types; the dt view reads it widened, values equal.
+    assert snapshot_rows(spark, settings, shop.table, DAY1) == day1_before
+    widened = {
+        row["order_no"]: (str(row["amount"]), str(row["qty"]))
+        for row in spark.sql(
+            f"SELECT order_no, amount, qty FROM {days_view(settings, shop.table)} "
+            f"WHERE dt = '{DAY1}'"
+        ).collect()
     }
-
-
-@pytest.mark.parametrize("file_format", ["parquet", "orc"])
-def test_file_rows_are_the_row_counts_spark_reads(
-    spark: Any, tmp_path: Path, file_format: str
-) -> None:
-    """The incremental merge counts carried and written rows from file footers, not a job."""
-    store = SnapshotStore(spark, "unused", tmp_path, file_format)
-    version = tmp_path / "version"
-    spark.range(12_345).repartition(3).write.format(file_format).save(str(version))
-    files = sorted(
-        p for p in version.iterdir() if p.is_file() and not p.name.startswith(("_", "."))
-    )
-    counts = store.file_rows(files)
-    assert set(counts) == set(files) and len(files) == 3
-    for path in files:
-        assert counts[path] == spark.read.format(file_format).load(str(path)).count()
-    assert sum(counts.values()) == 12_345
+    assert widened == {k: (f"{r['amount']}00", r["qty"]) for k, r in day1_before.items()}

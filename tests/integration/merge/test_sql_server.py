@@ -1,7 +1,7 @@
 """The snapshot read as downstream users read it: ``cdc-mirror sql-server`` (Spark's Thrift
 server, HiveServer2 protocol) in a process of its own, queried with beeline (the HiveServer2
 client shipped with Spark). The merge runs in this module's Spark session; the server finds
-the partition through the shared metastore.
+the snapshot table, its day tag and the dt view through the shared metastore.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import pyspark
 
 from cdc_mirror.processes import Component, free_port, port_free
+from cdc_platform.lake_snapshots import day_tag, days_view
 from merge.job import Merger
 from tests.integration.merge.harness import Shop, snapshot_rows
 from tests.integration.merge.test_merge import DAY1, ROOT, merged_first_day
@@ -81,19 +82,26 @@ def test_snapshot_through_the_thrift_server_with_beeline(
     ).start()
     try:
         server.wait_until(lambda: not port_free(port), STARTUP_TIMEOUT_S, "the SQL server")
-        table = f"{settings.merge.database}.{shop.table}"
+        table = merger.store.name(shop.table)
+        columns = "order_no, cast(amount AS string), status, note, _shard"
         found = beeline(
             port,
-            f"SELECT order_no, cast(amount AS string), status, note, _shard FROM {table} "
-            f"WHERE dt = '{DAY1}' ORDER BY order_no",
+            f"SELECT {columns} FROM {table} VERSION AS OF '{day_tag(DAY1)}' ORDER BY order_no",
         )
         assert [row[0] for row in found] == sorted(mysql)
         for order_no, amount, status, note, shard in found:
             row = mysql[order_no]
             assert (amount, status, shard) == (row["amount"], row["status"], row["_shard"])
             assert note == (row["note"] if row["note"] is not None else "NULL")
-        partitions = beeline(port, f"SHOW PARTITIONS {table}")
-        assert [p[0] for p in partitions] == [f"dt={DAY1}"]
+        # The old dt layout's query, through the days view; the newest day, the plain table.
+        view = days_view(settings, shop.table)
+        by_day = beeline(
+            port, f"SELECT {columns} FROM {view} WHERE dt = '{DAY1}' ORDER BY order_no"
+        )
+        assert by_day == found
+        assert beeline(port, f"SELECT {columns} FROM {table} ORDER BY order_no") == found
+        tags = beeline(port, f"SELECT name FROM {table}.refs WHERE type = 'TAG'")
+        assert tags == [[day_tag(DAY1)]]
     finally:
         server.terminate(timeout_s=60)
     assert server.returncode == 0, (tmp_path / "sql-server.log").read_text()[-3000:]

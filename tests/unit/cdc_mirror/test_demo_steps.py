@@ -165,10 +165,11 @@ def test_reset_clears_the_stores_and_home_drops_hive_then_creates_the_schema(dem
     ]
     assert not (names.home / "lake").exists() and names.logs.is_dir()
     (hive,) = demo.launcher.launched
-    assert hive.command[-3:] == [
+    assert hive.command[-4:] == [
         "sql",
         "DROP DATABASE IF EXISTS `demo_ods_binlog_source` CASCADE",
         "DROP DATABASE IF EXISTS `demo_ods_snapshot` CASCADE",
+        "DROP DATABASE IF EXISTS `demo_ods_snapshot_dt` CASCADE",
     ]
     assert hive.log_path == names.logs / "reset-hive.log"
     assert hive.env == {"CDC_MIRROR_X": "1"}

@@ -28,15 +28,15 @@ def merged(table: str, mismatches: list[date] | None) -> TableOutcome:
     result = MergeResult(
         table=table,
         dt=DAY,
-        run_id="r1",
         rows=1200,
         changes=340,
-        location="/lake/x",
+        location="lake.ods_snapshot.x VERSION AS OF 'dt-2026-11-21'",
+        snapshot_id=7,
         archive=cast(Any, None),
         schema=cast(Any, None),
         seconds=12.5,
         late_rows_seen=0,
-        files_carried=2,
+        files_kept=2,
         files=3,
         check=check,
     )

@@ -1,0 +1,329 @@
+"""``cdc-mirror maintain``: the lake's table maintenance, through Iceberg's Spark procedures.
+
+For every table mirrored to Hive (or those named), in this order:
+
+* **raw layer** ``<catalog>.<stream_writer.database>.<table>`` (and the dead-letter table):
+  rows of days older than the retention deleted (``DELETE … WHERE dt < …``: whole ``dt``
+  partitions, a metadata-only commit), small files compacted to
+  ``maintenance.target_file_mb`` (``rewrite_data_files``);
+* **snapshot** ``<catalog>.<merge.database>.<table>``: day tags older than the retention
+  dropped (``ALTER TABLE … DROP TAG``) and the dt view rewritten without them, files with
+  deletes and small files compacted (``rewrite_data_files``: ``delete-file-threshold`` 1, so
+  the deletes merge-on-read leaves are folded into their data files; then
+  ``rewrite_position_delete_files`` drops the delete files naming only rewritten files);
+* both: snapshots no branch or tag needs expired once older than
+  ``maintenance.expire_after_hours`` (``expire_snapshots``, the newest
+  ``retain_snapshots`` of main always kept, and on a snapshot table main's lineage back to
+  the newest day's tag: tagged days stay readable, and the next merge can tell that main
+  holds the newest day), and files of the
+  table's folder no snapshot references removed once older than
+  ``maintenance.orphan_after_hours`` (``remove_orphan_files``: what a killed writer or merge
+  left behind).
+
+Retention (days): ``tables[].retention.snapshot_days`` / ``raw_days``, else
+``maintenance.snapshot_days`` / ``raw_days``; "older than N days" counts from ``today``: the
+day ``today − N`` is kept, the one before is not.
+
+Safe while the stream writer and merge run: every step is one Iceberg commit validated
+against the commits made meanwhile (optimistic concurrency). Appends never conflict with a
+compaction; a compaction that lost a race with a merge's deletes fails for that file group and
+is reported (the next run compacts it), and a merge that lost to a compaction starts again
+(``merge.job``). Nothing here lists or deletes files itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from cdc_platform.config import Settings, TableMirror
+from cdc_platform.config_store import ConfigSnapshot, load_snapshot
+from cdc_platform.iceberg import storage_for
+from merge.snapshot import SnapshotStore
+from simple_binlog.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+DEAD_LETTER_TABLE = "dead_letter"  # cdc_platform.lake's name of the writer's dead letters
+RAW_DAY_COLUMN = "dt"  # the raw tables' partition column (cdc_platform.lake)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One maintenance step of one table: what it did, or why it failed."""
+
+    table: str  # catalog.database.table
+    action: str  # expire days | compact | expire snapshots | remove orphans | drop tags
+    detail: str
+    seconds: float
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class MaintenanceReport:
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Step]:
+        return [step for step in self.steps if step.error is not None]
+
+
+def expired_days(days: list[date], today: date, keep_days: int) -> list[date]:
+    """Pure: the days older than ``keep_days`` before ``today`` (``today − keep_days`` is
+    kept)."""
+    cutoff = today - timedelta(days=keep_days)
+    return sorted(day for day in days if day < cutoff)
+
+
+def _ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _sentence(exc: BaseException) -> str:
+    text = str(getattr(exc, "desc", None) or exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:400]
+
+
+class Maintainer:
+    """Runs the steps of the module for the tables of ``config`` in one Spark session."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        spark: SparkSession,
+        config: ConfigSnapshot,
+        progress: Callable[[Step], None] | None = None,
+        now: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.spark = spark
+        self.config = config
+        self.catalog = settings.lake.catalog
+        self.snapshots = SnapshotStore(spark, settings)
+        self._progress = progress or (lambda step: None)
+        self._now = now or (lambda: datetime.now(UTC))
+        self._s3 = storage_for(settings).location.kind == "s3"
+
+    def tables(self, names: list[str] | None) -> list[TableMirror]:
+        mirrors = [t for t in self.config.tables_for("hive")]
+        if not names:
+            return mirrors
+        return [self.config.table(name) for name in names]
+
+    def run(self, names: list[str] | None = None) -> MaintenanceReport:
+        report = MaintenanceReport()
+        mirrors = self.tables(names)
+        if not mirrors:
+            raise ConfigError("no configured table is mirrored to Hive (tables: in the config).")
+        raw_db = self.settings.stream_writer.database
+        for mirror in mirrors:
+            raw_days = mirror.retention.raw_days or self.settings.maintenance.raw_days
+            self._raw(report, raw_db, mirror.name, raw_days)
+            snapshot_days = (
+                mirror.retention.snapshot_days or self.settings.maintenance.snapshot_days
+            )
+            self._snapshot(report, mirror.name, snapshot_days)
+        if names is None:
+            self._raw(report, raw_db, DEAD_LETTER_TABLE, self.settings.maintenance.raw_days)
+        return report
+
+    # -- the layers -------------------------------------------------------------------------
+    def _exists(self, database: str, table: str) -> bool:
+        return bool(self.spark.catalog.tableExists(f"{self.catalog}.{database}.{table}"))
+
+    def _raw(self, report: MaintenanceReport, database: str, table: str, keep_days: int) -> None:
+        if not self._exists(database, table):
+            return
+        qualified = f"{database}.{table}"
+        cutoff = self._now().date() - timedelta(days=keep_days)
+        with self._step(report, qualified, "expire days") as detail:
+            name = self._name(database, table)
+            before = self._rows_of_days_before(name, cutoff)
+            if before:
+                self.spark.sql(f"DELETE FROM {name} WHERE {RAW_DAY_COLUMN} < '{cutoff}'")  # noqa: S608 - quoted names
+            detail.append(f"{before} rows of days before {cutoff} deleted")
+        self._compact(report, database, table, deletes=False)
+        self._expire(report, database, table)
+        self._orphans(report, database, table)
+
+    def _snapshot(self, report: MaintenanceReport, table: str, keep_days: int) -> None:
+        database = self.settings.merge.database
+        if not self._exists(database, table):
+            return
+        qualified = f"{database}.{table}"
+        with self._step(report, qualified, "drop tags") as detail:
+            state = self.snapshots.state(table)
+            expired = expired_days(list(state.days), self._now().date(), keep_days)
+            name = self._name(database, table)
+            for day in expired:
+                self.spark.sql(f"ALTER TABLE {name} DROP TAG IF EXISTS `dt-{day.isoformat()}`")
+            if expired:
+                self.snapshots.refresh_days_view(table)
+            kept = len(state.days) - len(expired)
+            detail.append(f"{len(expired)} day tags dropped, {kept} kept")
+        self._compact(report, database, table, deletes=True)
+        # Main's commits since the newest day stay: the next merge sees by them that main
+        # holds that day's rows (only compactions since) and merges on main.
+        self._expire(report, database, table, keep=self._main_since_newest_day(table))
+        self._orphans(report, database, table)
+
+    def _main_since_newest_day(self, table: str) -> int:
+        """How many snapshots of main's lineage lead back to the newest day's tag (it
+        included); 0 when main does not descend from it."""
+        state = self.snapshots.state(table)
+        if state.current is None or not state.days:
+            return 0
+        newest = state.days[max(state.days)]
+        java = self.snapshots.java_table(table)
+        snapshot_id: int | None = state.current
+        count = 0
+        while snapshot_id is not None:
+            snapshot = java.snapshot(snapshot_id)
+            if snapshot is None:
+                return 0
+            count += 1
+            if snapshot_id == newest:
+                return count
+            parent = snapshot.parentId()
+            snapshot_id = None if parent is None else int(parent)
+        return 0
+
+    # -- Iceberg's procedures ---------------------------------------------------------------
+    def _name(self, database: str, table: str) -> str:
+        return ".".join(_ident(part) for part in (self.catalog, database, table))
+
+    def _call(self, procedure: str, arguments: str) -> list[Any]:
+        return list(
+            self.spark.sql(f"CALL {_ident(self.catalog)}.system.{procedure}({arguments})").collect()
+        )
+
+    def _rows_of_days_before(self, name: str, cutoff: date) -> int:
+        """Rows in days before ``cutoff``, from the table's partition metadata (no scan)."""
+        rows = self.spark.sql(
+            f"SELECT coalesce(sum(record_count), 0) AS n FROM {name}.partitions "  # noqa: S608 - quoted names
+            f"WHERE partition.{RAW_DAY_COLUMN} < '{cutoff}'"
+        ).first()
+        return int(rows["n"]) if rows is not None else 0
+
+    def _compact(self, report: MaintenanceReport, database: str, table: str, deletes: bool) -> None:
+        size = self.settings.maintenance.target_file_mb * 1024 * 1024
+        options = {
+            "target-file-size-bytes": str(size),
+            # Groups that lost a race with a concurrent commit fail alone; the rest commits.
+            "partial-progress.enabled": "true",
+        }
+        if deletes:
+            options["delete-file-threshold"] = "1"
+            options["remove-dangling-deletes"] = "true"
+        listed = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
+        with self._step(report, f"{database}.{table}", "compact") as detail:
+            [row] = self._call(
+                "rewrite_data_files", f"table => '{database}.{table}', options => map({listed})"
+            )
+            detail.append(
+                f"{row['rewritten_data_files_count']} files rewritten into "
+                f"{row['added_data_files_count']}"
+                + (
+                    f", {row['failed_data_files_count']} left for the next run"
+                    if row["failed_data_files_count"]
+                    else ""
+                )
+            )
+            if deletes:
+                # The data files with deletes are rewritten now, but Iceberg keeps a
+                # partition's position delete files while older data files of the partition
+                # remain; rewriting them drops the entries naming files that are gone (the
+                # snapshot's running row total, total-records − total-position-deletes, is
+                # exact again).
+                [cleaned] = self._call(
+                    "rewrite_position_delete_files",
+                    f"table => '{database}.{table}', options => map('rewrite-all', 'true')",
+                )
+                detail.append(
+                    f"{cleaned['rewritten_delete_files_count']} delete files rewritten into "
+                    f"{cleaned['added_delete_files_count']}"
+                )
+
+    def _expire(self, report: MaintenanceReport, database: str, table: str, keep: int = 0) -> None:
+        config = self.settings.maintenance
+        older = self._now() - timedelta(hours=config.expire_after_hours)
+        retain = max(config.retain_snapshots, keep)
+        with self._step(report, f"{database}.{table}", "expire snapshots") as detail:
+            [row] = self._call(
+                "expire_snapshots",
+                f"table => '{database}.{table}', older_than => TIMESTAMP '{_timestamp(older)}', "
+                f"retain_last => {retain}",
+            )
+            files = (
+                row["deleted_data_files_count"]
+                + row["deleted_position_delete_files_count"]
+                + row["deleted_equality_delete_files_count"]
+            )
+            detail.append(f"{files} data and delete files no snapshot needs removed")
+
+    def _orphans(self, report: MaintenanceReport, database: str, table: str) -> None:
+        older = self._now() - timedelta(hours=self.settings.maintenance.orphan_after_hours)
+        # Object stores list by prefix (Hadoop's directory listing of S3 is slow and partial).
+        prefix = ", prefix_listing => true" if self._s3 else ""
+        with self._step(report, f"{database}.{table}", "remove orphans") as detail:
+            rows = self._call(
+                "remove_orphan_files",
+                f"table => '{database}.{table}', older_than => TIMESTAMP '{_timestamp(older)}'"
+                f"{prefix}",
+            )
+            detail.append(f"{len(rows)} orphan files removed")
+
+    @contextmanager
+    def _step(self, report: MaintenanceReport, table: str, action: str) -> Iterator[list[str]]:
+        """Time one step, record it, tell the caller's progress; a failure is recorded in
+        one sentence and the next step goes on."""
+        started = time.monotonic()
+        detail: list[str] = []
+        error: str | None = None
+        try:
+            yield detail
+        except Exception as exc:  # Spark's and Iceberg's errors (py4j): reported, not raised
+            from py4j.protocol import Py4JError  # type: ignore[import-untyped]  # noqa: PLC0415
+            from pyspark.errors import PySparkException  # noqa: PLC0415
+
+            if not isinstance(exc, PySparkException | Py4JError):
+                raise
+            error = _sentence(exc)
+            log.error("maintenance of %s (%s) failed: %s", table, action, error)
+        step = Step(
+            f"{self.catalog}.{table}",
+            action,
+            "; ".join(detail),
+            time.monotonic() - started,
+            error,
+        )
+        report.steps.append(step)
+        self._progress(step)
+
+
+def run_maintain_command(
+    settings: Settings, tables: list[str], progress: Callable[[Step], None]
+) -> MaintenanceReport:
+    """``cdc-mirror maintain``: the table mirrors from the configuration store, one Spark
+    session with the lake's catalog, ``progress`` told of every step as it ends."""
+    from cdc_platform.iceberg import lake_session  # noqa: PLC0415 - starts a JVM
+
+    config = load_snapshot(settings)
+    spark = lake_session(settings, "cdc-mirror-maintain")
+    try:
+        return Maintainer(settings, spark, config, progress).run(tables or None)
+    finally:
+        spark.stop()
+
+
+def _timestamp(moment: datetime) -> str:
+    """A Spark TIMESTAMP literal's text in UTC (the sessions' time zone)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
