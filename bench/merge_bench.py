@@ -1,23 +1,23 @@
-"""Daily merge against a naive full ``row_number()`` merge, in the same run and Spark session.
+"""Daily merge against a naive full rewrite, in the same run, Spark session and storage.
 
     .venv/bin/python -m bench.merge_bench [--rows 10000000] [--changes 1000000]
-        [--small-changes 10000] [--pattern recent|random] [--rows-per-file 1000000]
+        [--small-changes 10000] [--pattern recent|random] [--buckets 8] [--file-size-mb 32]
+        [--write-mode merge-on-read|copy-on-write] [--location PATH|hdfs://…|s3://…]
 
-Builds a snapshot of ``--rows`` rows (partition day 1, key-range files of ``--rows-per-file``
-rows, written by the merge's own store), then two cases, each a raw change partition in the
-stream writer's layout (SimpleBinlog JSON in ``content``: 20 % inserts of new keys, 70 %
-updates, 10 % deletes):
+Builds a snapshot table of ``--rows`` rows (the merge's own Iceberg table, tagged as day 1),
+then two cases, each a day of the raw Iceberg table (SimpleBinlog JSON in ``content``: 20 %
+inserts of new keys, 70 % updates, 10 % deletes):
 
 1. ``--changes`` changes (day 2, merged over day 1);
 2. ``--small-changes`` changes (day 3, merged over day 2).
 
-Per case, on the same input:
+Per case, on the same input and the same lake:
 
-* baseline: flatten the changes (same parser), union the previous snapshot as INSERTs, a
-  window ``row_number() over (partition by key order by offset desc) = 1``, DELETEs dropped,
-  written to a new directory (no metastore, no layout);
-* measured: ``merge.job.Merger.merge`` (readiness, schema, archive rule, incremental merge,
-  atomic publish, record).
+* baseline: flatten the changes (same parser), union the previous day's snapshot as INSERTs,
+  a window ``row_number() over (partition by key order by offset desc) = 1``, DELETEs
+  dropped, the whole result written as a new Iceberg table (a full rewrite);
+* measured: ``merge.job.Merger.merge`` (schema, archive rule, MERGE INTO of the day's
+  changes, the day's tag, the dt view, record).
 
 ``--pattern recent`` puts updates and deletes on the newest 2 % of keys (order tables: recent
 orders change), ``random`` spreads them over all keys. Prints seconds, rows/s, the ratio,
@@ -28,7 +28,6 @@ The issue's sizes are the defaults; scale down with the flags.
 from __future__ import annotations
 
 import argparse
-import math
 import shutil
 import tempfile
 import time
@@ -40,12 +39,13 @@ from typing import Any
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
 from cdc_platform.config import MergeSettings, Settings, TableMirror, load_settings
-from cdc_platform.spark import build_session
-from merge import records
+from cdc_platform.iceberg import LakeCatalog, lake_session
+from cdc_platform.lake import ROW_COLUMNS
+from cdc_platform.lake_snapshots import day_tag
+from cdc_platform.mysql_schema import LiveSchema
 from merge.job import Merger, MergeRequest, MergeResult
 from merge.schema import plan_schema
-from merge.transform import align, flatten, in_key_ranges, latest
-from mirror.backend import LiveSchema
+from merge.transform import align, flatten, latest
 
 DAY1 = date(2026, 11, 19)
 COLUMNS = {
@@ -77,16 +77,22 @@ class JvmMemory:
         return float("nan")
 
 
-def bench_settings(lake: Path, rows_per_file: int, tag: str) -> Settings:
+def bench_settings(work: Path, args: argparse.Namespace, tag: str) -> Settings:
     base = load_settings()
+    lake = base.lake.model_copy(update={"location": args.location or str(work / "lake")})
     return base.model_copy(
         update={
-            "spark": base.spark.model_copy(update={"lake_dir": lake}),
+            "spark": base.spark.model_copy(update={"lake_dir": work / "lake"}),
+            "lake": lake,
             "stream_writer": base.stream_writer.model_copy(
                 update={"database": f"bench_raw_{tag}", "name": f"bench-{tag}"}
             ),
             "merge": MergeSettings(
-                database=f"bench_snap_{tag}", check=False, rows_per_file=rows_per_file
+                database=f"bench_snap_{tag}",
+                check=False,
+                buckets=args.buckets,
+                file_size_mb=args.file_size_mb,
+                write_mode=args.write_mode,
             ),
             "tables": [
                 TableMirror(db_prefix="bench", table_prefix="orders", key=["id"], targets=["hive"])
@@ -96,11 +102,12 @@ def bench_settings(lake: Path, rows_per_file: int, tag: str) -> Settings:
 
 
 def build_snapshot(merger: Merger, rows: int) -> None:
+    """Day 1: ``rows`` rows written into the merge's table by one append, tagged."""
     from pyspark.sql import functions as F
 
     plan = plan_schema("bench_orders", None, COLUMNS, ["id"])
     merger.store.ensure_database()
-    merger.store.evolve("bench_orders", plan)
+    merger.store.evolve("bench_orders", plan, exists=False)
     frame = merger.spark.range(rows).select(
         F.col("id"),
         (F.col("id") % 100_000).cast("int").alias("user_id"),
@@ -111,19 +118,26 @@ def build_snapshot(merger: Merger, rows: int) -> None:
         F.lit(1_763_000_000_000_000).alias("_binlog_offset"),
         F.lit(SHARD).alias("_shard"),
     )
-    files = max(1, math.ceil(rows / merger.settings.merge.rows_per_file))
-    merger.store.publish(
-        "bench_orders", DAY1.isoformat(), "bench", in_key_ranges(frame, ["id"], files), []
+    name = merger.store.name("bench_orders")
+    frame.writeTo(name).append()
+    merger.spark.sql(f"ALTER TABLE {name} CREATE TAG `{day_tag(DAY1)}`")
+
+
+def raw_table(merger: Merger) -> str:
+    lake = LakeCatalog.open(merger.spark, merger.settings, check=False)
+    database = merger.settings.stream_writer.database
+    lake.create_namespace(database)
+    lake.create_table(
+        database, "bench_orders", [*ROW_COLUMNS, ("dt", "STRING")], partitioned_by=("dt",)
     )
+    return lake.name(database, "bench_orders")
 
 
 def write_changes(
     merger: Merger, day: date, changes: int, snapshot_rows: int, next_id: int, pattern: str
 ) -> int:
-    """The day's raw partition; returns the next unused id."""
+    """The day's rows of the raw table; returns the next unused id."""
     from pyspark.sql import functions as F
-
-    from cdc_platform.lake import ROW_COLUMNS
 
     recent = max(1, snapshot_rows // 50)
     n = F.col("id")
@@ -160,42 +174,38 @@ def write_changes(
             F.lit(0).alias("kafkaPartition"),
             n.alias("kafkaOffset"),
             F.current_timestamp().alias("kafkaTimestamp"),
+            F.lit(day.isoformat()).alias("dt"),
         )
-        .select(*[F.col(name).cast(kind_) for name, kind_ in ROW_COLUMNS])
+        .select(*[F.col(name).cast(kind_) for name, kind_ in [*ROW_COLUMNS, ("dt", "STRING")]])
     )
-    raw_dir = (
-        merger.lake / f"{merger.settings.stream_writer.database}.db" / "bench_orders" / f"dt={day}"
-    )
-    frame.write.mode("overwrite").parquet(str(raw_dir))
-    records.write_json(merger.ready_dir / f"{day}.json", {"dt": str(day)})
+    frame.writeTo(raw_table(merger)).append()
     return next_id + changes
 
 
-def run_baseline(merger: Merger, day: date, out: Path) -> int:
-    """Naive: flatten, union yesterday as INSERTs, row_number() over everything, write."""
+def run_baseline(merger: Merger, day: date) -> int:
+    """Naive: flatten, union yesterday as INSERTs, row_number() over everything, rewrite all
+    of it as a new Iceberg table in the same lake."""
     plan = plan_schema("bench_orders", None, COLUMNS, ["id"])
-    raw = merger.spark.table(f"{merger.settings.stream_writer.database}.bench_orders").where(
-        f"dt = '{day}'"
-    )
-    previous = merger.store.read("bench_orders", (day - timedelta(days=1)).isoformat())
+    raw = merger.spark.table(raw_table(merger)).where(f"dt = '{day}'")
+    previous = merger.store.read("bench_orders", day - timedelta(days=1))
     rows = latest(flatten(raw, plan).unionByName(align(previous, plan)), ["id"])
-    rows.write.mode("overwrite").parquet(str(out))
-    return int(merger.spark.read.parquet(str(out)).count())
+    name = merger.store.lake.name(merger.settings.merge.database, f"baseline_{day:%Y%m%d}")
+    rows.writeTo(name).using("iceberg").createOrReplace()
+    return int(merger.spark.table(name).count())
 
 
 def measure(
-    merger: Merger, memory: JvmMemory, day: date, changes: int, work: Path
+    merger: Merger, memory: JvmMemory, day: date
 ) -> tuple[float, float, float, float, MergeResult]:
-    # Register the raw partition first, so both sides read the same table.
-    merger._load_raw("bench_orders", day.isoformat())
     memory.reset()
     started = time.monotonic()
-    baseline_rows = run_baseline(merger, day, work / f"baseline-{day}")
+    baseline_rows = run_baseline(merger, day)
     baseline_s = time.monotonic() - started
     baseline_mb = memory.peak_mb()
     memory.reset()
     started = time.monotonic()
-    result = merger.merge(MergeRequest("bench_orders", day))
+    # Readiness is the stream writer's business: not part of what is measured.
+    result = merger.merge(MergeRequest("bench_orders", day, skip_readiness=True))
     merge_s = time.monotonic() - started
     merge_mb = memory.peak_mb()
     assert result.rows == baseline_rows, (result.rows, baseline_rows)
@@ -208,20 +218,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--changes", type=int, default=1_000_000)
     parser.add_argument("--small-changes", type=int, default=10_000)
     parser.add_argument("--pattern", choices=("recent", "random"), default="recent")
-    parser.add_argument("--rows-per-file", type=int, default=1_000_000)
-    parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for bench.report)")
+    parser.add_argument("--buckets", type=int, default=MergeSettings().buckets)
+    parser.add_argument("--file-size-mb", type=int, default=MergeSettings().file_size_mb)
+    parser.add_argument(
+        "--write-mode",
+        choices=("merge-on-read", "copy-on-write"),
+        default=MergeSettings().write_mode,
+    )
+    parser.add_argument("--location", help="the lake (default: a local temporary folder)")
+    parser.add_argument(
+        "--json", metavar="PATH", help="also write the figures to PATH (for bench.report)"
+    )
     args = parser.parse_args(argv)
 
     tag = uuid.uuid4().hex[:6]
     work = Path(tempfile.mkdtemp(prefix="merge-bench-"))
-    settings = bench_settings(work / "lake", args.rows_per_file, tag)
-    spark = build_session(settings, "cdc-mirror-merge-bench")
+    settings = bench_settings(work, args, tag)
+    spark = lake_session(settings, "cdc-mirror-merge-bench")
     schema = LiveSchema("bench_orders", [SHARD], COLUMNS, ["id"], True)
     merger = Merger(settings, spark, live_schema=lambda _name: schema, daily_counts=lambda *_: {})
     memory = JvmMemory(spark)
     print(
         f"machine: {describe_machine()}; "
-        f"Spark {spark.version} {settings.spark.master}; pattern {args.pattern}"
+        f"Spark {spark.version} {settings.spark.master}; pattern {args.pattern}; "
+        f"{args.write_mode}, {args.buckets} buckets, {args.file_size_mb} MB files; "
+        f"lake {settings.lake_location.kind}"
     )
     try:
         started = time.monotonic()
@@ -234,15 +255,14 @@ def main(argv: list[str] | None = None) -> int:
             ("merge.small_changes", DAY1 + timedelta(days=2), args.small_changes),
         ):
             next_id = write_changes(merger, day, changes, args.rows, next_id, args.pattern)
-            baseline_s, merge_s, baseline_mb, merge_mb, result = measure(
-                merger, memory, day, changes, work
-            )
+            baseline_s, merge_s, baseline_mb, merge_mb, result = measure(merger, memory, day)
             total = result.rows + changes
             print(
                 f"{args.rows:,} rows + {changes:,} changes ({day}): "
                 f"baseline {baseline_s:.1f} s ({total / baseline_s:,.0f} rows/s, peak "
                 f"{baseline_mb:,.0f} MB) | merge {merge_s:.1f} s ({total / merge_s:,.0f} rows/s, "
-                f"peak {merge_mb:,.0f} MB, {result.mode}, {result.files_carried} files carried) "
+                f"peak {merge_mb:,.0f} MB, {result.mode}, {result.files_kept} of {result.files} "
+                f"files kept from the day before) "
                 f"| baseline/merge {baseline_s / merge_s:.2f}×"
             )
             figures.append(
@@ -252,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                     total / merge_s,
                     "rows/s",
                     total / baseline_s,
-                    "naive full row_number() over snapshot ∪ delta",
+                    "naive full row_number() over snapshot ∪ delta, rewritten in full",
                     extra={
                         "seconds": merge_s,
                         "baseline seconds": baseline_s,
@@ -263,8 +283,11 @@ def main(argv: list[str] | None = None) -> int:
             )
         write_figures(args.json, "merge", figures)
     finally:
+        lake = LakeCatalog.open(spark, settings, check=False)
         for database in (settings.merge.database, settings.stream_writer.database):
-            spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
+            if spark.catalog.databaseExists(f"{lake.catalog}.{database}"):
+                lake.drop_namespace(database)
+        spark.sql(f"DROP DATABASE IF EXISTS spark_catalog.{settings.merge.database}_dt CASCADE")
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -149,8 +149,6 @@ COMPONENTS: tuple[Component, ...] = (
             "100000",
             "--small-changes",
             "10000",
-            "--rows-per-file",
-            "250000",
         ),
     ),
     Component(
