@@ -21,6 +21,7 @@ from tests.unit.webui.harness import (
     mirror_body,
 )
 from webui.app import create_app
+from webui.provisioning import RecordingProvisioner
 from webui.replay import SimulatedReplayService
 from webui.schema_source import StaticSchemaSource
 
@@ -42,6 +43,7 @@ def _exercise(url: str, home: Path) -> None:
             settings,
             schemas=StaticSchemaSource({"ordercenter_orderinfo": ORDERS_SCHEMA}),
             replays=SimulatedReplayService(),
+            provisioner=RecordingProvisioner(settings),
         )
     with TestClient(app) as client:
         headers = {"X-CSRF-Token": login(client)}
@@ -49,17 +51,20 @@ def _exercise(url: str, home: Path) -> None:
             client.post("/api/instances", json=instance_body(), headers=headers).status_code == 201
         )
         assert (
-            client.post("/api/table-mirrors", json=mirror_body(), headers=headers).status_code
+            client.post(
+                "/api/table-mirrors?initial_load=false", json=mirror_body(), headers=headers
+            ).status_code
             == 201
         )
         refused = client.post("/api/table-mirrors", json=mirror_body(key=["nope"]), headers=headers)
         assert refused.status_code == 422
         audit = client.get("/api/audit").json()
-        assert [(e["action"], e["object_type"]) for e in audit][:2] == [
+        assert [(e["action"], e["object_type"]) for e in audit][:3] == [
+            ("provision", "table_mirror_resources"),
             ("create", "table_mirror"),
             ("create", "instance"),
         ]
-        assert audit[0]["after"]["redis_columns"] == ["id", "amount"]
+        assert audit[1]["after"]["redis_columns"] == ["id", "amount"]
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:

@@ -26,6 +26,7 @@ from webui.app import create_app
 from webui.db import make_engine, migrate, session_factory
 from webui.detections import DetectionConsumer
 from webui.models import DetectionCount, DetectionOffset, Instance
+from webui.provisioning import RecordingProvisioner
 from webui.replay import SimulatedReplayService
 
 
@@ -69,7 +70,11 @@ def test_lineage_and_policies_of_a_sharded_table_on_the_real_store(
             }
         ),
     )
-    app = create_app(settings, replays=SimulatedReplayService())  # the real schema source
+    app = create_app(
+        settings,
+        replays=SimulatedReplayService(),
+        provisioner=RecordingProvisioner(settings),  # no topic or warehouse table made
+    )  # the real schema source
     with sharded_table(mariadb) as table, TestClient(app) as client:
         csrf = login(client)
         h = {"X-CSRF-Token": csrf}
@@ -90,7 +95,9 @@ def test_lineage_and_policies_of_a_sharded_table_on_the_real_store(
         assert client.post("/api/table-mirrors", json=mirror, headers=h).status_code == 201
         logical = table.logical_name
         collector = TestClient(app)
-        token = {"Authorization": f"Bearer {make_token(client, csrf, 'collector', instance='govlive')}"}
+        token = {
+            "Authorization": f"Bearer {make_token(client, csrf, 'collector', instance='govlive')}"
+        }
         before = collector.get("/api/collector-config/govlive", headers=token)
         etag = before.headers["ETag"]
 

@@ -12,6 +12,7 @@ from simple_binlog.routing import ShardRule
 from tests.integration.webui.harness import free_port, sharded_table
 from tests.unit.webui.harness import ADMIN_PASSWORD, login
 from webui.app import create_app
+from webui.provisioning import RecordingProvisioner
 from webui.replay import SimulatedReplayService
 from webui.schema_source import InstanceAccess, MariaDBSchemaSource
 
@@ -57,7 +58,11 @@ def test_api_validates_mirrors_against_mariadb(mariadb: Settings, tmp_path: Path
             {"initial_admin_password": ADMIN_PASSWORD, "scrape_targets": []}
         ),
     )
-    app = create_app(settings, replays=SimulatedReplayService())  # the real schema source
+    app = create_app(
+        settings,
+        replays=SimulatedReplayService(),
+        provisioner=RecordingProvisioner(settings),  # validation only: no topic or table made
+    )  # the real schema source
     with sharded_table(mariadb) as table, TestClient(app) as client:
         headers = {"X-CSRF-Token": login(client)}
         instance = {
@@ -122,7 +127,9 @@ def test_mirror_details_from_the_mirror_backend(
             {"initial_admin_password": ADMIN_PASSWORD, "scrape_targets": []}
         ),
     )
-    app = create_app(settings, replays=SimulatedReplayService())
+    app = create_app(
+        settings, replays=SimulatedReplayService(), provisioner=RecordingProvisioner(settings)
+    )
     with sharded_table(mariadb) as table, TestClient(app) as client:
         headers = {"X-CSRF-Token": login(client)}
         instance = {
