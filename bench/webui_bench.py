@@ -48,6 +48,7 @@ from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
 from cdc_platform.config import ScrapeTarget, Settings, StackSettings, WebUISettings
 from webui.app import create_app
+from webui.provisioning import RecordingProvisioner
 from webui.replay import SimulatedReplayService
 from webui.schema_source import LiveTableSchema, StaticSchemaSource
 from webui.status import GroupOffsets, TopicOffsets
@@ -108,7 +109,11 @@ def _setup(home: Path, tables: int) -> tuple[FastAPI, str, dict]:
         ),
     )
     app = create_app(
-        settings, schemas=StaticSchemaSource(schemas), replays=SimulatedReplayService()
+        settings,
+        schemas=StaticSchemaSource(schemas),
+        replays=SimulatedReplayService(),
+        # The bench measures the pages: no topic or warehouse table is made per mirror.
+        provisioner=RecordingProvisioner(settings),
     )
     with TestClient(app) as client:
         page = client.get("/login")
@@ -131,7 +136,7 @@ def _setup(home: Path, tables: int) -> tuple[FastAPI, str, dict]:
         )
         for i in range(tables):
             response = client.post(
-                "/api/table-mirrors",
+                "/api/table-mirrors?initial_load=false",
                 headers=headers,
                 json={
                     "instance": "orders",

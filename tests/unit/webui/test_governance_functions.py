@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from governance import GovernanceSettings
 from tests.unit.webui.harness import instance_body, login, mirror_body, webui_settings
 from webui.app import create_app
+from webui.provisioning import RecordingProvisioner
 from webui.replay import SimulatedReplayService
 from webui.schema_source import StaticSchemaSource
 
@@ -32,7 +33,10 @@ def allowing(tmp_path: Path) -> Iterator[TestClient]:
         update={"governance": GovernanceSettings(allowed_functions=[ALLOWED])}  # type: ignore[call-arg]
     )
     app = create_app(
-        settings, schemas=StaticSchemaSource({}), replays=SimulatedReplayService(duration_s=60)
+        settings,
+        schemas=StaticSchemaSource({}),
+        replays=SimulatedReplayService(duration_s=60),
+        provisioner=RecordingProvisioner(settings),
     )
     with TestClient(app) as client:
         yield client
