@@ -826,15 +826,16 @@ class DemoRun:
                     },
                 ),
                 (
-                    "/api/table-mirrors",
+                    # The demo replays the history itself (step 4), so no initial load here.
+                    "/api/table-mirrors?initial_load=false",
                     self.settings.table(LOGICAL_TABLE).model_dump(mode="json"),
                 ),
             ):
                 answer = client.post(path, json=body, headers=headers)
                 if answer.status_code != 201:
+                    what = path.split("?")[0].rsplit("/", 1)[-1]
                     raise CdcMirrorError(
-                        f"the web admin refused the demo's {path.rsplit('/', 1)[-1]}: "
-                        f"{answer.text[:300]}"
+                        f"the web admin refused the demo's {what}: {answer.text[:300]}"
                     )
             # A collector token reads the config of its one instance only.
             made = client.post(
