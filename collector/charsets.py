@@ -17,11 +17,13 @@ armscii8, dec8, geostd8, hp8, keybcs2, macce and swe7 have no Python codec at al
   gives it); codec ``mysql-<set>``;
 * ucs2 and utf16 are big-endian UTF-16, utf16le little-endian, utf32 big-endian UTF-32, all
   without a byte-order mark; utf8mb3 and utf8mb4 UTF-8;
-* euckr is cp949 (MySQL's euckr holds the UHC extension Python's euc_kr lacks); sjis is
-  Python's shift_jis except 0x815F, which MySQL reads as ``\\`` (U+005C), Python as ``＼``
-  (U+FF3C); gbk, gb2312 and cp932 are Python's codecs (each of their two-byte codes was
-  compared with the server's conversion); big5, ujis and eucjpms are not exact yet (see
-  docs/simplebinlog.md).
+* euckr is cp949 (MySQL's euckr holds the UHC extension Python's euc_kr lacks); gbk, gb2312
+  and cp932 are Python's codecs; sjis, ujis and big5 are Python's with MySQL's differences
+  patched in (``_PATCHED``): 0x815F (sjis) and 0xA1C0 (ujis) are a backslash, not U+FF3C;
+  ujis's user-defined rows are the Private Use Area; big5's ETEN extensions 0xF9D6-0xF9DC
+  are read, and the seven codes MariaDB's table leaves empty are U+FFFD, as a SELECT returns
+  them. Each two-byte code of these sets (and ujis's three-byte ones) was compared with the
+  server's conversion.
 
 Without a server (a recording), latin1 is ``mysql-latin1`` (cp1252 with the five C1 bytes)
 and other single-byte sets their Python codec. ``tests/integration/mirror/test_types_end_to_end.py``
@@ -33,6 +35,9 @@ from __future__ import annotations
 
 import codecs
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pymysql
@@ -59,6 +64,8 @@ _CODEC = {
     "latin1": "mysql-latin1",  # without a server; with one, its own table
     "euckr": "cp949",  # MySQL's euckr holds the UHC extension (갂 is 0x8141)
     "sjis": "mysql-sjis",
+    "ujis": "mysql-ujis",
+    "big5": "mysql-big5",
     "ucs2": "utf-16-be",
     "utf16": "utf-16-be",
     "utf16le": "utf-16-le",
@@ -94,15 +101,122 @@ def _table_codec(charset: str) -> codecs.CodecInfo:
     return codecs.CodecInfo(encode, decode, name=_TABLE_PREFIX + charset)
 
 
-def _sjis_decode(data: Any, errors: str = "strict") -> tuple[str, int]:
-    text, consumed = codecs.lookup("shift_jis").decode(data, errors)
-    return text.replace("\uff3c", "\\"), consumed  # only 0x815F decodes to U+FF3C
+@dataclass(frozen=True)
+class _Patched:
+    """A multi-byte set read as Python's ``base`` codec reads it, except for the codes in
+    ``overrides`` (code → the server's text) and the codes ``user_defined`` maps (those
+    ``base`` refuses: MySQL's user-defined area, extensions)."""
+
+    base: str
+    overrides: dict[bytes, str]
+    user_defined: Callable[[bytes], tuple[str, int] | None] | None = None
+
+
+def _ujis_user_defined(rest: bytes) -> tuple[str, int] | None:
+    """ujis's user-defined rows 0xF5-0xFE, which MySQL reads as the Private Use Area:
+    two-byte codes from U+E000, three-byte (0x8F first) from U+E3AC, 94 per row."""
+    three = rest[:1] == b"\x8f"
+    code, start = (rest[1:3], 0xE3AC) if three else (rest[:2], 0xE000)
+    if len(code) == 2 and 0xF5 <= code[0] <= 0xFE and 0xA1 <= code[1] <= 0xFE:
+        return chr(start + (code[0] - 0xF5) * 94 + (code[1] - 0xA1)), 3 if three else 2
+    return None
+
+
+# big5's ETEN extensions MySQL reads (Python's big5 does not).
+_BIG5_EXTENSIONS = dict(
+    zip((bytes([0xF9, b]) for b in range(0xD6, 0xDD)), "碁銹裏墻恒粧嫺", strict=True)
+)
+
+
+def _big5_extension(rest: bytes) -> tuple[str, int] | None:
+    text = _BIG5_EXTENSIONS.get(rest[:2])
+    return None if text is None else (text, 2)
+
+
+_PATCHED = {
+    # 0x815F: MySQL reads a backslash, Python U+FF3C.
+    "sjis": _Patched("shift_jis", {b"\x81\x5f": "\\"}),
+    "ujis": _Patched("euc_jp", {b"\xa1\xc0": "\\"}, _ujis_user_defined),
+    # Codes MariaDB's big5 table leaves without a character: a SELECT returns U+FFFD.
+    "big5": _Patched(
+        "big5",
+        {
+            bytes.fromhex(code): "\ufffd"
+            for code in ("a15a", "a1c3", "a1c5", "a1fe", "a240", "a2cc", "a2ce")
+        },
+        _big5_extension,
+    ),
+}
+
+
+def _patched_decode(patched: _Patched, data: Any, errors: str = "strict") -> tuple[str, int]:
+    raw = bytes(data)
+    if not any(code in raw for code in patched.overrides):
+        return _decode_with(patched, raw, errors), len(raw)
+    # An override's bytes occur (perhaps only inside other codes): character by character,
+    # so a code is only ever matched where a character starts.
+    pieces: list[str] = []
+    start = 0
+    decoder = codecs.getincrementaldecoder(patched.base)("strict")
+    position = 0
+    while position < len(raw):
+        code = raw[position : position + 2]
+        if position == start and code in patched.overrides:
+            pieces.append(patched.overrides[code])
+            position = start = position + 2
+            continue
+        try:
+            piece = decoder.decode(raw[position : position + 1])
+        except UnicodeDecodeError:
+            decoder.reset()
+            pieces.append(_decode_with(patched, raw[start:], errors, one=True))
+            position = start = start + _consumed(patched, raw[start:])
+            continue
+        position += 1
+        if piece:
+            pieces.append(piece)
+            start = position
+    return "".join(pieces), len(raw)
+
+
+def _user_defined_or_fail(patched: _Patched, rest: bytes) -> tuple[str, int]:
+    found = patched.user_defined(rest) if patched.user_defined else None
+    if found is None:
+        rest[:4].decode(patched.base)  # raises the codec's own UnicodeDecodeError
+        raise UnicodeDecodeError(patched.base, rest, 0, 1, "not a character")
+    return found
+
+
+def _consumed(patched: _Patched, rest: bytes) -> int:
+    return _user_defined_or_fail(patched, rest)[1]
+
+
+def _decode_with(patched: _Patched, raw: bytes, errors: str, one: bool = False) -> str:
+    """``raw`` by the base codec, the codes it refuses by ``user_defined`` (``one``: only
+    the code at the start, which the base refused)."""
+    if one:
+        return _user_defined_or_fail(patched, raw)[0]
+    pieces: list[str] = []
+    position = 0
+    while position < len(raw):
+        try:
+            pieces.append(raw[position:].decode(patched.base, errors))
+            break
+        except UnicodeDecodeError as error:
+            pieces.append(raw[position : position + error.start].decode(patched.base))
+            text, size = _user_defined_or_fail(patched, raw[position + error.start :])
+            pieces.append(text)
+            position += error.start + size
+    return "".join(pieces)
 
 
 def _search(name: str) -> codecs.CodecInfo | None:
     normal = name.replace("_", "-")
-    if normal == "mysql-sjis":
-        return codecs.CodecInfo(codecs.lookup("shift_jis").encode, _sjis_decode, name=normal)
+    if normal.startswith(_TABLE_PREFIX) and normal[len(_TABLE_PREFIX) :] in _PATCHED:
+        patched = _PATCHED[normal[len(_TABLE_PREFIX) :]]
+        return codecs.CodecInfo(
+            codecs.lookup(patched.base).encode, partial(_patched_decode, patched), name=normal
+        )
     if normal == "mysql-latin1" and "latin1" not in _BYTE_TABLES:
         return codecs.CodecInfo(_latin1_encode, _latin1_decode, name="mysql-latin1")
     if normal.startswith(_TABLE_PREFIX) and normal[len(_TABLE_PREFIX) :] in _BYTE_TABLES:

@@ -64,3 +64,23 @@ def test_a_collation_pymysql_lacks_is_named_by_the_server_or_refused() -> None:
 def test_a_set_without_an_exact_decoding_is_refused_by_name() -> None:
     with pytest.raises(UnsupportedTypeError, match="character set eucjpms"):
         charsets.python_codec("eucjpms")
+
+
+@pytest.mark.parametrize(
+    ("charset", "raw", "text"),
+    [
+        # An override's bytes straddling two characters are not the override.
+        ("big5", bytes.fromhex("a4a2cc41"), bytes.fromhex("a4a2cc41").decode("big5")),
+        ("big5", bytes.fromhex("a2cc41a451f9d6"), "\ufffdA十碁"),  # MariaDB: U+FFFD; ETEN
+        ("ujis", bytes.fromhex("b0a1c0a1a1c041"), "亜澄\\A"),
+        ("ujis", bytes.fromhex("f5a1fefe8ff5a18ffefe41"), "\ue000\ue3ab\ue3ac\ue757A"),
+        ("sjis", bytes.fromhex("815f41"), "\\A"),
+    ],
+)
+def test_multi_byte_sets_read_as_mysql_reads_them(charset: str, raw: bytes, text: str) -> None:
+    assert raw.decode(charsets.python_codec(charset)) == text
+
+
+def test_a_multi_byte_set_refuses_bytes_it_does_not_define() -> None:
+    with pytest.raises(UnicodeDecodeError):
+        bytes.fromhex("f9fe").decode(charsets.python_codec("big5"))
