@@ -104,6 +104,9 @@ TARGETS: dict[str, tuple[Target, ...]] = {
     # through the same client, and a MySQL commit is visible in Kudu within a second.
     "kudu.apply": (Target("ratio", ">=", 0.6, "≥ 60 % of an unguarded upsert"),),
     "kudu.freshness_mysql": (Target("p99", "<=", 1000, "p99 < 1 s (MySQL commit → Kudu)"),),
+    # Issue 21, item 7: ahead of Debezium's MariaDB connector on both, same server, same Kafka.
+    "debezium.single_rows": (Target("ratio", ">=", 1, "ahead of Debezium (rows/s)"),),
+    "debezium.latency": (Target("ratio", ">=", 1, "ahead of Debezium (p99)"),),
     # Issue 10: detection on every string column loses at most 15 % against governance off.
     "governance.detect": (Target("ratio", ">=", 0.85, "loss ≤ 15 % vs governance off"),),
     # Issue 22, item 8: the web admin's pages answer in under 200 ms p95 with 500 table
@@ -173,6 +176,12 @@ COMPONENTS: tuple[Component, ...] = (
         "bench.kudu_bench",
         (),
         ("--changes", "50000", "--keys", "20000", "--freshness-seconds", "10"),
+    ),
+    Component(
+        "debezium",
+        "bench.debezium_bench",
+        ("--single-rows", "200000", "--latency-seconds", "10"),
+        ("--single-rows", "20000", "--latency-seconds", "5"),
     ),
     Component("webui", "bench.webui_bench", ("--requests", "10000"), ("--requests", "1000")),
     Component(
