@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import SecretStr, ValidationError
 from sqlalchemy import delete, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, InstanceConfig, with_etag
@@ -289,7 +289,15 @@ def table_mirror(row: TableMirrorRow) -> TableMirror:
 
 
 def list_table_mirrors(db: Session) -> list[TableMirrorRow]:
-    return list(db.scalars(select(TableMirrorRow).order_by(TableMirrorRow.name)))
+    # Each instance once (select-in), not joined onto every one of hundreds of mirror rows
+    # (its JSON columns were then read again per row).
+    return list(
+        db.scalars(
+            select(TableMirrorRow)
+            .options(selectinload(TableMirrorRow.instance))
+            .order_by(TableMirrorRow.name)
+        )
+    )
 
 
 def get_table_mirror(db: Session, name: str) -> TableMirrorRow:

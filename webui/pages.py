@@ -767,14 +767,17 @@ def _replays(
     status_code: int = 200,
     **values: Any,
 ) -> Response:
-    mirrors = [admin.table_mirror(r) for r in admin.list_table_mirrors(db)]
+    # The form's suggestions: each prefix once (500 mirrors need not be validated for it).
+    specs = db.scalars(select(TableMirrorRow.spec))
+    prefixes = {(spec.get("db_prefix", ""), spec.get("table_prefix", "")) for spec in specs}
     return render(
         request,
         "replays.html",
         who,
         status_code,
         runs=ctx.replays.runs(),
-        mirrors=mirrors,
+        db_prefixes=sorted({db_prefix for db_prefix, _ in prefixes}),
+        table_prefixes=sorted({table_prefix for _, table_prefix in prefixes}),
         instances=[i.name for i in admin.list_instances(db)],
         **values,
     )

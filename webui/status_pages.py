@@ -21,7 +21,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import Response
 from markupsafe import Markup
 from pydantic import BaseModel
-from sqlalchemy import func, select
+from sqlalchemy import func, literal, select, union_all
 from sqlalchemy.orm import Session
 
 from webui import admin
@@ -283,22 +283,20 @@ def _exact_series(
     if not samples:
         return []
     by_labels = {",".join(f"{k}={v}" for k, v in sorted(s.labels.items())): s for s in samples}
-    found = []
-    for labels, sample in sorted(by_labels.items()):
-        # One series per query, by equality: SQLite then always reads the (name, labels, at)
-        # index range of that series (with IN it may scan every series of the metric).
-        points = [
-            (at, value)
-            for at, value in db.execute(
-                select(MetricSample.at, MetricSample.value)
-                .where(
-                    MetricSample.name == name,
-                    MetricSample.labels == labels,
-                    MetricSample.at >= since,
-                )
-                .order_by(MetricSample.at)
+    ordered = sorted(by_labels.items())
+    # One statement, a branch per series by equality: SQLite reads each series' own range of
+    # the (name, labels, at) index (an IN list may make it scan every series of the metric).
+    query = union_all(
+        *(
+            select(literal(n).label("series"), MetricSample.at, MetricSample.value).where(
+                MetricSample.name == name,
+                MetricSample.labels == labels,
+                MetricSample.at >= since,
             )
-        ]
-        if points:
-            found.append((sample, points))
-    return found
+            for n, (labels, _) in enumerate(ordered)
+        )
+    )
+    points: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for series, at, value in db.execute(query):
+        points[int(series)].append((float(at), float(value)))
+    return [(sample, sorted(points[n])) for n, (_, sample) in enumerate(ordered) if points.get(n)]

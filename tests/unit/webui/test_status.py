@@ -348,3 +348,43 @@ def test_a_mirrors_initial_load_shows_with_its_progress(tmp_path: Path) -> None:
         assert "newest-run" in page and "250 of 1000 rows" in page
         status = client.get("/api/status/ordercenter_orderinfo").json()
         assert status["initial_load"]["run_id"] == "newest-run"
+
+
+def test_a_mirrors_charts_read_each_series_it_reports(tmp_path: Path) -> None:
+    from webui.db import make_engine, migrate, session_factory
+    from webui.models import MetricSample
+    from webui.status import Sample
+    from webui.status_pages import _exact_series
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'admin.sqlite'}")
+    migrate(engine)
+    name = "cdc_mirror_consumer_lag"
+    with session_factory(engine).begin() as db:
+        for labels, base in (
+            ("partition=0,target=redis,topic=t", 0),
+            ("partition=1,target=redis,topic=t", 100),
+        ):
+            db.add_all(
+                MetricSample(at=at, target="m", name=name, labels=labels, value=base + at)
+                for at in (20.0, 10.0, 5.0)
+            )
+        db.add(
+            MetricSample(
+                at=10.0,
+                target="m",
+                name=name,
+                labels="partition=0,target=redis,topic=other",
+                value=7,
+            )
+        )
+    reported = Metrics([Scrape("m", "u", True, tuple(
+        Sample(name, {"partition": p, "target": "redis", "topic": topic}, 0.0)
+        for p, topic in (("0", "t"), ("1", "t"), ("0", "other"), ("2", "t"))
+    ))])  # fmt: skip
+    with session_factory(engine)() as db:
+        found = _exact_series(db, reported, name, since=10.0, topic="t")
+    assert [(s.labels["partition"], points) for s, points in found] == [
+        ("0", [(10.0, 10.0), (20.0, 20.0)]),
+        ("1", [(10.0, 110.0), (20.0, 120.0)]),
+    ]
+    engine.dispose()
