@@ -10,7 +10,8 @@ pymysql's table for a recording read without a server.
 The bytes must become the text a SELECT returns: the server's own conversion to utf8mb4.
 Python's codec of the same name is not always that (latin1 is MySQL's cp1252 with the five
 bytes cp1252 leaves undefined as C1 controls; Python's cp866, koi8u differ in a few bytes;
-armscii8, dec8, geostd8, hp8, keybcs2, macce and swe7 have no Python codec at all). So:
+armscii8, dec8, eucjpms, geostd8, hp8, keybcs2, macce and swe7 have no Python codec at all).
+So:
 
 * a single-byte character set is decoded by a table of its 256 bytes that ``learn`` has the
   server convert once per connection (a byte the set does not define is ``?``, as a SELECT
@@ -22,8 +23,8 @@ armscii8, dec8, geostd8, hp8, keybcs2, macce and swe7 have no Python codec at al
   patched in (``_PATCHED``): 0x815F (sjis) and 0xA1C0 (ujis) are a backslash, not U+FF3C;
   ujis's user-defined rows are the Private Use Area; big5's ETEN extensions 0xF9D6-0xF9DC
   are read, and the seven codes MariaDB's table leaves empty are U+FFFD, as a SELECT returns
-  them. Each two-byte code of these sets (and ujis's three-byte ones) was compared with the
-  server's conversion.
+  them; eucjpms is decoded here (``_eucjpms_character``). Each two-byte code of these sets
+  (and the three-byte ones of ujis and eucjpms) was compared with the server's conversion.
 
 Without a server (a recording), latin1 is ``mysql-latin1`` (cp1252 with the five C1 bytes)
 and other single-byte sets their Python codec. ``tests/integration/mirror/test_types_end_to_end.py``
@@ -66,6 +67,7 @@ _CODEC = {
     "sjis": "mysql-sjis",
     "ujis": "mysql-ujis",
     "big5": "mysql-big5",
+    "eucjpms": "mysql-eucjpms",
     "ucs2": "utf-16-be",
     "utf16": "utf-16-be",
     "utf16le": "utf-16-le",
@@ -149,6 +151,69 @@ _PATCHED = {
 }
 
 
+# eucjpms (eucJP-ms): its two-byte codes are JIS X 0208 as cp932 reads them (NEC and IBM
+# extensions, ～ as U+FF5E), its three-byte codes JIS X 0212 as euc_jp reads them, except two
+# and the IBM extensions in rows 0xF3-0xF4 (below, in code order from 0x8FF3F3), and the
+# user-defined rows 0xF5-0xFE of both are the Private Use Area as in ujis. Python has no
+# codec of it; each of its codes was compared with the server's conversion.
+_EUCJPMS_IBM = (
+    "\u2170\u2171\u2172\u2173\u2174\u2175\u2176\u2177\u2178\u2179\u2160\u2161\u2162"
+    "\u2163\u2164\u2165\u2166\u2167\u2168\u2169\uff07\uff02\u3231\u2116\u2121\u70bb"
+    "\u4efc\u50f4\u51ec\u5307\u5324\ufa0e\u548a\u5759\ufa0f\ufa10\u589e\u5bec\u5cf5"
+    "\u5d53\ufa11\u5fb7\u6085\u6120\u654e\u663b\u6665\ufa12\uf929\u6801\ufa13\ufa14"
+    "\u6a6b\u6ae2\u6df8\u6df2\u7028\ufa15\ufa16\u7501\u7682\u769e\ufa17\u7930\ufa18"
+    "\ufa19\ufa1a\ufa1b\u7ae7\ufa1c\ufa1d\u7da0\u7dd6\ufa1e\u8362\ufa1f\u85b0\ufa20"
+    "\ufa21\u8807\ufa22\u8b7f\u8cf4\u8d76\ufa23\ufa24\ufa25\u90de\ufa26\u9115\ufa27"
+    "\ufa28\u9592\uf9dc\ufa29\u973b\u974d\u9751\ufa2a\ufa2b\ufa2c\u999e\u9ad9\u9b72"
+    "\ufa2d\u9ed1"
+)
+_EUCJPMS_JIS0212 = {b"\xa2\xb7": "\uff5e", b"\xa2\xc3": "\uffe4"}
+
+
+def _eucjpms_character(raw: bytes, at: int) -> tuple[str, int]:
+    lead = raw[at]
+    if lead < 0x80:
+        return chr(lead), 1
+    if lead == 0x8E:  # half-width katakana
+        return raw[at : at + 2].decode("euc_jp"), 2
+    if lead == 0x8F:
+        code = raw[at + 1 : at + 3]
+        if len(code) == 2 and code[0] in (0xF3, 0xF4) and 0xA1 <= code[1] <= 0xFE:
+            index = (code[0] - 0xF3) * 94 + code[1] - 0xA1 - (0xF3 - 0xA1)
+            if 0 <= index < len(_EUCJPMS_IBM):
+                return _EUCJPMS_IBM[index], 3
+        found = _ujis_user_defined(raw[at : at + 3]) or (
+            (_EUCJPMS_JIS0212[code], 3) if code in _EUCJPMS_JIS0212 else None
+        )
+        return found or (raw[at : at + 3].decode("euc_jp"), 3)
+    found = _ujis_user_defined(raw[at : at + 2])
+    if found is not None:
+        return found
+    if len(raw) < at + 2 or not (0xA1 <= lead <= 0xFE and 0xA1 <= raw[at + 1] <= 0xFE):
+        raise UnicodeDecodeError("eucjpms", raw, at, at + 1, "not a character")
+    row, cell = lead - 0x80, raw[at + 1] - 0x80  # JIS X 0208, to Shift_JIS for cp932
+    first = ((row + 1) >> 1) + (0x70 if row <= 0x5E else 0xB0)
+    second = cell + (0x1F if cell <= 0x5F else 0x20) if row % 2 else cell + 0x7E
+    return bytes([first, second]).decode("cp932"), 2
+
+
+def _eucjpms_decode(data: Any, errors: str = "strict") -> tuple[str, int]:
+    raw = bytes(data)
+    if raw.isascii():
+        return raw.decode("ascii"), len(raw)
+    pieces: list[str] = []
+    at = 0
+    while at < len(raw):
+        text, size = _eucjpms_character(raw, at)
+        pieces.append(text)
+        at += size
+    return "".join(pieces), len(raw)
+
+
+def _eucjpms_encode(text: str, errors: str = "strict") -> tuple[bytes, int]:
+    raise UnicodeEncodeError("eucjpms", text, 0, len(text), "the collector only decodes")
+
+
 def _patched_decode(patched: _Patched, data: Any, errors: str = "strict") -> tuple[str, int]:
     raw = bytes(data)
     if not any(code in raw for code in patched.overrides):
@@ -212,6 +277,8 @@ def _decode_with(patched: _Patched, raw: bytes, errors: str, one: bool = False) 
 
 def _search(name: str) -> codecs.CodecInfo | None:
     normal = name.replace("_", "-")
+    if normal == "mysql-eucjpms":
+        return codecs.CodecInfo(_eucjpms_encode, _eucjpms_decode, name=normal)
     if normal.startswith(_TABLE_PREFIX) and normal[len(_TABLE_PREFIX) :] in _PATCHED:
         patched = _PATCHED[normal[len(_TABLE_PREFIX) :]]
         return codecs.CodecInfo(

@@ -2,9 +2,8 @@
 
 One MariaDB table per type family holds edge values (minimum, maximum, zero, NULL, empty,
 maximum length, trailing zero bytes, zero and partial-zero dates, every fsp 0–6 of TIME,
-DATETIME and TIMESTAMP, a text column in every character set the server offers but eucjpms,
-which the collector refuses by name, as the last test checks), written in a session outside
-strict mode as such servers run. Once per module the rows are captured by the
+DATETIME and TIMESTAMP, a text column in every character set the server offers), written in a
+session outside strict mode as such servers run. Once per module the rows are captured by the
 collector (the binlog, ``read_range``) and by the replay (``mock_replay``, a SELECT), and each
 path is published to a Kafka topic of its own. Then:
 
@@ -49,14 +48,13 @@ from psycopg import sql
 
 from cdc_platform.config import MirrorTarget, Settings, TableMirror
 from cdc_platform.kafka import admin_config, consumer_config
-from collector.reader import ServerPosition, read_range, server_position
+from collector.reader import read_range, server_position
 from mirror.app import build_applier
 from mirror.consumer import MirrorConsumer
 from mirror.kudu_types import kudu_type
 from mirror.metrics import MirrorMetrics
 from mirror.plan import ChangeRouter
 from mock_replay.runner import ReplayRequest
-from simple_binlog.errors import UnsupportedTypeError
 from simple_binlog.message import SimpleBinlog, decode_message
 from simple_binlog.offsets import OffsetGenerator
 from simple_binlog.routing import ShardRouter
@@ -180,9 +178,6 @@ FAMILIES: dict[str, tuple[str, list[str]]] = {
     ),
 }
 
-# Character sets the collector cannot decode exactly yet (docs/simplebinlog.md): eucjpms has
-# no Python codec; the collector refuses its columns by name (the last test).
-_NOT_DECODED = {"eucjpms"}
 # Stores that cannot hold a family, as documented (see the module docstring).
 _NOT_IN = {"kudu": {"zdates"}}
 _TARGETS: tuple[MirrorTarget, ...] = ("redis", "warehouse", "kudu")
@@ -199,7 +194,7 @@ def _charsets(settings: Settings) -> list[str]:
 
 def _text_family(charsets: list[str]) -> tuple[str, list[str]]:
     """A TEXT column per character set, and the utf8mb4 columns of the other text types."""
-    names = [cs for cs in charsets if cs not in _NOT_DECODED]
+    names = list(charsets)
     columns = ", ".join(f"c_{cs} TEXT CHARACTER SET {cs}" for cs in names)
     columns += ", bin_text TEXT CHARACTER SET binary, vc VARCHAR(5), ch CHAR(3)"
 
@@ -234,7 +229,6 @@ class Run:
     collected: dict[str, list[SimpleBinlog]]  # family → the collector's messages
     replayed: dict[str, list[SimpleBinlog]]  # family → the replay's messages
     scenes: dict[str, MirrorScene]  # path → its topic
-    undecoded: tuple[str, ServerPosition, str]  # start GTID, end, schema of an eucjpms table
 
 
 def _mysql_expression(name: str, spec: str) -> str:
@@ -349,8 +343,6 @@ def run(local_stack: Settings, kudu_cluster: Settings) -> Iterator[Run]:
     with admin(local_stack) as conn, conn.cursor() as cursor:
         start = server_position(cursor)
     _create(local_stack, schema, families)
-    # A character set the collector cannot decode exactly, in a database of its own.
-    _create(local_stack, f"{prefix}_99", {"t": ("c TEXT CHARACTER SET eucjpms", ["'abc'"])})
     try:
         with admin(local_stack) as conn, conn.cursor() as cursor:
             end = server_position(cursor)
@@ -376,11 +368,10 @@ def run(local_stack: Settings, kudu_cluster: Settings) -> Iterator[Run]:
         }
         scenes["collector"].publish(messages)
         scenes["replay"].publish(m for batch in replayed.values() for m in batch)
-        yield Run(settings, read, collected, replayed, scenes, (start.gtid, end, f"{prefix}_99"))
+        yield Run(settings, read, collected, replayed, scenes)
     finally:
         with admin(local_stack) as conn, conn.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS {schema}")
-            cursor.execute(f"DROP DATABASE IF EXISTS {prefix}_99")
         for path in ("collector", "replay"):
             _drop_stores(local_stack, f"{prefix}{path[0]}", list(families))
         _drop_topics(local_stack, [scene.topic for scene in scenes.values()])
@@ -438,7 +429,7 @@ def test_every_family_and_charset_is_covered(run: Run) -> None:
     texts = run.families["texts"].types
     offered = _charsets(run.settings)
     assert {"utf8mb4", "latin1", "ucs2", "utf16", "utf32"} <= set(offered)
-    assert {f"c_{cs}" for cs in offered if cs not in _NOT_DECODED} <= set(texts)
+    assert {f"c_{cs}" for cs in offered} <= set(texts)
     fsps = {
         (s.split("(")[0], parse_column_type(s).fsp) for s in run.families["dates"].types.values()
     }
@@ -601,14 +592,10 @@ def test_each_store_holds_exactly_what_mysql_holds(
 
 
 def test_kudu_refuses_a_zero_date_as_documented(run: Run) -> None:
+    from simple_binlog.errors import UnsupportedTypeError
+
     family = run.families["zdates"]
     assert "kudu" not in family.table.targets
     column = parse_column_type(family.types["d"])
     with pytest.raises(UnsupportedTypeError, match="zero date"):
         kudu_type(column).to_java("0000-00-00")
-
-
-def test_a_character_set_without_an_exact_decoding_is_refused_by_name(run: Run) -> None:
-    start, end, schema = run.undecoded
-    with pytest.raises(UnsupportedTypeError, match="character set eucjpms"):
-        list(read_range(run.settings.instances[0], start, end, OffsetGenerator(), [schema]))

@@ -62,8 +62,22 @@ def test_a_collation_pymysql_lacks_is_named_by_the_server_or_refused() -> None:
 
 
 def test_a_set_without_an_exact_decoding_is_refused_by_name() -> None:
-    with pytest.raises(UnsupportedTypeError, match="character set eucjpms"):
-        charsets.python_codec("eucjpms")
+    with pytest.raises(UnsupportedTypeError, match="character set klingon8"):
+        charsets.python_codec("klingon8")
+
+
+@pytest.mark.parametrize(
+    ("raw", "text"),
+    [
+        (bytes.fromhex("a4a2a1c1"), "あ～"),  # JIS X 0208 as cp932 reads it
+        (bytes.fromhex("8ea1"), "｡"),  # half-width katakana
+        (bytes.fromhex("8fa2b78fb0a1"), "～丂"),  # JIS X 0212
+        (bytes.fromhex("8ff3f38ff4a1"), "ⅰⅢ"),  # IBM extensions
+        (bytes.fromhex("f5a18ff5a141"), "\ue000\ue3acA"),  # user-defined rows
+    ],
+)
+def test_eucjpms_reads_as_mysql_reads_it(raw: bytes, text: str) -> None:
+    assert raw.decode(charsets.python_codec("eucjpms")) == text
 
 
 @pytest.mark.parametrize(
