@@ -19,7 +19,7 @@ from itertools import pairwise
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import delete, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cdc_platform.config import ScrapeTarget
@@ -29,6 +29,8 @@ from webui.status import Sample, Scrape
 log = logging.getLogger(__name__)
 
 METRIC_PREFIX = "cdc_"
+# Samples older than the retention are deleted at most this often.
+PRUNE_EVERY_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class Scraper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failing: set[str] = set()
+        self._pruned_at = 0.0
 
     def start(self) -> None:
         if not self._targets:
@@ -147,7 +150,6 @@ class Scraper:
                 response = client.get(target.url)
                 response.raise_for_status()
                 samples = cdc_samples(response.text)
-                rows = sample_rows(samples, target.name, at)
             except (httpx.HTTPError, ValueError) as exc:
                 answers.append(Scrape(target.name, target.url, False, error=str(exc)[:200]))
                 if target.name not in self._failing:
@@ -158,10 +160,27 @@ class Scraper:
             if target.name in self._failing:
                 log.info("metrics of %s answer again", target.name)
                 self._failing.discard(target.name)
-            with self._sessions.begin() as db:
-                db.add_all(rows)
-                db.execute(delete(MetricSample).where(MetricSample.at < at - self._retention_s))
+            rows = [
+                {
+                    "at": at,
+                    "target": target.name,
+                    "name": sample.name,
+                    "labels": ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items())),
+                    "value": sample.value,
+                }
+                for sample in samples
+            ]
+            if rows:
+                # A bulk insert: thousands of ORM objects a round held the web server's
+                # threads (the GIL) for longer than a page takes.
+                with self._sessions.begin() as db:
+                    db.execute(insert(MetricSample), rows)
             stored += len(rows)
+        if at - self._pruned_at >= PRUNE_EVERY_S:
+            # No index serves "at <" alone: prune every few minutes, not every round.
+            with self._sessions.begin() as db:
+                db.execute(delete(MetricSample).where(MetricSample.at < at - self._retention_s))
+            self._pruned_at = at
         if self._on_round is not None:
             try:
                 self._on_round(answers)

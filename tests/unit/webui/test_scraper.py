@@ -73,3 +73,34 @@ def test_scraped_samples_are_stored_and_charted(
         assert panels["Dead letters"]["series"][0]["points"][-1][1] == 2.0
         page = browser.get("/monitoring").text
         assert page.count("<polyline") >= 3
+
+
+def test_samples_past_the_retention_are_pruned_every_few_minutes(tmp_path: Path, endpoint):
+    import time
+
+    from webui.monitoring import PRUNE_EVERY_S
+
+    url, _ = endpoint
+    app = make_app(tmp_path)
+    sessions = app.state.ctx.sessions
+    old = time.time() - 2 * 86400
+
+    def add_old(name: str) -> None:
+        with sessions.begin() as db:
+            db.add(MetricSample(at=old, target="collector", name=name, labels="", value=1.0))
+
+    def old_names() -> set[str]:
+        with sessions() as db:
+            return set(db.scalars(select(MetricSample.name).where(MetricSample.at < old + 1)))
+
+    scraper = Scraper(sessions, [ScrapeTarget(name="collector", url=url)], 60, retention_days=1)
+    add_old("cdc_first")
+    with httpx.Client(timeout=5) as client:
+        scraper.scrape_once(client)  # the first round prunes
+        assert old_names() == set()
+        add_old("cdc_second")
+        scraper.scrape_once(client)  # within PRUNE_EVERY_S of the last prune: kept for now
+        assert old_names() == {"cdc_second"}
+        scraper._pruned_at -= PRUNE_EVERY_S  # as if the minutes had passed
+        scraper.scrape_once(client)
+        assert old_names() == set()
