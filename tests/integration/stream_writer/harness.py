@@ -117,6 +117,7 @@ class WriterEnv:
     name: str
     overrides: dict[str, str]
     settings: Settings  # the test's settings with this lake: what the reader helpers use
+    storage: str = "local"
 
     @classmethod
     def create(
@@ -125,9 +126,12 @@ class WriterEnv:
         database = f"sw_test_{uuid.uuid4().hex[:8]}"
         name = f"test-{uuid.uuid4().hex[:6]}"
         lake = tmp_path / "lake"
+        from stack import hdfs
+
         location = {
             "local": str(lake),
             "s3": f"s3://{LOCAL_S3_BUCKET}/cdc-tests/{database}",
+            "hdfs": f"{hdfs.uri()}/cdc-tests/{database}",
         }[storage]
         defaults: dict[str, object] = {
             "trigger_interval_s": 2,
@@ -151,7 +155,7 @@ class WriterEnv:
                 "lake": base.lake.model_copy(update={"location": location}),
             }
         )
-        return cls(lake, database, topic, name, overrides, scoped)
+        return cls(lake, database, topic, name, overrides, scoped, storage)
 
     @property
     def checkpoint(self) -> Path:
@@ -175,6 +179,11 @@ class WriterEnv:
         return {**row, "state": json.loads(row["state"])}
 
     def state(self) -> dict[str, Any] | None:
+        if self.storage == "hdfs":
+            # pyarrow reaches hdfs:// only through libhdfs (absent): the writer's local copy
+            # of its last committed progress, for waiting (results are read through Spark).
+            status = self.checkpoint / "cdc_progress.json"
+            return json.loads(status.read_text()) if status.exists() else None
         progress = self.progress()
         return None if progress is None else progress["state"]
 

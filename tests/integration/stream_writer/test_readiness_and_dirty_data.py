@@ -150,6 +150,9 @@ def test_readiness_late_events_and_dead_letters(
         )
         assert writer.stop() == 0, writer.diagnostics()
 
+    progress = result.pop("_cdc_writer_progress")
+    [(_writer, _batch, ready_column, state)] = progress["rows"]
+    assert ready_column == [DAY1] and state["lateRows"] == {DAY1: {"shop_orders": 2}}
     written = sorted(
         (r[5], r[6], r[7]) for t, c in result.items() if t != "dead_letter" for r in c["rows"]
     )
