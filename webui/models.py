@@ -132,7 +132,15 @@ class MetricSample(Base):
     __tablename__ = "metric_samples"
     __table_args__ = (
         Index("ix_metric_samples_name_at", "name", "at"),
-        Index("ix_metric_samples_name_labels_at", "name", "labels", "at"),
+        # MySQL/MariaDB index at most 3072 bytes: the labels by their first 255 characters.
+        Index(
+            "ix_metric_samples_name_labels_at",
+            "name",
+            "labels",
+            "at",
+            mysql_length={"labels": 255},
+            mariadb_length={"labels": 255},
+        ),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -18,7 +18,15 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_index("ix_metric_samples_name_labels_at", "metric_samples", ["name", "labels", "at"])
+    # MySQL/MariaDB index at most 3072 bytes (name 200 + labels 1000 characters of utf8mb4 is
+    # 4800): there the labels are indexed by their first 255 characters.
+    op.create_index(
+        "ix_metric_samples_name_labels_at",
+        "metric_samples",
+        ["name", "labels", "at"],
+        mysql_length={"labels": 255},
+        mariadb_length={"labels": 255},
+    )
 
 
 def downgrade() -> None:
