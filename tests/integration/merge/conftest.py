@@ -19,12 +19,19 @@ from tests.integration.mirror.targets import pg_connect
 
 
 @pytest.fixture(scope="module")
-def spark(local_stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def merge_stack(local_stack: Settings) -> Settings:
+    """The settings a module's merges run with: the local lake (a module may override it with
+    another storage)."""
+    return local_stack
+
+
+@pytest.fixture(scope="module")
+def spark(merge_stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from cdc_platform.iceberg import lake_session
 
     lake = tmp_path_factory.mktemp("merge-lake")
-    scoped = local_stack.model_copy(
-        update={"spark": local_stack.spark.model_copy(update={"lake_dir": lake})}
+    scoped = merge_stack.model_copy(
+        update={"spark": merge_stack.spark.model_copy(update={"lake_dir": lake})}
     )
     session = lake_session(scoped, "cdc-mirror-merge-tests")
     yield session
@@ -32,11 +39,11 @@ def spark(local_stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 @pytest.fixture
-def shop(local_stack: Settings, spark: Any, tmp_path: Path) -> Iterator[Shop]:
+def shop(merge_stack: Settings, spark: Any, tmp_path: Path) -> Iterator[Shop]:
     prefix = unique_prefix()
     tag = uuid.uuid4().hex[:8]
     shop = Shop(
-        settings=local_stack,
+        settings=merge_stack,
         prefix=prefix,
         lake=tmp_path / "lake",
         raw_database=f"mg_raw_{tag}",
@@ -51,7 +58,7 @@ def shop(local_stack: Settings, spark: Any, tmp_path: Path) -> Iterator[Shop]:
         if spark.catalog.databaseExists(f"{lake.catalog}.{namespace}"):
             lake.drop_namespace(namespace)
     spark.sql(f"DROP DATABASE IF EXISTS spark_catalog.{shop.raw_database}_snap_dt CASCADE")
-    with pg_connect(local_stack) as conn:
+    with pg_connect(merge_stack) as conn:
         conn.execute(
             sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
                 sql.Identifier(f"{shop.raw_database}_pg")
