@@ -193,7 +193,9 @@ def debezium_latency(settings: Settings, jars: Path, prefix: str, seconds: float
                      writers: int = 4) -> tuple[float, float, float, int]:
     """As bench.collector_bench.latency, with Debezium reading: (p50 ms, p99 ms, rows/s, rows)."""
     work = ROOT / "var" / "bench" / "debezium-run" / uuid.uuid4().hex[:8]
-    engine = Debezium(settings, jars, work, prefix)
+    # A topic of the run's own: the receiver counts every key it reads.
+    engine = Debezium(settings, jars, work, f"{prefix}l")
+    ensure_topic(settings.kafka, engine.topic, partitions=settings.kafka.partitions)
     engine.start()
     engine.wait_for(lambda line: bool(line.get("streaming")), 180)
     total = int(seconds * rate)
