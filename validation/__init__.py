@@ -8,7 +8,8 @@ chunk (``Options.chunk_time_s``).
 **Hashes.** Per chunk, each store computes a count and an order-independent hash of a
 canonical row encoding (``validation.canonical``) in its own engine: MySQL and the
 warehouse in SQL (nothing but three numbers leaves the server), Redis in Python over
-pipelined reads. Differing chunks are halved (at a middle key) and compared again until at
+pipelined reads; one md5 per row. A thread hashes MySQL's chunks while the target hashes
+the ones before. Differing chunks are halved (at a middle key) and compared again until at
 most ``leaf_rows`` rows remain, whose per-row hashes name the keys missing, extra or
 different (``validation.plan.descend``); only those keys' rows are read, side by side.
 

@@ -18,23 +18,30 @@ date, datetime,     MySQL's text: ``YYYY-MM-DD[ HH:MM:SS[.f…]]`` with exactly 
 timestamp           fraction digits, TIMESTAMP in UTC; zero-part dates as their text
 time                ``[-]HH:MM:SS[.f…]`` (hours up to 838, fsp digits)
 enum, set, text     the UTF-8 bytes of the text (SET in definition order)
-binary, geometry    the bytes themselves (BINARY(n): all n, trailing zero bytes too)
+binary, geometry    the bytes in lower-case hex (BINARY(n): all n, trailing zero bytes
+                    too)
 uuid, inet4, inet6  MariaDB's text form (``::ffff:1.2.3.4``)
 json                the document with keys sorted, no whitespace (``JSON_NORMALIZE``)
 ==================  ===============================================================
 
-A **row** is ``md5(md5(shard) , piece₁ , … , pieceₙ)`` joined by ``,``, where a piece is
-``md5(canonical text)`` in hex, or ``n`` for NULL (32 hex digits never read ``n``, so NULL
-and ``""`` differ). A **chunk** is its row count and the sums, modulo 2^64, of the first and
-the second 64 bits of its rows' md5: order-independent, and a duplicated row does not
-cancel out as it would under XOR.
+A column's **piece** is its canonical text, or ``n`` for NULL; for text, JSON, ENUM and SET
+it is ``<length in characters>:<text>``. A **row** is the md5 of its pieces joined by ``,``
+after the shard's (``<length>:<schema.table>``): one md5 per row, as pt-table-checksum does.
+The encoding is injective: no piece but a length-prefixed one can hold ``,``, and none reads
+``n`` but NULL, so NULL, ``""`` and the text ``'NULL'`` differ, and any differing value
+changes the row's bytes (and so its md5, barring a collision). A **chunk** is its row count
+and the sums, modulo 2^64, of the first and the second 64 bits of its rows' md5:
+order-independent, and a duplicated row does not cancel out as it would under XOR.
 
 Each engine computes it in its own SQL (``MySqlCanonical``, ``PostgresCanonical``: one
 ``KindVisitor`` each, one method per Kind returning the SQL text of the canonical text of a
-column); Redis has no engine, so ``python_canonical`` computes the same bytes from the wire
-value. ``tests/integration/validation/test_canonical_engines.py`` checks, for every type of
-``REPRESENTATIVE_TYPES``, that MySQL's and PostgreSQL's hashes of the same stored values
-are equal. Pure: builds SQL text, runs nothing.
+column, each kept to the fewest function calls: it runs for every value of every chunk);
+Redis has no engine, so ``python_pieces`` computes the same pieces from the wire values,
+which are the canonical text already for most kinds (``simple_binlog.values``).
+``tests/integration/validation/test_canonical_engines.py`` checks, for every type of
+``REPRESENTATIVE_TYPES`` and for float and double values one unit in the last place apart,
+that MySQL's, PostgreSQL's and Python's pieces and row hashes of the same stored values are
+equal. Pure: builds SQL text, runs nothing.
 """
 
 from __future__ import annotations
@@ -42,8 +49,9 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from simple_binlog.type_table import KindVisitor, visit
 from simple_binlog.values import ColumnType, JsonScalar, Kind, decode, encode
@@ -75,6 +83,23 @@ def float_text(text: str) -> str:
         return "0"
     power = int(exponent or "0") + len(whole) - leading
     return f"{'-' if negative else ''}{stripped}e{power}"
+
+
+def double_text(value: float) -> str:
+    """``float_text(repr(value))``, reading ``repr``'s two forms directly (``D[.DDD]e±XX``
+    or plain, ``.0`` for a whole number): the one float step of a Redis row."""
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    text = repr(abs(value))
+    mantissa, e, exponent = text.partition("e")
+    if e:
+        return f"{sign}{mantissa.replace('.', '')}e{int(exponent) + 1}"
+    whole, _, fraction = text.partition(".")
+    if whole == "0":
+        digits = fraction.lstrip("0")
+        return f"{sign}{digits}e{len(digits) - len(fraction)}"
+    return f"{sign}{(whole + fraction).rstrip('0')}e{len(whole)}"
 
 
 def _shortest_float32(value: float) -> str:
@@ -141,15 +166,105 @@ def python_canonical(column: ColumnType, wire: JsonScalar) -> bytes | None:  # n
     return str(again).encode() if not isinstance(again, str) else again.encode()
 
 
+# Kinds whose piece is length-prefixed: their text may hold "," or read "n".
+_PREFIXED_KINDS = frozenset({Kind.TEXT, Kind.ENUM, Kind.SET})
+# Kinds whose wire value is a string that is already the canonical text (``encode`` writes
+# it so): taken as it is, a value in any other spelling is a different value.
+_TEXT_WIRE_KINDS = frozenset(
+    {
+        Kind.UINT64,
+        Kind.DECIMAL,
+        Kind.DATE,
+        Kind.DATETIME,
+        Kind.TIMESTAMP,
+        Kind.TIME,
+        Kind.UUID,
+        Kind.INET4,
+        Kind.INET6,
+    }
+)
+
+PieceOf = Callable[[JsonScalar], str]  # a non-NULL wire value → its piece
+
+
+def prefixed(text: str) -> str:
+    """``<length in characters>:<text>``."""
+    return f"{len(text)}:{text}"
+
+
+def piece_of(column: ColumnType, name: str = "?") -> PieceOf:
+    """The piece of a column's non-NULL wire value, chosen once per column: the common kinds
+    without decoding (the wire text or the int), the others through ``python_canonical``."""
+    kind = column.kind
+
+    def checked(wire: JsonScalar) -> JsonScalar:
+        decode(column, wire, name)  # raises ContractError for a malformed value, naming it
+        return wire
+
+    if kind in (Kind.INT, Kind.YEAR, Kind.BIT):
+        return lambda w: str(w) if type(w) is int else str(checked(w))
+    if kind in _TEXT_WIRE_KINDS:
+        return lambda w: w if type(w) is str else str(checked(w))
+    if kind is Kind.DOUBLE:
+        return lambda w: double_text(w if type(w) is float else float(decode(column, w, name)))
+    if kind in (Kind.BINARY, Kind.GEOMETRY):
+        return lambda w: bytes(decode(column, w, name)).hex()
+    if kind in _PREFIXED_KINDS and not is_json(column):
+        return lambda w: prefixed(w) if type(w) is str else prefixed(str(checked(w)))
+
+    def general(wire: JsonScalar) -> str:
+        raw = python_canonical(column, wire)
+        assert raw is not None
+        return prefixed(raw.decode()) if kind in _PREFIXED_KINDS else raw.decode()
+
+    return general
+
+
 def python_piece(column: ColumnType, wire: JsonScalar) -> str:
-    raw = python_canonical(column, wire)
-    return NULL_PIECE if raw is None else hashlib.md5(raw).hexdigest()  # noqa: S324 - a checksum
+    return NULL_PIECE if wire is None else piece_of(column)(wire)
+
+
+class RowHasher:
+    """The row hash of wire rows of one column list, the per-column work chosen once (a
+    wire text that is the canonical text already is taken as it is, with no call)."""
+
+    def __init__(self, names: Sequence[str], columns: Sequence[ColumnType]) -> None:
+        self._checked = [
+            (name, piece_of(column, name)) for name, column in zip(names, columns, strict=True)
+        ]
+        self._pieces = [
+            (name, None if column.kind in _TEXT_WIRE_KINDS else piece)
+            for (name, piece), column in zip(self._checked, columns, strict=True)
+        ]
+
+    def text(self, shard: str, row: Mapping[str, JsonScalar]) -> bytes:
+        try:
+            # One comprehension, no call for a text taken as it is: this runs for every row.
+            pieces: list[Any] = [
+                NULL_PIECE
+                if (wire := row.get(name)) is None
+                else (wire if piece is None else piece(wire))
+                for name, piece in self._pieces
+            ]
+            body = ",".join(pieces)  # a wire value that is no text raises TypeError
+        except TypeError:
+            # A text-kind wire value that is no text: the checked pieces say which.
+            body = ",".join(
+                NULL_PIECE if (wire := row.get(name)) is None else piece(wire)
+                for name, piece in self._checked
+            )
+        return f"{len(shard)}:{shard},{body}".encode()
+
+    def digest(self, shard: str, row: Mapping[str, JsonScalar]) -> bytes:
+        return hashlib.md5(self.text(shard, row)).digest()  # noqa: S324 - a checksum
+
+    def hexdigest(self, shard: str, row: Mapping[str, JsonScalar]) -> str:
+        return hashlib.md5(self.text(shard, row)).hexdigest()  # noqa: S324 - a checksum
 
 
 def python_row_hash(shard: str, columns: Sequence[ColumnType], wires: Sequence[JsonScalar]) -> str:
-    pieces = [hashlib.md5(shard.encode()).hexdigest()]  # noqa: S324
-    pieces += [python_piece(c, w) for c, w in zip(columns, wires, strict=True)]
-    return hashlib.md5(",".join(pieces).encode()).hexdigest()  # noqa: S324
+    names = [str(i) for i in range(len(columns))]
+    return RowHasher(names, columns).hexdigest(shard, dict(zip(names, wires, strict=True)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +286,13 @@ class ChunkDigest:
         low = sum(int(h[16:32], 16) for h in row_hashes)
         return cls.of(len(row_hashes), high, low)
 
+    @classmethod
+    def of_digests(cls, digests: Sequence[bytes]) -> ChunkDigest:
+        """From rows' md5 digests (16 bytes each)."""
+        high = sum(int.from_bytes(d[:8], "big") for d in digests)
+        low = sum(int.from_bytes(d[8:16], "big") for d in digests)
+        return cls.of(len(digests), high, low)
+
     def text(self) -> str:
         return f"{self.count} rows, {self.high:016x}{self.low:016x}"
 
@@ -181,30 +303,47 @@ class ChunkDigest:
 class _Sql(KindVisitor[SqlOf]):
     """The SQL dialect's pieces every engine's visitor needs."""
 
-    def md5_piece(self, expression: str) -> str:
-        return f"COALESCE(MD5({expression}), '{NULL_PIECE}')"
+    def prefixed(self, text: str, length_of: str | None = None) -> str:
+        """``<length in characters>:<text>``; the length read from ``length_of`` (the
+        column itself: the same characters, whatever its character set, and not converted
+        a second time) or else from ``text`` itself."""
+        return f"CONCAT(CHAR_LENGTH({length_of or text}), ':', {text})"
+
+    def as_text(self, expression: str) -> str:
+        """An expression as text (MySQL leaves an integer column a number)."""
+        return f"CAST({expression} AS CHAR)"
 
     def literal(self, text: str) -> str:
         return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def _mysql_float(text: str) -> str:
-    """``float_text`` in MariaDB/MySQL SQL, over an expression giving the float's text.
+def _mysql_float(column: str, absolute: str) -> str:
+    """``float_text`` in MariaDB/MySQL SQL, given ``absolute``, the text of the column's
+    absolute value, which the server prints with the shortest round-trip digits either as
+    ``D[.DDD]e[-]X`` (one digit before the point) or plainly (``0.000015``, ``14285.7``).
+    Sign and zero are read from the number; each branch reads the text as few times as it
+    can (every copy is evaluated: the general form of ``float_text`` cost a DOUBLE column
+    fifteen times a plain one)."""
+    e_form = (
+        f"CONCAT(REPLACE(SUBSTRING_INDEX({absolute}, 'e', 1), '.', ''), 'e', "
+        f"SUBSTRING_INDEX({absolute}, 'e', -1) + 1)"
+    )
+    fraction = f"TRIM(LEADING '0' FROM SUBSTRING({absolute}, 3))"
+    below_one = f"CONCAT({fraction}, 'e', 2 + LENGTH({fraction}) - LENGTH({absolute}))"
+    plain = (
+        f"CONCAT(TRIM(TRAILING '0' FROM REPLACE({absolute}, '.', '')), 'e', "
+        f"LOCATE('.', CONCAT({absolute}, '.')) - 1)"
+    )
+    return (
+        f"IF({column} = 0, '0', CONCAT(IF({column} < 0, '-', ''), "
+        f"IF(LOCATE('e', {absolute}) > 0, {e_form}, "
+        f"IF(ABS({column}) < 1, {below_one}, {plain}))))"
+    )
 
-    Each intermediate appears as few times as possible: the server evaluates every copy of
-    an expression (a DOUBLE column cost four times the rest of a row when ``whole`` and
-    ``fraction`` were spelled out separately)."""
-    a = f"TRIM(LEADING '-' FROM {text})"
-    mantissa = f"SUBSTRING_INDEX({a}, 'e', 1)"
-    exponent = f"CAST(IF(LOCATE('e', {a}) > 0, SUBSTRING_INDEX({a}, 'e', -1), '0') AS SIGNED)"
-    digits = f"REPLACE({mantissa}, '.', '')"
-    # The digits before the point: the point's position in mantissa + '.', less one.
-    whole = f"(LOCATE('.', CONCAT({mantissa}, '.')) - 1)"
-    leading = f"(LENGTH({digits}) - LENGTH(TRIM(LEADING '0' FROM {digits})))"
-    stripped = f"TRIM(BOTH '0' FROM {digits})"
-    power = f"({exponent} + {whole} - {leading})"
-    sign = f"IF(LEFT({text}, 1) = '-', '-', '')"
-    return f"IF({stripped} = '', '0', CONCAT({sign}, {stripped}, 'e', {power}))"
+
+# Below this a double of at least 1 is printed plainly by MariaDB/MySQL (up to 1e15) and
+# PostgreSQL (up to 1e15): the engines' common fast path (tested at the edges).
+_PLAIN_BELOW = "1e14"
 
 
 def _as_char(reference: str) -> str:
@@ -212,27 +351,47 @@ def _as_char(reference: str) -> str:
 
 
 def _mysql_digits(reference: str) -> str:
-    # Through DECIMAL: no ZEROFILL padding, BIGINT UNSIGNED and signed alike.
+    # Through DECIMAL: no ZEROFILL padding (and YEAR's four digits: 0 reads 0).
     return f"CAST(CAST({reference} AS DECIMAL(20,0)) AS CHAR)"
+
+
+def _mysql_int(column: ColumnType) -> SqlOf:
+    # An integer's own text is its digits (CONCAT_WS converts it), but for ZEROFILL.
+    return _mysql_digits if "zerofill" in column.spec.lower() else (lambda c: c)
 
 
 class MySqlCanonical(_Sql):
     """MariaDB/MySQL: the canonical text of a column (session time_zone '+00:00')."""
 
     def visit_int(self, column: ColumnType) -> SqlOf:
-        return _mysql_digits
+        return _mysql_int(column)
 
     def visit_uint64(self, column: ColumnType) -> SqlOf:
-        return _mysql_digits
+        return _mysql_int(column)
 
     def visit_decimal(self, column: ColumnType) -> SqlOf:
         return _as_char
 
     def visit_float(self, column: ColumnType) -> SqlOf:
-        return lambda c: _mysql_float(_as_char(c))
+        # Not ABS(c): it would be a DOUBLE, printed with a double's digits.
+        return lambda c: _mysql_float(c, f"TRIM(LEADING '-' FROM CAST({c} AS CHAR))")
 
     def visit_double(self, column: ColumnType) -> SqlOf:
-        return lambda c: _mysql_float(_as_char(c))
+        def text(c: str) -> str:
+            absolute = f"CAST(ABS({c}) AS CHAR)"
+            # 1 <= |c| < 1e14 (most values): printed plainly, the integer digits those of
+            # FLOOR (a shortest round-trip text never rounds across an integer there), so
+            # the text is made once; the rest by the general rule.
+            usual = (
+                f"CONCAT(IF({c} < 0, '-', ''), TRIM(TRAILING '0' FROM REPLACE({absolute}, '.', "
+                f"'')), 'e', LENGTH(CAST(FLOOR(ABS({c})) AS UNSIGNED)))"
+            )
+            return (
+                f"IF(ABS({c}) >= 1 AND ABS({c}) < {_PLAIN_BELOW}, {usual}, "
+                f"{_mysql_float(c, absolute)})"
+            )
+
+        return text
 
     def visit_date(self, column: ColumnType) -> SqlOf:
         return _as_char
@@ -264,10 +423,11 @@ class MySqlCanonical(_Sql):
         return lambda c: f"CONVERT({c} USING utf8mb4)"
 
     def visit_binary(self, column: ColumnType) -> SqlOf:
-        return lambda c: c
+        return lambda c: f"LOWER(HEX({c}))"
 
     def visit_geometry(self, column: ColumnType) -> SqlOf:
-        return lambda c: c  # the stored bytes: SRID and WKB, as a SELECT returns them
+        # The stored bytes: SRID and WKB, as a SELECT returns them.
+        return lambda c: f"LOWER(HEX({c}))"
 
     def visit_uuid(self, column: ColumnType) -> SqlOf:
         return _as_char
@@ -292,6 +452,26 @@ def _pg_float(text: str) -> str:
     power = f"({exponent} + {whole} - {leading})"
     sign = f"(CASE WHEN left({text}, 1) = '-' THEN '-' ELSE '' END)"
     return f"(CASE WHEN {stripped} = '' THEN '0' ELSE {sign} || {stripped} || 'e' || {power} END)"
+
+
+def _pg_column_float(column: str, absolute: str) -> str:
+    """``_mysql_float`` in PostgreSQL: ``absolute`` is printed with the shortest round-trip
+    digits (extra_float_digits = 1) as ``D[.DDD]e±XX`` or plainly."""
+    e_form = (
+        f"replace(split_part({absolute}, 'e', 1), '.', '') || 'e' || "
+        f"(split_part({absolute}, 'e', 2)::int + 1)"
+    )
+    fraction = f"ltrim(substr({absolute}, 3), '0')"
+    below_one = f"{fraction} || 'e' || (2 + length({fraction}) - length({absolute}))"
+    plain = (
+        f"rtrim(replace({absolute}, '.', ''), '0') || 'e' || (strpos({absolute} || '.', '.') - 1)"
+    )
+    return (
+        f"(CASE WHEN {column} = 0 THEN '0' ELSE "
+        f"(CASE WHEN {column} < 0 THEN '-' ELSE '' END) || "
+        f"(CASE WHEN strpos({absolute}, 'e') > 0 THEN {e_form} "
+        f"WHEN abs({column}) < 1 THEN {below_one} ELSE {plain} END) END)"
+    )
 
 
 # Zero-part dates in the warehouse: -infinity, or a year after 99999 that encodes year, month
@@ -322,15 +502,23 @@ def _pg_fraction(value: str, fsp: int) -> str:
 
 
 def _pg_datetime(value: str, fsp: int) -> str:
-    # The usual value in one to_char; the encoded zero-part dates and -infinity apart.
-    width = 19 + (fsp + 1 if fsp > 0 else 0)
-    usual = f"substr(to_char({value}, 'YYYY-MM-DD HH24:MI:SS.US'), 1, {width})"
+    # The usual value from its ISO text (DateStyle ISO; the fraction's trailing zeros
+    # dropped, so padded back to fsp digits); the encoded zero-part dates and -infinity
+    # apart. A comparison, not extract(): this runs for every value.
+    text = f"{value}::text"
+    if fsp > 0:
+        usual = (
+            f"(CASE WHEN length({text}) = 19 THEN {text} || '.{'0' * fsp}' "
+            f"ELSE rpad({text}, {20 + fsp}, '0') END)"
+        )
+    else:
+        usual = f"left({text}, 19)"
     clock = (
         f"(CASE WHEN {value} = '-infinity' THEN '00:00:00' ELSE to_char({value}, 'HH24:MI:SS') END)"
     )
     special = f"({_pg_date_part(value)} || ' ' || {clock}{_pg_fraction(value, fsp)})"
     return (
-        f"(CASE WHEN {value} = '-infinity' OR extract(year from {value}) >= {_ZERO_PART_YEARS} "
+        f"(CASE WHEN {value} = '-infinity' OR {value} >= '{_ZERO_PART_YEARS}-01-01' "
         f"THEN {special} ELSE {usual} END)"
     )
 
@@ -359,7 +547,14 @@ def _pg_text(reference: str) -> str:
 
 
 class PostgresCanonical(_Sql):
-    """PostgreSQL (the warehouse, types by ``mirror.pgtypes``): the canonical text."""
+    """PostgreSQL (the warehouse, types by ``mirror.pgtypes``; session in UTC, DateStyle
+    ISO, extra_float_digits 1): the canonical text."""
+
+    def prefixed(self, text: str, length_of: str | None = None) -> str:
+        return f"(char_length({length_of or text}) || ':' || {text})"
+
+    def as_text(self, expression: str) -> str:
+        return expression  # every canonical text is text already
 
     def visit_int(self, column: ColumnType) -> SqlOf:
         return _pg_text
@@ -371,10 +566,23 @@ class PostgresCanonical(_Sql):
         return _pg_text
 
     def visit_float(self, column: ColumnType) -> SqlOf:
-        return lambda c: _pg_float(f"{c}::real::text")
+        return lambda c: _pg_column_float(f"{c}::real", f"abs({c}::real)::text")
 
     def visit_double(self, column: ColumnType) -> SqlOf:
-        return lambda c: _pg_float(f"{c}::float8::text")
+        def text(c: str) -> str:
+            value = f"{c}::float8"
+            absolute = f"abs({value})::text"
+            usual = (
+                f"(CASE WHEN {value} < 0 THEN '-' ELSE '' END) || "
+                f"rtrim(replace({absolute}, '.', ''), '0') || 'e' || "
+                f"length(floor(abs({value}))::bigint::text)"
+            )
+            return (
+                f"(CASE WHEN abs({value}) >= 1 AND abs({value}) < {_PLAIN_BELOW} THEN {usual} "
+                f"ELSE {_pg_column_float(value, absolute)} END)"
+            )
+
+        return text
 
     def visit_date(self, column: ColumnType) -> SqlOf:
         return _pg_date_part
@@ -406,10 +614,10 @@ class PostgresCanonical(_Sql):
         return _pg_text
 
     def visit_binary(self, column: ColumnType) -> SqlOf:
-        return lambda c: c
+        return lambda c: f"encode({c}, 'hex')"
 
     def visit_geometry(self, column: ColumnType) -> SqlOf:
-        return lambda c: c
+        return lambda c: f"encode({c}, 'hex')"
 
     def visit_uuid(self, column: ColumnType) -> SqlOf:
         return _pg_text
@@ -454,15 +662,31 @@ class Engine:
         """The canonical text of column ``name`` (SQL; NULL stays NULL)."""
         return visit(column, self.visitor)(self.quote(name))
 
+    def shown(self, name: str, column: ColumnType) -> str:
+        """The column as a differing row is shown (SQL): its canonical text as text, the
+        bytes themselves for a binary."""
+        if column.kind in (Kind.BINARY, Kind.GEOMETRY):
+            return self.quote(name)
+        return self.visitor.as_text(self.text(name, column))
+
     def piece(self, name: str | None, column: ColumnType) -> str:
-        """``md5(canonical text)`` or ``'n'``; an absent column (``name`` None) is NULL."""
+        """The column's piece (SQL): ``'n'`` for NULL, and for an absent column (``name``
+        None)."""
         if name is None:
             return f"'{NULL_PIECE}'"
-        return self.visitor.md5_piece(self.text(name, column))
+        text = self.text(name, column)
+        if column.kind in _PREFIXED_KINDS:
+            # A JSON document's length is its normalised text's; other texts', the column's.
+            text = self.visitor.prefixed(text, None if is_json(column) else self.quote(name))
+        return f"COALESCE({text}, '{NULL_PIECE}')"
+
+    def shard_piece(self, shard: str) -> str:
+        """The piece of a shard's ``schema.table`` text (an SQL literal)."""
+        return self.visitor.literal(prefixed(shard))
 
     def row_hash(self, shard: str, pieces: Sequence[str]) -> str:
-        """The row's md5 (SQL), ``shard`` an SQL expression of the ``schema.table`` text."""
-        return f"MD5(CONCAT_WS(',', MD5({shard}), {', '.join(pieces)}))"
+        """The row's md5 (SQL), ``shard`` an SQL expression of the shard's piece."""
+        return f"MD5(CONCAT_WS(',', {shard}, {', '.join(pieces)}))"
 
 
 def _backquote(name: str) -> str:

@@ -28,6 +28,8 @@ from validation.table import TableShape, read_table_shape
 
 log = logging.getLogger(__name__)
 
+_ALL_ROWS = 2**64 - 1  # MySQL's "no limit"
+
 
 def key_order(name: str, column: ColumnType) -> str:
     """A key column as MySQL orders it for validation (text: by its UTF-8 bytes)."""
@@ -130,7 +132,7 @@ class MySqlSide:
     def _row_hash(self, db: str, table: str) -> str:
         shape = self.shape
         pieces = [MYSQL.piece(n, shape.column_type(n)) for n in shape.compared_columns]
-        return MYSQL.row_hash(MYSQL.visitor.literal(f"{db}.{table}"), pieces)
+        return MYSQL.row_hash(MYSQL.shard_piece(f"{db}.{table}"), pieces)
 
     def _union(
         self, select: str, where: str, params: list[Any], tail: str = ""
@@ -145,7 +147,9 @@ class MySqlSide:
 
     def digest(self, chunk: Chunk) -> ChunkDigest:
         where, params = key_range(self.shape, chunk)
-        union, all_params = self._union("{hash} AS h", where, params)
+        # The row hashes are materialised (a UNION ALL is; one shard's SELECT is kept from
+        # being merged by its LIMIT): merged, the md5 would be computed once per sum.
+        union, all_params = self._union("{hash} AS h", where, params, f" LIMIT {_ALL_ROWS}")
         sql = f"SELECT {mysql_chunk_sums('h')} FROM ({union}) AS rows_"  # noqa: S608
         # One read: the statement sees one snapshot, at or before the position read after
         # it, and the watermark taken after the window makes the target apply at least that
@@ -208,7 +212,7 @@ class MySqlSide:
         where, params = keys_in(shape, keys, MYSQL.quote)
         found: dict[Key, dict[str, Any]] = {}
         for db, table in shape.shards:
-            texts = ", ".join(MYSQL.text(n, shape.column_type(n)) for n in names)
+            texts = ", ".join(MYSQL.shown(n, shape.column_type(n)) for n in names)
             sql = (
                 f"SELECT {self._key_select()}, {texts} FROM {MYSQL.quote(db)}.{MYSQL.quote(table)} "  # noqa: S608
                 f"WHERE {where}"

@@ -2,8 +2,10 @@
 
 Redis has no engine to hash in, and no key order: the keys under ``<prefix>:<table>:`` are
 listed once (SCAN, keys only) and sorted by the typed key, which places each in its chunk;
-a chunk's documents are then read with pipelined MGETs and hashed with the same canonical
-encoding as the SQL engines (``validation.canonical.python_row_hash``). A tombstone (a
+a chunk's documents are then read with MGETs of ``BATCH`` keys, all of a chunk's in one
+pipeline (one round trip), and hashed with the same canonical encoding as the SQL engines
+(``validation.canonical.RowHasher``: the per-column work chosen once, the wire values taken
+as they are where they are the canonical text already, one md5 per row). A tombstone (a
 deleted row's ``row: null``) is not a row. A key listed before it was written is found by
 ``key_hashes`` (used when settling), which reads keys by name.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import redis
@@ -20,11 +23,12 @@ from cdc_platform.config import RedisSettings
 from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.naming import decode_redis_document, redis_key, redis_key_part_value
 from simple_binlog.values import ColumnType, JsonScalar, Kind, decode
-from validation.canonical import ChunkDigest, python_canonical, python_row_hash
+from validation.canonical import ChunkDigest, RowHasher, python_canonical
 from validation.plan import Chunk, Key
 from validation.table import TableShape
 
 BATCH = 1000
+_SCAN_COUNT = 10_000  # keys a SCAN step looks at: fewer round trips
 
 
 def key_from_parts(types: Sequence[ColumnType], parts: Sequence[str]) -> Key:
@@ -55,44 +59,84 @@ class RedisSide:
             settings.url.get_secret_value(), socket_timeout=60, socket_connect_timeout=10
         )
         self._types = [shape.column_type(n) for n in shape.compared_columns]
-        self._keys = self._list_keys()
+        self._hasher = RowHasher(shape.compared_columns, self._types)
+        # Listed in a thread: MySQL hashes its first chunks meanwhile (the scan starts its
+        # source side at once); the first chunk read here waits for the list.
+        self._lister = ThreadPoolExecutor(1, thread_name_prefix=f"validate-{shape.table}-keys")
+        self._listing = self._lister.submit(self._list_keys)
+
+    @property
+    def _keys(self) -> list[Key]:
+        return self._listing.result()[0]
+
+    @property
+    def _names(self) -> list[bytes]:
+        return self._listing.result()[1]
 
     def close(self) -> None:
+        self._lister.shutdown(wait=True, cancel_futures=True)
         self._client.close()
 
     def _fail(self, exc: redis.exceptions.RedisError) -> ServiceUnavailableError:
         return ServiceUnavailableError(f"reading {self.shape.table} from Redis failed ({exc}).")
 
-    def _list_keys(self) -> list[Key]:
+    def _list_keys(self) -> tuple[list[Key], list[bytes]]:
+        """The typed keys, sorted, and their Redis keys as listed (read again by name)."""
         head = f"{self._prefix}:{self.shape.table}:"
-        width = len(self.shape.key)
-        found: list[Key] = []
+        start, width, types = len(head), len(self.shape.key), self.shape.key_types
+        if width == 1 and types[0].kind in (Kind.INT, Kind.UINT64, Kind.YEAR, Kind.BIT):
+            return self._list_integer_keys(head)
+        found: list[tuple[Key, bytes]] = []
         try:
-            for raw in self._client.scan_iter(match=f"{head}*", count=BATCH):
-                parts = raw.decode()[len(head) :].split(":")
+            for raw in self._client.scan_iter(match=f"{head}*", count=_SCAN_COUNT):
+                parts = raw.decode()[start:].split(":")
                 if len(parts) == width:
-                    found.append(key_from_parts(self.shape.key_types, parts))
+                    found.append((key_from_parts(types, parts), raw))
         except redis.exceptions.RedisError as exc:
             raise self._fail(exc) from None
-        return sorted(found)
+        found.sort()  # by key (the names only break ties of keys spelled two ways)
+        return [key for key, _ in found], [name for _, name in found]
 
-    def _in(self, chunk: Chunk) -> list[Key]:
+    def _list_integer_keys(self, head: str) -> tuple[list[Key], list[bytes]]:
+        """``_list_keys`` for a key of one integer column (the common key): the digits read
+        by ``int`` alone, anything else (a sign, an escape) by ``key_from_parts``."""
+        start, types = len(head), self.shape.key_types
+        found: list[tuple[int, bytes]] = []
+        try:
+            for raw in self._client.scan_iter(match=f"{head}*", count=_SCAN_COUNT):
+                part = raw[start:]
+                if part.isdigit():  # ASCII digits only
+                    found.append((int(part), raw))
+                elif b":" not in part:
+                    found.append((key_from_parts(types, [part.decode()])[0], raw))
+        except redis.exceptions.RedisError as exc:
+            raise self._fail(exc) from None
+        found.sort()
+        return [(number,) for number, _ in found], [name for _, name in found]
+
+    def _range(self, chunk: Chunk) -> slice:
         start = 0 if chunk.lo is None else bisect.bisect_right(self._keys, chunk.lo)
         stop = len(self._keys) if chunk.hi is None else bisect.bisect_right(self._keys, chunk.hi)
-        return self._keys[start:stop]
+        return slice(start, stop)
 
-    def _documents(self, keys: Sequence[Key]) -> Iterable[tuple[Key, str, dict[str, JsonScalar]]]:
-        """(key, shard, row) of the live rows among ``keys``: MGETs of ``BATCH``, pipelined."""
-        names = [redis_key(self._prefix, self.shape.table, self.shape.key_wire(k)) for k in keys]
+    def _in(self, chunk: Chunk) -> list[Key]:
+        return self._keys[self._range(chunk)]
+
+    def _read(self, names: Sequence[bytes | str]) -> list[bytes | None]:
+        """The values of ``names``: MGETs of ``BATCH``, one pipeline (one round trip)."""
         try:
             pipe = self._client.pipeline(transaction=False)
             for start in range(0, len(names), BATCH):
                 pipe.mget(names[start : start + BATCH])
             self.queries += 1
-            values = [value for batch in pipe.execute() for value in batch]
+            return [value for batch in pipe.execute() for value in batch]
         except redis.exceptions.RedisError as exc:
             raise self._fail(exc) from None
-        for key, raw in zip(keys, values, strict=True):
+
+    def _documents(self, keys: Sequence[Key]) -> Iterable[tuple[Key, str, dict[str, JsonScalar]]]:
+        """(key, shard, row) of the live rows among ``keys``."""
+        names = [redis_key(self._prefix, self.shape.table, self.shape.key_wire(k)) for k in keys]
+        for key, raw in zip(keys, self._read(names), strict=True):
             if raw is None:
                 continue
             _, shard, row = decode_redis_document(raw)
@@ -100,11 +144,18 @@ class RedisSide:
                 yield key, shard, row
 
     def _hash(self, shard: str, row: dict[str, JsonScalar]) -> str:
-        wires = [row.get(name) for name in self.shape.compared_columns]
-        return python_row_hash(shard, self._types, wires)
+        return self._hasher.hexdigest(shard, row)
 
     def digest(self, chunk: Chunk) -> ChunkDigest:
-        return ChunkDigest.of_rows(list(self.row_hashes(chunk).values()))
+        # The listed names, not rebuilt from the keys; the digests summed as they come.
+        digests = []
+        for raw in self._read(self._names[self._range(chunk)]):
+            if raw is None:
+                continue
+            _, shard, row = decode_redis_document(raw)
+            if row is not None:
+                digests.append(self._hasher.digest(shard, row))
+        return ChunkDigest.of_digests(digests)
 
     def middle_key(self, chunk: Chunk, count: int) -> Key | None:
         keys = self._in(chunk)

@@ -8,6 +8,7 @@ mismatch), and with a ``repair`` function the differing keys re-published and re
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +22,7 @@ from simple_binlog.errors import ConfigError, ServiceUnavailableError
 from simple_binlog.naming import mirror_group, topic_name
 from simple_binlog.routing import ShardRouter
 from simple_binlog.values import JsonScalar, Kind
+from validation.canonical import ChunkDigest
 from validation.mysql import MySqlSide
 from validation.plan import (
     Chunk,
@@ -40,6 +42,7 @@ log = logging.getLogger(__name__)
 _BINARY_KINDS = (Kind.BINARY, Kind.GEOMETRY)
 Target = Literal["warehouse", "redis"]
 TARGETS: tuple[Target, ...] = ("warehouse", "redis")
+_WINDOWS_AHEAD = 8  # MySQL's windows hashed but not yet compared, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,14 +50,15 @@ class Options:
     """``chunk_rows``: the first chunk's rows; with ``chunk_time_s`` each next chunk is sized
     so that MySQL hashes it in about that long (between ``min_chunk_rows`` and
     ``max_chunk_rows``, at most doubling or halving per chunk); None keeps ``chunk_rows``.
-    ``window_s``: MySQL chunks read before the target is waited for and read (see
-    ``scan``). The load limits are the replay's (``replay:`` settings) unless given."""
+    ``window_s``: MySQL chunks read before a watermark mark is taken (0: after each chunk;
+    the target waits once for every window MySQL has ready, see ``scan``). The load limits
+    are the replay's (``replay:`` settings) unless given."""
 
     chunk_rows: int = 10_000
     chunk_time_s: float | None = 0.5
     min_chunk_rows: int = 100
     max_chunk_rows: int = 1_000_000
-    window_s: float = 2.0
+    window_s: float = 0.0
     leaf_rows: int = 64
     confirmations: int = 2
     max_rounds: int = 6
@@ -131,6 +135,57 @@ def _never_cancelled(seconds: float) -> bool:
     return False
 
 
+@dataclass
+class _Window:
+    """MySQL's digests of consecutive chunks, the watermark's mark taken after them, and
+    where the next window starts (``ended``: nothing after)."""
+
+    chunks: list[tuple[Chunk, ChunkDigest]]
+    mark: object
+    after: Key | None
+    ended: bool
+
+
+def _hash_source(
+    source: Side,
+    lo: Key | None,
+    watermark: Watermark,
+    options: Options,
+    stats: DescentStats,
+    lock: threading.Lock,
+    guard: LoadGuard | None,
+    clock: Callable[[], float],
+    put: Callable[[_Window | BaseException], bool],
+) -> None:
+    """The source's half of the scan (a thread): windows of chunk digests, each handed on
+    with its mark, until the table ends or ``put`` refuses (the scan stopped)."""
+    try:
+        rows = options.chunk_rows
+        ended = False
+        while not ended:
+            window: list[tuple[Chunk, ChunkDigest]] = []
+            started = clock()
+            while not ended and (not window or clock() - started < options.window_s):
+                with lock:
+                    if guard is not None:
+                        guard.wait_until_calm()
+                    hi = source.middle_key(Chunk(lo, None), 2 * rows)
+                    chunk = Chunk(lo, hi)
+                    began = clock()
+                    digest = source.digest(chunk)
+                    took = clock() - began
+                rows = next_chunk_rows(rows, took, options) if digest.count else rows
+                window.append((chunk, digest))
+                stats.rows += digest.count
+                lo, ended = hi, hi is None
+            with lock:
+                mark = watermark.mark()
+            if not put(_Window(window, mark, lo, ended)):
+                return
+    except BaseException as exc:  # noqa: BLE001 - handed to the scan, which raises it
+        put(exc)
+
+
 def scan(
     shape: TableShape,
     source: Side,
@@ -145,11 +200,14 @@ def scan(
     """Every candidate key of the table, chunk by chunk, and whether the scan resumed one.
 
     A window: MySQL chunks are cut (the ``rows``-th key after the last) and hashed for
-    ``window_s``, each chunk's rows sized to ``chunk_time_s``; then a watermark is taken and
-    waited for, so the target has applied everything published up to MySQL's reads; then the
-    target hashes the same chunks, and differing ones are descended into. The progress is
-    stored after each window (the next key, the candidates so far). The load guard is asked
-    before each MySQL chunk."""
+    ``window_s``, each chunk's rows sized to ``chunk_time_s``; then a watermark is taken;
+    once it is reached, the target has applied everything published up to MySQL's reads, and
+    the target hashes the same chunks; differing ones are descended into. MySQL hashes the
+    next windows meanwhile (a thread, at most ``_WINDOWS_AHEAD`` windows ahead), so the two
+    engines work at the same time; the target waits once for all the windows MySQL has
+    ready (the last one's mark covers them all). The progress is stored after each window
+    (the next key, the candidates so far). The load guard is asked before each MySQL
+    chunk."""
     previous = store.load(shape.table, target.name)
     resumed = previous is not None and not previous.done
     found: dict[Key, Difference] = {}
@@ -160,42 +218,86 @@ def scan(
         for wire, kind in previous.candidates:
             found[shape.key_from_wire(wire)] = Difference(kind)
         log.info("validation of %s in %s resumes after %s", shape.table, target.name, lo)
-    rows = options.chunk_rows
-    ended = False
-    while not ended:
-        window: list[tuple[Chunk, Any]] = []
-        started = clock()
-        while not ended and (not window or clock() - started < options.window_s):
-            if guard is not None:
-                guard.wait_until_calm()
-            hi = source.middle_key(Chunk(lo, None), 2 * rows)
-            chunk = Chunk(lo, hi)
-            began = clock()
-            digest = source.digest(chunk)
-            rows = next_chunk_rows(rows, clock() - began, options) if digest.count else rows
-            window.append((chunk, digest))
-            stats.rows += digest.count
-            lo, ended = hi, hi is None
-        watermark.wait(watermark.mark())
-        for chunk, mine in window:
-            stats.chunks += 1
-            stats.chunks_compared += 1
-            if target.digest(chunk) != mine:
-                # Compared afresh, then halved: a chunk that differed only in flight may
-                # compare equal now.
-                found.update(descend([chunk], source, target, options.leaf_rows, stats, False))
-        store.save(
-            ScanProgress(
-                shape.table,
-                target.name,
-                None if lo is None else shape.key_wire(lo),
-                stats.rows,
-                stats.chunks,
-                [(shape.key_wire(k), d.value) for k, d in sorted(found.items())],
-                done=ended,
-            )
-        )
+    lock = threading.Lock()  # the source's one connection: the thread's, or the descent's
+    windows: queue.Queue[_Window | BaseException] = queue.Queue(maxsize=_WINDOWS_AHEAD)
+    stopped = threading.Event()
+
+    def put(item: _Window | BaseException) -> bool:
+        while not stopped.is_set():
+            try:
+                windows.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    producer = threading.Thread(
+        target=_hash_source,
+        args=(source, lo, watermark, options, stats, lock, guard, clock, put),
+        name=f"validate-{shape.table}-mysql",
+        daemon=True,
+    )
+    producer.start()
+    try:
+        ended = False
+        while not ended:
+            # Every window MySQL has ready, and one wait for the last one's mark: the waits
+            # adapt to how far MySQL is ahead.
+            ready = [windows.get()]
+            while not isinstance(ready[-1], BaseException) and not ready[-1].ended:
+                try:
+                    ready.append(windows.get_nowait())
+                except queue.Empty:
+                    break
+            failed = next((w for w in ready if isinstance(w, BaseException)), None)
+            ready_windows = [w for w in ready if isinstance(w, _Window)]
+            if ready_windows:
+                watermark.wait(ready_windows[-1].mark)
+            for window in ready_windows:
+                ended = _compare_window(
+                    window, shape, source, target, options, stats, store, found, lock
+                )
+            if failed is not None:
+                raise failed
+    finally:
+        stopped.set()
+        producer.join()
     return found, resumed
+
+
+def _compare_window(
+    window: _Window,
+    shape: TableShape,
+    source: Side,
+    target: Side,
+    options: Options,
+    stats: DescentStats,
+    store: ProgressStore,
+    found: dict[Key, Difference],
+    lock: threading.Lock,
+) -> bool:
+    """The target's digests of a window's chunks (after its watermark), the descent into
+    those that differ, and the progress stored; whether the table ended with it."""
+    for chunk, mine in window.chunks:
+        stats.chunks += 1
+        stats.chunks_compared += 1
+        if target.digest(chunk) != mine:
+            # Compared afresh, then halved: a chunk that differed only in flight may
+            # compare equal now.
+            with lock:
+                found.update(descend([chunk], source, target, options.leaf_rows, stats, False))
+    store.save(
+        ScanProgress(
+            shape.table,
+            target.name,
+            None if window.after is None else shape.key_wire(window.after),
+            stats.rows,
+            stats.chunks,
+            [(shape.key_wire(k), d.value) for k, d in sorted(found.items())],
+            done=window.ended,
+        )
+    )
+    return window.ended
 
 
 def validate_sides(

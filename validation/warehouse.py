@@ -3,7 +3,7 @@
 The table is ``<mirror.warehouse_schema>.<logical table>`` (``simple_binlog.naming``); a row
 flagged ``_deleted`` (soft deletes) is not a row; a MySQL column the table lacks (never
 written yet) is NULL. The session runs in UTC with ``extra_float_digits = 1`` (shortest
-round-trip floats), and defines the JSON normaliser in its own ``pg_temp`` schema.
+round-trip floats) and DateStyle ISO, and defines the JSON normaliser in its own ``pg_temp`` schema.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ class WarehouseSide:
         self._present: set[str] = set()
         self._query("SET TIME ZONE 'UTC'")
         self._query("SET extra_float_digits = 1")
+        self._query("SET DateStyle = 'ISO, YMD'")
         names = shape.compared_columns
         if any(POSTGRES.text("c", shape.column_type(n)).startswith("pg_temp.") for n in names):
             for statement in PG_JSON_FUNCTIONS:
@@ -111,7 +112,8 @@ class WarehouseSide:
         pieces = [
             POSTGRES.piece(self._column(n), shape.column_type(n)) for n in shape.compared_columns
         ]
-        return POSTGRES.row_hash(POSTGRES.quote(WAREHOUSE_SHARD_COLUMN), pieces)
+        shard = POSTGRES.visitor.prefixed(POSTGRES.quote(WAREHOUSE_SHARD_COLUMN))
+        return POSTGRES.row_hash(shard, pieces)
 
     def _key_select(self) -> str:
         return ", ".join(POSTGRES.quote(n) for n in self.shape.key)
@@ -122,7 +124,9 @@ class WarehouseSide:
         where, params = key_range(self.shape, chunk, key_order)
         sql = (
             f"SELECT {postgres_chunk_sums('h')} FROM (SELECT {self._row_hash()} AS h "  # noqa: S608
-            f"FROM {self._target} WHERE {self._live} AND {where}) AS rows_"
+            # OFFSET 0 keeps the subquery from being flattened, which would compute each
+            # row's md5 once per sum.
+            f"FROM {self._target} WHERE {self._live} AND {where} OFFSET 0) AS rows_"
         )
         count, high, low = self._query(sql, params)[0]
         return ChunkDigest.of(count, high, low)
@@ -172,7 +176,7 @@ class WarehouseSide:
         shape = self.shape
         names = shape.compared_columns
         texts = ", ".join(
-            POSTGRES.text(n, shape.column_type(n)) if n in self._present else "NULL" for n in names
+            POSTGRES.shown(n, shape.column_type(n)) if n in self._present else "NULL" for n in names
         )
         where, params = keys_in(shape, keys, POSTGRES.quote)
         rows = self._query(

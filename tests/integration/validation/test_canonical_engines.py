@@ -1,6 +1,7 @@
-"""The canonical encoding gives the same hash on MySQL, on PostgreSQL (stored as the
-warehouse stores it) and in Python (from the wire value Redis holds), for every type of the
-type table's REPRESENTATIVE_TYPES, NULL included."""
+"""The canonical encoding gives the same piece and row hash on MySQL, on PostgreSQL (stored
+as the warehouse stores it) and in Python (from the wire value Redis holds), for every type
+of the type table's REPRESENTATIVE_TYPES, NULL included; and distinct values (floats one unit
+in the last place apart, NULL, '' and 'NULL') give distinct pieces."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from mirror.pgtypes import pg_text, pg_type
 from simple_binlog.type_table import REPRESENTATIVE_TYPES
 from simple_binlog.values import encode, parse_column_type
 from tests.integration.mirror.targets import pg_connect
-from validation.canonical import MYSQL, PG_JSON_FUNCTIONS, POSTGRES, python_piece
+from validation.canonical import MYSQL, PG_JSON_FUNCTIONS, POSTGRES, python_piece, python_row_hash
 
 # MySQL literals per type, display widths left out (NULL is added to each).
 SAMPLES: dict[str, list[str]] = {
@@ -33,9 +34,45 @@ SAMPLES: dict[str, list[str]] = {
         "12345678901234567890123456789012345.123456789012345678901234567890",
         "-0.000000000000000000000000000001",
     ],
-    "float": ["1.1", "3.4e38", "-1e-7", "0", "16777216"],
+    "float": [
+        "1.1",
+        "3.4e38",
+        "-1e-7",
+        "0",
+        "16777216",
+        "1.0000001",  # the float32 after 1
+        "1",
+        "-0.000015",
+        "123456.79",
+        "1e-38",
+    ],
     "float(7,3)": ["1.25", "-1234.567"],
-    "double": ["0.1", "1e20", "-2.5e-300", "123456789012345680", "0", "0.30000000000000004"],
+    "double": [
+        "0.1",
+        "0.10000000000000002",  # the double after 0.1
+        "1e20",
+        "-2.5e-300",
+        "123456789012345680",
+        "0",
+        "0.30000000000000004",
+        "1e15",  # the servers' switch between plain and exponent forms
+        "1e14",
+        "99999999999999.98",  # the last double below 1e14
+        "100000000000000.02",
+        "999999999999999.9",
+        "999999999999999.94",  # printed 1e15
+        "123",
+        "-7.5",
+        "0.9999999999999999",
+        "0.0001",
+        "0.00001",
+        "-0.000015",
+        "14285.714285714286",
+        "100000",
+        "5e-324",
+        "1.7976931348623157e308",
+        "-1234.5",
+    ],
     "date": ["'2024-02-29'", "'0999-01-01'"],
     "datetime": ["'2024-01-05 10:11:12'", "'0001-01-01 00:00:00'"],
     "datetime(6)": ["'2024-01-05 10:11:12.123456'", "'2024-01-05 10:11:12'"],
@@ -47,7 +84,7 @@ SAMPLES: dict[str, list[str]] = {
     "bit(64)": ["x'FFFFFFFFFFFFFFFF'", "1"],
     "enum('a','b')": ["'a'", "'b'"],
     "set('a','b')": ["'b,a'", "''"],
-    "varchar(32)": ["''", "'ü:%x'", "'it''s'"],
+    "varchar(32)": ["''", "'ü:%x'", "'it''s'", "'NULL'", "'😀,é'", "'n'", "'a,b'", "'1:a'"],
     "json": [
         """'{"b": 1, "a": [1.5, "x", null, true]}'""",
         "'[]'",
@@ -87,6 +124,7 @@ def databases(
     pg.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
     pg.execute("SET TIME ZONE 'UTC'")
     pg.execute("SET extra_float_digits = 1")
+    pg.execute("SET DateStyle = 'ISO, YMD'")
     for statement in PG_JSON_FUNCTIONS:
         pg.execute(statement)
     yield mysql, pg, name
@@ -101,6 +139,7 @@ def test_every_representative_type_hashes_alike_on_mysql_postgres_and_python(dat
     mysql, pg, name = databases
     assert {_plain(spec) for spec in REPRESENTATIVE_TYPES} <= set(SAMPLES)
     mismatches = []
+    collisions: list[tuple[str, object, object]] = []
     compared = 0
     for index, spec in enumerate(REPRESENTATIVE_TYPES):
         column = parse_column_type(spec)
@@ -110,8 +149,10 @@ def test_every_representative_type_hashes_alike_on_mysql_postgres_and_python(dat
             cursor.execute(f"CREATE TABLE {name}.{table} (id INT PRIMARY KEY, v {spec} NULL)")
             values = ", ".join(f"({i}, {lit})" for i, lit in enumerate(literals))
             cursor.execute(f"INSERT INTO {name}.{table} VALUES {values}")
+            row_hash = MYSQL.row_hash(MYSQL.shard_piece("d.t"), [MYSQL.piece("v", column)])
             cursor.execute(
-                f"SELECT id, v, {MYSQL.piece('v', column)} FROM {name}.{table} ORDER BY id"
+                f"SELECT id, v, {MYSQL.piece('v', column)}, {row_hash} "
+                f"FROM {name}.{table} ORDER BY id"
             )
             rows = cursor.fetchall()
         target = sql.Identifier(name, table)
@@ -121,20 +162,27 @@ def test_every_representative_type_hashes_alike_on_mysql_postgres_and_python(dat
             pg.cursor() as cursor,
             cursor.copy(sql.SQL("COPY {} (id, v) FROM STDIN").format(target)) as copy,
         ):
-            for row_id, value, _ in rows:
+            for row_id, value, _, _ in rows:
                 wires[row_id] = encode(column, value)
                 copy.write_row((row_id, pg_text(spec, wires[row_id])))
-        stored = dict(
-            pg.execute(
-                sql.SQL("SELECT id, {} FROM {}").format(
-                    sql.SQL(POSTGRES.piece("v", column)), target
+        pg_hash = POSTGRES.row_hash(POSTGRES.shard_piece("d.t"), [POSTGRES.piece("v", column)])
+        stored = {
+            row_id: (piece, row_hash)
+            for row_id, piece, row_hash in pg.execute(
+                sql.SQL("SELECT id, {}, {} FROM {}").format(
+                    sql.SQL(POSTGRES.piece("v", column)), sql.SQL(pg_hash), target
                 )
             ).fetchall()
-        )
-        for row_id, _, mysql_piece in rows:
+        }
+        pieces: dict[str, object] = {}
+        for row_id, _, mysql_piece, mysql_hash in rows:
             compared += 1
             python = python_piece(column, wires[row_id])
-            if not (mysql_piece == stored[row_id] == python):
+            python_hash = python_row_hash("d.t", [column], [wires[row_id]])
+            if not ((mysql_piece, mysql_hash) == stored[row_id] == (python, python_hash)):
                 mismatches.append((spec, literals[row_id], mysql_piece, stored[row_id], python))
+            if pieces.setdefault(python, wires[row_id]) != wires[row_id]:
+                collisions.append((spec, pieces[python], wires[row_id]))
     assert compared > 2 * len(REPRESENTATIVE_TYPES)
     assert mismatches == []
+    assert collisions == []  # distinct values, distinct pieces

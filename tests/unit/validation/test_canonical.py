@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import math
+import random
+import struct
 
 import pytest
 
+from simple_binlog.errors import ContractError
 from simple_binlog.type_table import REPRESENTATIVE_TYPES, visit
 from simple_binlog.values import parse_column_type
 from validation.canonical import (
@@ -15,6 +19,7 @@ from validation.canonical import (
     ChunkDigest,
     MySqlCanonical,
     PostgresCanonical,
+    double_text,
     float_text,
     json_text,
     python_canonical,
@@ -59,10 +64,49 @@ def test_canonical_bytes(spec: str, wire: object, expected: bytes | None) -> Non
     assert python_canonical(parse_column_type(spec), wire) == expected  # type: ignore[arg-type]
 
 
-def test_null_and_empty_string_are_different_pieces() -> None:
+def test_null_empty_string_and_the_text_null_are_different_pieces() -> None:
     column = parse_column_type("varchar(8)")
     assert python_piece(column, None) == NULL_PIECE
-    assert python_piece(column, "") == hashlib.md5(b"").hexdigest()
+    assert python_piece(column, "") == "0:"
+    assert python_piece(column, "NULL") == "4:NULL"
+    assert python_piece(column, "n") == "1:n"
+    assert python_piece(column, "ü") == "1:ü"  # the length in characters
+
+
+@pytest.mark.parametrize(
+    ("spec", "wire", "piece"),
+    [
+        ("int", 42, "42"),
+        ("bigint(20) unsigned", "18446744073709551615", "18446744073709551615"),
+        ("decimal(12,2)", "12.30", "12.30"),
+        ("datetime(3)", "2024-01-05 10:11:12.500", "2024-01-05 10:11:12.500"),
+        ("date", "0000-00-00", "0000-00-00"),
+        ("double", 1e20, "1e21"),
+        ("double", 3, "3e1"),  # a JSON integer in a DOUBLE column
+        ("float", 1.100000023841858, "11e1"),
+        ("binary(4)", "YWI=", "61620000"),  # hex, the binlog's stripped zero bytes back
+        ("blob", "", ""),
+        ("set('a','b')", "a,b", "3:a,b"),
+        ("json", '{"b": 1, "a": []}', '18:{"a":[],"b":1.0E0}'),
+        ("inet6", "::ffff:1.2.3.4", "::ffff:1.2.3.4"),
+    ],
+)
+def test_pieces_of_wire_values(spec: str, wire: object, piece: str) -> None:
+    assert python_piece(parse_column_type(spec), wire) == piece  # type: ignore[arg-type]
+
+
+def test_a_malformed_wire_value_is_refused_not_hashed() -> None:
+    with pytest.raises(ContractError):
+        python_piece(parse_column_type("bigint(20) unsigned"), 12)
+    with pytest.raises(ContractError):
+        python_piece(parse_column_type("int"), "12")
+
+
+def test_row_hash_tells_apart_values_that_concatenate_alike() -> None:
+    text = [parse_column_type("varchar(8)"), parse_column_type("varchar(8)")]
+    assert python_row_hash("d.t", text, ["a,b", "c"]) != python_row_hash("d.t", text, ["a", "b,c"])
+    assert python_row_hash("d.t", text, ["", None]) != python_row_hash("d.t", text, [None, ""])
+    assert python_row_hash("d,t", text, ["a", "b"]) != python_row_hash("d", text, ["t,a", "b"])
 
 
 @pytest.mark.parametrize(
@@ -111,3 +155,15 @@ def test_every_representative_type_has_an_expression_in_each_engine(spec: str) -
     assert "`v`" in visit(column, MySqlCanonical())("`v`")
     assert '"v"' in visit(column, PostgresCanonical())('"v"')
     assert MYSQL.piece(None, column) == POSTGRES.piece(None, column) == f"'{NULL_PIECE}'"
+
+
+def test_double_text_reads_repr_as_float_text_does() -> None:
+    rng = random.Random(25)
+    values = [0.0, -0.0, 1.0, 100000.0, 1e15, 1e16, 1e-5, 5e-324, 1.7976931348623157e308, 0.5]
+    values += [
+        struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(5000)
+    ]
+    values += [rng.uniform(-1e6, 1e6) for _ in range(2000)]
+    finite = [v for v in values if math.isfinite(v)]
+    assert len(finite) > 6000
+    assert [double_text(v) for v in finite] == [float_text(repr(v)) for v in finite]
