@@ -350,6 +350,10 @@ def catalog_conf(catalog: str, storage: LakeStorage) -> dict[str, str]:
         # Hive 2.3.10's metastore commits atomically without Hive locks (whose tables the
         # embedded metastore lacks: NEXT_LOCK_ID).
         "spark.hadoop.iceberg.engine.hive.lock-enabled": "false",
+        # Iceberg mirrors each table's schema into the metastore's columns; Hive's check that
+        # a column keeps a compatible type at its position refuses Iceberg's own schema
+        # evolution (a dropped or moved column), as Iceberg's Hive documentation says.
+        "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes": "false",
         # The metastore clients Iceberg opens pool their connections with DBCP (PySpark ships
         # no BoneCP, Hive's default).
         "spark.hadoop.datanucleus.connectionPoolingType": "DBCP",

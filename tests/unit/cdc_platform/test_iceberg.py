@@ -28,6 +28,7 @@ def test_the_catalog_is_iceberg_v2_in_the_hive_metastore_on_each_storage() -> No
         assert conf["spark.sql.catalog.lake.type"] == "hive"
         assert conf["spark.sql.catalog.lake.table-default.format-version"] == "2"
         assert conf["spark.hadoop.iceberg.engine.hive.lock-enabled"] == "false"
+        assert conf["spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes"] == "false"
         assert conf["spark.sql.catalog.lake.warehouse"] == parse_location(location, BASE).uri
 
 
