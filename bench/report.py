@@ -109,6 +109,10 @@ TARGETS: dict[str, tuple[Target, ...]] = {
     "debezium.latency": (Target("ratio", ">=", 1, "ahead of Debezium (p99)"),),
     # Issue 10: detection on every string column loses at most 15 % against governance off.
     "governance.detect": (Target("ratio", ">=", 0.85, "loss ≤ 15 % vs governance off"),),
+    # Issue 25, item 7: a table validated against the warehouse and against Redis when nothing
+    # differs, at least 5x a full-table SELECT compared in Python.
+    "validation.warehouse": (Target("ratio", ">=", 5, "≥ 5× baseline"),),
+    "validation.redis": (Target("ratio", ">=", 5, "≥ 5× baseline"),),
     # Issue 22, item 8: the web admin's pages answer in under 200 ms p95 with 500 table
     # mirrors and 20 components.
     **{
@@ -184,6 +188,7 @@ COMPONENTS: tuple[Component, ...] = (
         ("--single-rows", "20000", "--latency-seconds", "5"),
     ),
     Component("webui", "bench.webui_bench", ("--requests", "10000"), ("--requests", "1000")),
+    Component("validation", "bench.validation_bench", (), ("--rows", "200000")),
     Component(
         "governance",
         "bench.governance_bench",
