@@ -937,7 +937,8 @@ class DemoRun:
             f"{settings.lake.catalog}.{names.snapshot_database}.{LOGICAL_TABLE} "
             f"VERSION AS OF 'dt-{day}' "
             'GROUP BY status"',
-            f"raw changes    {names.lake}/{names.raw_database}.db/{LOGICAL_TABLE}/dt={day}/",
+            f'raw changes    ./run sql "SELECT count(*) FROM {settings.lake.catalog}.'
+            f"{names.raw_database}.{LOGICAL_TABLE} WHERE dt = '{day}'\"",
             f"warehouse      psql -h 127.0.0.1 -p {settings.postgres.port} -U "
             f"{settings.postgres.user} {settings.postgres.warehouse_db} -c 'SELECT count(*) "
             f"FROM {names.warehouse_schema}.{LOGICAL_TABLE}'",
