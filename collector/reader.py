@@ -59,20 +59,35 @@ def connect(instance: MySQLInstance, **options: Any) -> pymysql.connections.Conn
 
 
 def server_position(cursor: Any) -> ServerPosition:
-    """The server's binlog file and position, and its GTID position: MariaDB's
-    ``gtid_binlog_pos``, or MySQL's ``gtid_executed`` (empty with ``gtid_mode`` OFF)."""
+    """The server's binlog file and position, and its GTID position: MariaDB's GTID position
+    of exactly that file and position, or MySQL's ``gtid_executed`` (empty with ``gtid_mode``
+    OFF).
+
+    On MariaDB the GTID position is ``BINLOG_GTID_POS(file, pos)``, not ``@@gtid_binlog_pos``:
+    read in a statement of its own, the variable can already include a transaction committed
+    after ``SHOW MASTER STATUS``, past (file, pos). A reader that stops at (file, pos) and then
+    resumes after that GTID position (``read_range``) would skip the transaction for good."""
     server = ServerVersion.of(cursor.connection)
     if server.is_mysql:
         status = binary_log_status(cursor, server)
         if status is None:
             raise ServiceUnavailableError("the MySQL server has no binary log enabled (log_bin).")
         return ServerPosition(status.file, status.pos, status.gtid)
-    cursor.execute("SHOW MASTER STATUS")
-    row = cursor.fetchone()
-    if row is None:
-        raise ServiceUnavailableError("the MySQL server has no binary log enabled (log_bin).")
-    cursor.execute("SELECT @@gtid_binlog_pos")
-    return ServerPosition(str(row[0]), int(row[1]), str(cursor.fetchone()[0]))
+    for _attempt in range(3):
+        cursor.execute("SHOW MASTER STATUS")
+        row = cursor.fetchone()
+        if row is None:
+            raise ServiceUnavailableError("the MySQL server has no binary log enabled (log_bin).")
+        file, pos = str(row[0]), int(row[1])
+        cursor.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
+        gtid = cursor.fetchone()[0]
+        # NULL only if the file went away in between (purged right after a rotation): again.
+        if gtid is not None:
+            return ServerPosition(file, pos, str(gtid))
+    raise ServiceUnavailableError(
+        f"the MariaDB server did not translate its binlog end {file}:{pos} to a GTID position "
+        "(BINLOG_GTID_POS returned NULL three times)."
+    )
 
 
 def _events(
