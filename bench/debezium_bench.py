@@ -17,6 +17,7 @@ readable by a consumer of the topic, p50/p99, for each in turn (never both at on
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -141,9 +142,15 @@ class Debezium:
                 return line
 
     def stop(self) -> None:
+        """Close stdin (the engine stores its offsets and exits); kill it if it does not."""
         assert self._process is not None and self._process.stdin is not None
-        self._process.stdin.close()
-        self._process.wait(timeout=120)
+        with contextlib.suppress(OSError):
+            self._process.stdin.close()
+        try:
+            self._process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
 
 
 def debezium_catch_up(
@@ -154,13 +161,17 @@ def debezium_catch_up(
     work = ROOT / "var" / "bench" / "debezium-run" / uuid.uuid4().hex[:8]
     engine = Debezium(settings, jars, work, prefix)
     engine.start()  # takes the binlog position of now, then stops and keeps it
-    engine.wait_for(lambda line: bool(line.get("streaming")), 180)
-    engine.stop()
+    try:
+        engine.wait_for(lambda line: bool(line.get("streaming")), 180)
+    finally:
+        engine.stop()
     start, stop = workload_a(settings, rows)
     engine = Debezium(settings, jars, work, prefix)
     engine.start()
-    last = engine.wait_for(lambda line: line.get("records", 0) >= rows, 600)
-    engine.stop()
+    try:
+        last = engine.wait_for(lambda line: line.get("records", 0) >= rows, 600)
+    finally:
+        engine.stop()
     return int(last["records"]), (last["last_ns"] - last["first_ns"]) / 1e9, start, stop
 
 
@@ -197,6 +208,14 @@ def debezium_latency(settings: Settings, jars: Path, prefix: str, seconds: float
     engine = Debezium(settings, jars, work, f"{prefix}l")
     ensure_topic(settings.kafka, engine.topic, partitions=settings.kafka.partitions)
     engine.start()
+    try:
+        return _timed_live_rows(settings, engine, seconds, rate, writers)
+    finally:
+        engine.stop()
+
+
+def _timed_live_rows(settings: Settings, engine: Debezium, seconds: float, rate: int,
+                     writers: int) -> tuple[float, float, float, int]:
     engine.wait_for(lambda line: bool(line.get("streaming")), 180)
     total = int(seconds * rate)
     context = multiprocessing.get_context("spawn")
@@ -216,7 +235,6 @@ def debezium_latency(settings: Settings, jars: Path, prefix: str, seconds: float
     writers_done.set()
     received_at: dict[int, float] = results.get(timeout=120)
     receiver.join(10)
-    engine.stop()
     delays = sorted((received_at[k] - committed_at[k]) * 1000 for k in committed_at if k in received_at)
     if len(delays) < total:
         raise SystemExit(f"only {len(delays)} of {total} rows reached Debezium's topic within 60 s")
