@@ -834,10 +834,9 @@ def lake_coordinates(
     spark: SparkSession, settings: Settings, table: str
 ) -> list[tuple[str, int, int, int]]:
     """(topic, partition, offset, binlogOffset) of every row of the raw table, all days."""
-    qualified = f"{settings.stream_writer.database}.`{table}`"
-    if not spark.catalog.tableExists(f"{settings.stream_writer.database}.{table}"):
+    qualified = _raw_table(spark, settings, table)
+    if qualified is None:
         return []
-    spark.catalog.refreshTable(qualified)
     frame = spark.sql(
         f"SELECT kafkaTopic, kafkaPartition, kafkaOffset, binlogOffset FROM {qualified}"  # noqa: S608
     )
@@ -845,11 +844,25 @@ def lake_coordinates(
 
 
 def lake_days(spark: SparkSession, settings: Settings, table: str) -> list[str]:
-    qualified = f"{settings.stream_writer.database}.`{table}`"
-    if not spark.catalog.tableExists(f"{settings.stream_writer.database}.{table}"):
+    from cdc_platform.lake import DAY_COLUMN  # noqa: PLC0415
+
+    qualified = _raw_table(spark, settings, table)
+    if qualified is None:
         return []
-    found = [str(r[0]) for r in spark.sql(f"SHOW PARTITIONS {qualified}").collect()]
-    return sorted(p.removeprefix("dt=") for p in found)
+    found = spark.sql(f"SELECT DISTINCT {DAY_COLUMN} FROM {qualified}").collect()  # noqa: S608
+    return sorted(str(r[0]) for r in found)
+
+
+def _raw_table(spark: SparkSession, settings: Settings, table: str) -> str | None:
+    """The raw table's name in the lake's Iceberg catalog, or None before the writer made it
+    (read through the session catalog, an Iceberg table is a Hive table Spark cannot scan)."""
+    from cdc_platform.iceberg import LakeCatalog  # noqa: PLC0415
+
+    lake = LakeCatalog.open(spark, settings, check=False)
+    database = settings.stream_writer.database
+    if table not in lake.table_names(database):
+        return None
+    return lake.name(database, table)
 
 
 def kafka_coordinates(

@@ -16,7 +16,7 @@ import orjson
 
 from cdc_mirror.verify import CHECK_SPARK_CONF, spark_checks
 from cdc_platform.config import load_settings
-from cdc_platform.spark import build_session
+from cdc_platform.iceberg import lake_session
 
 
 def main() -> int:
@@ -27,7 +27,7 @@ def main() -> int:
     parser.add_argument("--drop", action="append", default=[])
     args = parser.parse_args()
     settings = load_settings()
-    spark = build_session(settings, "chaos-spark-job", CHECK_SPARK_CONF)
+    spark = lake_session(settings, "chaos-spark-job", CHECK_SPARK_CONF)
     try:
         if args.table:
             found = spark_checks(spark, settings, args.table, args.dt, raw=True)

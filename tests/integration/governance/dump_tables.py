@@ -1,5 +1,5 @@
 """Spark job of the governance tests (a process of its own): every row of every table of the
-given Hive databases, through the shared metastore, printed as one line ``RESULT {json}``
+given databases of the lake's Iceberg catalog, through the shared metastore, printed as one line ``RESULT {json}``
 (table → rows as text), so the test can look for plaintext as any downstream reader would.
 
 Usage: dump_tables.py <database> [<database> ...]
@@ -11,21 +11,22 @@ import json
 import sys
 
 from cdc_platform.config import load_settings
-from cdc_platform.spark import build_session
+from cdc_platform.iceberg import LakeCatalog, lake_session
 
 
 def main(databases: list[str]) -> int:
     settings = load_settings()
-    spark = build_session(
+    spark = lake_session(
         settings, "test-governance-dump", {"spark.ui.showConsoleProgress": "false"}
     )
     try:
+        lake = LakeCatalog.open(spark, settings, check=False)
         result: dict[str, list[str]] = {}
         for database in databases:
-            for row in spark.sql(f"SHOW TABLES IN {database}").collect():
-                qualified = f"{database}.{row['tableName']}"
-                frame = spark.table(qualified)
-                result[qualified] = [json.dumps(r.asDict(), default=str) for r in frame.collect()]
+            for table in sorted(lake.table_names(database)):
+                frame = spark.table(lake.name(database, table))
+                rows = [json.dumps(r.asDict(), default=str) for r in frame.collect()]
+                result[f"{database}.{table}"] = rows
         print("RESULT " + json.dumps(result), flush=True)
     finally:
         spark.stop()
