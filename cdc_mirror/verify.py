@@ -860,6 +860,8 @@ def _raw_table(spark: SparkSession, settings: Settings, table: str) -> str | Non
 
     lake = LakeCatalog.open(spark, settings, check=False)
     database = settings.stream_writer.database
+    if not spark.catalog.databaseExists(f"{lake.catalog}.{database}"):
+        return None
     if table not in lake.table_names(database):
         return None
     return lake.name(database, table)
