@@ -28,7 +28,6 @@ from collector.position import parse_gtid
 from collector.publisher import KafkaPublisher
 from collector.reader import ServerPosition, connect, server_position
 from collector.service import Collector, tune_gc
-from simple_binlog.control import is_control
 from simple_binlog.naming import topic_name
 from stack.manager import LocalStack
 
@@ -182,10 +181,17 @@ def _paced_writer(worker: int, writers: int, total: int, rate: int, start_at: fl
     return committed
 
 
-def _receiver(kafka, topic: str, total: int, ready, writers_done, results) -> None:
-    """A read_committed consumer in a process of its own (in the collector's process it would
-    compete with it for the GIL): key → wall-clock time each row became readable."""
+def simple_binlog_id(value: bytes) -> int | None:
+    """The key of a SimpleBinlog message's row (``content.id``)."""
     import orjson
+
+    return int(orjson.loads(value)["content"]["id"])
+
+
+def _receiver(kafka, topic: str, total: int, ready, writers_done, results, key_of=simple_binlog_id) -> None:
+    """A read_committed consumer in a process of its own (in the collector's process it would
+    compete with it for the GIL): key → wall-clock time each row became readable. ``key_of``
+    reads a record's row key (a module-level function: the process is spawned)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     from cdc_platform.kafka import consumer_config
@@ -198,8 +204,10 @@ def _receiver(kafka, topic: str, total: int, ready, writers_done, results) -> No
     deadline = None
     while len(received_at) < total:
         for record in consumer.consume(1000, 0.05):
-            if record.error() is None and not is_control(record.key()):
-                received_at[int(orjson.loads(record.value())["content"]["id"])] = time.time()
+            if record.error() is None and record.value():
+                key = key_of(record.value())
+                if key is not None:
+                    received_at[key] = time.time()
         if deadline is None and writers_done.is_set():  # then wait at most 60 s more
             deadline = time.monotonic() + 60
         if deadline and time.monotonic() > deadline:
@@ -208,23 +216,18 @@ def _receiver(kafka, topic: str, total: int, ready, writers_done, results) -> No
     results.put(received_at)
 
 
-def latency(settings: Settings, seconds: float, rate: int, writers: int = 4) -> tuple[float, float, float, int]:
-    """MySQL commit → readable by a read_committed consumer, for single-row autocommits paced
-    at ``rate`` rows/s by ``writers`` connections. Returns (p50 ms, p99 ms, achieved rows/s,
-    rows). Writers and the consumer are processes of their own, so the collector's process
-    runs the collector only."""
+def timed_rows(kafka, topic: str, seconds: float, rate: int, writers: int = 4,
+               key_of=simple_binlog_id) -> tuple[float, float, float, int]:
+    """Single-row autocommits paced at ``rate`` rows/s by ``writers`` processes, each timed from
+    its commit to its arrival in ``topic`` (whatever publishes there is already running).
+    Returns (p50 ms, p99 ms, achieved rows/s, rows)."""
     import multiprocessing
 
-    with _admin(settings) as conn, conn.cursor() as cursor:
-        start = server_position(cursor)
-    collector, _metrics, halt, thread, topic, kafka = start_collector(settings, start)
-    if not collector.started.wait(60):
-        raise SystemExit("the collector did not start within 60 s")
     total = int(seconds * rate)
     context = multiprocessing.get_context("spawn")
     ready, writers_done, results = context.Event(), context.Event(), context.Queue()
     receiver = context.Process(
-        target=_receiver, args=(kafka, topic, total, ready, writers_done, results)
+        target=_receiver, args=(kafka, topic, total, ready, writers_done, results, key_of)
     )
     receiver.start()
     if not ready.wait(60):
@@ -241,12 +244,27 @@ def latency(settings: Settings, seconds: float, rate: int, writers: int = 4) -> 
     writers_done.set()
     received_at: dict[int, float] = results.get(timeout=120)
     receiver.join(10)
-    halt.set()
-    thread.join()
     delays = sorted((received_at[k] - committed_at[k]) * 1000 for k in committed_at if k in received_at)
     if len(delays) < total:
         raise SystemExit(f"only {len(delays)} of {total} rows arrived within 60 s")
     return delays[len(delays) // 2], delays[int(len(delays) * 0.99)], achieved, total
+
+
+def latency(settings: Settings, seconds: float, rate: int, writers: int = 4) -> tuple[float, float, float, int]:
+    """MySQL commit → readable by a read_committed consumer, for single-row autocommits paced
+    at ``rate`` rows/s by ``writers`` connections. Returns (p50 ms, p99 ms, achieved rows/s,
+    rows). Writers and the consumer are processes of their own, so the collector's process
+    runs the collector only."""
+    with _admin(settings) as conn, conn.cursor() as cursor:
+        start = server_position(cursor)
+    collector, _metrics, halt, thread, topic, kafka = start_collector(settings, start)
+    if not collector.started.wait(60):
+        raise SystemExit("the collector did not start within 60 s")
+    try:
+        return timed_rows(kafka, topic, seconds, rate, writers)
+    finally:
+        halt.set()
+        thread.join()
 
 
 def main() -> None:

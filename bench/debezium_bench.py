@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import multiprocessing
 import os
 import queue
 import random
@@ -32,11 +31,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.collector_bench import DB, DDL, _admin, _paced_writer, collector_run, latency, workload_a
+from bench.collector_bench import DB, DDL, _admin, collector_run, latency, timed_rows, workload_a
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
-from cdc_platform.config import KafkaSettings, Settings, load_settings
-from cdc_platform.kafka import consumer_config, ensure_topic
+from cdc_platform.config import Settings, load_settings
+from cdc_platform.kafka import ensure_topic
 from collector.decoding import fix_reader_quirks
 from collector.reader import server_position
 from collector.service import tune_gc
@@ -175,29 +174,10 @@ def debezium_catch_up(
     return int(last["records"]), (last["last_ns"] - last["first_ns"]) / 1e9, start, stop
 
 
-def _debezium_receiver(kafka: KafkaSettings, topic: str, total: int, ready: Any,
-                       writers_done: Any, results: Any) -> None:
-    """key → wall-clock time each row became readable (Debezium's JSON: ``after.id``, or
-    ``before.id`` for a delete)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer(consumer_config(kafka, group_id=f"bench-{uuid.uuid4().hex[:6]}"))
-    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-    received_at: dict[int, float] = {}
-    ready.set()
-    deadline = None
-    while len(received_at) < total:
-        for record in consumer.consume(1000, 0.05):
-            if record.error() is None and record.value():
-                event = json.loads(record.value())
-                received_at[int((event.get("after") or event["before"])["id"])] = time.time()
-        if deadline is None and writers_done.is_set():
-            deadline = time.monotonic() + 60
-        if deadline and time.monotonic() > deadline:
-            break
-    consumer.close()
-    results.put(received_at)
+def debezium_row_id(value: bytes) -> int | None:
+    """The key of a Debezium change event's row (``after.id``, or ``before.id`` for a delete)."""
+    event = json.loads(value)
+    return int((event.get("after") or event["before"])["id"])
 
 
 def debezium_latency(settings: Settings, jars: Path, prefix: str, seconds: float, rate: int,
@@ -217,28 +197,7 @@ def debezium_latency(settings: Settings, jars: Path, prefix: str, seconds: float
 def _timed_live_rows(settings: Settings, engine: Debezium, seconds: float, rate: int,
                      writers: int) -> tuple[float, float, float, int]:
     engine.wait_for(lambda line: bool(line.get("streaming")), 180)
-    total = int(seconds * rate)
-    context = multiprocessing.get_context("spawn")
-    ready, writers_done, results = context.Event(), context.Event(), context.Queue()
-    receiver = context.Process(
-        target=_debezium_receiver,
-        args=(settings.kafka, engine.topic, total, ready, writers_done, results),
-    )
-    receiver.start()
-    if not ready.wait(60):
-        raise SystemExit("the bench's consumer did not start within 60 s")
-    start_at = time.time() + 2.0
-    with context.Pool(writers) as pool:
-        by_writer = pool.starmap(_paced_writer, [(w, writers, total, rate, start_at) for w in range(writers)])
-    committed_at = {key: at for result in by_writer for key, at in result.items()}
-    achieved = total / (max(committed_at.values()) - start_at)
-    writers_done.set()
-    received_at: dict[int, float] = results.get(timeout=120)
-    receiver.join(10)
-    delays = sorted((received_at[k] - committed_at[k]) * 1000 for k in committed_at if k in received_at)
-    if len(delays) < total:
-        raise SystemExit(f"only {len(delays)} of {total} rows reached Debezium's topic within 60 s")
-    return delays[len(delays) // 2], delays[int(len(delays) * 0.99)], achieved, total
+    return timed_rows(settings.kafka, engine.topic, seconds, rate, writers, debezium_row_id)
 
 
 def _clear_latency_rows(settings: Settings) -> None:
