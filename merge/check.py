@@ -1,8 +1,9 @@
 """The check after a merge: the snapshot against MySQL, rows per day by the check column.
 
 Pure logic here; the job counts the snapshot with Spark and MySQL across all shards now
-(``cdc_platform.mysql_schema.LiveTables.count_per_day``; the web admin's cached counts are
-refreshed by the mirror's nightly job, not by the merge). The days compared are the
+(``cdc_platform.mysql_schema.LiveTables.count_per_day``, or the web admin counting for it
+with ``config_store.source: webui``: ``cdc_platform.live_tables``; the web admin's cached
+counts are refreshed by the mirror's nightly job, not by the merge). The days compared are the
 ``CHECK_DAYS`` days ending with ``dt``.
 
 * MySQL is counted now and taken back to the cut (the end of ``dt``) through the stream: the

@@ -31,7 +31,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cdc_platform.config import TableMirror
-from cdc_platform.config_store import snapshot_body
+from cdc_platform.config_store import ConfigSnapshot, snapshot_body
+from cdc_platform.live_tables import LiveTableSource, live_counts_body, live_schema_body
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
 from webui import admin
 from webui.auth import (
@@ -245,6 +246,83 @@ def table_mirror_details(name: str, db: DB, ctx: Ctx, _: Reader) -> MirrorDetail
     """Live MySQL schema (all shards), cached daily counts and lineage, from the mirror
     backend; a part that cannot be read is named in ``problems``."""
     return mirror_details(db, ctx.settings, ctx.keys, name)
+
+
+# --- a table mirror's live MySQL shape, for components (cdc_platform.live_tables) -----------
+
+_LIVE: dict[int | str, dict[str, object]] = {
+    200: {"description": "read from MySQL now with the password the web admin keeps"},
+    400: {"model": Problem, "description": "no MySQL table routes to the mirror"},
+    503: {"model": Problem, "description": "MySQL cannot be reached"},
+}
+
+
+def _live_tables(
+    db: Session, ctx: WebContext, principal: Principal, name: str, what: str
+) -> tuple[LiveTableSource, TableMirror]:
+    """The MySQL reader of mirror ``name`` for a token of role ``component``; the web admin
+    uses the instance's stored password for it and hands over only what it read. The use is
+    audited (object type ``what``), and so is a refused caller."""
+    if principal.kind != "token" or principal.role != "component":
+        admin.audit(db, principal.name, "refused", what, name, None, None)
+        db.commit()  # the refusal stays on record although the request fails
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            "only API tokens of role 'component' may have the web admin read MySQL for them.",
+        )
+    row = admin.get_table_mirror(db, name)
+    snapshot = ConfigSnapshot(
+        version=0,
+        instances=(admin.instance_config(row.instance, ctx.keys),),
+        tables=(admin.table_mirror(row),),
+    )
+    return ctx.live_tables(snapshot), snapshot.tables[0]
+
+
+def _audit_use(db: Session, principal: Principal, what: str, mirror: TableMirror) -> None:
+    """Recorded before MySQL is read, so a failed read stays on record too."""
+    admin.audit(db, principal.name, "use_secret", what, mirror.name, None, None)
+    db.commit()
+
+
+@router.get("/table-mirrors/{name}/live-schema", tags=["table mirrors"], responses=_LIVE)
+def table_mirror_live_schema(
+    name: str, db: DB, ctx: Ctx, principal: Annotated[Principal, Depends(api_principal)]
+) -> JSONResponse:
+    """The mirror's live MySQL schema over all its shards (columns in table order with their
+    COLUMN_TYPE, the key by ``cdc_platform.mysql_schema``'s rule, whether the shards agree),
+    for ``cdc_platform.live_tables.AdminLiveTables`` (merge with ``config_store.source:
+    webui``). Tokens of role ``component`` only; no password leaves the web admin."""
+    tables, mirror = _live_tables(db, ctx, principal, name, "live_schema")
+    _audit_use(db, principal, "live_schema", mirror)
+    return JSONResponse(
+        live_schema_body(tables.live_schema(mirror.name)), headers={"Cache-Control": "no-store"}
+    )
+
+
+@router.get("/table-mirrors/{name}/live-counts", tags=["table mirrors"], responses=_LIVE)
+def table_mirror_live_counts(
+    name: str,
+    column: Annotated[str, Query(max_length=64, description="the mirror's check column")],
+    today: Annotated[date, Query(description="counts of the days before this one")],
+    db: DB,
+    ctx: Ctx,
+    principal: Annotated[Principal, Depends(api_principal)],
+) -> JSONResponse:
+    """Rows per day by the mirror's check column, counted in MySQL now over all its shards
+    (the merge's check). Tokens of role ``component`` only."""
+    tables, mirror = _live_tables(db, ctx, principal, name, "live_counts")
+    if mirror.check_column is None or column != mirror.check_column:
+        raise HTTPException(
+            422,
+            f"table mirror {mirror.name!r} is counted by its check column "
+            f"({mirror.check_column or 'none is set'}), not by {column!r}.",
+        )
+    _audit_use(db, principal, "live_counts", mirror)
+    counts = tables.count_per_day(mirror.name, column, today)
+    return JSONResponse(
+        live_counts_body(mirror.name, column, counts), headers={"Cache-Control": "no-store"}
+    )
 
 
 @router.put("/table-mirrors/{name}", response_model=TableMirrorOut, tags=["table mirrors"])

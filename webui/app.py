@@ -30,7 +30,9 @@ from starlette.requests import HTTPConnection
 from starlette.types import Scope
 
 from cdc_platform.config import Settings
-from cdc_platform.config_store import InstanceConfig
+from cdc_platform.config_store import ConfigSnapshot, InstanceConfig
+from cdc_platform.live_tables import LiveTableSource
+from cdc_platform.mysql_schema import LiveTables
 from simple_binlog.errors import CdcMirrorError, ServiceUnavailableError
 from webui import admin, control, governance_api, governance_pages, pages, status_pages
 from webui.api import router as api_router
@@ -77,6 +79,7 @@ def create_app(
     replays: ReplayService | None = None,
     schemas: SchemaSource | None = None,
     provisioner: Provisioner | None = None,
+    live_tables: Callable[[ConfigSnapshot], LiveTableSource] | None = None,
     scrape: bool = True,
 ) -> FastAPI:
     engine = engine or make_engine(database_url(settings))
@@ -93,6 +96,7 @@ def create_app(
         replays=replays or default_replay_service(settings, sessions, keys),
         schemas=schemas or MariaDBSchemaSource(),
         provisioner=provisioner or StackProvisioner(settings),
+        live_tables=live_tables or LiveTables,
     )
 
     def status_round(answers: list[Scrape]) -> None:

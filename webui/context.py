@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from fastapi import Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from cdc_platform.config import Settings
+from cdc_platform.config_store import ConfigSnapshot
+from cdc_platform.live_tables import LiveTableSource
+from cdc_platform.mysql_schema import LiveTables
 from webui.admin import CollectorConfigCache, SnapshotEtags
 from webui.auth import HashingPool, LoginThrottle
 from webui.provisioning import Provisioner
@@ -26,6 +29,9 @@ class WebContext:
     schemas: SchemaSource
     # Sets up a new table mirror's topic and warehouse table (webui.provisioning).
     provisioner: Provisioner
+    # Reads a table mirror's live shape and counts for a component token (GET
+    # /api/table-mirrors/{name}/live-schema), over a snapshot holding the instance's password.
+    live_tables: Callable[[ConfigSnapshot], LiveTableSource] = LiveTables
     collector_configs: CollectorConfigCache = field(default_factory=CollectorConfigCache)
     config_snapshots: SnapshotEtags = field(default_factory=SnapshotEtags)
     login_throttle: LoginThrottle = field(default_factory=LoginThrottle)

@@ -8,6 +8,7 @@ schema source (a static one) stand in.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -15,6 +16,8 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from cdc_platform.config import PostgresSettings, Settings, StackSettings, WebUISettings
+from cdc_platform.config_store import ConfigSnapshot
+from cdc_platform.live_tables import LiveTableSource
 from webui.app import create_app
 from webui.provisioning import Provisioner, RecordingProvisioner
 from webui.replay import ReplayService, SimulatedReplayService
@@ -63,6 +66,7 @@ def make_app(
     schemas: SchemaSource | None = None,
     replays: ReplayService | None = None,
     provisioner: Provisioner | None = None,
+    live_tables: Callable[[ConfigSnapshot], LiveTableSource] | None = None,
     **webui: object,
 ) -> FastAPI:
     settings = webui_settings(home, **webui)
@@ -72,6 +76,7 @@ def make_app(
         replays=replays or SimulatedReplayService(duration_s=3600),
         # Unit tests never reach for Kafka or PostgreSQL: the fake records each set-up.
         provisioner=provisioner or RecordingProvisioner(settings),
+        live_tables=live_tables,
     )
     # The status pages ask Kafka for offsets; unit tests never reach for Kafka.
     app.state.status = StatusService(settings, app.state.ctx.sessions, offsets=lambda *_: {})
