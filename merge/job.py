@@ -8,8 +8,9 @@ For one table and day ``dt``:
 2. late events: if the writer has since counted late rows for ``dt−1`` beyond what the merge
    of ``dt−1`` saw, ``dt−1`` is merged again first (its raw partition holds them now);
 3. read ``dt`` of the raw Iceberg table (``lake.ods_binlog_source.<table>``);
-4. live MySQL schema of all shards (``cdc_platform.mysql_schema``), key (``tables[].key``
-   or MySQL's), schema plan (``merge.schema``);
+4. live MySQL schema of all shards (``cdc_platform.mysql_schema``; with ``config_store.source:
+   webui`` read by the web admin, which keeps the MySQL passwords: ``cdc_platform.live_tables``),
+   key (``tables[].key`` or MySQL's), schema plan (``merge.schema``);
 5. flatten ``content`` into typed columns; the archive-delete rule (``merge.archive``);
 6. (changes ∪ snapshot ``dt−1`` as INSERTs) → latest row per key by binlogOffset → DELETEs
    dropped → partition ``dt`` of ``<merge.database>.<table>``, published atomically
@@ -40,7 +41,8 @@ from cdc_platform.config_store import ConfigSnapshot, load_snapshot, snapshot_fr
 from cdc_platform.iceberg import LakeCatalog, storage_for
 from cdc_platform.lake import WriterProgress, default_writer_name, raw_rows, read_writer_progress
 from cdc_platform.lake_snapshots import day_tag
-from cdc_platform.mysql_schema import LiveSchema, LiveTables
+from cdc_platform.live_tables import LiveTableSource, open_live_tables
+from cdc_platform.mysql_schema import LiveSchema
 from merge import records
 from merge.archive import ArchiveDecision, ArchiveOverride, decide, time_column
 from merge.check import CheckResult, check_days, compare, counts_at_cut
@@ -203,7 +205,8 @@ class Merger:
     ) -> None:
         """``config``: the instances and table mirrors, read from the configuration store at
         start (default: those of ``settings``); ``live_schema`` and ``daily_counts``
-        (default: read from MySQL now, ``cdc_platform.mysql_schema.LiveTables``)."""
+        (default: read from MySQL now, directly or through the web admin by
+        ``config_store.source``: ``cdc_platform.live_tables.open_live_tables``)."""
         self.settings = settings
         self.config = config or snapshot_from_settings(settings)
         self.spark = spark
@@ -212,12 +215,12 @@ class Merger:
         self.writer = writer_name(settings, (i.name for i in self.config.instances))
         # The raw layer and the writer's progress, Iceberg tables of the lake's catalog.
         self.raw_lake = LakeCatalog(spark, storage_for(settings), settings.lake.catalog)
-        tables = LiveTables(self.config)
+        tables = open_live_tables(settings, self.config)
         self._live_schema = live_schema or tables.live_schema
         self._daily_counts = daily_counts or self._mysql_counts(tables)
         self._database_ready = False
 
-    def _mysql_counts(self, tables: LiveTables) -> Callable[[str, date], dict[date, int]]:
+    def _mysql_counts(self, tables: LiveTableSource) -> Callable[[str, date], dict[date, int]]:
         def counts(name: str, today: date) -> dict[date, int]:
             column = self.config.table(name).check_column
             if column is None:
