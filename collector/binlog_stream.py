@@ -18,6 +18,7 @@ connection and its checksum flag.
 from __future__ import annotations
 
 import contextlib
+import secrets
 import socket
 import struct
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from collector import charsets, native
 from collector import mysql_events as mev
 from collector.ddl import TRANSACTION_STARTS
 from collector.mysql_dump import ServerVersion, start_dump
+from collector.mysql_executed import executed_at
 from simple_binlog.errors import ContractError
 
 # Bytes asked of the socket per read by the native scanner: a few hundred single-row
@@ -309,3 +311,26 @@ def _packets(connection: Any) -> Iterator[bytes]:
             pymysql.err.raise_mysql_exception(payload)
         elif marker == 0xFE and length < 9:
             return
+
+
+def mysql_executed_at(connection: Any, file: str, pos: int) -> str | None:
+    """The GTID set a MySQL server had executed at ``file``:``pos`` (``collector.mysql_executed``),
+    read through a dump of that file from its start on ``connection``, which is then opened
+    anew for the caller's further queries. None when ``pos`` is not a transaction boundary of
+    ``file``. Raises pymysql's errors (a purged file: the server's error 1236)."""
+    server = ServerVersion.of(connection)
+    # A server id of its own: a dump under the collector's id would make the server drop the
+    # collector's running dump (one replica per id).
+    server_id = (1 << 31) + secrets.randbelow(1 << 31)
+    checksum = start_dump(connection, server, server_id, "", file, 4, None)
+    trailer = ev.CHECKSUM_LENGTH if checksum else 0
+    raw = (
+        (ev.read_header(data, 1), data[1 + ev.HEADER_LENGTH : len(data) - trailer])
+        for data in _packets(connection)
+    )
+    try:
+        return executed_at(mev.expanded(raw), pos)
+    finally:
+        # The server keeps streaming the dump: this connection can carry nothing else.
+        connection.close()
+        connection.connect()

@@ -20,7 +20,7 @@ import pymysql
 from cdc_platform import mysql_source
 from cdc_platform.config import MySQLInstance
 from collector import binlog_events as ev
-from collector.binlog_stream import BinlogStream
+from collector.binlog_stream import BinlogStream, mysql_executed_at
 from collector.decoding import EventContext, TableSchema, build_messages
 from collector.mysql_dump import ServerVersion, binary_log_status
 from collector.row_decoder import TableDecoders
@@ -59,9 +59,11 @@ def connect(instance: MySQLInstance, **options: Any) -> pymysql.connections.Conn
 
 
 def server_position(cursor: Any) -> ServerPosition:
-    """The server's binlog file and position, and its GTID position: MariaDB's GTID position
-    of exactly that file and position, or MySQL's ``gtid_executed`` (empty with ``gtid_mode``
-    OFF).
+    """The server's binlog file and position, and its GTID position of exactly that file and
+    position (empty for a MySQL server with ``gtid_mode`` OFF).
+
+    On MySQL the set is computed from the file's own events (``collector.mysql_executed``):
+    ``gtid_executed`` is read at another moment than the position, as on MariaDB below.
 
     On MariaDB the GTID position is ``BINLOG_GTID_POS(file, pos)``, not ``@@gtid_binlog_pos``:
     read in a statement of its own, the variable can already include a transaction committed
@@ -72,7 +74,15 @@ def server_position(cursor: Any) -> ServerPosition:
         status = binary_log_status(cursor, server)
         if status is None:
             raise ServiceUnavailableError("the MySQL server has no binary log enabled (log_bin).")
-        return ServerPosition(status.file, status.pos, status.gtid)
+        if not status.gtid:  # gtid_mode OFF: read by file and position alone
+            return ServerPosition(status.file, status.pos, "")
+        executed = mysql_executed_at(cursor.connection, status.file, status.pos)
+        if executed is None:
+            raise ServiceUnavailableError(
+                f"the MySQL server's binlog end {status.file}:{status.pos} is not a transaction "
+                "boundary of that file as its dump shows it."
+            )
+        return ServerPosition(status.file, status.pos, executed)
     for _attempt in range(3):
         cursor.execute("SHOW MASTER STATUS")
         row = cursor.fetchone()

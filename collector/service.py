@@ -28,7 +28,7 @@ import pymysql
 from cdc_platform.config import FILE_POSITION, MYSQL_GTID_SET, CollectorSettings, MySQLInstance
 from cdc_platform.retry import RetryCancelled, RetryPolicy
 from collector import binlog_events as ev
-from collector.binlog_stream import BinlogStream
+from collector.binlog_stream import BinlogStream, mysql_executed_at
 from collector.decoding import TableSchema
 from collector.event_source import EventSource, SourceFactory
 from collector.metrics import CollectorMetrics
@@ -456,34 +456,35 @@ class Collector:
         )
 
     def _gtid_at(self, file: str, pos: int) -> str:
-        """The GTID position of a binlog file and position: MariaDB's dump resumes from GTIDs
-        only, and BINLOG_GTID_POS translates (NULL if the position is not a transaction
-        boundary of a binlog the server still has). A MySQL server without GTIDs is read
-        from the file and position themselves ("")."""
+        """The GTID position of a binlog file and position, as the dump resumes from it:
+        MariaDB's BINLOG_GTID_POS, MySQL's set computed from the file's events
+        (``collector.mysql_executed``); either is missing when the position is not a
+        transaction boundary of a binlog the server still has. A MySQL server without GTIDs
+        is read from the file and position themselves ("")."""
+        gtid: str | None
         with connect(self._instance) as connection, connection.cursor() as cursor:
             server = ServerVersion.of(connection)
             if server.is_mysql:
-                return self._mysql_gtid_at(cursor, server, file, pos)
-            cursor.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
-            row = cursor.fetchone()
-        if row is None or row[0] is None:
+                status = binary_log_status(cursor, server)
+                if status is None or not status.gtid:
+                    return ""
+                try:
+                    gtid = mysql_executed_at(connection, file, pos)
+                except pymysql.MySQLError as exc:
+                    if exc.args[0] not in _BINLOG_GONE:
+                        raise
+                    gtid = None  # the file is not (or no longer) in the server's binlog
+            else:
+                cursor.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, pos))
+                row = cursor.fetchone()
+                gtid = None if row is None or row[0] is None else str(row[0])
+        if gtid is None:
             raise ConfigError(
                 f"collector.start {file}:{pos} is not a transaction boundary in a binlog that "
                 f"MySQL instance {self._instance.name!r} still has; give a position from "
                 "SHOW BINARY LOGS / SHOW BINLOG EVENTS, or a GTID position."
             )
-        return str(row[0])
-
-    def _mysql_gtid_at(self, cursor: Any, server: ServerVersion, file: str, pos: int) -> str:
-        status = binary_log_status(cursor, server)
-        if status is not None and status.gtid:
-            raise ConfigError(
-                f"collector.start {file}:{pos}: MySQL instance {self._instance.name!r} has "
-                "GTIDs (gtid_mode ON), so the collector resumes by GTID set; give the GTID set "
-                "executed at that point (e.g. from the PREVIOUS_GTIDS of "
-                f"'mysqlbinlog {file}' plus the GTIDs before {pos}) instead."
-            )
-        return ""
+        return gtid
 
     # -- inner loop: one binlog connection -----------------------------------------------------
     def _stream(self, start: CollectorPosition) -> None:  # noqa: PLR0912 - one branch per item

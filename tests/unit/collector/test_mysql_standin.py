@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 from cdc_platform.config import CollectorSettings, MySQLInstance
 from collector import mysql_dump, mysql_gtid
+from collector import mysql_events as mev
 from collector.app import FileSources
 from collector.binlog_files import PositionalTableSchemas
 from collector.metrics import CollectorMetrics
@@ -159,11 +160,33 @@ def test_flavour_and_version_come_from_the_handshake(live) -> None:
     assert dump.gtids == f"{TAGGED_UUID}:1-13:mytag:1-2"
 
 
-def test_start_current_takes_gtid_executed_and_reads_nothing_older(live) -> None:
+def test_start_current_takes_the_set_at_the_binlog_end_and_reads_nothing_older(live) -> None:
+    """The set executed at the end SHOW BINARY LOG STATUS names, read from the file's events
+    by a dump of its own (``collector.mysql_executed``), then the collector's GTID dump."""
     collector = live(TAGGED)
     collector.wait_for(lambda: collector.standin.heartbeats_sent >= 2)
-    assert collector.standin.dumps[0].gtids == f"{TAGGED_UUID}:1-13:mytag:1-3"
+    scan, dump = collector.standin.dumps[:2]
+    assert (scan.command, scan.file, scan.pos) == (mysql_dump.COM_BINLOG_DUMP, TAGGED, 4)
+    assert dump.gtids == f"{TAGGED_UUID}:1-13:mytag:1-3"
     assert collector.publisher.committed == []
+
+
+def test_start_at_a_file_and_position_resumes_after_the_set_executed_there(live) -> None:
+    """A MySQL server with GTIDs is read by GTID set: ``start: FILE:POS`` becomes the set
+    executed at that transaction boundary, so the transaction after it is read."""
+    recording = Recording.load(FIXTURES / TAGGED)
+    tagged = next(e for e in recording.events if e.header.type == mev.GTID_TAGGED)
+    collector = live(TAGGED, start=f"{TAGGED}:{tagged.offset}")
+    collector.wait_for(lambda: len(collector.publisher.committed) == 1)
+    assert collector.standin.dumps[-1].gtids == f"{TAGGED_UUID}:1-13:mytag:1-2"
+
+
+def test_start_inside_a_transaction_is_refused_with_one_sentence(live) -> None:
+    recording = Recording.load(FIXTURES / TAGGED)
+    tagged = next(e for e in recording.events if e.header.type == mev.GTID_TAGGED)
+    collector = live(TAGGED, start=f"{TAGGED}:{tagged.header.log_pos}")
+    collector.wait_for(lambda: collector.error is not None)
+    assert "is not a transaction boundary" in str(collector.error)
 
 
 def test_resume_by_gtid_set_after_a_disconnect(live) -> None:
