@@ -393,6 +393,9 @@ class TableMirror(_Section):
     redis_columns: list[str] | None = None
     # Warehouse: a DELETE removes the row ('hard', with a tombstone record) or flags it.
     warehouse_delete: Literal["hard", "soft"] = "hard"
+    # The scheduler validates the warehouse and Redis mirrors against MySQL every this many
+    # hours (cdc-mirror validate); None: once after each day's merge (tables mirrored to Hive).
+    validation_every_h: float | None = Field(None, gt=0, le=24 * 366)
 
     @field_validator("key", "redis_columns")
     @classmethod

@@ -90,6 +90,32 @@ class ComponentBeat(BaseModel):
     detail: str = Field("", max_length=500)  # one line: what it works on now
 
 
+class ValidationResult(BaseModel):
+    """One target's outcome in a validation run (``cdc-mirror validate --result-file``, one
+    per target): what the table's status page shows and the scheduler exports as metrics."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    target: str = Field(min_length=1, max_length=32)
+    # equal | differs | unreachable (the error says why; never counted as a mismatch)
+    verdict: Literal["equal", "differs", "unreachable"]
+    rows: int = Field(0, ge=0)  # rows compared
+    chunks: int = Field(0, ge=0)
+    missing: int = Field(0, ge=0)
+    extra: int = Field(0, ge=0)
+    different: int = Field(0, ge=0)
+    unsettled: int = Field(0, ge=0)  # still changing after every round: not a difference
+    sample_keys: list[str] = Field(default_factory=list, max_length=20)
+    repaired: int | None = Field(None, ge=0)  # keys re-published by --repair
+    still_differing: int | None = Field(None, ge=0)  # after the repair
+    seconds: float = Field(0.0, ge=0)
+    error: str | None = Field(None, max_length=2000)
+
+    @property
+    def mismatched(self) -> int:
+        return self.missing + self.extra + self.different
+
+
 class RunRecord(BaseModel):
     """One run of the scheduler (or a re-run an operator requested: state ``requested``)."""
 
@@ -111,6 +137,8 @@ class RunRecord(BaseModel):
     check_ok: bool | None = None
     error: str | None = Field(None, max_length=2000)
     retry_at: float | None = None  # a failed run: when the scheduler tries again
+    # A validation run: each target's outcome (None: not a validation, or it wrote none).
+    validation: list[ValidationResult] | None = Field(None, max_length=16)
 
     @property
     def final(self) -> bool:

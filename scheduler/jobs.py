@@ -7,7 +7,8 @@ process; a scheduler that loses its leadership stops its child at once (``stop``
 schedulers never merge the same day together; and the exit codes are the CLI's
 (``simple_binlog.errors.EXIT_CODES``): 0 done, 4 a check found a mismatch, anything else
 failed. Each run's output goes to ``<stack.home>/scheduler/<kind>-<table>-<dt>.log``; the
-last line of its errors is the run's error sentence.
+last line of its errors is the run's error sentence. A merge's and a validation's figures
+come from their ``--result-file`` (``validation_results``: each target's outcome).
 
 ``MemoryLake`` and ``FakeJobs`` are the fakes: real code for the scheduler's unit tests and
 the failover test.
@@ -32,7 +33,7 @@ from typing import Any, Protocol
 
 from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot
-from cdc_platform.control import RunState
+from cdc_platform.control import RunState, ValidationResult
 from scheduler.plan import Due
 from simple_binlog.errors import ExitCode
 
@@ -49,6 +50,7 @@ class JobResult:
     files: int | None = None
     check_ok: bool | None = None
     error: str | None = None
+    validation: list[ValidationResult] | None = None
 
 
 class Lake(Protocol):
@@ -132,7 +134,13 @@ class CommandJobs:
             targets = [t for t in VALIDATED_TARGETS if t in mirror.targets]
             if not targets:
                 return None
-            return self._cli("validate", due.table, *(f"--target={t}" for t in targets))
+            return self._cli(
+                "validate",
+                due.table,
+                *(f"--target={t}" for t in targets),
+                "--result-file",
+                str(result_file),
+            )
         template = self._settings.scheduler.maintenance_command
         if not template:
             return None
@@ -176,7 +184,51 @@ def _end(child: subprocess.Popen[bytes]) -> None:
             continue
 
 
+# Keys shown per target: enough to start looking, few enough for a page and a run record.
+SAMPLE_KEYS = 10
+
+
+def validation_results(document: dict[str, Any]) -> list[ValidationResult]:
+    """Each target's outcome from ``cdc-mirror validate --result-file``'s JSON
+    (``TableValidation.to_json``): unreachable targets too, with their sentence."""
+    repair = document.get("repair")
+    still = (repair or {}).get("stillDiffering", {})
+    results = []
+    for target in document.get("targets", []):
+        differences = target.get("differences", {})
+        keys = [key for found in differences.values() for key in found]
+        name = target["target"]
+        results.append(
+            ValidationResult(
+                target=name,
+                verdict="equal" if target["equal"] else "differs",
+                rows=target.get("rows", 0),
+                chunks=target.get("chunks", 0),
+                missing=len(differences.get("missing", [])),
+                extra=len(differences.get("extra", [])),
+                different=len(differences.get("different", [])),
+                unsettled=len(target.get("unsettled", [])),
+                sample_keys=keys[:SAMPLE_KEYS],
+                repaired=None if repair is None else len(keys),
+                still_differing=None if repair is None else len(still.get(name, [])),
+                seconds=target.get("seconds", 0.0),
+            )
+        )
+    for name, sentence in (document.get("unreachable") or {}).items():
+        results.append(ValidationResult(target=name, verdict="unreachable", error=sentence))
+    return results
+
+
+def _validation_outcome(result_file: Path) -> list[ValidationResult] | None:
+    try:
+        return validation_results(json.loads(result_file.read_text()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        log.warning("the validation's result file %s cannot be read: %s", result_file, exc)
+        return None
+
+
 def _outcome(code: int, output: Path, result_file: Path, due: Due) -> JobResult:
+    validation = _validation_outcome(result_file) if due.kind == "validation" else None
     figures: dict[str, Any] = {}
     if due.kind == "merge" and result_file.is_file():
         try:
@@ -186,13 +238,22 @@ def _outcome(code: int, output: Path, result_file: Path, due: Due) -> JobResult:
         except (ValueError, KeyError, TypeError):
             figures = {}
     rows, files, check_ok = figures.get("rows"), figures.get("files"), figures.get("checkOk")
+    if validation is not None:
+        rows = sum(result.rows for result in validation)
+        verdicts = {result.verdict for result in validation}
+        check_ok = None if "unreachable" in verdicts else verdicts <= {"equal"}
     if code == ExitCode.OK:
-        return JobResult("succeeded", rows, files, check_ok)
+        return JobResult("succeeded", rows, files, check_ok, validation=validation)
     if code == ExitCode.CHECK_FAILED:
         what = "the check against MySQL" if due.kind == "merge" else "the validation"
-        return JobResult("mismatch", rows, files, False, f"{what} found a difference.")
-    error = _last_error_line(output) or f"exited with code {code} (see {output})."
-    return JobResult("failed", rows, files, check_ok, error)
+        return JobResult("mismatch", rows, files, False, f"{what} found a difference.", validation)
+    unreachable = [r.error for r in validation or [] if r.error]
+    error = (
+        _last_error_line(output)
+        or (unreachable[0] if unreachable else None)
+        or f"exited with code {code} (see {output})."
+    )
+    return JobResult("failed", rows, files, check_ok, error, validation)
 
 
 # --- the fakes ----------------------------------------------------------------------------

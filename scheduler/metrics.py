@@ -1,11 +1,17 @@
 """The scheduler's Prometheus metrics, served on ``scheduler.metrics_host:metrics_port`` for
 as long as it runs (with ``cdc_component_ready``). The merges it starts keep exporting their
 own verdicts (``cdc_merge_*``, ``merge.metrics``); these say what the scheduler sees: who
-leads, the backlog, the red days, the days that gave up."""
+leads, the backlog, the red days, the days that gave up, and each table's latest validation
+per target (``cdc_validation_*``: a validation is a short-lived child process, so the
+scheduler that started it exports its outcome)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from cdc_platform.control import ValidationResult
 
 
 class SchedulerMetrics:
@@ -45,4 +51,50 @@ class SchedulerMetrics:
             "When the active scheduler last looked for work (Unix time).",
             registry=r,
         )
+        self.validation_mismatched = Gauge(
+            "cdc_validation_mismatched_rows",
+            "Keys the table's latest validation found missing, extra or different in the "
+            "target (0: equal to MySQL).",
+            ["table", "target"],
+            registry=r,
+        )
+        self.validation_rows = Gauge(
+            "cdc_validation_rows_compared",
+            "Rows the table's latest validation of the target compared.",
+            ["table", "target"],
+            registry=r,
+        )
+        self.validation_unreachable = Gauge(
+            "cdc_validation_unreachable",
+            "1 when the table's latest validation could not reach the target (or MySQL).",
+            ["table", "target"],
+            registry=r,
+        )
+        self.validation_last_run = Gauge(
+            "cdc_validation_last_run_timestamp_seconds",
+            "When the table's latest validation of the target ended (Unix time).",
+            ["table", "target"],
+            registry=r,
+        )
+        self.validation_last_equal = Gauge(
+            "cdc_validation_last_success_timestamp_seconds",
+            "When a validation last found the target equal to MySQL (Unix time).",
+            ["table", "target"],
+            registry=r,
+        )
         self.leader.set(0)
+
+    def validated(self, table: str, results: Sequence[ValidationResult], ended: float) -> None:
+        """A validation run of ``table`` ended at ``ended`` with ``results``."""
+        for result in results:
+            labels = (table, result.target)
+            self.validation_last_run.labels(*labels).set(ended)
+            self.validation_unreachable.labels(*labels).set(
+                1 if result.verdict == "unreachable" else 0
+            )
+            if result.verdict == "unreachable":
+                continue  # no verdict: the mismatch and success figures stay as they were
+            self.validation_mismatched.labels(*labels).set(result.mismatched)
+            self.validation_rows.labels(*labels).set(result.rows)
+            if result.verdict == "equal":
+                self.validation_last_equal.labels(*labels).set(ended)

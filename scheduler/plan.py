@@ -16,7 +16,10 @@ The rules, per table mirrored to Hive:
   and waits for a re-run requested in the web admin, and so do the days after it;
 - a run left ``running`` by a scheduler that died is tried again at once (its attempt counts);
 - after the newest merged day of a table, validation and maintenance run once for that day
-  (not for each day caught up: both look at the stores as they are now).
+  (not for each day caught up: both look at the stores as they are now);
+- a table mirror with ``validation_every_h`` is validated on that cadence instead, whether
+  it is mirrored to Hive or not: when its latest validation started that long ago (or it has
+  none), one more runs, recorded under today's date.
 
 A re-run an operator requested runs first, whatever the order.
 """
@@ -125,6 +128,15 @@ def follow_ups(
         return []
     newest = max(merged)
     return [Due(kind, table, newest) for kind in kinds if (kind, table, newest) not in runs]
+
+
+def validation_due(every_h: float, latest: RunRecord | None, now: float) -> bool:
+    """A table validated every ``every_h`` hours: is its next validation due? ``latest``: its
+    newest validation run (a run still ``running`` was left by a scheduler that died)."""
+    if latest is None or latest.state == "running":
+        return True
+    started = latest.started_at or latest.requested_at or 0.0
+    return now >= started + every_h * 3600.0
 
 
 def days_behind(days: list[date], ready: set[date], merged: set[date]) -> int:

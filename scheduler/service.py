@@ -1,8 +1,10 @@
 """The active scheduler's loop: every ``scheduler.tick_s`` it takes the newest configuration,
 runs the re-runs operators requested, then each table's next merge (``scheduler.plan``), one
 job at a time, round the tables until nothing is due, then the validations and maintenance of
-the newest merged days. Every run is recorded in the run store before it starts and when it
-ends (``cdc_platform.control.RunStore``: the web admin's database).
+the newest merged days, and the validations due by a table's own cadence
+(``validation_every_h``). Every run is recorded in the run store before it starts and when it
+ends (``cdc_platform.control.RunStore``: the web admin's database); a validation's outcome per
+target is kept with its run and exported as metrics (``SchedulerMetrics.validated``).
 
 Everything it touches is injected (the tables, the lake, the jobs, the run store, the clock):
 the unit tests drive ``tick`` with fakes, the failover test runs it under a real election.
@@ -20,7 +22,7 @@ from cdc_platform.config import SchedulerSettings, TableMirror
 from cdc_platform.control import RunKind, RunRecord, RunStore
 from cdc_platform.retry import RetryPolicy
 from scheduler import plan
-from scheduler.jobs import JobResult, Jobs, Lake
+from scheduler.jobs import VALIDATED_TARGETS, JobResult, Jobs, Lake
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plan import Blocked, Due
 from simple_binlog.errors import CdcMirrorError
@@ -144,20 +146,46 @@ class Scheduler:
                     progressing = True
         return ended
 
+    def _cadences(self) -> dict[str, float]:
+        """Tables validated on their own cadence (hours), with a target validation knows."""
+        return {
+            t.name: t.validation_every_h
+            for t in self._tables()
+            if t.validation_every_h is not None and set(VALIDATED_TARGETS) & set(t.targets)
+        }
+
     def _follow_ups(self, merged: dict[str, set[date]], stop: threading.Event) -> int:
-        kinds: list[RunKind] = []
-        if self._settings.validation:
-            kinds.append("validation")
-        if self._settings.maintenance_command:
-            kinds.append("maintenance")
+        cadences = self._cadences() if self._settings.validation else {}
         ended = 0
         for table in self._hive_tables():
+            kinds: list[RunKind] = []
+            if self._settings.validation and table not in cadences:
+                kinds.append("validation")
+            if self._settings.maintenance_command:
+                kinds.append("maintenance")
             for due in plan.follow_ups(table, self._done(table, merged), self._latest, kinds):
                 if stop.is_set():
                     return ended
                 self._run(due, stop)
                 ended += 1
+        for table, every_h in sorted(cadences.items()):
+            if stop.is_set():
+                return ended
+            if plan.validation_due(every_h, self._latest_validation(table), self._clock()):
+                today = self._today()
+                latest = self._latest.get(("validation", table, today))
+                attempt = latest.attempt + 1 if latest is not None else 1
+                self._run(Due("validation", table, today, attempt), stop)
+                ended += 1
         return ended
+
+    def _latest_validation(self, table: str) -> RunRecord | None:
+        runs = [
+            run
+            for (kind, name, _), run in self._latest.items()
+            if kind == "validation" and name == table
+        ]
+        return max(runs, key=lambda r: r.id or 0, default=None)
 
     def _observe(
         self,
@@ -228,11 +256,14 @@ class Scheduler:
                     "check_ok": result.check_ok,
                     "error": result.error,
                     "retry_at": retry_at,
+                    "validation": result.validation,
                 }
             )
         )
         self._latest[(due.kind, due.table, due.dt)] = run
         self.metrics.runs.labels(due.kind, result.state).inc()
+        if result.validation:
+            self.metrics.validated(due.table, result.validation, ended)
         if result.state == "succeeded":
             log.info("%s %s %s: done", due.kind, due.table, due.dt)
         else:

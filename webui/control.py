@@ -9,7 +9,9 @@ API (``cdc_platform.control`` is the client and the wire form):
 - ``GET /api/runs`` (filters ``state``, ``kind``, ``since``), ``POST /api/runs`` and
   ``PUT /api/runs/{id}``: the scheduler writes its history (role ``component`` or admin);
   ``POST /api/runs/rerun``: an admin requests a re-run of a table's day (audited); the
-  active scheduler takes it at its next tick.
+  active scheduler takes it at its next tick. A validation run carries each target's
+  outcome (``RunRecord.validation``), which a table's status page shows
+  (``validation_history``).
 
 A component is *stale* when its last heartbeat is older than ``webui.component_stale_s``;
 rows of processes unseen for ``STALE_ROWS_KEPT_S`` are dropped when a new process registers.
@@ -17,6 +19,7 @@ rows of processes unseen for ``STALE_ROWS_KEPT_S`` are dropped when a new proces
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -27,7 +30,7 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from cdc_platform.control import ComponentBeat, RunKind, RunRecord, RunState
+from cdc_platform.control import ComponentBeat, RunKind, RunRecord, RunState, ValidationResult
 from webui import admin
 from webui.api import DB, Ctx, Editor, Reader, api_principal
 from webui.auth import Principal
@@ -184,6 +187,15 @@ def components_page(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Respon
 
 # --- the run history ----------------------------------------------------------------------
 
+# A table's status page shows its validation runs, newest first, at most this many.
+VALIDATION_HISTORY = 20
+
+
+def _validation_results(text: str | None) -> list[ValidationResult] | None:
+    if text is None:
+        return None
+    return [ValidationResult.model_validate(item) for item in json.loads(text)]
+
 
 def run_record(row: SchedulerRun) -> RunRecord:
     return RunRecord(
@@ -203,6 +215,7 @@ def run_record(row: SchedulerRun) -> RunRecord:
         check_ok=row.check_ok,
         error=row.error,
         retry_at=row.retry_at,
+        validation=_validation_results(row.validation),
     )
 
 
@@ -212,6 +225,11 @@ def _apply(row: SchedulerRun, run: RunRecord) -> None:
     row.requested_at, row.started_at, row.ended_at = run.requested_at, run.started_at, run.ended_at
     row.rows, row.files, row.check_ok = run.rows, run.files, run.check_ok
     row.error, row.retry_at = run.error, run.retry_at
+    row.validation = (
+        None
+        if run.validation is None
+        else json.dumps([result.model_dump(mode="json") for result in run.validation])
+    )
 
 
 def find_runs(
@@ -228,6 +246,26 @@ def find_runs(
     if since is not None:
         query = query.where(SchedulerRun.dt >= since.isoformat())
     return list(db.scalars(query))
+
+
+def validation_history(db: Session, table: str, limit: int = VALIDATION_HISTORY) -> list[RunRecord]:
+    """The table mirror's validation runs, newest first (one query on kind and table)."""
+    query = (
+        select(SchedulerRun)
+        .where(SchedulerRun.kind == "validation", SchedulerRun.table_name == table)
+        .order_by(SchedulerRun.id.desc())
+        .limit(limit)
+    )
+    return [run_record(row) for row in db.scalars(query)]
+
+
+def last_validations(history: list[RunRecord]) -> list[tuple[RunRecord, ValidationResult]]:
+    """Each target's newest outcome in ``history`` (newest first), by target name."""
+    found: dict[str, tuple[RunRecord, ValidationResult]] = {}
+    for run in history:
+        for result in run.validation or []:
+            found.setdefault(result.target, (run, result))
+    return [found[target] for target in sorted(found)]
 
 
 @api.get("/runs", response_model=list[RunRecord])

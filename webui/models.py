@@ -301,6 +301,7 @@ class SchedulerRun(Base):
     __table_args__ = (
         Index("ix_scheduler_runs_kind_dt", "kind", "dt"),
         Index("ix_scheduler_runs_state", "state"),
+        Index("ix_scheduler_runs_kind_table_name", "kind", "table_name"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -319,3 +320,5 @@ class SchedulerRun(Base):
     check_ok: Mapped[bool | None] = mapped_column(nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     retry_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # A validation run: each target's outcome, RunRecord.validation as JSON.
+    validation: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -508,6 +508,7 @@ def _mirror_values(form: FormData) -> dict[str, Any]:
         "redis_ttl_s": _optional(form, "redis_ttl_s"),
         "redis_columns": _csv(form, "redis_columns"),
         "warehouse_delete": _text(form, "warehouse_delete") or "hard",
+        "validation_every_h": _optional(form, "validation_every_h"),
     }
 
 
@@ -530,6 +531,7 @@ def _mirror_form_values(mirror: TableMirror | None) -> dict[str, Any]:
         "redis_ttl_s": mirror.redis_ttl_s or "",
         "redis_columns": ", ".join(mirror.redis_columns or []),
         "warehouse_delete": mirror.warehouse_delete,
+        "validation_every_h": mirror.validation_every_h or "",
     }
 
 
@@ -541,6 +543,7 @@ def _mirror_typed_back(values: dict[str, Any]) -> dict[str, Any]:
         "redis_columns": ", ".join(values["redis_columns"] or []),
         "check_column": values["check_column"] or "",
         "redis_ttl_s": values["redis_ttl_s"] or "",
+        "validation_every_h": values["validation_every_h"] or "",
         "archive_min_deletes": archive.get("min_deletes", ""),
         "archive_increment_factor": archive.get("increment_factor", ""),
         "archive_older_than_days": archive.get("older_than_days", ""),

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from sqlalchemy import func, literal, select, union_all
 from sqlalchemy.orm import Session
 
-from webui import admin
+from webui import admin, control
 from webui.api import DB as ApiDB
 from webui.api import Reader
 from webui.context import context
@@ -119,7 +119,7 @@ def _overview_charts(trends: Trends) -> list[dict[str, Any]]:
 def table_status_page(
     name: str, request: Request, db: DB, service: Status, who: PageUser
 ) -> Response:
-    admin.get_table_mirror(db, name)  # 404 for an unknown mirror
+    mirror = admin.table_mirror(admin.get_table_mirror(db, name))  # 404 for an unknown one
     snapshot = service.snapshot()
     status = snapshot.tables.get(name)
     charts = (
@@ -127,6 +127,7 @@ def table_status_page(
         if status is not None and snapshot.metrics is not None
         else []
     )
+    validations = control.validation_history(db, name)
     return render(
         request,
         "table_status.html",
@@ -136,6 +137,9 @@ def table_status_page(
         snapshot=snapshot,
         charts=charts,
         initial_load=_initial_loads(request, name),
+        validations=validations,
+        last_validations=control.last_validations(validations),
+        cadence=mirror.validation_every_h,
     )
 
 

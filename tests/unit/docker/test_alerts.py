@@ -18,6 +18,7 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from cdc_platform.control import ValidationResult
 from cdc_platform.observability import Probe, readiness_registry
 from collector.metrics import CollectorMetrics
 from merge.metrics import MergeMetrics
@@ -60,6 +61,7 @@ REQUIRED_ALERTS = {
     "CdcSchedulerNoneActive",  # item 5: one active scheduler
     "CdcSchedulerRedDay",  # item 5: a check mismatch marks the day red and alerts
     "CdcSchedulerGaveUp",
+    "CdcValidationMismatch",  # issue 25, item 4: validation results exported with an alert
 }
 
 
@@ -69,6 +71,7 @@ def registries() -> list[CollectorRegistry]:
     scheduler = SchedulerMetrics(CollectorRegistry())
     for gauge in (scheduler.days_behind, scheduler.red_days, scheduler.gave_up):
         gauge.labels("t").set(0)
+    scheduler.validated("t", [ValidationResult(target="redis", verdict="equal")], 1.0)
     return [
         CollectorMetrics(CollectorRegistry()).registry,
         WriterMetrics("w", CollectorRegistry()).registry,

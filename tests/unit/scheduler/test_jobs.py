@@ -16,11 +16,14 @@ from scheduler.jobs import CommandJobs
 from scheduler.plan import Due
 
 DAY = date(2026, 11, 25)
-# Plays `python -m cdc_mirror merge … --result-file F`: writes F, prints, exits with $CODE.
+# Plays `python -m cdc_mirror merge|validate … --result-file F`: writes F, prints, exits with
+# $CODE.
 STAND_IN = """#!/bin/sh
 for last; do :; done
 case "$*" in *merge*)
   printf '{"outcomes": [{"table": "db_orders", "error": null, "result": {"rows": 12, "files": 2, "checkOk": %s}}]}' "$CHECK" > "$last";;
+*validate*)
+  printf '%s' "$VALIDATION" > "$last";;
 esac
 echo "merging …"
 [ -n "$SLEEP" ] && sleep "$SLEEP"
@@ -56,7 +59,9 @@ def test_the_command_lines(tmp_path: Path) -> None:
         "merge", "--table", "db_orders", "--dt", "2026-11-25", "--result-file", str(result),
     ]  # fmt: skip
     validate = runner.command(Due("validation", "db_orders", DAY), result)
-    assert validate is not None and validate[-2:] == ["db_orders", "--target=redis"]
+    assert validate is not None and validate[-4:] == [
+        "db_orders", "--target=redis", "--result-file", str(result)
+    ]  # fmt: skip
     assert runner.command(Due("maintenance", "db_orders", DAY), result) == [
         "maintain", "--table", "db_orders", "2026-11-25"
     ]  # fmt: skip
@@ -96,3 +101,51 @@ def test_a_stop_ends_the_child(tmp_path: Path, monkeypatch) -> None:
     timer.cancel()
     assert result.state == "failed"
     assert result.error == "stopped before it ended (the scheduler stopped)."
+
+
+# ``cdc-mirror validate --result-file``'s JSON (``TableValidation.to_json``): Redis differs in
+# three keys after a repair that left one, the warehouse could not be reached.
+VALIDATION = {
+    "table": "db_orders",
+    "equal": False,
+    "converged": False,
+    "unreachable": {"warehouse": "PostgreSQL at pg:5432 cannot be reached."},
+    "targets": [
+        {
+            "target": "redis",
+            "equal": False,
+            "rows": 1000,
+            "chunks": 3,
+            "differences": {"missing": ["7"], "different": ["8", "9"]},
+            "unsettled": [],
+            "inFlight": 1,
+            "sourceQueries": 9,
+            "sourceRowsRead": 2000,
+            "pausedS": 0.0,
+            "resumed": False,
+            "seconds": 1.5,
+        }
+    ],
+    "repair": {"keys": 3, "published": 3, "stillDiffering": {"redis": ["9"]}},
+}
+
+
+def test_a_validation_records_each_targets_outcome(tmp_path: Path, monkeypatch) -> None:
+    runner = jobs(tmp_path)
+    monkeypatch.setenv("VALIDATION", json.dumps(VALIDATION))
+    monkeypatch.setenv("CODE", "4")
+    result = runner.run(Due("validation", "db_orders", DAY), threading.Event())
+    assert (result.state, result.rows, result.check_ok) == ("mismatch", 1000, False)
+    assert result.validation is not None
+    redis, warehouse = result.validation
+    assert (redis.target, redis.verdict, redis.rows, redis.chunks) == ("redis", "differs", 1000, 3)
+    assert (redis.missing, redis.extra, redis.different, redis.mismatched) == (1, 0, 2, 3)
+    assert redis.sample_keys == ["7", "8", "9"]
+    assert (redis.repaired, redis.still_differing, redis.seconds) == (3, 1, 1.5)
+    assert (warehouse.target, warehouse.verdict) == ("warehouse", "unreachable")
+    assert warehouse.error == "PostgreSQL at pg:5432 cannot be reached."
+    # Unreadable results: the run keeps its verdict from the exit code, without figures.
+    monkeypatch.setenv("VALIDATION", "not json")
+    monkeypatch.setenv("CODE", "0")
+    plain = runner.run(Due("validation", "db_orders", DAY), threading.Event())
+    assert (plain.state, plain.validation) == ("succeeded", None)

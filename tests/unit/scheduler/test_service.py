@@ -9,7 +9,7 @@ import threading
 from datetime import date, timedelta
 
 from cdc_platform.config import SchedulerSettings, TableMirror
-from cdc_platform.control import MemoryRunStore
+from cdc_platform.control import MemoryRunStore, ValidationResult
 from cdc_platform.retry import RetryPolicy
 from scheduler.jobs import FakeJobs, JobResult, MemoryLake
 from scheduler.plan import Due
@@ -22,9 +22,17 @@ def day(n: int) -> date:
     return TODAY - timedelta(days=n)
 
 
-def mirror(name: str, targets: tuple[str, ...] = ("hive",)) -> TableMirror:
+def mirror(
+    name: str, targets: tuple[str, ...] = ("hive",), every_h: float | None = None
+) -> TableMirror:
     return TableMirror.model_validate(
-        {"instance": "local", "db_prefix": "db", "table_prefix": name, "targets": list(targets)}
+        {
+            "instance": "local",
+            "db_prefix": "db",
+            "table_prefix": name,
+            "targets": list(targets),
+            "validation_every_h": every_h,
+        }
     )
 
 
@@ -200,3 +208,38 @@ def test_the_lake_is_asked_once_a_tick_per_table() -> None:
     lake.merged_days = counting  # type: ignore[method-assign]
     assert scheduler.tick(threading.Event()) == 6
     assert sorted(asked) == ["db_orders", "db_users"]
+
+
+def test_a_table_with_a_cadence_is_validated_on_it_and_its_outcome_exported() -> None:
+    tables = [
+        mirror("orders", ("hive", "redis"), every_h=1.0),  # the cadence replaces the follow-up
+        mirror("cache", ("redis",), every_h=2.0),  # not in the lake: validated all the same
+        mirror("lake", ("hive",), every_h=1.0),  # nothing validation compares: after merges
+    ]
+    scheduler, lake, jobs, store, clock = scene(tables, validation=True)
+    differs = ValidationResult(target="redis", verdict="differs", rows=10, missing=1, extra=2)
+    equal = ValidationResult(target="redis", verdict="equal", rows=10)
+    jobs.results[("validation", "db_cache", TODAY)] = [
+        JobResult("mismatch", rows=10, check_ok=False, validation=[differs]),
+        JobResult("succeeded", rows=10, check_ok=True, validation=[equal]),
+    ]
+    lake.ready = {day(1)}
+    scheduler.tick(threading.Event())
+    validations = [(d.table, d.dt) for d in jobs.started if d.kind == "validation"]
+    assert validations == [("db_lake", day(1)), ("db_cache", TODAY), ("db_orders", TODAY)]
+    [recorded] = [r for r in store.runs if r.table == "db_cache"]
+    assert (recorded.state, recorded.validation) == ("mismatch", [differs])
+    metrics = scheduler.metrics
+    assert metrics.validation_mismatched.labels("db_cache", "redis")._value.get() == 3
+    jobs.started.clear()
+    clock.now += 3599  # within both cadences: nothing due
+    assert scheduler.tick(threading.Event()) == 0
+    clock.now += 1  # an hour after: db_orders again, db_cache (every 2 h) not yet
+    scheduler.tick(threading.Event())
+    assert [(d.table, d.attempt) for d in jobs.started] == [("db_orders", 2)]
+    jobs.started.clear()
+    clock.now += 3600
+    scheduler.tick(threading.Event())
+    assert [d.table for d in jobs.started] == ["db_cache", "db_orders"]
+    assert metrics.validation_mismatched.labels("db_cache", "redis")._value.get() == 0
+    assert metrics.validation_last_equal.labels("db_cache", "redis")._value.get() == clock.now

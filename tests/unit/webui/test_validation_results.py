@@ -1,0 +1,116 @@
+"""Continuous validation in the web admin (issue 25, item 4): a table mirror's cadence is set
+in its form (checked, audited); the scheduler, holding a component token, runs the table's
+validation on it and records each target's outcome through the admin API
+(``AdminControl``); the table's status page shows the last validation per target and the
+history. The scheduler's jobs are the fake (``FakeJobs``); everything between it and the page
+is the real code over HTTP."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, date, datetime
+
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from cdc_platform.config import SchedulerSettings, TableMirror
+from cdc_platform.control import AdminControl, ValidationResult
+from scheduler.jobs import FakeJobs, JobResult, MemoryLake
+from scheduler.service import Scheduler
+from tests.unit.webui.harness import instance_body, make_token, mirror_body
+from tests.unit.webui.test_control_plane import _via
+
+NAME = "ordercenter_orderinfo"
+TODAY = date(2026, 11, 26)
+FORM = {
+    "instance": "orders",
+    "db_prefix": "ordercenter",
+    "table_prefix": "orderinfo",
+    "targets": ["warehouse", "redis"],
+    "key": "",
+    "check_column": "created_at",
+    "warehouse_delete": "hard",
+}
+
+
+def _section(page: str, element_id: str) -> str:
+    return page.split(f'id="{element_id}"', 1)[1].split("</table>", 1)[0]
+
+
+def test_a_scheduled_validation_shows_on_the_tables_page(
+    client: TestClient, admin_csrf: str
+) -> None:
+    headers = {"X-CSRF-Token": admin_csrf}
+    assert client.post("/api/instances", json=instance_body(), headers=headers).status_code == 201
+    body = mirror_body(targets=["warehouse", "redis"])
+    assert client.post("/api/table-mirrors", json=body, headers=headers).status_code == 201
+    assert "Not validated yet." in client.get(f"/status/{NAME}").text
+
+    # The cadence, from the table mirror's form: checked, then saved and audited.
+    form = {**FORM, "csrf_token": admin_csrf}
+    refused = client.post(f"/tables/{NAME}", data={**form, "validation_every_h": "0"})
+    assert refused.status_code == 422
+    assert "validation_every_h: Input should be greater than 0." in refused.text
+    saved = client.post(
+        f"/tables/{NAME}", data={**form, "validation_every_h": "6"}, follow_redirects=False
+    )
+    assert saved.status_code == 303
+    mirror = TableMirror.model_validate(client.get(f"/api/table-mirrors/{NAME}").json()["mirror"])
+    assert mirror.validation_every_h == 6.0
+    assert 'name="validation_every_h" value="6.0"' in client.get(f"/tables/{NAME}").text
+    audit = client.get("/api/audit").json()
+    assert any(
+        e["object_name"] == NAME and (e.get("after") or {}).get("validation_every_h") == 6.0
+        for e in audit
+    )
+    assert "the scheduler validates it every 6.0 h" in client.get(f"/status/{NAME}").text
+
+    # The scheduler validates on that cadence and records each target's outcome.
+    token = make_token(client, admin_csrf, "component")
+    store = AdminControl("http://admin", SecretStr(token), transport=_via(client))
+    jobs = FakeJobs(MemoryLake())
+    differs = ValidationResult(
+        target="redis", verdict="differs", rows=1200, chunks=3, missing=1, different=2,
+        sample_keys=["7", "8", "9"], seconds=1.5,
+    )  # fmt: skip
+    unreachable = ValidationResult(
+        target="warehouse", verdict="unreachable", error="PostgreSQL cannot be reached."
+    )
+    equal = [
+        ValidationResult(target="redis", verdict="equal", rows=1200, chunks=3),
+        ValidationResult(target="warehouse", verdict="equal", rows=1200, chunks=2),
+    ]
+    jobs.results[("validation", NAME, TODAY)] = [
+        JobResult("mismatch", rows=1200, check_ok=False, validation=[differs, unreachable]),
+        JobResult("succeeded", rows=2400, check_ok=True, validation=equal),
+    ]
+    now = {"t": datetime(2026, 11, 26, 9, 0, tzinfo=UTC).timestamp()}
+    scheduler = Scheduler(
+        SchedulerSettings(validation=True),
+        lambda: [mirror],
+        jobs.lake,
+        jobs,
+        store,
+        "test-scheduler",
+        clock=lambda: now["t"],
+        today=lambda: TODAY,
+    )
+    assert scheduler.tick(threading.Event()) == 1
+    page = client.get(f"/status/{NAME}").text
+    last = _section(page, "validation-last")
+    assert "<td>redis</td>" in last and "differs" in last and "<td>1200</td>" in last
+    assert "<code>7</code>, <code>8</code>, <code>9</code>" in last
+    assert "warehouse" in last and "PostgreSQL cannot be reached." in last
+
+    now["t"] += 6 * 3600  # the next one is due six hours later: both targets equal
+    assert scheduler.tick(threading.Event()) == 1
+    page = client.get(f"/status/{NAME}").text
+    last = _section(page, "validation-last")
+    assert "differs" not in last and last.count('class="verdict-equal"') == 2
+    history = _section(page, "validation-history")
+    assert history.count("<tr>") == 3  # the header and the two runs, newest first
+    assert history.index("succeeded") < history.index("mismatch")
+    assert "redis: differs (1 missing, 0 extra, 2 different)" in history
+    # The API carries the same records to any reader.
+    runs = client.get("/api/runs", params={"kind": "validation"}).json()
+    assert [r["validation"][0]["verdict"] for r in runs] == ["differs", "equal"]
