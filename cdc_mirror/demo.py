@@ -354,28 +354,33 @@ def _clear_kafka(settings: Settings, names: DemoNames) -> None:
 
 
 def _clear_redis(settings: Settings, names: DemoNames) -> None:
-    import redis  # noqa: PLC0415
+    from cdc_platform import redis_store  # noqa: PLC0415
 
-    client = redis.Redis.from_url(settings.redis.url.get_secret_value())
+    client = redis_store.connect(settings.redis)
     try:
-        batch: list[bytes] = []
-        for key in client.scan_iter(match=f"{names.redis_prefix}:*", count=5000):
-            batch.append(key)
-            if len(batch) >= 5000:
+        with redis_store.redis_errors(
+            "clearing the demo's keys", redis_store.address(settings.redis)
+        ):
+            batch: list[bytes] = []
+            for key in client.scan_iter(match=f"{names.redis_prefix}:*", count=5000):
+                batch.append(key)
+                if len(batch) >= 5000:
+                    client.delete(*batch)
+                    batch.clear()
+            if batch:
                 client.delete(*batch)
-                batch.clear()
-        if batch:
-            client.delete(*batch)
     finally:
         client.close()
 
 
 def _clear_warehouse(settings: Settings, names: DemoNames) -> None:
-    from psycopg import sql  # noqa: PLC0415
+    from cdc_platform import warehouse  # noqa: PLC0415
+    from cdc_platform.warehouse import sql  # noqa: PLC0415
 
-    from mirror.warehouse import connect_warehouse  # noqa: PLC0415
-
-    with connect_warehouse(settings.postgres) as connection:
+    with (
+        warehouse.warehouse_errors("dropping the demo's schema"),
+        warehouse.connect(settings.postgres) as connection,
+    ):
         connection.execute(
             sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
                 sql.Identifier(names.warehouse_schema)

@@ -600,48 +600,43 @@ def mysql_digest(
 
 def warehouse_digest(settings: Settings, mirror: TableMirror, schema: TableSchema) -> TableDigest:
     """The warehouse table (``mirror.warehouse``): soft-deleted rows are not rows."""
-    import psycopg  # noqa: PLC0415
-    from psycopg import sql  # noqa: PLC0415
-
+    from cdc_platform.warehouse import sql, warehouse_errors  # noqa: PLC0415
     from mirror.warehouse import DELETED_COLUMN, SHARD_COLUMN, connect_warehouse  # noqa: PLC0415
 
     digest = TableDigest("warehouse", schema.table)
     target_schema = settings.mirror.warehouse_schema
     conn = connect_warehouse(settings.postgres)
     try:
-        present = {
-            str(row[0])
-            for row in conn.execute(
-                "SELECT column_name FROM information_schema.columns "
-                "WHERE table_schema = %s AND table_name = %s",
-                (target_schema, schema.table),
-            ).fetchall()
-        }
-        if not present:
-            return digest  # never written: no rows
-        columns = [name for name in schema.columns if name in present]
-        soft = DELETED_COLUMN in present
-        select = sql.SQL(", ").join(
-            [sql.Identifier(name) for name in [SHARD_COLUMN, *columns]]
-            + ([sql.Identifier(DELETED_COLUMN)] if soft else [])
-        )
-        query = sql.SQL("SELECT {} FROM {}").format(
-            select, sql.Identifier(target_schema, schema.table)
-        )
-        with conn.cursor(name=f"verify_{uuid.uuid4().hex[:8]}") as cursor:
-            cursor.itersize = 5000
-            cursor.execute(query)
-            live = (
-                (str(record[0]), dict(zip(columns, record[1:], strict=False)))
-                for record in cursor
-                if not (soft and record[-1])
+        with warehouse_errors(f"the read of {mirror.name}"):
+            present = {
+                str(row[0])
+                for row in conn.execute(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_schema = %s AND table_name = %s",
+                    (target_schema, schema.table),
+                ).fetchall()
+            }
+            if not present:
+                return digest  # never written: no rows
+            columns = [name for name in schema.columns if name in present]
+            soft = DELETED_COLUMN in present
+            select = sql.SQL(", ").join(
+                [sql.Identifier(name) for name in [SHARD_COLUMN, *columns]]
+                + ([sql.Identifier(DELETED_COLUMN)] if soft else [])
             )
-            digest = digest_rows("warehouse", schema, live, from_postgres)
-        conn.commit()
-    except psycopg.Error as exc:
-        raise ServiceUnavailableError(
-            f"reading {mirror.name} from the warehouse failed ({' '.join(str(exc).split())})."
-        ) from None
+            query = sql.SQL("SELECT {} FROM {}").format(
+                select, sql.Identifier(target_schema, schema.table)
+            )
+            with conn.cursor(name=f"verify_{uuid.uuid4().hex[:8]}") as cursor:
+                cursor.itersize = 5000
+                cursor.execute(query)
+                live = (
+                    (str(record[0]), dict(zip(columns, record[1:], strict=False)))
+                    for record in cursor
+                    if not (soft and record[-1])
+                )
+                digest = digest_rows("warehouse", schema, live, from_postgres)
+            conn.commit()
     finally:
         conn.close()
     return digest
@@ -655,30 +650,27 @@ def redis_digest(
 ) -> TableDigest:
     """Every live value under ``<prefix>:<table>:`` (``mirror.redis_applier``); tombstones are
     deleted rows. Only ``redis_columns`` are compared when the mirror stores a projection."""
-    import redis  # noqa: PLC0415
-
+    from cdc_platform import redis_store  # noqa: PLC0415
     from mirror.redis_applier import decode_value  # noqa: PLC0415
 
-    client = redis.Redis.from_url(
-        settings.redis.url.get_secret_value(), socket_timeout=60, socket_connect_timeout=10
-    )
+    client = redis_store.connect(settings.redis, socket_timeout_s=60)
     pattern = f"{settings.redis.key_prefix}:{schema.table}:*"
+    where = redis_store.address(settings.redis)
     try:
+        with redis_store.redis_errors(f"the read of {mirror.name}", where):
 
-        def values() -> Iterable[Any]:
-            pending: list[bytes] = []
-            for key in client.scan_iter(match=pattern, count=batch):
-                pending.append(key)
-                if len(pending) >= batch:
+            def values() -> Iterable[Any]:
+                pending: list[bytes] = []
+                for key in client.scan_iter(match=pattern, count=batch):
+                    pending.append(key)
+                    if len(pending) >= batch:
+                        yield from client.mget(pending)
+                        pending = []
+                if pending:
                     yield from client.mget(pending)
-                    pending = []
-            if pending:
-                yield from client.mget(pending)
 
-        rows = redis_rows(values(), decode_value)
-        digest = digest_rows("redis", schema, rows, from_wire, mirror.redis_columns)
-    except redis.exceptions.RedisError as exc:
-        raise ServiceUnavailableError(f"reading {mirror.name} from Redis failed ({exc}).") from None
+            rows = redis_rows(values(), decode_value)
+            digest = digest_rows("redis", schema, rows, from_wire, mirror.redis_columns)
     finally:
         client.close()
     return digest

@@ -195,18 +195,13 @@ def ready_days_from_metastore(settings: Settings, database: str, writer: str) ->
     ``read_writer_progress``) or the metastore is not PostgreSQL; [] before any commit."""
     if settings.spark.metastore != "postgres":
         return None
-    import psycopg  # noqa: PLC0415 - only this reader needs it
+    from cdc_platform import warehouse  # noqa: PLC0415 - only this reader needs psycopg
 
     pg = settings.postgres
-    with psycopg.connect(
-        host=pg.host,
-        port=pg.port,
-        user=pg.user,
-        password=pg.password.get_secret_value(),
-        dbname=pg.metastore_db,
-        autocommit=True,
-        connect_timeout=10,
-    ) as conn:
+    with (
+        warehouse.warehouse_errors("the read of the metastore's progress"),
+        warehouse.connect(pg, database=pg.metastore_db, autocommit=True) as conn,
+    ):
         row = conn.execute(
             'SELECT tp."PARAM_VALUE" FROM "TBLS" t JOIN "DBS" d ON t."DB_ID" = d."DB_ID" '
             'JOIN "TABLE_PARAMS" tp ON tp."TBL_ID" = t."TBL_ID" '

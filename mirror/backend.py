@@ -30,7 +30,6 @@ from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
-from psycopg import sql
 
 from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot, snapshot_from_settings
@@ -39,6 +38,7 @@ from cdc_platform.mysql_schema import (
     LiveSchema,
     LiveTables,
 )
+from cdc_platform.warehouse import sql, warehouse_errors
 from mirror.warehouse import connect_warehouse
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 from simple_binlog.naming import topic_name
@@ -82,7 +82,11 @@ class MirrorBackend:
 
     def _store_counts(self, name: str, totals: dict[dt.date, int]) -> None:
         schema = sql.Identifier(self._settings.mirror.warehouse_schema)
-        with connect_warehouse(self._settings.postgres) as conn, conn.transaction():
+        with (
+            warehouse_errors(f"storing the daily counts of {name}"),
+            connect_warehouse(self._settings.postgres) as conn,
+            conn.transaction(),
+        ):
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
             conn.execute(
                 sql.SQL(
@@ -105,7 +109,10 @@ class MirrorBackend:
         """The cached counts of the last ``COUNT_DAYS`` days (empty until first refreshed)."""
         self._config.table(name)
         today = today or dt.datetime.now(dt.UTC).date()
-        with connect_warehouse(self._settings.postgres) as conn:
+        with (
+            warehouse_errors(f"the read of the daily counts of {name}"),
+            connect_warehouse(self._settings.postgres) as conn,
+        ):
             exists = conn.execute(
                 "SELECT to_regclass(%s)",
                 (f"{self._settings.mirror.warehouse_schema}._daily_counts",),

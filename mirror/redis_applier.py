@@ -43,10 +43,10 @@ import orjson
 import redis
 from redis.exceptions import NoScriptError
 
+from cdc_platform import redis_store
 from cdc_platform.config import MirrorSettings, RedisSettings, TableMirror
 from mirror.applier import ApplyResult, ChangeApplier
 from mirror.plan import BatchPlan, RowChange, latest_per_key, project
-from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.naming import decode_redis_document, redis_key, redis_key_part
 
 log = logging.getLogger(__name__)
@@ -130,22 +130,15 @@ class RedisApplier(ChangeApplier):
         self._tombstone_ttl_ms = mirror_settings.tombstone_ttl_s * 1000
         self._keys_per_call = mirror_settings.redis_keys_per_call
         self._tables = {t.name: t for t in tables}
-        self._client = redis.Redis.from_url(
-            redis_settings.url.get_secret_value(), socket_timeout=30, socket_connect_timeout=10
-        )
-        try:
+        self._address = redis_store.address(redis_settings)
+        self._client = redis_store.connect(redis_settings, socket_timeout_s=30)
+        with redis_store.redis_errors("loading the apply script", self._address):
             self._sha: str = self._client.script_load(APPLY_SCRIPT)
-        except redis.exceptions.RedisError as exc:
-            raise ServiceUnavailableError(f"Redis cannot be reached ({exc}).") from None
 
     def apply_batch(self, changes: Iterable[RowChange]) -> ApplyResult:
         plan = latest_per_key(changes)
-        try:
+        with redis_store.redis_errors("a mirror batch", self._address):
             applied, stale = self._apply(plan)
-        except redis.exceptions.ConnectionError as exc:
-            raise ServiceUnavailableError(f"Redis cannot be reached ({exc}).") from None
-        except redis.exceptions.RedisError as exc:
-            raise ServiceUnavailableError(f"Redis refused a mirror batch ({exc}).") from None
         return ApplyResult(applied, stale, plan.superseded)
 
     def _apply(self, plan: BatchPlan) -> tuple[int, int]:

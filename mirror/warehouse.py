@@ -44,24 +44,23 @@ the same way; see ``docs/warehouse-adapters.md``.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 import psycopg
-from psycopg import sql
 
+from cdc_platform import warehouse
 from cdc_platform.config import MirrorSettings, PostgresSettings, TableMirror
+from cdc_platform.warehouse import Connection, reason_without_values, sql
 from mirror.applier import ApplyResult, ChangeApplier
 from mirror.pg_schema import Alter, Keep, Stop, decide
 from mirror.pgtypes import RowConverters, pg_type
 from mirror.plan import RowChange, RowKey, latest_per_key
-from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
+from simple_binlog.errors import CdcMirrorError, ConfigError
 
 log = logging.getLogger(__name__)
 
-Connection = psycopg.Connection[tuple[object, ...]]
 R = TypeVar("R")
 
 OFFSET_COLUMN = "_binlog_offset"
@@ -89,27 +88,8 @@ class _Column:
 
 
 def connect_warehouse(settings: PostgresSettings) -> Connection:
-    try:
-        return psycopg.connect(
-            host=settings.host,
-            port=settings.port,
-            user=settings.user,
-            password=settings.password.get_secret_value(),
-            dbname=settings.warehouse_db,
-            connect_timeout=10,
-            application_name="cdc-mirror",
-        )
-    except psycopg.OperationalError as exc:
-        reason = " ".join(str(exc).split())
-        if "password authentication failed" in reason:
-            raise ConfigError(
-                f"PostgreSQL refused user {settings.user!r}; check postgres.user and "
-                "postgres.password in the config."
-            ) from None
-        raise ServiceUnavailableError(
-            f"PostgreSQL database {settings.warehouse_db!r} at {settings.host}:{settings.port} "
-            f"cannot be reached ({reason})."
-        ) from None
+    """The mirror's connection to the warehouse database (``cdc_platform.warehouse``)."""
+    return warehouse.connect(settings)
 
 
 class WarehouseApplier(ChangeApplier):
@@ -206,19 +186,12 @@ class WarehouseApplier(ChangeApplier):
         try:
             with self._conn.transaction():
                 return work(self._conn)
-        except psycopg.OperationalError as exc:
-            self._columns.clear()
-            self._stages.clear()
-            raise ServiceUnavailableError(
-                f"the warehouse connection failed ({_one_line(exc)})."
-            ) from None
         except psycopg.Error as exc:
-            # DDL of a failed transaction is rolled back too: forget what we thought we added.
+            # DDL of a failed transaction is rolled back too: forget what we thought we
+            # added; temporary tables die with a lost session.
             self._columns.clear()
             self._stages.clear()
-            raise ServiceUnavailableError(
-                f"the warehouse refused a batch ({_reason_without_values(exc)})."
-            ) from None
+            raise warehouse.map_postgres_error(exc, "a batch") from None
 
     def _ensure_schema(self, conn: Connection) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(hashtext('cdc-mirror-ddl'))")
@@ -381,7 +354,7 @@ class WarehouseApplier(ChangeApplier):
             psycopg.errors.DataException,
         ) as exc:
             raise _TableStopped(
-                f"PostgreSQL refused to alter column {name} to {to} ({_reason_without_values(exc)})"
+                f"PostgreSQL refused to alter column {name} to {to} ({reason_without_values(exc)})"
             ) from None
 
     def _exists(self, conn: Connection, table: str) -> bool:
@@ -615,22 +588,10 @@ class _Statement:
         )
 
 
-def _reason_without_values(exc: psycopg.Error) -> str:
-    """PostgreSQL's reason, with the offending value cut off and the COPY column named: the
-    full message and its detail quote a row's values, which do not belong in logs."""
-    reason = re.sub(r': ".*"$', "", exc.diag.message_primary or type(exc).__name__)
-    column = re.search(r"COPY \S+, line \d+, column (\S+?):", exc.diag.context or "")
-    return f"{reason}, column {column.group(1)}" if column else reason
-
-
 def _mysql_type(comment: object) -> str | None:
     if isinstance(comment, str) and comment.startswith(_COMMENT):
         return comment[len(_COMMENT) :]
     return None
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
 
 
 def prepare_warehouse_table(

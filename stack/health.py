@@ -63,35 +63,22 @@ def mariadb_provision(
             )
 
 
-def _pg_connect(settings: PostgresSettings, database: str) -> object:
-    import psycopg  # noqa: PLC0415
-
-    return psycopg.connect(
-        host=settings.host,
-        port=settings.port,
-        user=settings.user,
-        password=settings.password.get_secret_value(),
-        dbname=database,
-        connect_timeout=2,
-        autocommit=True,
-    )
-
-
 def postgres_answers(settings: PostgresSettings, database: str) -> bool:
-    import psycopg  # noqa: PLC0415
+    from cdc_platform import warehouse  # noqa: PLC0415 - keep 'stack status' light when unused
 
-    try:
-        connection = _pg_connect(settings, database)
-    except psycopg.Error:
-        return False
-    with connection as conn:  # type: ignore[attr-defined]
-        return bool(conn.execute("SELECT 1").fetchone() == (1,))
+    return warehouse.answers(settings, database)
 
 
 def postgres_provision(settings: PostgresSettings) -> None:
     """The warehouse database and the Hive metastore database, owned by the stack's role."""
-    connection = _pg_connect(settings, "postgres")
-    with connection as conn:  # type: ignore[attr-defined]
+    from cdc_platform import warehouse  # noqa: PLC0415
+
+    with (
+        warehouse.warehouse_errors("the stack's creation of its databases"),
+        warehouse.connect(
+            settings, database="postgres", autocommit=True, connect_timeout_s=2
+        ) as conn,
+    ):
         existing = {row[0] for row in conn.execute("SELECT datname FROM pg_database")}
         for database in (settings.warehouse_db, settings.metastore_db):
             if database not in existing:
@@ -104,34 +91,31 @@ _METASTORE_TABLES = ("DBS", "TBLS", "PARTITIONS", "TBL_PRIVS", "PART_COL_STATS")
 
 def metastore_ready(settings: PostgresSettings) -> bool:
     """The whole Hive metastore schema exists and its table of databases holds 'default'."""
-    import psycopg  # noqa: PLC0415
+    from cdc_platform import warehouse  # noqa: PLC0415
 
     try:
-        connection = _pg_connect(settings, settings.metastore_db)
-    except psycopg.Error:
-        return False
-    with connection as conn:  # type: ignore[attr-defined]
-        try:
+        with (
+            warehouse.warehouse_errors("the stack's check of the metastore"),
+            warehouse.connect(
+                settings, database=settings.metastore_db, autocommit=True, connect_timeout_s=2
+            ) as conn,
+        ):
             for table in _METASTORE_TABLES:
                 found = conn.execute("SELECT to_regclass(%s)", (f'"{table}"',)).fetchone()
                 if found is None or found[0] is None:
                     return False
-            row = conn.execute('SELECT count(*) FROM "DBS" WHERE "NAME" = %s', ("default",))
-            return bool(row.fetchone()[0] == 1)
-        except psycopg.Error:
-            return False
+            row = conn.execute(
+                'SELECT count(*) FROM "DBS" WHERE "NAME" = %s', ("default",)
+            ).fetchone()
+            return row is not None and row[0] == 1
+    except CdcMirrorError:
+        return False
 
 
 def redis_answers(port: int) -> bool:
-    import redis  # noqa: PLC0415
+    from cdc_platform import redis_store  # noqa: PLC0415
 
-    client = redis.Redis(host="127.0.0.1", port=port, socket_connect_timeout=1, socket_timeout=2)
-    try:
-        return bool(client.ping())
-    except redis.RedisError:
-        return False
-    finally:
-        client.close()
+    return redis_store.answers("127.0.0.1", port)
 
 
 def zookeeper_answers(port: int) -> bool:

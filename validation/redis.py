@@ -15,12 +15,11 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from typing import Any
 
-import redis
-
+from cdc_platform import redis_store
 from cdc_platform.config import RedisSettings
-from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.naming import decode_redis_document, redis_key, redis_key_part_value
 from simple_binlog.values import ColumnType, JsonScalar, Kind, decode
 from validation.canonical import ChunkDigest, RowHasher, python_canonical
@@ -55,9 +54,8 @@ class RedisSide:
         self.shape = shape
         self.queries = 0
         self._prefix = settings.key_prefix
-        self._client = redis.Redis.from_url(
-            settings.url.get_secret_value(), socket_timeout=60, socket_connect_timeout=10
-        )
+        self._address = redis_store.address(settings)
+        self._client = redis_store.connect(settings, socket_timeout_s=60)
         self._types = [shape.column_type(n) for n in shape.compared_columns]
         self._hasher = RowHasher(shape.compared_columns, self._types)
         # Listed in a thread: MySQL hashes its first chunks meanwhile (the scan starts its
@@ -77,8 +75,8 @@ class RedisSide:
         self._lister.shutdown(wait=True, cancel_futures=True)
         self._client.close()
 
-    def _fail(self, exc: redis.exceptions.RedisError) -> ServiceUnavailableError:
-        return ServiceUnavailableError(f"reading {self.shape.table} from Redis failed ({exc}).")
+    def _errors(self) -> AbstractContextManager[None]:
+        return redis_store.redis_errors(f"the read of {self.shape.table}", self._address)
 
     def _list_keys(self) -> tuple[list[Key], list[bytes]]:
         """The typed keys, sorted, and their Redis keys as listed (read again by name)."""
@@ -87,13 +85,11 @@ class RedisSide:
         if width == 1 and types[0].kind in (Kind.INT, Kind.UINT64, Kind.YEAR, Kind.BIT):
             return self._list_integer_keys(head)
         found: list[tuple[Key, bytes]] = []
-        try:
+        with self._errors():
             for raw in self._client.scan_iter(match=f"{head}*", count=_SCAN_COUNT):
                 parts = raw.decode()[start:].split(":")
                 if len(parts) == width:
                     found.append((key_from_parts(types, parts), raw))
-        except redis.exceptions.RedisError as exc:
-            raise self._fail(exc) from None
         found.sort()  # by key (the names only break ties of keys spelled two ways)
         return [key for key, _ in found], [name for _, name in found]
 
@@ -102,15 +98,13 @@ class RedisSide:
         by ``int`` alone, anything else (a sign, an escape) by ``key_from_parts``."""
         start, types = len(head), self.shape.key_types
         found: list[tuple[int, bytes]] = []
-        try:
+        with self._errors():
             for raw in self._client.scan_iter(match=f"{head}*", count=_SCAN_COUNT):
                 part = raw[start:]
                 if part.isdigit():  # ASCII digits only
                     found.append((int(part), raw))
                 elif b":" not in part:
                     found.append((key_from_parts(types, [part.decode()])[0], raw))
-        except redis.exceptions.RedisError as exc:
-            raise self._fail(exc) from None
         found.sort()
         return [(number,) for number, _ in found], [name for _, name in found]
 
@@ -124,14 +118,12 @@ class RedisSide:
 
     def _read(self, names: Sequence[bytes | str]) -> list[bytes | None]:
         """The values of ``names``: MGETs of ``BATCH``, one pipeline (one round trip)."""
-        try:
+        with self._errors():
             pipe = self._client.pipeline(transaction=False)
             for start in range(0, len(names), BATCH):
                 pipe.mget(names[start : start + BATCH])
             self.queries += 1
             return [value for batch in pipe.execute() for value in batch]
-        except redis.exceptions.RedisError as exc:
-            raise self._fail(exc) from None
 
     def _documents(self, keys: Sequence[Key]) -> Iterable[tuple[Key, str, dict[str, JsonScalar]]]:
         """(key, shard, row) of the live rows among ``keys``."""

@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import psycopg
-
+from cdc_platform import warehouse
 from cdc_platform.config import PostgresSettings
-from simple_binlog.errors import ConfigError, ServiceUnavailableError
+from cdc_platform.warehouse import Connection
 from simple_binlog.naming import WAREHOUSE_DELETED_COLUMN, WAREHOUSE_SHARD_COLUMN
 from simple_binlog.values import ColumnType, Kind
 from validation.canonical import PG_JSON_FUNCTIONS, POSTGRES, ChunkDigest, postgres_chunk_sums
@@ -28,25 +27,8 @@ def key_order(name: str, column: ColumnType) -> str:
     return f'{quoted} COLLATE "C"' if column.kind is Kind.TEXT else quoted
 
 
-def connect(settings: PostgresSettings) -> psycopg.Connection[tuple[Any, ...]]:
-    try:
-        return psycopg.connect(
-            host=settings.host,
-            port=settings.port,
-            user=settings.user,
-            password=settings.password.get_secret_value(),
-            dbname=settings.warehouse_db,
-            connect_timeout=10,
-            autocommit=True,
-            application_name="cdc-mirror-validate",
-        )
-    except psycopg.OperationalError as exc:
-        reason = " ".join(str(exc).split())
-        if "password authentication failed" in reason:
-            raise ConfigError(f"PostgreSQL refused user {settings.user!r}.") from None
-        raise ServiceUnavailableError(
-            f"the warehouse at {settings.host}:{settings.port} cannot be reached ({reason})."
-        ) from None
+def connect(settings: PostgresSettings) -> Connection:
+    return warehouse.connect(settings, autocommit=True, application_name="cdc-mirror-validate")
 
 
 class WarehouseSide:
@@ -95,14 +77,9 @@ class WarehouseSide:
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self.queries += 1
-        try:
+        with warehouse.warehouse_errors(f"the read of {self.shape.table}"):
             cursor = self._conn.execute(sql, list(params))
             return list(cursor.fetchall()) if cursor.description else []
-        except psycopg.Error as exc:
-            raise ServiceUnavailableError(
-                f"reading {self.shape.table} from the warehouse failed "
-                f"({' '.join(str(exc).split())})."
-            ) from None
 
     def _column(self, name: str) -> str | None:
         return name if name in self._present else None

@@ -350,7 +350,9 @@ def test_unreachable_targets_fail_with_one_sentence(mirror_settings: Settings) -
     redis_settings = mirror_settings.redis.model_copy(
         update={"url": SecretStr("redis://127.0.0.1:1/0")}
     )
-    with pytest.raises(ServiceUnavailableError, match=r"^Redis cannot be reached \(Error 111"):
+    with pytest.raises(
+        ServiceUnavailableError, match=r"^Redis at 127\.0\.0\.1:1 cannot be reached \(Error 111"
+    ):
         RedisApplier(redis_settings, mirror_settings.mirror, mirror_settings.tables)
     wrong = mirror_settings.postgres.model_copy(update={"password": SecretStr("not-the-password")})
     with pytest.raises(
