@@ -24,8 +24,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +47,14 @@ OFFSETS_PROPERTY = "cdc-mirror.kafka-offsets"
 # The snapshot-summary property naming the stream writer that made a commit (several writers
 # may share a table; each resumes from its own commits).
 WRITER_PROPERTY = "cdc-mirror.writer"
+# The table property every table cdc-mirror creates is stamped with: the version of the layout
+# it writes (columns, partitioning, the table properties and snapshot summaries it relies on).
+# Raised whenever a release changes that layout incompatibly; a component refuses a table of
+# another layout (or one cdc-mirror did not create) before it reads or writes anything.
+LAYOUT_PROPERTY = "cdc-mirror.layout-version"
+LAYOUT_VERSION = 1
+# The Iceberg format version of every table (row-level deletes, the merge's copy-on-write).
+FORMAT_VERSION = 2
 _EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 # -- errors ------------------------------------------------------------------------------------
@@ -56,6 +66,34 @@ class LakeUnreachableError(ServiceUnavailableError):
 
 class LakeAccessError(ConfigError):
     """The storage answered but refused: a missing bucket, wrong credentials, no permission."""
+
+
+class IncompatibleTableError(ConfigError):
+    """A table of the lake was written by an incompatible version (of cdc-mirror's layout or
+    of Iceberg's format), or not by cdc-mirror at all."""
+
+
+def incompatibility(properties: Mapping[str, str], format_version: int) -> str | None:
+    """Pure: why a table with these Iceberg ``properties`` and ``format_version`` cannot be
+    used by this version, or None when it can."""
+    stamped = properties.get(LAYOUT_PROPERTY)
+    if stamped is None:
+        return (
+            f"it was not created by cdc-mirror (it has no {LAYOUT_PROPERTY} property), or by a "
+            "version before the layout was stamped"
+        )
+    if stamped != str(LAYOUT_VERSION):
+        newer = stamped.isdigit() and int(stamped) > LAYOUT_VERSION
+        return (
+            f"it was written by {'a newer' if newer else 'another'} version of cdc-mirror "
+            f"({LAYOUT_PROPERTY} {stamped}; this version reads {LAYOUT_VERSION})"
+        )
+    if format_version != FORMAT_VERSION:
+        return (
+            f"it is an Iceberg format version {format_version} table; this version reads "
+            f"format version {FORMAT_VERSION}"
+        )
+    return None
 
 
 # (substring of the Java exception chain, cause for a user, error class): first match wins.
@@ -381,6 +419,11 @@ def _ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def stamp() -> dict[str, str]:
+    """The table properties every table cdc-mirror creates carries (``incompatibility``)."""
+    return {"format-version": str(FORMAT_VERSION), LAYOUT_PROPERTY: str(LAYOUT_VERSION)}
+
+
 class LakeCatalog:
     """Iceberg tables of the lake, through a session from ``lake_session``."""
 
@@ -446,7 +489,7 @@ class LakeCatalog:
         ``properties``: further table properties."""
         ddl = ", ".join(f"{_ident(name)} {kind}" for name, kind in columns)
         partitions = f" PARTITIONED BY ({', '.join(partitioned_by)})" if partitioned_by else ""
-        settings = {"format-version": "2", **(properties or {})}
+        settings = {**stamp(), **(properties or {})}
         listed = ", ".join(f"'{key}'='{value}'" for key, value in settings.items())
         with self._errors():
             self.spark.sql(
@@ -529,6 +572,36 @@ class LakeCatalog:
                 parent = snapshot.parentId()
                 snapshot = java_table.snapshot(parent) if parent is not None else None
         return None
+
+    def check_compatible(self, namespace: str, tables: Iterable[str]) -> None:
+        """Refuse, with IncompatibleTableError (one sentence naming the table's location and
+        the cause), the first of ``tables`` that exists and this version cannot use
+        (``incompatibility``); a missing table passes (it will be created). The tables'
+        metadata is read a few at once: a writer restarting over hundreds of tables."""
+        if not self.spark.catalog.databaseExists(f"{self.catalog}.{namespace}"):
+            return
+        names = sorted(set(tables) & self.table_names(namespace))
+
+        def check(table: str) -> None:
+            with self._errors():
+                java_table = self._table(namespace, table)
+                properties = {str(k): str(v) for k, v in dict(java_table.properties()).items()}
+                version = int(java_table.operations().current().formatVersion())
+                # As the lake's location is written (Hadoop shortens file:/// to file:/).
+                where = re.sub(r"^file:/(?!/)", "file:///", str(java_table.location()))
+            cause = incompatibility(properties, version)
+            if cause is not None:
+                raise IncompatibleTableError(
+                    f"the lake table {namespace}.{table} at {where} cannot be used: {cause}."
+                )
+
+        if len(names) <= 1:
+            for table in names:
+                check(table)
+            return
+        with ThreadPoolExecutor(min(4, len(names)), thread_name_prefix="cdc-layout") as pool:
+            for future in [pool.submit(check, table) for table in names]:
+                future.result()
 
     def metadata_location(self, namespace: str, table: str) -> str:
         """The table's current metadata file: what another engine opens (pyiceberg's

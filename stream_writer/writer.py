@@ -263,6 +263,9 @@ class BatchWriter:
                 return
             ensure_progress_table(self.lake, self.database)
             self._tables = self.lake.table_names(self.database)
+            # Before anything is read: a table written by an incompatible version (or not by
+            # cdc-mirror) stops the writer here, in one sentence naming it and the cause.
+            self.lake.check_compatible(self.database, self._tables)
             progress = read_writer_progress(self.lake, self.database, self.paths.name)
             self.state = (
                 WriterState.from_json(progress.state) if progress is not None else WriterState()

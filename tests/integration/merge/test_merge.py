@@ -28,10 +28,12 @@ from typing import Any
 
 import pytest
 
+from cdc_platform.iceberg import LAYOUT_PROPERTY, LAYOUT_VERSION, IncompatibleTableError
 from cdc_platform.lake_snapshots import day_tag, days_view
 from merge import records
 from merge.archive import ArchiveOverride
 from merge.job import Merger, MergeRequest, NotReadyError, merge_tables
+from merge.maintenance import Maintainer
 from simple_binlog.errors import ConfigError
 from tests.integration.merge.harness import Shop, history_times, snapshot_rows
 
@@ -470,3 +472,33 @@ def test_widened_column_keeps_old_partitions_readable(spark: Any, shop: Shop) ->
         ).collect()
     }
     assert widened == {k: (f"{r['amount']}00", r["qty"]) for k, r in day1_before.items()}
+
+
+def test_a_table_of_a_newer_layout_stops_merge_and_maintenance_before_they_read(
+    spark: Any, shop: Shop
+) -> None:
+    """The raw table as a newer cdc-mirror left it: the merge and ``maintain`` each stop with
+    one sentence naming the table's location and the cause, and change nothing."""
+    settings = shop.merge_settings(check=False, buckets=2)
+    merger = Merger(settings, spark)
+    shop.start_day(DAY1)
+    shop.insert(0, during(DAY1, shop.rng))
+    shop.write_raw(spark, DAY1)
+    raw = shop.lake_catalog(spark).name(shop.raw_database, shop.table)
+    newer = LAYOUT_VERSION + 1
+    spark.sql(f"ALTER TABLE {raw} SET TBLPROPERTIES ('{LAYOUT_PROPERTY}'='{newer}')")
+    raw_before = spark.sql(f"SELECT snapshot_id FROM {raw}.snapshots").collect()
+    where = settings.lake_location.child(f"{shop.raw_database}.db", shop.table)
+    sentence = (
+        f"the lake table {shop.raw_database}.{shop.table} at {where} cannot be used: it "
+        f"was written by a newer version of cdc-mirror ({LAYOUT_PROPERTY} {newer}; this "
+        f"version reads {LAYOUT_VERSION})."
+    )
+    with pytest.raises(IncompatibleTableError) as merging:
+        merger.merge(MergeRequest(shop.table, DAY1))
+    assert str(merging.value) == sentence
+    assert not merger.store.exists(shop.table)  # nothing merged
+    with pytest.raises(IncompatibleTableError) as maintaining:
+        Maintainer(settings, spark, merger.config).run()
+    assert str(maintaining.value) == sentence
+    assert spark.sql(f"SELECT snapshot_id FROM {raw}.snapshots").collect() == raw_before

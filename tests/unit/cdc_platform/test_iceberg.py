@@ -1,5 +1,5 @@
 """The Iceberg catalog's pure parts: the Spark settings per storage, the offsets a commit
-records, and the one table of storage errors."""
+records, the one table of storage errors, and which tables this version may use."""
 
 from __future__ import annotations
 
@@ -7,11 +7,15 @@ import pytest
 
 from cdc_platform.config import Settings
 from cdc_platform.iceberg import (
+    LAYOUT_PROPERTY,
+    LAYOUT_VERSION,
     KafkaOffsets,
     LakeAccessError,
     LakeUnreachableError,
     catalog_conf,
+    incompatibility,
     map_lake_error,
+    stamp,
     storage_for,
 )
 from cdc_platform.lake_location import LakeSettings, parse_location
@@ -96,3 +100,27 @@ def test_storage_failures_map_to_one_sentence(
 
 def test_an_unknown_failure_is_not_mapped() -> None:
     assert map_lake_error(S3, "AnalysisException: TABLE_OR_VIEW_NOT_FOUND", ()) is None
+
+
+def test_a_table_this_version_created_is_compatible() -> None:
+    assert incompatibility(stamp(), 2) is None
+    assert stamp()[LAYOUT_PROPERTY] == str(LAYOUT_VERSION)
+
+
+@pytest.mark.parametrize(
+    ("properties", "format_version", "cause"),
+    [
+        ({LAYOUT_PROPERTY: str(LAYOUT_VERSION + 1)}, 2, "written by a newer version of cdc-mirror"),
+        ({LAYOUT_PROPERTY: "0"}, 2, "written by another version of cdc-mirror"),
+        ({LAYOUT_PROPERTY: "x"}, 2, "written by another version of cdc-mirror"),
+        ({}, 2, "not created by cdc-mirror"),
+        ({LAYOUT_PROPERTY: str(LAYOUT_VERSION)}, 1, "an Iceberg format version 1 table"),
+        ({LAYOUT_PROPERTY: str(LAYOUT_VERSION)}, 3, "an Iceberg format version 3 table"),
+    ],
+)
+def test_a_table_of_another_layout_or_format_is_refused_with_its_cause(
+    properties: dict[str, str], format_version: int, cause: str
+) -> None:
+    found = incompatibility(properties, format_version)
+    assert found is not None and cause in found
+    assert "\n" not in found and not found.endswith(".")  # the caller ends the sentence
