@@ -154,6 +154,11 @@ def positions_topic(settings: KafkaSettings, instance: str) -> str:
     return f"{topic_name(settings, instance)}.positions"
 
 
+# The key of the record that opens each transaction in the positions topic (``KafkaPublisher.
+# _begin_transaction``); the position itself is keyed by the instance's name.
+OPENING_KEY_SUFFIX = ".transaction-opened"
+
+
 def dead_letter_topic(settings: KafkaSettings, instance: str) -> str:
     return f"{topic_name(settings, instance)}.dead-letter"
 
@@ -269,8 +274,7 @@ class KafkaPublisher(Publisher):
     def commit(self, position: CollectorPosition) -> None:
         producer = self._require_producer()
         if not self._in_transaction:
-            producer.begin_transaction()
-            self._in_transaction = True
+            self._begin_transaction()
         self._produce(
             self._positions_topic, self._instance.encode(), orjson.dumps(position.to_json())
         )
@@ -312,15 +316,33 @@ class KafkaPublisher(Publisher):
             raise CdcMirrorError("the publisher is not started.")
         return self._producer
 
+    def _begin_transaction(self) -> None:
+        """Begin a transaction and put the positions topic's partition in it at once.
+
+        Kafka adds a partition to a transaction (an AddPartitionsToTxn round trip to the
+        coordinator) before the first record sent to it in that transaction. The position
+        is known only at the commit, so without the opening record that round trip would
+        come at the commit, in series with the position's write and the commit itself,
+        while every row read meanwhile waits; made here, it overlaps the adding of rows.
+        The record has a key of its own: readers of the topic look at the instance's key only.
+        """
+        producer = self._require_producer()
+        try:
+            with kafka_errors("beginning a transaction"):
+                producer.begin_transaction()
+        except CdcMirrorError as exc:
+            self._raise_for(exc, "beginning a transaction")
+        self._in_transaction = True
+        self._produce(self._positions_topic, self._opening_key, b"")
+
+    @property
+    def _opening_key(self) -> bytes:
+        return f"{self._instance}{OPENING_KEY_SUFFIX}".encode()
+
     def _produce(self, topic: str, key: bytes, value: bytes, partition: int | None = None) -> None:
         producer = self._require_producer()
         if not self._in_transaction:
-            try:
-                with kafka_errors("beginning a transaction"):
-                    producer.begin_transaction()
-            except CdcMirrorError as exc:
-                self._raise_for(exc, "beginning a transaction")
-            self._in_transaction = True
+            self._begin_transaction()
         while True:
             try:
                 with kafka_errors("producing"):

@@ -8,9 +8,9 @@ import uuid
 from confluent_kafka import Consumer, TopicPartition
 
 from cdc_platform.config import Settings
-from cdc_platform.kafka import consumer_config
+from cdc_platform.kafka import consumer_config, read_to_end
 from collector.position import CollectorPosition
-from collector.publisher import KafkaPublisher
+from collector.publisher import OPENING_KEY_SUFFIX, KafkaPublisher, positions_topic
 from simple_binlog.message import EventType, SimpleBinlog, Source, decode_message
 from simple_binlog.naming import topic_name
 from simple_binlog.offsets import OffsetState
@@ -71,3 +71,38 @@ def test_a_commit_after_an_abort_with_queued_messages_succeeds(local_stack: Sett
         assert restarted.start() == position
     finally:
         restarted.close()
+
+
+def test_each_transaction_opens_with_a_record_beside_the_position(local_stack: Settings) -> None:
+    """The positions partition joins a transaction when it begins (its opening record), so the
+    commit does not wait for that; readers of the position see the instance's key only, and
+    an aborted transaction's records, the opening one included, are never read."""
+    kafka = local_stack.kafka.model_copy(update={"topic_prefix": f"p{uuid.uuid4().hex[:6]}."})
+    instance = f"pub-{uuid.uuid4().hex[:6]}"
+    publisher = KafkaPublisher(kafka, instance)
+    assert publisher.start() is None
+    first = CollectorPosition(instance, "0-1-7", OffsetState(1_800_000_000_000_002))
+    last = CollectorPosition(instance, "0-1-9", OffsetState(1_800_000_000_000_004))
+    try:
+        for key in range(3):
+            publisher.add(_message(key, "kept"))
+        publisher.commit(first)
+        publisher.add(_message(3, "aborted"))
+        publisher.abort()
+        publisher.commit(last)  # nothing added: the position's own transaction
+    finally:
+        publisher.close()
+
+    records = list(read_to_end(kafka, positions_topic(kafka, instance), idle_timeout_s=30))
+    opening = f"{instance}{OPENING_KEY_SUFFIX}".encode()
+    assert [r.key for r in records] == [opening, instance.encode()] * 2
+    restarted = KafkaPublisher(kafka, instance)
+    try:
+        assert restarted.start() == last
+    finally:
+        restarted.close()
+    assert sorted(m.content["id"] for m in _committed(kafka, topic_name(kafka, instance))) == [
+        0,
+        1,
+        2,
+    ]
