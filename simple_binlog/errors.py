@@ -2,7 +2,8 @@
 
 Driver exceptions (pymysql, librdkafka, redis, psycopg) are translated at the boundary with
 ``raise SomeError("one sentence") from exc``, so a user reads one sentence, not a stack of
-driver internals. The Kafka adapter (``cdc_platform.kafka``) does it in one table.
+driver internals. The Kafka, Redis and PostgreSQL adapters (``cdc_platform.kafka``,
+``redis_store``, ``warehouse``) do it in one table each.
 
 Two branches say whether doing the work again can help: ``RetriableError`` (retried by
 ``cdc_platform.retry``, with back-off) and ``FatalError`` (never retried: stop and say why).
