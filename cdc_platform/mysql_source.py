@@ -201,3 +201,82 @@ def connect(source: SourceAccess, **options: Any) -> pymysql.connections.Connect
     encrypted with a key it sends, without TLS.
     """
     return pymysql.connect(**connect_settings(source, **options))
+
+
+# -- positions as the servers print them ---------------------------------------------------------
+# A MySQL GTID set (``@@gtid_executed``: ``uuid:1-5:7,uuid:tag:1-3``) or a MariaDB GTID list
+# (``@@gtid_binlog_pos``: ``domain-server-seq,…``), read as text: the collector's preflight
+# compares the server's with its resume position, validation the collector's published one
+# with the source's. (The collector's typed, canonical GtidSet for the replication protocol
+# is ``collector.mysql_gtid``.)
+
+GtidSet = dict[str, list[tuple[int, int]]]
+"""A MySQL GTID set: source (``uuid`` or ``uuid:tag``) → inclusive intervals."""
+
+
+def gtid_set(text: str) -> GtidSet:
+    """A MySQL GTID set (``uuid:1-5:7,uuid:tag:1-3``) as source (``uuid`` or ``uuid:tag``)
+    → inclusive intervals."""
+    intervals: GtidSet = {}
+    for part in filter(None, (p.strip() for p in text.replace("\n", "").split(","))):
+        uuid, *rest = part.split(":")
+        key = uuid.lower()
+        for item in rest:
+            if item and not item[0].isdigit():
+                key = f"{uuid.lower()}:{item.lower()}"  # a tag: the intervals after it are its
+                continue
+            first, _, last = item.partition("-")
+            intervals.setdefault(key, []).append((int(first), int(last or first)))
+    return intervals
+
+
+def covers(outer: GtidSet, inner: GtidSet) -> bool:
+    """Whether every GTID of ``inner`` is in ``outer``."""
+    for key, ranges in inner.items():
+        merged = _merged(outer.get(key, []))
+        for first, last in ranges:
+            if not any(a <= first and last <= b for a, b in merged):
+                return False
+    return True
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for first, last in sorted(ranges):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return merged
+
+
+def mariadb_domains(text: str) -> dict[int, tuple[str, int]]:
+    """domain → (the GTID, its sequence) of a MariaDB GTID list (brackets allowed, as
+    ``Gtid_list`` events print it); the highest sequence per domain (a binlog state holds one
+    entry per domain and server). ValueError when ``text`` is not such a list."""
+    domains: dict[int, tuple[str, int]] = {}
+    for entry in filter(None, (e.strip() for e in text.strip("[] ").split(","))):
+        pieces = entry.split("-")
+        if len(pieces) != 3 or not all(piece.isdigit() for piece in pieces):
+            raise ValueError(f"{entry!r} is not a MariaDB GTID (domain-server-sequence).")
+        domain, seq = int(pieces[0]), int(pieces[2])
+        if domain not in domains or domains[domain][1] < seq:
+            domains[domain] = (entry, seq)
+    return domains
+
+
+def position_covers(published: str, wanted: str) -> bool:
+    """Whether the position ``published`` includes every transaction of the position
+    ``wanted``: both MariaDB GTID lists (per domain, a sequence at least as high) or both
+    MySQL GTID sets. An empty ``wanted`` is covered by anything."""
+    if not wanted.strip():
+        return True
+    try:
+        mine = mariadb_domains(wanted)
+    except ValueError:
+        return covers(gtid_set(published), gtid_set(wanted))
+    try:
+        theirs = mariadb_domains(published)
+    except ValueError:
+        return False
+    return all(domain in theirs and theirs[domain][1] >= seq for domain, (_, seq) in mine.items())

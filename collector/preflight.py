@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import pymysql
 
+from cdc_platform.mysql_source import covers, gtid_set, mariadb_domains
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
@@ -267,15 +268,15 @@ def _replay(subject: Subject, oldest: str, resume: str) -> str:
 
 
 def _mariadb_position(snapshot: ServerSnapshot, subject: Subject) -> list[Finding]:
-    resume = _mariadb_domains(subject.resume_gtid)
-    have = _mariadb_domains(snapshot.variable("gtid_binlog_pos"))
+    resume = mariadb_domains(subject.resume_gtid)
+    have = mariadb_domains(snapshot.variable("gtid_binlog_pos"))
     for domain, (text, seq) in sorted(resume.items()):
         if domain not in have or have[domain][1] < seq:
             latest = have[domain][0] if domain in have else "nothing"
             return [_ahead(subject, text, f"{latest} in GTID domain {domain}")]
     if snapshot.oldest_gtid_list is None:
         return []
-    oldest = _mariadb_domains(snapshot.oldest_gtid_list)
+    oldest = mariadb_domains(snapshot.oldest_gtid_list)
     for domain, (_text, seq) in sorted(oldest.items()):
         if domain not in resume or resume[domain][1] < seq:
             oldest_text = snapshot.oldest_gtid_list.strip("[] ") or "-"
@@ -301,17 +302,6 @@ def _ahead(subject: Subject, resume: str, latest: str) -> Finding:
     )
 
 
-def _mariadb_domains(text: str) -> dict[int, tuple[str, int]]:
-    """domain → (the GTID, its sequence) of a MariaDB GTID list; the highest sequence per
-    domain (a binlog state holds one entry per domain and server)."""
-    domains: dict[int, tuple[str, int]] = {}
-    for entry in filter(None, (e.strip() for e in text.strip("[] ").split(","))):
-        domain, _server, seq = (int(part) for part in entry.split("-"))
-        if domain not in domains or domains[domain][1] < seq:
-            domains[domain] = (entry, seq)
-    return domains
-
-
 def _mysql_position(snapshot: ServerSnapshot, subject: Subject) -> list[Finding]:
     if not subject.resume_gtid:
         return []  # read by file and position (no GTIDs): a purged file is the server's error
@@ -331,45 +321,6 @@ def _mysql_position(snapshot: ServerSnapshot, subject: Subject) -> list[Finding]
             )
         ]
     return []
-
-
-GtidSet = dict[str, list[tuple[int, int]]]
-
-
-def gtid_set(text: str) -> GtidSet:
-    """A MySQL GTID set (``uuid:1-5:7,uuid:tag:1-3``) as source (``uuid`` or ``uuid:tag``)
-    → inclusive intervals."""
-    intervals: GtidSet = {}
-    for part in filter(None, (p.strip() for p in text.replace("\n", "").split(","))):
-        uuid, *rest = part.split(":")
-        key = uuid.lower()
-        for item in rest:
-            if item and not item[0].isdigit():
-                key = f"{uuid.lower()}:{item.lower()}"  # a tag: the intervals after it are its
-                continue
-            first, _, last = item.partition("-")
-            intervals.setdefault(key, []).append((int(first), int(last or first)))
-    return intervals
-
-
-def covers(outer: GtidSet, inner: GtidSet) -> bool:
-    """Whether every GTID of ``inner`` is in ``outer``."""
-    for key, ranges in inner.items():
-        merged = _merged(outer.get(key, []))
-        for first, last in ranges:
-            if not any(a <= first and last <= b for a, b in merged):
-                return False
-    return True
-
-
-def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for first, last in sorted(ranges):
-        if merged and first <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
-        else:
-            merged.append((first, last))
-    return merged
 
 
 # -- I/O: the snapshot --------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from cdc_platform.config import KafkaSettings
 from cdc_platform.kafka import consumer_config, high_watermark, kafka_errors
+from cdc_platform.mysql_source import position_covers
 from simple_binlog.errors import ServiceUnavailableError
 
 Marks = dict[int, int]  # partition → offset
@@ -86,53 +87,6 @@ class KafkaWatermark:
 
 
 # -- the source's position: has the collector published it? --------------------------------
-
-
-def _mariadb_position(text: str) -> dict[int, int] | None:
-    """``domain-server-seq,…`` → seq by domain (None: not a MariaDB position)."""
-    found: dict[int, int] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        pieces = part.split("-")
-        if len(pieces) != 3 or not all(p.isdigit() for p in pieces):
-            return None
-        found[int(pieces[0])] = max(found.get(int(pieces[0]), 0), int(pieces[2]))
-    return found
-
-
-def _mysql_set(text: str) -> dict[str, list[tuple[int, int]]]:
-    """A MySQL GTID set (``uuid:1-5:7,uuid:tag:1-3``) → inclusive intervals by source."""
-    intervals: dict[str, list[tuple[int, int]]] = {}
-    for part in filter(None, (p.strip() for p in text.replace("\n", "").split(","))):
-        uuid, *rest = part.split(":")
-        key = uuid.lower()
-        for item in rest:
-            if item and not item[0].isdigit():
-                key = f"{uuid.lower()}:{item.lower()}"  # a tag: the intervals after it are its
-                continue
-            first, _, last = item.partition("-")
-            intervals.setdefault(key, []).append((int(first), int(last or first)))
-    return intervals
-
-
-def position_covers(published: str, wanted: str) -> bool:
-    """Whether the collector's committed position ``published`` includes every transaction
-    of the source position ``wanted`` (MariaDB ``@@gtid_binlog_pos`` or a MySQL GTID set)."""
-    if not wanted.strip():
-        return True
-    mine, theirs = _mariadb_position(wanted), _mariadb_position(published)
-    if mine is not None:
-        return theirs is not None and all(theirs.get(d, -1) >= s for d, s in mine.items())
-    have = _mysql_set(published)
-    for source, ranges in _mysql_set(wanted).items():
-        merged: list[tuple[int, int]] = []
-        for first, last in sorted(have.get(source, [])):
-            if merged and first <= merged[-1][1] + 1:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], last))
-            else:
-                merged.append((first, last))
-        if not all(any(a <= lo and hi <= b for a, b in merged) for lo, hi in ranges):
-            return False
-    return True
 
 
 def collector_positions_topic(topic: str) -> str:

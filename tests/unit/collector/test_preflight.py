@@ -13,10 +13,8 @@ from collector.preflight import (
     Preflight,
     ServerSnapshot,
     Subject,
-    covers,
     findings,
     granted,
-    gtid_set,
 )
 from simple_binlog.errors import ConfigError
 
@@ -278,16 +276,6 @@ def test_a_position_of_the_other_flavour_is_refused() -> None:
     found = only(findings(mysql(), MARIADB_AT))
     assert "resumes after a MariaDB GTID position (0-1-60) but" in found.sentence
     assert only(findings(mariadb(), MYSQL_AT)).check == "position"
-
-
-def test_gtid_sets() -> None:
-    assert gtid_set(f"{UUID}:1-3:5,\n{UUID.upper()}:tag:7") == {
-        UUID: [(1, 3), (5, 5)],
-        f"{UUID}:tag": [(7, 7)],
-    }
-    assert covers(gtid_set(f"{UUID}:1-3:4-9"), gtid_set(f"{UUID}:2-8"))
-    assert not covers(gtid_set(f"{UUID}:1-3:5-9"), gtid_set(f"{UUID}:2-8"))
-    assert covers(gtid_set(""), gtid_set(""))
 
 
 def test_fatal_findings_refuse_with_their_sentences() -> None:

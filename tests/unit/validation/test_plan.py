@@ -245,21 +245,6 @@ def test_scan_resumes_after_the_stored_key_with_the_stored_candidates() -> None:
     assert source.reads < 11 + 10  # the first 600 rows were not hashed again
 
 
-def test_position_covers_mariadb_and_mysql_positions() -> None:
-    from validation.watermark import position_covers
-
-    assert position_covers("0-1-100,1-2-7", "0-1-99")
-    assert position_covers("0-1-100", "0-1-100")
-    assert not position_covers("0-1-99", "0-1-100")
-    assert not position_covers("0-1-100", "0-1-5,1-2-3")  # a domain not published yet
-    assert position_covers("anything", "")
-    uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562"
-    assert position_covers(f"{uuid}:1-42", f"{uuid}:1-40")
-    assert position_covers(f"{uuid}:1-10:11-42", f"{uuid}:5-42")
-    assert not position_covers(f"{uuid}:1-40", f"{uuid}:1-42")
-    assert not position_covers(f"{uuid}:1-42", f"{uuid}:1-42,{uuid}:tag:1")
-
-
 def test_scan_asks_the_load_guard_before_each_source_chunk_and_waits_while_loaded() -> None:
     from cdc_platform.load_guard import LoadGuard, LoadSample
     from validation.plan import DescentStats
