@@ -203,26 +203,11 @@ class JobReplayService:
         self._stale_s = stale_s
 
     def start(self, request: ReplayRequest, table_mirror: str | None = None) -> str:
-        now = datetime.fromtimestamp(self._clock(), UTC)
-        run_id = new_run_id(now)
-        if self._check is not None:
-            self._check(request, run_id)  # CdcMirrorError: refused, nothing queued
+        """Check ``request`` and queue it. CdcMirrorError: refused, nothing queued."""
         with self._sessions.begin() as db:
-            db.add(
-                ReplayJob(
-                    run_id=run_id,
-                    request=request.model_dump(mode="json"),
-                    state="pending",
-                    rows_done=0,
-                    created_at=now,
-                    recorded=False,
-                    cancel_requested=False,
-                    table_mirror=table_mirror,
-                )
-            )
-        return run_id
+            return self.submit(db, request, table_mirror)
 
-    def submit(self, db: Session, request: ReplayRequest, table_mirror: str) -> str:
+    def submit(self, db: Session, request: ReplayRequest, table_mirror: str | None) -> str:
         """Check ``request`` and queue it in the caller's transaction ``db``: the job exists
         only if that transaction commits (a table mirror's initial load, created with the
         mirror or not at all). CdcMirrorError: refused, nothing queued."""
