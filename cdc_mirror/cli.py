@@ -401,7 +401,15 @@ def stream_writer_run(
 
 @app.command("merge")
 def merge(
-    dt: Annotated[str, typer.Option("--dt", help="The day to merge, YYYY-MM-DD.")],
+    dt: Annotated[str | None, typer.Option("--dt", help="The day to merge, YYYY-MM-DD.")] = None,
+    hour: Annotated[
+        str | None,
+        typer.Option(
+            "--hour",
+            help="Instead of --dt: the hour to merge, YYYY-MM-DDTHH (tables with hourly "
+            "snapshots; HH counts the hours since midnight in stream_writer.time_zone).",
+        ),
+    ] = None,
     table: Annotated[
         list[str] | None, typer.Option(help="Logical table to merge (repeatable).")
     ] = None,
@@ -433,14 +441,14 @@ def merge(
         ),
     ] = None,
 ) -> None:
-    """Daily Hive snapshot from the change layer, a line per table as each ends.
+    """Daily (or hourly) snapshot from the change layer, a line per table as each ends.
 
     Exit code 5 if any table failed, else 4 if a table's check against MySQL found a mismatch.
     """
     from merge.app import run_merge_command, write_outcomes  # noqa: PLC0415
 
     loaded = settings()
-    with registered(loaded, "merge", dt):
+    with registered(loaded, "merge", hour or dt or ""):
         outcomes = run_merge_command(
             loaded,
             dt,
@@ -452,6 +460,7 @@ def merge(
             console,
             err_console,
             skip_readiness,
+            hour,
         )
     if result_file is not None:
         write_outcomes(result_file, outcomes)

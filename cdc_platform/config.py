@@ -365,6 +365,8 @@ class TableRetention(_Section):
 
     snapshot_days: int | None = Field(None, ge=1)
     raw_days: int | None = Field(None, ge=1)
+    # Hour tags (``snapshots: hourly``) of days older than this many days are dropped.
+    hourly_days: int | None = Field(None, ge=1)
 
 
 class TableMirror(_Section):
@@ -385,6 +387,9 @@ class TableMirror(_Section):
     # Creation-time column for the daily checks against MySQL (counts per day).
     check_column: str | None = None
     archive_delete: ArchiveDeleteRule = ArchiveDeleteRule()
+    # ``daily``: a snapshot (tag) per day; ``hourly``: one per closed hour as well, the day's
+    # tag at its last hour (merge/hours.py, docs/merge.md).
+    snapshots: Literal["daily", "hourly"] = "daily"
     # How long `cdc-mirror maintain` keeps this table's day tags and raw days (None: the
     # maintenance section's defaults).
     retention: TableRetention = TableRetention()
@@ -415,6 +420,14 @@ class TableMirror(_Section):
         if value is not None and not _COLUMN_NAME.match(value):
             raise ValueError(f"{value!r} is not a column name")
         return value
+
+    @model_validator(mode="after")
+    def _hourly(self) -> Self:
+        if self.snapshots == "hourly" and "hive" not in self.targets:
+            raise ValueError("hourly snapshots need the table mirrored to Hive (targets: hive)")
+        if self.retention.hourly_days is not None and self.snapshots != "hourly":
+            raise ValueError("retention.hourly_days applies only to snapshots: hourly")
+        return self
 
     @property
     def name(self) -> str:
@@ -665,6 +678,8 @@ class MaintenanceSettings(_Section):
     snapshot_days: int = Field(35, ge=1)
     # Raw change rows (ods_binlog_source) of days older than this are deleted.
     raw_days: int = Field(35, ge=1)
+    # Hour tags of tables with hourly snapshots are dropped once their day is older than this.
+    hourly_days: int = Field(3, ge=1)
     # Snapshots no branch or tag needs any more are expired once older than this; the
     # newest retain_snapshots of every table's main branch are always kept.
     expire_after_hours: float = Field(24.0, ge=0)

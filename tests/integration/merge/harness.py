@@ -90,6 +90,7 @@ class Shop:
     days: set[str] = field(default_factory=set)
     ready: set[str] = field(default_factory=set)
     late: dict[str, dict[str, int]] = field(default_factory=dict)
+    watermark_ms: int | None = None  # the writer's global watermark committed by mark_ready
     _second: int = 0
     _seq: int = 0
     _serial: int = 0
@@ -318,14 +319,16 @@ class Shop:
         if ready:
             self.mark_ready(day)
 
-    def mark_ready(self, day: date, late_rows: dict[str, int] | None = None) -> None:
+    def mark_ready(self, day: date | None, late_rows: dict[str, int] | None = None) -> None:
         """The stream writer's committed progress, naming ``day`` ready (with ``late_rows``
-        of this shop's table counted for it)."""
+        of this shop's table counted for it; None: no new ready day), and its global
+        watermark at ``self.watermark_ms`` (hourly snapshots)."""
         from cdc_platform.iceberg import KafkaOffsets
         from cdc_platform.lake import WriterProgress, commit_writer_progress, ensure_progress_table
 
-        self.ready.add(str(day))
-        if late_rows is not None:
+        if day is not None:
+            self.ready.add(str(day))
+        if late_rows is not None and day is not None:
             self.late.setdefault(str(day), {}).update(late_rows)
         lake = self.lake_catalog(self.spark_session)
         ensure_progress_table(lake, self.raw_database)
@@ -338,6 +341,7 @@ class Shop:
                 "readyDays": sorted(self.ready),
                 "tableDays": {self.table: sorted(self.days)},
                 "lateRows": self.late,
+                "globalWatermarkMs": self.watermark_ms,
             },
         )
         offsets = KafkaOffsets({("cdc.test.merge", 0): self._batch})

@@ -188,6 +188,7 @@ class _FakeMerger:
             archive=SimpleNamespace(reason="rule off [test]"),
             check=None if ok is None else SimpleNamespace(ok=ok, mismatches=[] if ok else ["dt"]),
             readiness="ready",
+            hour=None,
         )
 
 
