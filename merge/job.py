@@ -40,7 +40,13 @@ from pyspark.sql import functions as F
 from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot, snapshot_from_settings
 from cdc_platform.iceberg import LakeCatalog, storage_for
-from cdc_platform.lake import WriterProgress, default_writer_name, raw_rows, read_writer_progress
+from cdc_platform.lake import (
+    PROGRESS_TABLE,
+    WriterProgress,
+    default_writer_name,
+    raw_rows,
+    read_writer_progress,
+)
 from cdc_platform.lake_snapshots import day_tag
 from cdc_platform.live_tables import LiveTableSource, open_live_tables
 from cdc_platform.mysql_schema import LiveSchema
@@ -348,6 +354,7 @@ class Merger:
         mirror = self.config.table(request.table)
         if "hive" not in mirror.targets:
             raise ConfigError(f"table {mirror.name!r} is not mirrored to Hive (targets).")
+        self._check_layouts(mirror.name)
         if request.hour is not None and mirror.snapshots != "hourly":
             raise ConfigError(
                 f"table mirror {mirror.name!r} has daily snapshots; set its snapshots: hourly "
@@ -418,6 +425,14 @@ class Merger:
                 records.merge_record_path(self.lake, mirror.name, dt), result.to_json()
             )
         return result
+
+    def _check_layouts(self, table: str) -> None:
+        """Before anything is read or written: the raw table, the writer's progress and the
+        snapshot table, where they exist, are of this version's layout (IncompatibleTableError
+        in one sentence otherwise)."""
+        raw = self.settings.stream_writer.database
+        self.raw_lake.check_compatible(raw, (table, PROGRESS_TABLE))
+        self.store.lake.check_compatible(self.store.database, (table,))
 
     def _apply(
         self,

@@ -125,6 +125,11 @@ class Maintainer:
         if not mirrors:
             raise ConfigError("no configured table is mirrored to Hive (tables: in the config).")
         raw_db = self.settings.stream_writer.database
+        # Before any step: a table written by an incompatible version (or not by cdc-mirror)
+        # stops the run, in one sentence naming it and the cause, with nothing changed.
+        mirrored = [mirror.name for mirror in mirrors]
+        self.snapshots.lake.check_compatible(raw_db, [*mirrored, DEAD_LETTER_TABLE])
+        self.snapshots.lake.check_compatible(self.settings.merge.database, mirrored)
         for mirror in mirrors:
             raw_days = mirror.retention.raw_days or self.settings.maintenance.raw_days
             self._raw(report, raw_db, mirror.name, raw_days)

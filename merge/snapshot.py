@@ -45,7 +45,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from cdc_platform.config import Settings
-from cdc_platform.iceberg import LakeCatalog, storage_for
+from cdc_platform.iceberg import LakeCatalog, stamp, storage_for
 from cdc_platform.lake_snapshots import (
     DAYS_DATABASE_SUFFIX,
     HOURS_DATABASE_SUFFIX,
@@ -244,7 +244,7 @@ class SnapshotStore:
         size = str(config.file_size_mb * 1024 * 1024)
         mode = config.write_mode
         properties = {
-            "format-version": "2",
+            **stamp(),  # the layout version, checked before every merge (IncompatibleTableError)
             "write.format.default": config.file_format,
             "write.merge.mode": mode,
             "write.update.mode": mode,
