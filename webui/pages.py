@@ -491,6 +491,10 @@ def tables_page(request: Request, db: DB, who: PageUser) -> Response:
     return render(request, "tables.html", who, mirrors=[(r, admin.table_mirror(r)) for r in rows])
 
 
+# A table mirror's own retention for `cdc-mirror maintain` (empty: the maintenance defaults).
+_RETENTION = ("snapshot_days", "raw_days", "hourly_days")
+
+
 def _mirror_values(form: FormData) -> dict[str, Any]:
     archive: dict[str, Any] = {}
     for field in ("min_deletes", "increment_factor", "older_than_days"):
@@ -509,6 +513,8 @@ def _mirror_values(form: FormData) -> dict[str, Any]:
         "redis_columns": _csv(form, "redis_columns"),
         "warehouse_delete": _text(form, "warehouse_delete") or "hard",
         "validation_every_h": _optional(form, "validation_every_h"),
+        "snapshots": _text(form, "snapshots") or "daily",
+        "retention": {name: _optional(form, f"retention_{name}") for name in _RETENTION},
     }
 
 
@@ -532,13 +538,16 @@ def _mirror_form_values(mirror: TableMirror | None) -> dict[str, Any]:
         "redis_columns": ", ".join(mirror.redis_columns or []),
         "warehouse_delete": mirror.warehouse_delete,
         "validation_every_h": mirror.validation_every_h or "",
+        "snapshots": mirror.snapshots,
+        **{f"retention_{n}": getattr(mirror.retention, n) or "" for n in _RETENTION},
     }
 
 
 def _mirror_typed_back(values: dict[str, Any]) -> dict[str, Any]:
     archive = values["archive_delete"]
     return {
-        **{k: v for k, v in values.items() if k != "archive_delete"},
+        **{k: v for k, v in values.items() if k not in ("archive_delete", "retention")},
+        **{f"retention_{n}": values["retention"].get(n) or "" for n in _RETENTION},
         "key": ", ".join(values["key"] or []),
         "redis_columns": ", ".join(values["redis_columns"] or []),
         "check_column": values["check_column"] or "",
