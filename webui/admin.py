@@ -17,7 +17,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session, selectinload
 
 from cdc_platform.config import Settings, TableMirror
-from cdc_platform.config_store import ConfigSnapshot, InstanceConfig, with_etag
+from cdc_platform.config_store import ConfigSnapshot, InstanceConfig, snapshot_tables, with_etag
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.routing import ShardRule
 from webui.models import (
@@ -344,6 +344,12 @@ def save_table_mirror(
         problems += capture_problems(instance, live.physical_tables)
     if problems:
         raise Problems(problems)
+    if existing is not None and "enabled" not in mirror.model_fields_set:
+        # An edit that does not say (the form, an API body without it) keeps the mirror
+        # enabled or disabled as it is; only set_table_mirror_enabled or an explicit
+        # ``enabled`` switches it.
+        current = get_table_mirror(db, existing)
+        mirror = mirror.model_copy(update={"enabled": table_mirror(current).enabled})
     spec = mirror.model_dump(mode="json", exclude={"instance"})
     if existing is None:
         row = TableMirrorRow(name=mirror.name, instance_id=instance.id, spec=spec, updated_at=now())
@@ -368,6 +374,8 @@ def save_table_mirror(
         before,
         {**spec, "instance": instance.name},
     )
+    if before is not None and before.get("enabled", True) and not mirror.enabled:
+        stop_initial_loads(db, actor, mirror.name)  # disabled through an edit (the API)
     return row
 
 
@@ -435,6 +443,35 @@ def capture_problems(instance: Instance, physical_tables: tuple[str, ...]) -> li
     ]
 
 
+def set_table_mirror_enabled(db: Session, actor: str, name: str, enabled: bool) -> bool:
+    """Enable or disable the mirror (audited); whether anything changed.
+
+    A disabled mirror stays in the admin with its settings, and leaves the configuration the
+    components read (``cdc_platform.config_store.snapshot_tables``): the stream writer,
+    merge, the scheduler and the mirrors stop it at their next look, between two batches, as
+    if it were removed; enabled again, they take it up from the next change on. Its queued
+    or running initial load is stopped as on removal."""
+    row = get_table_mirror(db, name)
+    before = {**row.spec, "instance": row.instance.name}
+    if table_mirror(row).enabled == enabled:
+        return False
+    row.spec = {**row.spec, "enabled": enabled}
+    row.updated_at = now()
+    row.instance.version += 1  # the collector config's etag moves with it
+    audit(
+        db,
+        actor,
+        "enable" if enabled else "disable",
+        "table_mirror",
+        name,
+        before,
+        {**row.spec, "instance": row.instance.name},
+    )
+    if not enabled:
+        stop_initial_loads(db, actor, name)
+    return True
+
+
 def delete_table_mirror(db: Session, actor: str, name: str) -> list[str]:
     """Delete the mirror (the components drop it at their next look at the configuration)
     and stop its initial load if one is queued or running; the stopped run ids."""
@@ -443,6 +480,12 @@ def delete_table_mirror(db: Session, actor: str, name: str) -> list[str]:
     row.instance.version += 1
     db.delete(row)
     audit(db, actor, "delete", "table_mirror", name, before, None)
+    return stop_initial_loads(db, actor, name)
+
+
+def stop_initial_loads(db: Session, actor: str, name: str) -> list[str]:
+    """Cancel the mirror's queued initial load, stop a running one after its current chunk
+    (audited); the run ids."""
     stopped = []
     for job in db.scalars(
         select(ReplayJob).where(
@@ -500,14 +543,14 @@ def collector_config(
     cached = cache.get(key) if cache is not None else None
     if cached is not None:
         return cached
-    tables = [
+    tables = snapshot_tables(
         table_mirror(t)
         for t in db.scalars(
             select(TableMirrorRow)
             .where(TableMirrorRow.instance_id == row.id)
             .order_by(TableMirrorRow.name)
         )
-    ]
+    )
     body: dict[str, Any] = {
         "instance": row.name,
         "version": row.version,
@@ -583,6 +626,28 @@ class SnapshotEtags:
             self._etags[key] = etag
 
 
+class RenderedByVersion:
+    """Page fragments rendered for one configuration version (``snapshot_version``) and
+    viewer, so a page listing hundreds of table mirrors renders them once per change rather
+    than on every request (issue 22, item 8: rendering 500 rows made tens of thousands of
+    objects a request, and the garbage collections they caused were the page's p95)."""
+
+    def __init__(self, max_entries: int = 16) -> None:
+        self._html: dict[tuple[Any, ...], str] = {}
+        self._max = max_entries
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[Any, ...]) -> str | None:
+        with self._lock:
+            return self._html.get(key)
+
+    def put(self, key: tuple[Any, ...], html: str) -> None:
+        with self._lock:
+            if len(self._html) >= self._max:
+                self._html.clear()  # older versions are never asked for again
+            self._html[key] = html
+
+
 def instance_config(row: Instance, keys: Keys | None = None) -> InstanceConfig:
     """An instance as the components see it; with ``keys``, its password decrypted (in
     memory only), for the web admin's own use of it or a collector token's snapshot."""
@@ -615,7 +680,7 @@ def config_snapshot(
         instance_config(row, keys if row.name == secret_for else None) for row in rows
     )
     names = {i.name for i in instances}
-    tables = tuple(
+    tables = snapshot_tables(
         mirror
         for mirror in (table_mirror(row) for row in list_table_mirrors(db))
         if mirror.instance in names
@@ -722,27 +787,18 @@ def list_tokens(db: Session) -> list[ApiToken]:
     return list(db.scalars(select(ApiToken).order_by(ApiToken.id)))
 
 
-# The token roles bound to one instance, whose password (only) they read: a collector's, and
-# a source reader's (a command that reads MySQL itself, e.g. ``cdc-mirror validate``).
-INSTANCE_ROLES = ("collector", "source_reader")
-
-
 def create_token(
     db: Session, settings: Settings, actor: str, owner: str, data: TokenIn
 ) -> TokenCreated:
     """A new token owned by ``owner`` (a user name): it dies with that account. A collector
-    or source_reader token is bound to one existing instance (``INSTANCE_ROLES``: the roles
-    that read that instance's password); other roles to none."""
+    token is bound to one existing instance; other roles to none."""
     problems = []
-    if data.role in INSTANCE_ROLES and not data.instance:
+    if data.role == "collector" and not data.instance:
         problems.append(
-            f"instance: a {data.role} token needs the name of the one instance whose config "
-            "it reads."
+            "instance: a collector token needs the name of the one instance whose config it reads."
         )
-    elif data.role not in INSTANCE_ROLES and data.instance:
-        problems.append(
-            "instance: only collector and source_reader tokens are bound to an instance."
-        )
+    elif data.role != "collector" and data.instance:
+        problems.append("instance: only collector tokens are bound to an instance.")
     elif (
         data.instance and db.scalar(select(Instance).where(Instance.name == data.instance)) is None
     ):
@@ -762,7 +818,7 @@ def create_token(
         token_hash=hash_token(secret),
         display_prefix=secret[:9],
         role=data.role,
-        instance=data.instance if data.role in INSTANCE_ROLES else None,
+        instance=data.instance if data.role == "collector" else None,
         created_by=owner,
         created_at=created,
         expires_at=created + timedelta(days=days),

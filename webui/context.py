@@ -12,7 +12,7 @@ from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot
 from cdc_platform.live_tables import LiveTableSource
 from cdc_platform.mysql_schema import LiveTables
-from webui.admin import CollectorConfigCache, SnapshotEtags
+from webui.admin import CollectorConfigCache, RenderedByVersion, SnapshotEtags
 from webui.auth import HashingPool, LoginThrottle
 from webui.provisioning import Provisioner
 from webui.replay import ReplayService
@@ -34,6 +34,7 @@ class WebContext:
     live_tables: Callable[[ConfigSnapshot], LiveTableSource] = LiveTables
     collector_configs: CollectorConfigCache = field(default_factory=CollectorConfigCache)
     config_snapshots: SnapshotEtags = field(default_factory=SnapshotEtags)
+    rendered: RenderedByVersion = field(default_factory=RenderedByVersion)
     login_throttle: LoginThrottle = field(default_factory=LoginThrottle)
     hashing: HashingPool = field(default_factory=HashingPool)
 

@@ -15,6 +15,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 from pydantic import SecretStr, ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -486,9 +487,18 @@ def delete_instance_form(
 
 
 @router.get("/tables")
-def tables_page(request: Request, db: DB, who: PageUser) -> Response:
-    rows = admin.list_table_mirrors(db)
-    return render(request, "tables.html", who, mirrors=[(r, admin.table_mirror(r)) for r in rows])
+def tables_page(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
+    # The rows change only with an audited change of an instance or a table mirror: they
+    # are rendered once per configuration version (and per role: admins see the actions).
+    key = ("tables", *admin.snapshot_version(db), who.can_edit)
+    rows = ctx.rendered.get(key)
+    if rows is None:
+        mirrors = [(r, admin.table_mirror(r)) for r in admin.list_table_mirrors(db)]
+        template = TEMPLATES.get_template("_table_mirror_rows.html")
+        rows = template.render(mirrors=mirrors, who=who)
+        ctx.rendered.put(key, rows)
+    # The rows come from the autoescaping template above: markup already.
+    return render(request, "tables.html", who, rows=Markup(rows))  # noqa: S704
 
 
 # A table mirror's own retention for `cdc-mirror maintain` (empty: the maintenance defaults).
@@ -609,6 +619,7 @@ def _mirror_setup_values(db: Session, ctx: WebContext, name: str) -> dict[str, A
     return {
         "resources": resources,
         "initial_loads": provisioning.initial_loads(ctx.replays, name),
+        "enabled": admin.table_mirror(admin.get_table_mirror(db, name)).enabled,
     }
 
 
@@ -735,6 +746,13 @@ def start_initial_load_form(
             errors=exc.messages,
             **_mirror_setup_values(db, ctx, name),
         )
+    return _see(f"/tables/{quote(name)}")
+
+
+@router.post("/tables/{name}/enabled")
+def enable_table_form(name: str, db: DB, who: PageUser, form: EditForm) -> Response:
+    """Disable the mirror (its components stop it, its settings stay) or enable it again."""
+    admin.set_table_mirror_enabled(db, who.name, name, _text(form, "enabled") == "true")
     return _see(f"/tables/{quote(name)}")
 
 
@@ -974,9 +992,8 @@ def create_token_form(
     values = {
         "name": _text(form, "name"),
         "role": role,
-        # The instance select is sent whatever the role; only the roles bound to an instance
-        # (collector, source_reader) keep it.
-        "instance": _optional(form, "instance") if role in admin.INSTANCE_ROLES else None,
+        # The instance select is sent whatever the role; only a collector token keeps it.
+        "instance": _optional(form, "instance") if role == "collector" else None,
         "expires_in_days": _optional(form, "expires_in_days"),
     }
     try:

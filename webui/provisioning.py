@@ -308,6 +308,13 @@ def submit_initial_load(
     """Queue (or start) the replay of ``mirror``'s existing rows; its run id. The replay
     worker's job is written in ``db``'s transaction, so it exists only if the mirror does.
     Raises admin.Problems with mock_replay's sentence when the request is refused."""
+    if not mirror.enabled:
+        raise admin.Problems(
+            [
+                f"table mirror {mirror.name!r} is disabled: its components skip its rows, "
+                "so enable it before starting its initial load."
+            ]
+        )
     try:
         request = ReplayRequest(
             instance=mirror.instance,

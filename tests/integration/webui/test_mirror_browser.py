@@ -1,6 +1,6 @@
 """Issue 22, item 9: a table mirror added in the web admin, in a real browser (Playwright
-driving Debian's chromium), reaches Redis and the warehouse without restarting anything, and
-stops reaching them once removed.
+driving Debian's chromium), reaches Redis and the warehouse without restarting anything, stops
+reaching them while disabled (another table keeps flowing) and again once removed.
 
 Everything runs as the real processes, started once for the module: ``cdc-mirror webui`` and
 its replay worker, a collector configured by the admin (``collector.config_source: webui``)
@@ -22,7 +22,7 @@ import subprocess
 import sys
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +58,7 @@ class Pipeline:
     admin: httpx.Client
     instance: str
     table: ShardedTable
+    keeper: ShardedTable  # another mirror of the instance, on both targets throughout
     component_token: str
     mirror_ports: dict[str, int]
 
@@ -225,7 +226,7 @@ def pipeline(local_stack: Settings, tmp_path_factory: pytest.TempPathFactory) ->
                 processes, (collector_port, *ports.values()), logs, strict=True
             ):
                 wait_for(lambda p=process, n=port, f=log: _ready(n, p, f), 90, f"{log.name} ready")
-            yield Pipeline(scoped, server, admin, instance, table, component, ports)
+            yield Pipeline(scoped, server, admin, instance, table, keeper, component, ports)
     finally:
         for process in processes:
             _stop(process)
@@ -295,20 +296,21 @@ def insert_rows(settings: Settings, table: ShardedTable, ids: range) -> set[int]
     return written
 
 
-def redis_ids(pipeline: Pipeline) -> set[int]:
+def redis_ids(pipeline: Pipeline, table: ShardedTable | None = None) -> set[int]:
     client = redis.Redis.from_url(pipeline.settings.redis.url.get_secret_value())
+    name = (table or pipeline.table).logical_name
     try:
-        prefix = f"{pipeline.settings.redis.key_prefix}:{pipeline.table.logical_name}:"
+        prefix = f"{pipeline.settings.redis.key_prefix}:{name}:"
         return {int(key.decode()[len(prefix) :]) for key in client.scan_iter(f"{prefix}*")}
     finally:
         client.close()
 
 
-def warehouse_ids(pipeline: Pipeline) -> set[int] | None:
+def warehouse_ids(pipeline: Pipeline, table: ShardedTable | None = None) -> set[int] | None:
     """The ids in the warehouse table; None while it does not exist."""
     with _pg(pipeline.settings) as conn:
         target = sql.Identifier(
-            pipeline.settings.mirror.warehouse_schema, pipeline.table.logical_name
+            pipeline.settings.mirror.warehouse_schema, (table or pipeline.table).logical_name
         )
         exists = conn.execute(
             "SELECT to_regclass(%s) IS NOT NULL", (target.as_string(conn),)
@@ -347,6 +349,27 @@ def skipped(port: int) -> float:
 
 def shot(page: Page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"mirror-{name}.png"), full_page=True)
+
+
+def mirrors_in_force(pipeline: Pipeline, what: str) -> None:
+    """Wait until both mirrors run with the admin's newest configuration."""
+    version = snapshot_version(pipeline)
+    for target, port in pipeline.mirror_ports.items():
+        wait_for(lambda p=port: config_version_in_force(p) == version, 10, f"{target} to {what}")
+
+
+def passed_over(pipeline: Pipeline, write: Callable[[], set[int]], what: str) -> set[int]:
+    """The ids ``write`` wrote, once both mirrors passed over them (as of a table they do not
+    mirror: ``cdc_mirror_skipped_messages``)."""
+    before = {target: skipped(port) for target, port in pipeline.mirror_ports.items()}
+    written = write()
+    for target, port in pipeline.mirror_ports.items():
+        wait_for(
+            lambda t=target, p=port: skipped(p) >= before[t] + len(written),
+            60,
+            f"the {target} mirror to pass over the rows written {what}",
+        )
+    return written
 
 
 def test_a_mirror_added_in_the_admin_reaches_redis_and_the_warehouse_and_stops_when_removed(
@@ -396,31 +419,61 @@ def test_a_mirror_added_in_the_admin_reaches_redis_and_the_warehouse_and_stops_w
         lambda: warehouse_ids(pipeline) == existing | live, 60, "the new rows in the warehouse"
     )
 
+    # Disabled: both mirrors stop applying it, while the instance's other mirror flows on.
+    page.click("#enable-form button[type=submit]")
+    expect(page.locator("#mirror-state")).to_contain_text("Disabled")
+    shot(page, "04-disabled")
+    mirrors_in_force(pipeline, f"stop {name}")
+    kept = insert_rows(pipeline.settings, pipeline.keeper, range(1, 11))
+    paused = passed_over(
+        pipeline,
+        lambda: insert_rows(pipeline.settings, pipeline.table, range(61, 71)),
+        "while it is disabled",
+    )
+    wait_for(lambda: redis_ids(pipeline, pipeline.keeper) == kept, 60, "the other table in Redis")
+    wait_for(
+        lambda: warehouse_ids(pipeline, pipeline.keeper) == kept,
+        60,
+        "the other table in the warehouse",
+    )
+    assert redis_ids(pipeline) == existing | live
+    assert warehouse_ids(pipeline) == existing | live
+    page.click("header nav >> text=Table mirrors")
+    expect(page.locator("tr", has_text=name).locator(".mirror-state")).to_have_text("disabled")
+
+    # Enabled again: changes from then on are applied (those made meanwhile need a load).
+    page.click(f'a[href="/tables/{name}"]')
+    page.click("#enable-form button[type=submit]")
+    expect(page.locator("#mirror-state")).to_contain_text("Enabled")
+    mirrors_in_force(pipeline, f"take {name} up again")
+    resumed = insert_rows(pipeline.settings, pipeline.table, range(71, 81))
+    wait_for(lambda: redis_ids(pipeline) == existing | live | resumed, 60, "resumed in Redis")
+    wait_for(
+        lambda: warehouse_ids(pipeline) == existing | live | resumed,
+        60,
+        "resumed in the warehouse",
+    )
+    assert not paused & redis_ids(pipeline)
+    flowing = existing | live | resumed
+
     # Removed: the confirmation page says what stays; the mirrors drop the table.
     page.click("#remove-link")
     leftovers = page.locator("#leftovers")
     expect(leftovers).to_contain_text(f"{pipeline.settings.postgres.warehouse_db}.{table_name}")
     expect(leftovers).to_contain_text(f"{pipeline.settings.redis.key_prefix}:{name}:*")
     expect(leftovers).to_contain_text(pipeline.topic)
-    shot(page, "04-remove")
+    shot(page, "05-remove")
     page.click("#remove-form button[type=submit]")
     expect(page).to_have_url(f"{pipeline.server.url}/tables")
     expect(page.locator("table")).not_to_contain_text(name)
-    version = snapshot_version(pipeline)
-    for target, port in pipeline.mirror_ports.items():
-        wait_for(
-            lambda p=port: config_version_in_force(p) == version, 10, f"{target} to drop {name}"
-        )
+    mirrors_in_force(pipeline, f"drop {name}")
 
     # Rows written after the removal are published by the collector (its patterns still
     # take the tables) and passed over by both mirrors.
-    before = {target: skipped(port) for target, port in pipeline.mirror_ports.items()}
-    later = insert_rows(pipeline.settings, pipeline.table, range(61, 71))
-    for target, port in pipeline.mirror_ports.items():
-        wait_for(
-            lambda t=target, p=port: skipped(p) >= before[t] + len(later),
-            60,
-            f"the {target} mirror to pass over the rows written after the removal",
-        )
-    assert redis_ids(pipeline) == existing | live
-    assert warehouse_ids(pipeline) == existing | live
+    passed_over(
+        pipeline,
+        lambda: insert_rows(pipeline.settings, pipeline.table, range(81, 91)),
+        "after the removal",
+    )
+    assert redis_ids(pipeline) == flowing
+    assert warehouse_ids(pipeline) == flowing

@@ -15,11 +15,16 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from cdc_platform.config import Settings, TableMirror
+from cdc_platform.config_store import snapshot_from_settings
 from mock_replay.condition import compile_condition
 from tests.unit.webui.harness import (
     ORDERS_SCHEMA,
+    VIEWER_PASSWORD,
+    create_viewer,
     instance_body,
     login,
+    make_token,
     mirror_body,
     webui_settings,
 )
@@ -296,3 +301,103 @@ def test_the_warehouse_table_waits_for_the_first_change_only_when_governance_ret
     later = warehouse_waits_for({"id": "pass", "phone": "hash", "a": "drop"}, governance_on=True)
     assert later is not None
     assert "first change: governance rewrites columns a, phone" in later
+
+
+# --- disabling a mirror (issue 22, item 9: "disable it → they stop") -----------------------
+
+
+def _snapshot_tables(client: TestClient, token: str) -> list[str]:
+    answer = client.get("/api/config-snapshot", headers={"Authorization": f"Bearer {token}"})
+    assert answer.status_code == 200, answer.text
+    return [t["db_prefix"] + "_" + t["table_prefix"] for t in answer.json()["tables"]]
+
+
+def test_a_disabled_mirror_leaves_the_components_configuration_until_enabled_again(
+    admin: Admin, client: TestClient
+) -> None:
+    csrf = client.headers["X-CSRF-Token"]
+    assert client.post("/tables/new", data=form(client), follow_redirects=False).status_code == 303
+    component = make_token(client, csrf, "component")
+    collector = make_token(client, csrf, "collector")
+    assert _snapshot_tables(client, component) == [NAME]
+    assert "Disable" in client.get(f"/tables/{NAME}").text
+
+    disabled = client.post(f"/tables/{NAME}/enabled", data={"csrf_token": csrf, "enabled": "false"})
+    assert disabled.status_code == 200  # after the redirect: the mirror's page
+    assert 'id="mirror-state"' in disabled.text and "Disabled" in disabled.text
+    # The components' configuration leaves it out (as a removed one); the admin keeps it.
+    assert _snapshot_tables(client, component) == []
+    config = client.get(
+        "/api/collector-config/orders", headers={"Authorization": f"Bearer {collector}"}
+    )
+    assert config.json()["tables"] == []
+    assert admin.mirrors() == [NAME]
+    assert client.get(f"/api/table-mirrors/{NAME}").json()["mirror"]["enabled"] is False
+    assert 'class="mirror-state">disabled' in client.get("/tables").text
+    # Its queued initial load stops with it; a new one is refused until it is enabled.
+    assert {j.state for j in admin.jobs()} == {"cancelled"}
+    refused = client.post(f"/tables/{NAME}/initial-load", data={"csrf_token": csrf})
+    assert refused.status_code == 422 and "is disabled" in refused.text
+    # Saving the form (which says nothing of it) keeps it disabled.
+    saved = client.post(f"/tables/{NAME}", data=form(client, redis_ttl_s="60"))
+    assert saved.status_code == 200 and "Disabled" in saved.text
+    assert _snapshot_tables(client, component) == []
+
+    enabled = client.post(f"/tables/{NAME}/enabled", data={"csrf_token": csrf, "enabled": "true"})
+    assert enabled.status_code == 200 and "Enabled" in enabled.text
+    assert _snapshot_tables(client, component) == [NAME]
+    with admin.sessions() as db:
+        actions = list(
+            db.scalars(
+                select(AuditEntry.action)
+                .where(AuditEntry.object_type == "table_mirror", AuditEntry.object_name == NAME)
+                .order_by(AuditEntry.id)
+            )
+        )
+    assert actions == ["create", "disable", "update", "enable"]
+
+
+def test_a_viewer_cannot_disable_a_mirror(admin: Admin, client: TestClient) -> None:
+    csrf = client.headers["X-CSRF-Token"]
+    assert (
+        client.post("/api/table-mirrors?initial_load=false", json=mirror_body()).status_code == 201
+    )
+    create_viewer(client, csrf)
+    with TestClient(admin.app) as viewer:
+        viewer_csrf = login(viewer, "viewer", VIEWER_PASSWORD)
+        assert 'id="enable-form"' not in viewer.get(f"/tables/{NAME}").text
+        refused = viewer.post(
+            f"/tables/{NAME}/enabled", data={"csrf_token": viewer_csrf, "enabled": "false"}
+        )
+        assert refused.status_code == 403
+    assert client.get(f"/api/table-mirrors/{NAME}").json()["mirror"]["enabled"] is True
+
+
+def test_the_table_list_shows_each_change_and_each_role_its_own_actions(
+    admin: Admin, client: TestClient
+) -> None:
+    """The list's rows are rendered once per configuration version: a change shows at once."""
+    csrf = client.headers["X-CSRF-Token"]
+    assert "No table mirrors yet." in client.get("/tables").text
+    assert (
+        client.post("/api/table-mirrors?initial_load=false", json=mirror_body()).status_code == 201
+    )
+    listed = client.get("/tables").text
+    assert f'href="/tables/{NAME}"' in listed and "Remove…" in listed
+    create_viewer(client, csrf)
+    with TestClient(admin.app) as viewer:
+        login(viewer, "viewer", VIEWER_PASSWORD)
+        seen = viewer.get("/tables").text
+        assert f'href="/tables/{NAME}"' in seen and "Remove…" not in seen
+    assert client.delete(f"/api/table-mirrors/{NAME}").status_code == 204
+    assert "No table mirrors yet." in client.get("/tables").text
+
+
+def test_the_file_configuration_leaves_disabled_mirrors_out_too() -> None:
+    settings = Settings(
+        tables=[
+            TableMirror(db_prefix="a", table_prefix="t"),
+            TableMirror(db_prefix="b", table_prefix="t", enabled=False),
+        ]
+    )
+    assert [t.name for t in snapshot_from_settings(settings).tables] == ["a_t"]
