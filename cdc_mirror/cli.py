@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
@@ -645,6 +646,12 @@ def validate_command(
     result_file: Annotated[
         Path | None, typer.Option(help="Also write the outcome as JSON here (for a scheduler).")
     ] = None,
+    record: Annotated[
+        bool,
+        typer.Option(
+            help="Record the run in the web admin's run history (config_store.source webui)."
+        ),
+    ] = True,
 ) -> None:
     """Compare TABLE in MySQL with each target chunk by chunk (hashes computed in each
     store), name the keys missing, extra or different, and show their rows side by side.
@@ -666,6 +673,7 @@ def validate_command(
         raise ConfigError(f"--target {unknown[0]!r}: validation knows {', '.join(TARGETS)}.")
     loaded = settings()
     options = Options.from_settings(loaded, chunk_rows=chunk_rows, chunk_time_s=chunk_time or None)
+    started = time.time()
     result = run_validation(
         loaded,
         table,
@@ -679,6 +687,10 @@ def validate_command(
         console.print(escape(line), highlight=False)
     if result_file is not None:
         write_result(result, result_file)
+    if record:
+        from cdc_mirror.validation_runs import record_validation  # noqa: PLC0415
+
+        record_validation(loaded, result, started, time.time())
     code = exit_code(result)
     if code != ExitCode.OK:
         raise typer.Exit(code)

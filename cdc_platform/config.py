@@ -760,6 +760,11 @@ class ConfigStoreSettings(_Section):
     webui_url: str = "http://127.0.0.1:39200"
     # A web admin token of role 'component' (reads the table configuration, no secrets).
     token: SecretStr | None = None
+    # By instance name, a web admin token of role 'source_reader' made for that instance: its
+    # snapshot carries that instance's MySQL password (only), for the commands that read
+    # MySQL themselves (cdc-mirror validate and its repair; cdc_platform.config_store
+    # .load_source_snapshot). Each read is audited under the token's name.
+    source_tokens: dict[str, SecretStr] = Field(default_factory=dict)
     # A change reaches a running component within this (plus one batch).
     poll_interval_s: float = Field(2.0, gt=0, le=5)
     timeout_s: float = Field(5.0, gt=0)

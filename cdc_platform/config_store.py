@@ -7,8 +7,10 @@ One interface, ``ConfigStore``, chosen by ``config_store.source`` (``open_config
   when the file changes (size, mtime or content).
 - ``AdminConfigStore``: the web admin's database through ``GET /api/config-snapshot`` with a
   scoped token (role ``component``: no secrets), polled with ``If-None-Match``; a 304 costs
-  the admin one small query. ``AdminFeed`` is the one HTTP poller with ETags, also used by
-  the collector's own config (``collector.remote_config``).
+  the admin one small query. A command that reads MySQL itself gets one instance's password
+  with that instance's ``source_reader`` token (``load_source_snapshot``). ``AdminFeed`` is
+  the one HTTP poller with ETags, also used by the collector's own config
+  (``collector.remote_config``).
 - ``FakeConfigStore``: the fake, real code for unit tests (``publish`` a snapshot).
 
 A component holds a ``ConfigWatch``: it polls the store in a thread and keeps the newest
@@ -493,13 +495,15 @@ class AdminConfigStore(ConfigStore):
         token: SecretStr,
         timeout_s: float = 5.0,
         transport: httpx.BaseTransport | None = None,
+        setting_name: str = "config_store.token",
+        refusal_advice: str = "use an unexpired web admin token of role 'component'.",
     ) -> None:
         self._feed = AdminFeed(
             webui_url.rstrip("/") + SNAPSHOT_PATH,
             token,
             timeout_s,
-            setting_name="config_store.token",
-            refusal_advice="use an unexpired web admin token of role 'component'.",
+            setting_name=setting_name,
+            refusal_advice=refusal_advice,
             transport=transport,
         )
 
@@ -555,6 +559,59 @@ def load_snapshot(settings: Settings, config_file: Path | None = None) -> Config
     problems = validate_snapshot(snapshot)
     if problems:
         raise ConfigError(f"the configuration from {store.where} is refused: {problems[0]}")
+    return snapshot
+
+
+def load_source_snapshot(
+    settings: Settings,
+    instance: str,
+    config_file: Path | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> ConfigSnapshot:
+    """The snapshot with ``instance``'s MySQL password, for a command that reads MySQL
+    itself (``cdc-mirror validate`` and its repair). From the file: the file's snapshot. From
+    the web admin: read with ``config_store.source_tokens[instance]``, a token of role
+    ``source_reader`` made for that instance, so it holds that instance (with its password)
+    and its table mirrors only, and the admin audits the read under the token's name. The
+    component token never carries a password. ConfigError (one sentence) when there is no
+    such token, the admin refuses it, or the snapshot lacks the instance's password."""
+    chosen = settings.config_store
+    setting = f"config_store.source_tokens[{instance!r}]"
+    if chosen.source != "webui":
+        snapshot = load_snapshot(settings, config_file)
+    else:
+        token = chosen.source_tokens.get(instance)
+        if token is None:
+            raise ConfigError(
+                f"reading MySQL instance {instance!r} with config_store.source 'webui' needs "
+                f"{setting}: a web admin token of role 'source_reader' made for that instance "
+                "(the web admin keeps the passwords)."
+            )
+        store = AdminConfigStore(
+            chosen.webui_url,
+            token,
+            chosen.timeout_s,
+            transport,
+            setting_name=setting,
+            refusal_advice=(
+                f"use an unexpired web admin token of role 'source_reader' made for {instance!r}."
+            ),
+        )
+        try:
+            snapshot = store.load()
+        finally:
+            store.close()
+        problems = validate_snapshot(snapshot)
+        if problems:
+            raise ConfigError(f"the configuration from {store.where} is refused: {problems[0]}")
+    found = [i for i in snapshot.instances if i.name == instance]
+    if not found or found[0].password is None:
+        raise ConfigError(
+            f"the web admin's answer to {setting} carries no password for instance "
+            f"{instance!r}; the token must be of role 'source_reader', made for that instance."
+            if chosen.source == "webui"
+            else f"there is no instance named {instance!r} in the configuration."
+        )
     return snapshot
 
 

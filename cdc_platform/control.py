@@ -116,6 +116,41 @@ class ValidationResult(BaseModel):
         return self.missing + self.extra + self.different
 
 
+# Keys shown per target: enough to start looking, few enough for a page and a run record.
+SAMPLE_KEYS = 10
+
+
+def validation_results(document: dict[str, Any]) -> list[ValidationResult]:
+    """Each target's outcome from ``cdc-mirror validate --result-file``'s JSON
+    (``TableValidation.to_json``): unreachable targets too, with their sentence."""
+    repair = document.get("repair")
+    still = (repair or {}).get("stillDiffering", {})
+    results = []
+    for target in document.get("targets", []):
+        differences = target.get("differences", {})
+        keys = [key for found in differences.values() for key in found]
+        name = target["target"]
+        results.append(
+            ValidationResult(
+                target=name,
+                verdict="equal" if target["equal"] else "differs",
+                rows=target.get("rows", 0),
+                chunks=target.get("chunks", 0),
+                missing=len(differences.get("missing", [])),
+                extra=len(differences.get("extra", [])),
+                different=len(differences.get("different", [])),
+                unsettled=len(target.get("unsettled", [])),
+                sample_keys=keys[:SAMPLE_KEYS],
+                repaired=None if repair is None else len(keys),
+                still_differing=None if repair is None else len(still.get(name, [])),
+                seconds=target.get("seconds", 0.0),
+            )
+        )
+    for name, sentence in (document.get("unreachable") or {}).items():
+        results.append(ValidationResult(target=name, verdict="unreachable", error=sentence))
+    return results
+
+
 class RunRecord(BaseModel):
     """One run of the scheduler (or a re-run an operator requested: state ``requested``)."""
 

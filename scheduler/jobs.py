@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot
-from cdc_platform.control import RunState, ValidationResult
+from cdc_platform.control import RunState, ValidationResult, validation_results
 from scheduler.plan import Due
 from simple_binlog.errors import ExitCode
 
@@ -140,6 +140,7 @@ class CommandJobs:
                 *(f"--target={t}" for t in targets),
                 "--result-file",
                 str(result_file),
+                "--no-record",  # the run is recorded here, with its outcome
             )
         template = self._settings.scheduler.maintenance_command
         if not template:
@@ -182,41 +183,6 @@ def _end(child: subprocess.Popen[bytes]) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
-
-
-# Keys shown per target: enough to start looking, few enough for a page and a run record.
-SAMPLE_KEYS = 10
-
-
-def validation_results(document: dict[str, Any]) -> list[ValidationResult]:
-    """Each target's outcome from ``cdc-mirror validate --result-file``'s JSON
-    (``TableValidation.to_json``): unreachable targets too, with their sentence."""
-    repair = document.get("repair")
-    still = (repair or {}).get("stillDiffering", {})
-    results = []
-    for target in document.get("targets", []):
-        differences = target.get("differences", {})
-        keys = [key for found in differences.values() for key in found]
-        name = target["target"]
-        results.append(
-            ValidationResult(
-                target=name,
-                verdict="equal" if target["equal"] else "differs",
-                rows=target.get("rows", 0),
-                chunks=target.get("chunks", 0),
-                missing=len(differences.get("missing", [])),
-                extra=len(differences.get("extra", [])),
-                different=len(differences.get("different", [])),
-                unsettled=len(target.get("unsettled", [])),
-                sample_keys=keys[:SAMPLE_KEYS],
-                repaired=None if repair is None else len(keys),
-                still_differing=None if repair is None else len(still.get(name, [])),
-                seconds=target.get("seconds", 0.0),
-            )
-        )
-    for name, sentence in (document.get("unreachable") or {}).items():
-        results.append(ValidationResult(target=name, verdict="unreachable", error=sentence))
-    return results
 
 
 def _validation_outcome(result_file: Path) -> list[ValidationResult] | None:

@@ -84,6 +84,15 @@ class SchedulerMetrics:
         )
         self.leader.set(0)
 
+    def validation_gauges(self) -> tuple[Gauge, ...]:
+        return (
+            self.validation_mismatched,
+            self.validation_rows,
+            self.validation_unreachable,
+            self.validation_last_run,
+            self.validation_last_equal,
+        )
+
     def validated(self, table: str, results: Sequence[ValidationResult], ended: float) -> None:
         """A validation run of ``table`` ended at ``ended`` with ``results``."""
         for result in results:

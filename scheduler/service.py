@@ -290,7 +290,13 @@ class Scheduler:
                 stop.wait(self._settings.tick_s)
         finally:
             self.metrics.leader.set(0)
-            # A standby's per-table figures would be stale: only the active one reports them.
-            for gauge in (self.metrics.days_behind, self.metrics.red_days, self.metrics.gave_up):
+            # A standby's per-table figures would be stale: only the active one reports them
+            # (a stale mismatch would keep an alert firing after the new leader found it equal).
+            for gauge in (
+                self.metrics.days_behind,
+                self.metrics.red_days,
+                self.metrics.gave_up,
+                *self.metrics.validation_gauges(),
+            ):
                 gauge.clear()
             self.blocked.clear()

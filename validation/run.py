@@ -7,6 +7,7 @@ mismatch), and with a ``repair`` function the differing keys re-published and re
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import queue
 import threading
@@ -40,8 +41,11 @@ from validation.table import TableShape
 log = logging.getLogger(__name__)
 
 _BINARY_KINDS = (Kind.BINARY, Kind.GEOMETRY)
-Target = Literal["warehouse", "redis"]
-TARGETS: tuple[Target, ...] = ("warehouse", "redis")
+Target = Literal["warehouse", "redis", "kudu", "lake", "snapshot"]
+TARGETS: tuple[Target, ...] = ("warehouse", "redis", "kudu", "lake", "snapshot")
+# The lake's targets are the table mirror's "hive" target: its current state always, the
+# snapshot of a day when one is asked for (``Options.snapshot_day``).
+_LAKE_TARGETS: tuple[Target, ...] = ("lake", "snapshot")
 _WINDOWS_AHEAD = 8  # MySQL's windows hashed but not yet compared, at most
 
 
@@ -66,6 +70,7 @@ class Options:
     max_threads_running: int = 32
     max_replica_lag_s: int = 30
     pause_poll_s: float = 2.0
+    snapshot_day: dt.date | None = None  # the "snapshot" target's day
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> Options:
@@ -355,6 +360,10 @@ def _settle_into(
 
 
 def _target_side(settings: Settings, mirror: TableMirror, target: Target, shape: TableShape) -> Any:
+    if target == "kudu":
+        from validation.kudu import KuduSide, kudu_jars  # noqa: PLC0415 - starts a JVM
+
+        return KuduSide(settings.kudu, kudu_jars(settings.kudu, settings.stack.home), shape)
     if target == "warehouse":
         from validation.warehouse import WarehouseSide  # noqa: PLC0415
 
@@ -382,8 +391,11 @@ def _session(
     watermark: Watermark | None,
 ) -> Iterator[_Session]:
     mirror = settings.table(table)
-    if target not in mirror.targets:
-        raise ConfigError(f"table {table!r} is not mirrored to {target}.")
+    mirrored = "hive" if target in _LAKE_TARGETS else target
+    if mirrored not in mirror.targets:
+        raise ConfigError(f"table {table!r} is not mirrored to {mirrored}.")
+    if target == "snapshot" and options.snapshot_day is None:
+        raise ConfigError("validating the snapshot of a day needs the day (--day YYYY-MM-DD).")
     instance = settings.instance(mirror.instance)
     router = ShardRouter(list(settings.shard_rules))
     source = MySqlSide(instance)
@@ -391,8 +403,23 @@ def _session(
         shape = source.read_shape(router, mirror)
         if target == "redis":
             shape = source.shape = shape.projected(mirror.redis_columns)
-        side = _target_side(settings, mirror, target, shape)
-        own_watermark = None
+        if target in _LAKE_TARGETS:
+            from validation.lake import lake_sides  # noqa: PLC0415 - starts Spark
+
+            lake = lake_sides(
+                settings,
+                shape,
+                source,
+                target,
+                options.snapshot_day,
+                watermark,
+                options.watermark_timeout_s,
+            )
+            source, side, watermark = lake.source, lake.side, lake.watermark
+            own_watermark = lake.own_watermark
+        else:
+            side = _target_side(settings, mirror, target, shape)
+            own_watermark = None
         if watermark is None:
             from validation.watermark import KafkaWatermark, PositionWatermark  # noqa: PLC0415
 
@@ -579,8 +606,11 @@ def validate_table(
     every target to apply them and re-check them (``after_repair``). A target that cannot be
     reached is in ``unreachable``, never a mismatch. The scheduler's entry point."""
     mirror = settings.table(table)
-    chosen = list(targets) if targets else [t for t in TARGETS if t in mirror.targets]
     options = options or Options.from_settings(settings)
+    mirrored = set(mirror.targets) | ({"lake"} if "hive" in mirror.targets else set())
+    if "hive" in mirror.targets and options.snapshot_day is not None:
+        mirrored.add("snapshot")
+    chosen = list(targets) if targets else [t for t in TARGETS if t in mirrored]
     result = TableValidation(table)
     wanted: dict[Key, None] = {}
     shape: TableShape | None = None
@@ -607,7 +637,9 @@ def validate_table(
         tuple(tuple(shape.key_wire(k)) for k in keys),
     )
     result.repaired = repair(result.repair)
-    for target in [t for t in chosen if t not in result.unreachable]:
+    # A day's snapshot is history: the repair reaches the lake's current state (and the next
+    # merges), not a day already merged, so it is not re-checked.
+    for target in [t for t in chosen if t not in result.unreachable and t != "snapshot"]:
         watermark = (watermarks or {}).get(target)
         try:
             result.after_repair.append(recheck(settings, table, target, keys, options, watermark))

@@ -787,18 +787,27 @@ def list_tokens(db: Session) -> list[ApiToken]:
     return list(db.scalars(select(ApiToken).order_by(ApiToken.id)))
 
 
+# The token roles bound to one instance, whose password (only) they read: a collector's, and
+# a source reader's (a command that reads MySQL itself, e.g. ``cdc-mirror validate``).
+INSTANCE_ROLES = ("collector", "source_reader")
+
+
 def create_token(
     db: Session, settings: Settings, actor: str, owner: str, data: TokenIn
 ) -> TokenCreated:
     """A new token owned by ``owner`` (a user name): it dies with that account. A collector
-    token is bound to one existing instance; other roles to none."""
+    or source_reader token is bound to one existing instance (``INSTANCE_ROLES``: the roles
+    that read that instance's password); other roles to none."""
     problems = []
-    if data.role == "collector" and not data.instance:
+    if data.role in INSTANCE_ROLES and not data.instance:
         problems.append(
-            "instance: a collector token needs the name of the one instance whose config it reads."
+            f"instance: a {data.role} token needs the name of the one instance whose config "
+            "it reads."
         )
-    elif data.role != "collector" and data.instance:
-        problems.append("instance: only collector tokens are bound to an instance.")
+    elif data.role not in INSTANCE_ROLES and data.instance:
+        problems.append(
+            "instance: only collector and source_reader tokens are bound to an instance."
+        )
     elif (
         data.instance and db.scalar(select(Instance).where(Instance.name == data.instance)) is None
     ):
@@ -818,7 +827,7 @@ def create_token(
         token_hash=hash_token(secret),
         display_prefix=secret[:9],
         role=data.role,
-        instance=data.instance if data.role == "collector" else None,
+        instance=data.instance if data.role in INSTANCE_ROLES else None,
         created_by=owner,
         created_at=created,
         expires_at=created + timedelta(days=days),

@@ -528,11 +528,12 @@ def config_snapshot(
 ) -> Response:
     """Instances, their shard rules and the table mirrors, for the components
     (``cdc_platform.config_store.AdminConfigStore``). Tokens of role ``component``, viewers
-    and admins read it without any password; a collector token reads only its own instance,
-    with the password (audited like the collector config). ``version`` grows with every
-    audited change to an instance or a table mirror; poll with ``If-None-Match``."""
+    and admins read it without any password; a ``collector`` or ``source_reader`` token reads
+    only its own instance, with the password (each hand-over audited as ``read_secret`` under
+    the token's name, like the collector config). ``version`` grows with every audited change
+    to an instance or a table mirror; poll with ``If-None-Match``."""
     scope: str | None = None
-    if principal.role == "collector":
+    if principal.role in admin.INSTANCE_ROLES:
         if principal.kind != "token" or principal.instance is None:
             # Audited like a refused collector config: the refusal stays on record.
             admin.audit_secret_read(

@@ -10,8 +10,11 @@ may do.
   double-submit cookie.
 - Roles: ``admin`` edits, ``viewer`` reads; tokens may also have ``collector``, which may
   only read the collector config of the one instance it was made for (and the configuration
-  snapshot with that instance's password), or ``component``, which may only read the
-  configuration snapshot, without any password.
+  snapshot with that instance's password), ``component``, which may only read the
+  configuration snapshot, without any password, or ``source_reader``, which may only read the
+  configuration snapshot of the one instance it was made for, with that instance's password
+  (for a command that reads MySQL itself: ``cdc-mirror validate`` and its repair; every read
+  audited under the token's name).
 - Tokens work until they expire, are revoked, or their owner's account is disabled.
 - Password hashing (scrypt: ~50 ms and 16 MiB each) runs in worker threads, a few at a time,
   never on the event loop; the user lookup runs in the same worker thread and its database
@@ -59,13 +62,14 @@ _T = TypeVar("_T")
 @dataclass(frozen=True)
 class Principal:
     name: str
-    role: Literal["admin", "viewer", "collector", "component"]
+    role: Literal["admin", "viewer", "collector", "component", "source_reader"]
     kind: Literal["user", "token"]
     csrf_token: str | None = None  # sessions only
     # The user answerable for what this principal does: the user of a session, the user who
     # made a token (a token made with a token belongs to that token's owner).
     owner: str | None = None
-    instance: str | None = None  # collector tokens: the one instance whose config they read
+    # collector and source_reader tokens: the one instance whose config (and password) they read
+    instance: str | None = None
 
     @property
     def can_edit(self) -> bool:
@@ -220,13 +224,15 @@ def principal_from_bearer(db: Session, authorization: str | None) -> Principal |
     # per poll would serialise them on the admin database.
     if last is None or now - last > timedelta(seconds=60):
         row.last_used_at = now
-    role: Literal["admin", "viewer", "collector", "component"] = (
+    role: Literal["admin", "viewer", "collector", "component", "source_reader"] = (
         "admin"
         if row.role == "admin"
         else "collector"
         if row.role == "collector"
         else "component"
         if row.role == "component"
+        else "source_reader"
+        if row.role == "source_reader"
         else "viewer"
     )
     return Principal(

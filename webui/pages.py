@@ -992,8 +992,9 @@ def create_token_form(
     values = {
         "name": _text(form, "name"),
         "role": role,
-        # The instance select is sent whatever the role; only a collector token keeps it.
-        "instance": _optional(form, "instance") if role == "collector" else None,
+        # The instance select is sent whatever the role; only the roles bound to an instance
+        # (collector, source_reader) keep it.
+        "instance": _optional(form, "instance") if role in admin.INSTANCE_ROLES else None,
         "expires_in_days": _optional(form, "expires_in_days"),
     }
     try:

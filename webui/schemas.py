@@ -262,9 +262,11 @@ class TokenIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9 ._-]+$")
-    role: Literal["admin", "viewer", "collector", "component"] = "viewer"
+    role: Literal["admin", "viewer", "collector", "component", "source_reader"] = "viewer"
     instance: str | None = Field(
-        None, description="collector tokens only: the one instance whose config they read"
+        None,
+        description="collector and source_reader tokens only: the one instance whose config "
+        "(with its password) they read",
     )
     expires_in_days: int | None = Field(
         None, ge=1, description="default: webui.token_default_lifetime_days"

@@ -19,11 +19,11 @@ DAY = date(2026, 11, 25)
 # Plays `python -m cdc_mirror merge|validate … --result-file F`: writes F, prints, exits with
 # $CODE.
 STAND_IN = """#!/bin/sh
-for last; do :; done
+prev=""; for arg; do [ "$prev" = "--result-file" ] && out="$arg"; prev="$arg"; done
 case "$*" in *merge*)
-  printf '{"outcomes": [{"table": "db_orders", "error": null, "result": {"rows": 12, "files": 2, "checkOk": %s}}]}' "$CHECK" > "$last";;
+  printf '{"outcomes": [{"table": "db_orders", "error": null, "result": {"rows": 12, "files": 2, "checkOk": %s}}]}' "$CHECK" > "$out";;
 *validate*)
-  printf '%s' "$VALIDATION" > "$last";;
+  printf '%s' "$VALIDATION" > "$out";;
 esac
 echo "merging …"
 [ -n "$SLEEP" ] && sleep "$SLEEP"
@@ -59,8 +59,8 @@ def test_the_command_lines(tmp_path: Path) -> None:
         "merge", "--table", "db_orders", "--dt", "2026-11-25", "--result-file", str(result),
     ]  # fmt: skip
     validate = runner.command(Due("validation", "db_orders", DAY), result)
-    assert validate is not None and validate[-4:] == [
-        "db_orders", "--target=redis", "--result-file", str(result)
+    assert validate is not None and validate[-5:] == [
+        "db_orders", "--target=redis", "--result-file", str(result), "--no-record"
     ]  # fmt: skip
     assert runner.command(Due("maintenance", "db_orders", DAY), result) == [
         "maintain", "--table", "db_orders", "2026-11-25"

@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 from datetime import date, timedelta
 
+from prometheus_client import generate_latest
+
 from cdc_platform.config import SchedulerSettings, TableMirror
 from cdc_platform.control import MemoryRunStore, ValidationResult
 from cdc_platform.retry import RetryPolicy
@@ -243,3 +245,8 @@ def test_a_table_with_a_cadence_is_validated_on_it_and_its_outcome_exported() ->
     assert [d.table for d in jobs.started] == ["db_cache", "db_orders"]
     assert metrics.validation_mismatched.labels("db_cache", "redis")._value.get() == 0
     assert metrics.validation_last_equal.labels("db_cache", "redis")._value.get() == clock.now
+    # Leadership lost: a standby exports no validation figures (they would go stale).
+    stop = threading.Event()
+    stop.set()
+    scheduler.lead(stop)
+    assert "cdc_validation_mismatched_rows{" not in generate_latest(metrics.registry).decode()

@@ -121,9 +121,10 @@ def make_token(
     instance: str = "orders",
     **extra: object,
 ) -> str:
-    """A new API token; a collector token is scoped to ``instance`` (which must exist)."""
+    """A new API token; a collector or source_reader token is scoped to ``instance`` (which
+    must exist)."""
     body: dict[str, object] = {"name": name or f"{role}-token", "role": role, **extra}
-    if role == "collector":
+    if role in ("collector", "source_reader"):
         body["instance"] = instance
     response = client.post("/api/tokens", json=body, headers={"X-CSRF-Token": csrf})
     assert response.status_code == 201, response.text

@@ -114,3 +114,44 @@ def test_a_scheduled_validation_shows_on_the_tables_page(
     # The API carries the same records to any reader.
     runs = client.get("/api/runs", params={"kind": "validation"}).json()
     assert [r["validation"][0]["verdict"] for r in runs] == ["differs", "equal"]
+
+
+def test_a_validation_run_by_hand_and_its_repair_show_on_the_tables_page(
+    client: TestClient, admin_csrf: str
+) -> None:
+    """``cdc-mirror validate --repair`` records its run (``cdc_mirror.validation_runs``)."""
+    from cdc_mirror.validation_runs import record_validation
+    from cdc_platform.config import Settings
+    from validation.plan import Difference
+    from validation.run import KeyReport, RepairRequest, TableValidation, TargetReport
+
+    headers = {"X-CSRF-Token": admin_csrf}
+    client.post("/api/instances", json=instance_body(), headers=headers)
+    client.post("/api/table-mirrors", json=mirror_body(targets=["redis"]), headers=headers)
+    token = make_token(client, admin_csrf, "component")
+    store = AdminControl("http://admin", SecretStr(token), transport=_via(client))
+    report = TargetReport(NAME, "redis", rows=500, chunks=2)
+    report.differences = [
+        KeyReport((41,), Difference.MISSING, {"id": "41"}, None),
+        KeyReport((42,), Difference.DIFFERENT, {"id": "42"}, {"id": "42"}),
+    ]
+    repaired = TargetReport(NAME, "redis")
+    repaired.unsettled = [(42,)]
+    result = TableValidation(
+        NAME,
+        reports=[report],
+        repair=RepairRequest(NAME, "orders", (), ("id",), ((41,), (42,))),
+        repaired="2 keys re-published.",
+        after_repair=[repaired],
+    )
+    started = datetime(2026, 11, 26, 10, 0, tzinfo=UTC).timestamp()
+    saved = record_validation(Settings(), result, started, started + 3, store)
+    assert saved is not None and saved.state == "mismatch" and saved.check_ok is False
+    page = client.get(f"/status/{NAME}").text
+    last = _section(page, "validation-last")
+    assert "differs" in last and "<td>500</td>" in last
+    assert "<code>41</code>, <code>42</code>" in last
+    assert "2 re-published, 1 still differ" in last
+    assert "cdc-mirror validate on" in client.get("/api/runs").json()[0]["scheduler"]
+    # With the file store there is no shared history: nothing is recorded, nothing fails.
+    assert record_validation(Settings(), result, started, started + 3) is None
