@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from cdc_platform.config import Settings
+from cdc_platform.config import MySQLInstance, Settings
+from cdc_platform.config_store import load_snapshot, load_source_snapshot
 from simple_binlog.errors import ExitCode
 from validation.progress import KafkaProgress, MemoryProgress, ProgressStore, ScanProgress
 from validation.run import (
@@ -27,6 +28,38 @@ from validation.run import (
     display,
     validate_table,
 )
+
+
+def source_settings(settings: Settings, table: str) -> Settings:
+    """The settings validation and its repair read ``table`` with. With ``config_store.source:
+    file``, the file's. With ``webui``: the table mirror, its instance and the instance's shard
+    rules from the web admin, the instance's MySQL login from the snapshot of its
+    ``source_reader`` token (``config_store.source_tokens``): validation hashes chunks on MySQL
+    itself, so it needs that login, and it gets that one instance's only (the component token
+    carries none)."""
+    if settings.config_store.source != "webui":
+        return settings
+    instance_name = load_snapshot(settings).table(table).instance
+    snapshot = load_source_snapshot(settings, instance_name)
+    instance = snapshot.instance(instance_name)
+    login = instance.login()
+    return settings.model_copy(
+        update={
+            "instances": [
+                MySQLInstance(
+                    name=login.name,
+                    host=login.host,
+                    port=login.port,
+                    user=login.user,
+                    password=login.password,
+                    allow_cleartext_password=login.allow_cleartext_password,
+                    server_public_key=login.server_public_key,
+                )
+            ],
+            "tables": list(snapshot.tables),
+            "shard_rules": list(instance.shard_rules),
+        }
+    )
 
 
 def replay_repairer(settings: Settings) -> Repairer:
@@ -92,7 +125,9 @@ def run_validation(
 ) -> TableValidation:
     """What the command runs; ``resume``: keep the scan's progress in Kafka and continue an
     unfinished scan of the same table and target; ``on_progress``: gets a line now and then
-    while the scans run (``ReportingProgress``)."""
+    while the scans run (``ReportingProgress``). The table mirror and its MySQL login come
+    from ``config_store`` (``source_settings``)."""
+    settings = source_settings(settings, table)
     store: ProgressStore = MemoryProgress()
     kafka_store: KafkaProgress | None = None
     if resume:
