@@ -78,6 +78,9 @@ class InstanceConfig(BaseModel):
     shard_rules: tuple[ShardRule, ...] = (ShardRule(),)
     collector_group: str | None = None
     topic: str | None = None  # None: kafka.topic_prefix + name
+    # The leading collector's watermark heartbeat period while the source is quiet (0: none);
+    # None: the collector's own ``collector.watermark_heartbeat_s``.
+    watermark_heartbeat_s: float | None = Field(None, ge=0)
 
     def login(self) -> InstanceLogin:
         """What a connection to the instance needs; ConfigError when the snapshot carries no

@@ -18,6 +18,8 @@ What happens to a change (the pure part is ``diff_configs``):
   A newly included table is collected from the switch on; its earlier rows need a history
   replay (``cdc-mirror replay``). A newly excluded table stops at the switch.
 - shard rules or the policy set: the new policy set applies at the next transaction boundary.
+- the watermark heartbeat period (the instance's, else the file's): from the next transaction
+  boundary (0 stops the heartbeats).
 - GTID start: only used when the instance has no stored position, i.e. on a first start.
 - the topic: set by ``kafka.topic_prefix``; a different topic in the admin is logged and
   not used (moving topics would move the position and fencing topics with them).
@@ -123,6 +125,12 @@ def parse_remote_config(document: Any, local: Settings, instance_name: str) -> R
                 "include": document["include"],
                 "exclude": document.get("exclude", []),
                 "start": document["gtid_start"],
+                # The instance's own period when the admin sets one, else the file's.
+                **(
+                    {"watermark_heartbeat_s": document["watermark_heartbeat_s"]}
+                    if document.get("watermark_heartbeat_s") is not None
+                    else {}
+                ),
             }
         )
         rules = tuple(ShardRule.model_validate(r) for r in document.get("shard_rules") or [])
@@ -145,6 +153,7 @@ def parse_remote_config(document: Any, local: Settings, instance_name: str) -> R
 # What differs between two configs, by name; the first three need a switch of the reading.
 CONNECTION, PASSWORD, FILTERS = "connection", "password", "include/exclude filters"
 START, SHARD_RULES, TOPIC, GOVERNANCE = "GTID start", "shard rules", "topic", "policy set"
+HEARTBEAT = "watermark heartbeat period"
 _SWITCHING = frozenset({CONNECTION, PASSWORD, FILTERS})
 
 
@@ -180,6 +189,10 @@ def diff_configs(old: RemoteConfig, new: RemoteConfig) -> ConfigDiff:
         (SHARD_RULES, old.shard_rules != new.shard_rules),
         (TOPIC, old.topic != new.topic),
         (GOVERNANCE, old.governance != new.governance),
+        (
+            HEARTBEAT,
+            old.collector.watermark_heartbeat_s != new.collector.watermark_heartbeat_s,
+        ),
     )
     return ConfigDiff(tuple(name for name, differs in checks if differs))
 

@@ -238,6 +238,7 @@ class Collector:
             if settings.watermark_heartbeat_s > 0 and source is None
             else None
         )
+        self._heartbeats_refused = False  # the user lacks PROCESS: none, whatever the period
         self._probe_connection: Any = None
 
     # -- outer loop: reconnects --------------------------------------------------------------
@@ -428,6 +429,7 @@ class Collector:
 
     def _in_force(self, config: RemoteConfig) -> None:
         self._config = config
+        self._follow_heartbeat_period(config.collector.watermark_heartbeat_s)
         self._metrics.config_version.labels(self._instance.name).set(config.version)
         self._metrics.config_reloads.labels(self._instance.name).inc()
 
@@ -593,6 +595,7 @@ class Collector:
                 # Without PROCESS, other sessions' transactions are invisible: a heartbeat
                 # could claim a time whose rows are still to come. Publish none.
                 self._heartbeats = None
+                self._heartbeats_refused = True
                 log.error(
                     "collector %s publishes no watermark heartbeats: its user %r cannot see "
                     "the source's open transactions (%s); grant it PROCESS. Quiet days become "
@@ -610,6 +613,19 @@ class Collector:
                     exc,
                     self._settings.watermark_heartbeat_s,
                 )
+
+    def _follow_heartbeat_period(self, interval_s: float) -> None:
+        """The watermark heartbeat period of a config put in force (the web admin's instance
+        setting): from now on; 0 stops them."""
+        if interval_s <= 0 or self._source is not None or self._heartbeats_refused:
+            if self._heartbeats is not None:
+                self._heartbeats = None
+                self._close_probe()
+            return
+        if self._heartbeats is None:
+            self._heartbeats = HeartbeatSchedule(interval_s)
+        else:
+            self._heartbeats.interval_s = interval_s
 
     def _close_probe(self) -> None:
         connection, self._probe_connection = self._probe_connection, None

@@ -118,6 +118,16 @@ class HeartbeatSchedule:
         self._last = clock()
         self.pending: Probe | None = None
 
+    @property
+    def interval_s(self) -> float:
+        return self._interval_s
+
+    @interval_s.setter
+    def interval_s(self, value: float) -> None:
+        """A new period (from the web admin): the next probe is due ``value`` after the
+        last heartbeat."""
+        self._interval_s = value
+
     def wants_probe(self) -> bool:
         return self.pending is None and self._clock() - self._last >= self._interval_s
 

@@ -112,6 +112,7 @@ def instance_out(row: Instance) -> InstanceOut:
         shard_rules=[ShardRule.model_validate(rule) for rule in row.shard_rules],
         collector_group=row.collector_group,
         topic=row.topic,
+        watermark_heartbeat_s=row.watermark_heartbeat_s,
         version=row.version,
         updated_at=row.updated_at,
     )
@@ -172,6 +173,7 @@ def save_instance(
         "shard_rules": [rule.model_dump() for rule in data.shard_rules],
         "collector_group": data.collector_group,
         "topic": topic,
+        "watermark_heartbeat_s": data.watermark_heartbeat_s,
         "updated_at": now(),
     }
     if row is not None and data.password is None:
@@ -566,6 +568,7 @@ def collector_config(
         "shard_rules": [ShardRule.model_validate(r).model_dump() for r in row.shard_rules],
         "collector_group": row.collector_group,
         "topic": row.topic,
+        "watermark_heartbeat_s": row.watermark_heartbeat_s,
         "tables": [t.model_dump(mode="json") for t in tables],
         "governance": governance.published(db),
     }
@@ -665,6 +668,7 @@ def instance_config(row: Instance, keys: Keys | None = None) -> InstanceConfig:
         shard_rules=tuple(ShardRule.model_validate(rule) for rule in row.shard_rules),
         collector_group=row.collector_group,
         topic=row.topic,
+        watermark_heartbeat_s=row.watermark_heartbeat_s,
     )
 
 

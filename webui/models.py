@@ -96,6 +96,9 @@ class Instance(Base):
     shard_rules: Mapped[list[Any]] = mapped_column(JSON)
     collector_group: Mapped[str] = mapped_column(String(64))
     topic: Mapped[str] = mapped_column(String(249))
+    # The leading collector's watermark heartbeat period (issue 22, item 6); None: the
+    # collector's own ``collector.watermark_heartbeat_s``.
+    watermark_heartbeat_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     # Bumped on every change to the instance or its table mirrors; the collectors' etag.
     version: Mapped[int] = mapped_column(Integer, default=1)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

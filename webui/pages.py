@@ -337,6 +337,7 @@ def _instance_values(form: FormData) -> dict[str, Any]:
         # An unticked checkbox sends nothing: absent means off, the safe default.
         "allow_cleartext_password": form.get("allow_cleartext_password") == "on",
         "server_public_key": _text(form, "server_public_key"),
+        "watermark_heartbeat_s": _optional(form, "watermark_heartbeat_s"),
     }
     password = form.get("password")
     if isinstance(password, str) and password:
@@ -362,6 +363,7 @@ def _instance_form_values(row: Instance | None) -> dict[str, Any]:
             "topic": "",
             "allow_cleartext_password": False,
             "server_public_key": "",
+            "watermark_heartbeat_s": "",
         }
     out = admin.instance_out(row)
     return {
@@ -379,6 +381,9 @@ def _instance_form_values(row: Instance | None) -> dict[str, Any]:
         "topic": out.topic,
         "allow_cleartext_password": out.allow_cleartext_password,
         "server_public_key": out.server_public_key,
+        "watermark_heartbeat_s": ""
+        if out.watermark_heartbeat_s is None
+        else out.watermark_heartbeat_s,
     }
 
 
@@ -391,6 +396,7 @@ def _typed_back(values: dict[str, Any]) -> dict[str, Any]:
         f"{r['schema_pattern']} | {r['table_pattern']}" for r in values.get("shard_rules", [])
     )
     shown["topic"] = values.get("topic") or ""
+    shown["watermark_heartbeat_s"] = values.get("watermark_heartbeat_s") or ""
     return shown
 
 

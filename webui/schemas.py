@@ -79,6 +79,19 @@ class InstanceIn(BaseModel):
     shard_rules: list[ShardRule] = Field(default_factory=lambda: [ShardRule()])
     collector_group: str = "default"
     topic: str | None = Field(None, description="default: <kafka.topic_prefix><name>")
+    # Issue 22, item 6: a quiet source's days become ready with these heartbeats. At most an
+    # hour: a day is ready only after a heartbeat past its end, so a longer period would
+    # hold the day's merge back for longer than the scheduler's retries allow for.
+    watermark_heartbeat_s: float | None = Field(
+        None,
+        ge=0,
+        le=3600,
+        description=(
+            "how often the leading collector publishes a watermark heartbeat while the source "
+            "is quiet, in seconds (0: none); null: the collector's own "
+            "collector.watermark_heartbeat_s"
+        ),
+    )
 
     @field_validator("name")
     @classmethod
@@ -170,6 +183,7 @@ class InstanceOut(BaseModel):
     shard_rules: list[ShardRule]
     collector_group: str
     topic: str
+    watermark_heartbeat_s: float | None = None
     version: int
     updated_at: datetime
 
@@ -220,6 +234,9 @@ class CollectorConfig(BaseModel):
     shard_rules: list[ShardRule]
     collector_group: str
     topic: str
+    watermark_heartbeat_s: float | None = Field(
+        None, description="seconds (0: none); null: the collector's own setting"
+    )
     tables: list[TableMirror]
     governance: dict[str, Any] = Field(
         default_factory=dict,

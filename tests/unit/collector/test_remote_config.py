@@ -152,6 +152,22 @@ def test_other_changes_need_no_switch() -> None:
     )
     assert _diff(governance=_policy_set(2, "hash")) == (("policy set",), False)
     assert _diff(topic="cdc.binlog.other") == (("topic",), False)
+    assert _diff(watermark_heartbeat_s=30) == (("watermark heartbeat period",), False)
+
+
+def test_the_instance_s_heartbeat_period_overrides_the_file_s() -> None:
+    assert parse_remote_config(document(1), LOCAL, "orders").collector.watermark_heartbeat_s == 10
+    assert (
+        parse_remote_config(
+            document(1, watermark_heartbeat_s=None), LOCAL, "orders"
+        ).collector.watermark_heartbeat_s
+        == 10
+    )
+    remote = parse_remote_config(document(1, watermark_heartbeat_s=2.5), LOCAL, "orders")
+    assert remote.collector.watermark_heartbeat_s == 2.5
+    assert remote.collector.max_rows_per_transaction == 321  # the rest stays the file's
+    with pytest.raises(ConfigError, match="watermark_heartbeat_s"):
+        parse_remote_config(document(1, watermark_heartbeat_s=-1), LOCAL, "orders")
 
 
 def test_the_description_never_carries_the_password() -> None:

@@ -69,3 +69,16 @@ def test_a_failed_probe_waits_an_interval_and_a_reset_forgets_the_pending_one() 
     schedule.reset()
     assert schedule.publishable("bin.000009", 4) is None
     assert schedule.wants_probe()
+
+
+def test_a_new_period_applies_from_the_last_heartbeat() -> None:
+    clock = _Clock()
+    schedule = HeartbeatSchedule(10.0, clock)
+    clock.now += 3
+    schedule.interval_s = 2.0  # the web admin's instance setting, put in force
+    assert schedule.interval_s == 2.0 and schedule.wants_probe()
+    schedule.failed()
+    clock.now += 1.9
+    assert not schedule.wants_probe()
+    clock.now += 0.1
+    assert schedule.wants_probe()
