@@ -153,7 +153,9 @@ def leftovers(settings: Settings, mirror: TableMirror, topic: str) -> list[Resou
             Resource(
                 "lake raw table",
                 f"{settings.stream_writer.database}.{name}",
-                "kept with every day written; no longer written or maintained",
+                "kept with every day written and no longer maintained; the stream writer "
+                "writes every table of the instance's topic, so it goes on receiving the "
+                "table's changes while the instance's include patterns take the table",
             )
         )
         found.append(
