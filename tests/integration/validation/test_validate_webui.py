@@ -2,8 +2,12 @@
 table mirror comes from the web admin (the config file names none), the MySQL login from the
 snapshot of the instance's ``source_reader`` token (the file's password for the instance is
 wrong), and validation runs its chunk hashes on the real MariaDB against the real Redis
-mirror, finding the drift induced there. Without a source token for the instance it stops
-with one sentence. The web admin is the real one (``cdc-mirror webui`` in a subprocess)."""
+mirror, finding the drift induced there; its ``--repair`` reads the keys' rows from MariaDB
+with the same login and the re-check finds them equal. Without a source token for the
+instance it stops with one sentence. The pipeline's history is an hour old, so the repair's
+MOCK events win over the drifted copies (``mock_replay.keys``); a light workload writes on
+the source meanwhile (the mirror's group passes a transaction's end only when records follow
+it). The web admin is the real one (``cdc-mirror webui`` in a subprocess)."""
 
 from __future__ import annotations
 
@@ -17,12 +21,29 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cdc_platform.config import Settings
 from simple_binlog.errors import ExitCode
-from tests.integration.validation.harness import BASE, ROWS_PER_SHARD, Pipeline, drift_redis
+from tests.integration.validation.harness import (
+    BASE,
+    ROWS_PER_SHARD,
+    Pipeline,
+    Workload,
+    drift_redis,
+    make_pipeline,
+    wait_until,
+)
 from tests.integration.webui.harness import ROOT, Server, start_server
 
 ADMIN_PASSWORD = "source-reader-admin-1"
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+@pytest.fixture()
+def pipeline(mirror_settings: Settings) -> Iterator[Pipeline]:
+    """The pipeline with an hour-old history, pumped continuously (the collector's part)."""
+    for flow in make_pipeline(mirror_settings, history_age_s=3600):
+        flow.pump_continuously()
+        yield flow
 
 
 @pytest.fixture()
@@ -62,7 +83,12 @@ def _token(client: httpx.Client, headers: dict[str, str], **body: str) -> str:
 
 
 def _validate(
-    pipeline: Pipeline, url: str, component: str, sources: dict[str, str], result: Path
+    pipeline: Pipeline,
+    url: str,
+    component: str,
+    sources: dict[str, str],
+    result: Path,
+    *more: str,
 ) -> subprocess.CompletedProcess[str]:
     settings = pipeline.settings
     mariadb = settings.instances[0]
@@ -80,6 +106,7 @@ def _validate(
     env.pop("CDC_MIRROR_CONFIG", None)
     table = settings.tables[0].name
     options = ["--target=redis", "--no-resume", "--chunk-rows=25", "--result-file", str(result)]
+    options += more
     return subprocess.run(
         [sys.executable, "-m", "cdc_mirror", "validate", table, *options],
         cwd=ROOT,
@@ -129,19 +156,25 @@ def test_validate_reads_mysql_with_the_login_of_its_source_reader_token(
 
         changed, deleted, extra = BASE + 3, BASE + 77, BASE + 10_000
         drift_redis(settings, mirror.name, changed, deleted, extra)
-        pipeline.pump_continuously()  # the collector's part: the watermark moves on
         result_file = tmp_path / "result.json"
-        found = _validate(pipeline, admin.url, component, {"local": reader}, result_file)
-        assert found.returncode == ExitCode.CHECK_FAILED, found.stdout + found.stderr
-        [target] = json.loads(result_file.read_text())["targets"]
+        with Workload(pipeline, rate=5.0) as workload:
+            wait_until(lambda: workload.statements >= 3, 30, "the workload did not start")
+            found = _validate(
+                pipeline, admin.url, component, {"local": reader}, result_file, "--repair"
+            )
+        assert found.returncode == ExitCode.OK, found.stdout + found.stderr
+        outcome = json.loads(result_file.read_text())
+        [target] = outcome["targets"]
         assert target["target"] == "redis"
-        assert target["rows"] == 4 * ROWS_PER_SHARD
+        assert target["rows"] >= 4 * ROWS_PER_SHARD  # and the workload's inserts
         differences = {
             kind: sorted(int(key) for key in keys)
             for kind, keys in target["differences"].items()
             if keys
         }
         assert differences == {"different": [changed], "missing": [deleted], "extra": [extra]}
+        assert outcome["repair"]["keys"] == 3
+        assert outcome["repair"]["stillDiffering"] == {"redis": []}
 
         # The password went to the source_reader token only, audited under its name.
         audit = client.get("/api/audit", params={"limit": 50}).json()
