@@ -411,6 +411,15 @@ def merge(
             "snapshots; HH counts the hours since midnight in stream_writer.time_zone).",
         ),
     ] = None,
+    ready_hours: Annotated[
+        bool,
+        typer.Option(
+            "--ready-hours",
+            help="Instead of --dt/--hour: every closed hour the stream writer has made ready "
+            "since each table's newest merged one, in order (tables with hourly snapshots; "
+            "run it from cron every few minutes).",
+        ),
+    ] = False,
     table: Annotated[
         list[str] | None, typer.Option(help="Logical table to merge (repeatable).")
     ] = None,
@@ -449,7 +458,7 @@ def merge(
     from merge.app import run_merge_command, write_outcomes  # noqa: PLC0415
 
     loaded = settings()
-    with registered(loaded, "merge", hour or dt or ""):
+    with registered(loaded, "merge", hour or dt or "ready hours"):
         outcomes = run_merge_command(
             loaded,
             dt,
@@ -462,6 +471,7 @@ def merge(
             err_console,
             skip_readiness,
             hour,
+            ready_hours,
         )
     if result_file is not None:
         write_outcomes(result_file, outcomes)

@@ -26,12 +26,34 @@ from simple_binlog.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
+# The ``hour`` of a planned request that stands for "every ready hour of the table".
+READY_HOURS = -1
+
 
 def parse_day(text: str) -> date:
     try:
         return date.fromisoformat(text)
     except ValueError:
         raise ConfigError(f"--dt must be a day like 2026-11-21 (got {text!r}).") from None
+
+
+def _when(
+    settings: Settings, dt: str | None, hour: str | None, ready_hours: bool
+) -> tuple[date, int | None]:
+    """The day and hour (None: the whole day; ``READY_HOURS``) a command line names."""
+    if (dt is not None) + (hour is not None) + ready_hours != 1:
+        raise ConfigError(
+            "name the day with --dt, the hour with --hour, or use --ready-hours (one of them)."
+        )
+    if hour is not None:
+        try:
+            parsed = parse_hour(hour, ZoneInfo(settings.stream_writer.time_zone))
+        except ValueError as exc:
+            raise ConfigError(f"--hour: {exc}.") from None
+        return parsed.day, parsed.index
+    if dt is not None:
+        return parse_day(dt), None
+    return date.today(), READY_HOURS
 
 
 def plan_requests(
@@ -45,24 +67,15 @@ def plan_requests(
     skip_readiness: bool = False,
     config: ConfigSnapshot | None = None,
     hour: str | None = None,
+    ready_hours: bool = False,
 ) -> list[MergeRequest]:
     """Pure: the merges a command line asks for (ConfigError when it asks for nonsense), of
     the table mirrors of ``config`` (default: those of ``settings``). ``hour``
     (``2026-11-25T13``) instead of ``dt``: that hour of every named table, which must have
-    hourly snapshots."""
+    hourly snapshots. ``ready_hours``: instead of a day or hour, every ready hour of each
+    named table (one request per table with ``hour`` -1: the merger finds its hours)."""
     config = config or snapshot_from_settings(settings)
-    if (dt is None) == (hour is None):
-        raise ConfigError("name the day with --dt or the hour with --hour (one of them).")
-    index: int | None = None
-    if hour is not None:
-        try:
-            parsed = parse_hour(hour, ZoneInfo(settings.stream_writer.time_zone))
-        except ValueError as exc:
-            raise ConfigError(f"--hour: {exc}.") from None
-        day, index = parsed.day, parsed.index
-    else:
-        assert dt is not None
-        day = parse_day(dt)
+    day, index = _when(settings, dt, hour, ready_hours)
     if ignore_archive_rule and force_archive_rule:
         raise ConfigError("--ignore-archive-rule and --force-archive-rule exclude each other.")
     if bool(tables) == all_tables:
@@ -84,14 +97,37 @@ def plan_requests(
         raise ConfigError("--skip-readiness and --wait-ready-s exclude each other.")
     if index is not None:
         daily = [name for name in names if config.table(name).snapshots != "hourly"]
-        if daily:
+        if daily and not (ready_hours and all_tables):
+            option = "--ready-hours" if ready_hours else "--hour"
             raise ConfigError(
-                f"--hour merges tables with hourly snapshots; {', '.join(daily)} "
+                f"{option} merges tables with hourly snapshots; {', '.join(daily)} "
                 "has daily ones (snapshots: hourly in its table mirror)."
             )
+        names = [name for name in names if name not in daily]
     return [
         MergeRequest(name, day, override, wait_ready_s, skip_readiness, index) for name in names
     ]
+
+
+def expand_ready_hours(merger: Merger, requests: list[MergeRequest]) -> list[MergeRequest]:
+    """Each ``READY_HOURS`` request as one request per ready hour of its table, in order."""
+    expanded: list[MergeRequest] = []
+    for request in requests:
+        if request.hour != READY_HOURS:
+            expanded.append(request)
+            continue
+        for hour in merger.ready_hours(request.table):
+            expanded.append(
+                MergeRequest(
+                    request.table,
+                    hour.day,
+                    request.override,
+                    request.wait_ready_s,
+                    request.skip_readiness,
+                    hour.index,
+                )
+            )
+    return expanded
 
 
 def run_merge_command(
@@ -106,6 +142,7 @@ def run_merge_command(
     err_console: Console,
     skip_readiness: bool = False,
     hour: str | None = None,
+    ready_hours: bool = False,
 ) -> list[TableOutcome]:
     """Run the merges, reporting each table as it starts and ends; returns every outcome.
     The table mirrors are read from the configuration store once, at start."""
@@ -121,6 +158,7 @@ def run_merge_command(
         skip_readiness,
         config,
         hour,
+        ready_hours,
     )
     metrics = MergeMetrics()
     textfile = textfile_path(settings.lake_dir, settings.merge.metrics_textfile)
@@ -137,6 +175,9 @@ def run_merge_command(
     try:
         merger = build_merger(settings, config)
         try:
+            requests = expand_ready_hours(merger, requests)
+            if ready_hours and not requests:
+                console.print("no hour is ready to merge", markup=False, highlight=False)
             for number, request in enumerate(requests, 1):
                 when = (
                     f"{request.dt}T{request.hour:02d}"

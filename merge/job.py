@@ -681,6 +681,36 @@ class Merger:
                 )
         return last
 
+    def ready_hours(self, table: str, now_ms: int | None = None) -> list[Hour]:
+        """The closed hours of an hourly table ready to merge, in order: those after its newest
+        merged hour (or day) up to the first the stream writer's committed progress does not
+        make ready (``merge.hours.HourRule``); from the first day the writer has rows of the
+        table for when nothing was merged yet. At most a month of hours per call."""
+        mirror = self.config.table(table)
+        if mirror.snapshots != "hourly":
+            raise ConfigError(
+                f"table mirror {mirror.name!r} has daily snapshots; --ready-hours merges tables "
+                "with snapshots: hourly."
+            )
+        state = self.store.state(mirror.name)
+        merged = [*state.hours, *(day_hours(day, self.zone)[-1] for day in state.days)]
+        progress = self.writer_progress()
+        if progress is None:
+            return []
+        if merged:
+            after = max(merged)
+        else:
+            days = progress.state.get("tableDays", {}).get(mirror.name, [])
+            if not days:
+                return []
+            after = Hour(date.fromisoformat(min(days)), 0).previous(self.zone)
+        return self.hour_rule.ready_hours(
+            after,
+            progress.state.get("globalWatermarkMs"),
+            int(time.time() * 1000) if now_ms is None else now_ms,
+            set(progress.state.get("readyDays", [])),
+        )
+
     def _hour_base(self, table: str, hour: Hour, state: TableState) -> tuple[int | None, int]:
         """The snapshot an hour's changes apply to and where its changes start: the newest
         hour tag of the day before ``hour`` (hours between without a tag of their own are

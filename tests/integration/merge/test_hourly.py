@@ -4,7 +4,7 @@ writer's Iceberg table, Spark with the lake's Iceberg catalog (the module's one 
 Two days of a table mirror with ``snapshots: hourly``: each hour merged once the writer's
 committed watermark has passed it, each hour's tag equal to MySQL at the hour's end, hours
 without a tag of their own merged with the next one, the day's tag equal to its last hour
-(the day cut), an hour not ready refused, rows that arrive late for a merged hour making the
+(the day cut), an hour not ready refused, the hours ``merge --ready-hours`` takes, rows that arrive late for a merged hour making the
 day merge whole (its tag still the day cut), and ``cdc-mirror maintain`` dropping the hour
 tags past ``retention.hourly_days`` while keeping the day tags.
 """
@@ -88,7 +88,10 @@ def test_hourly_snapshots_equal_mysql_at_each_hour_and_the_day_cut(spark: Any, s
 
     # Hours 00 and 01 are ready (watermark 02:00 + the lateness budget), 02 is not.
     watermark(shop, at(DAY1, 2) + BUDGET_S)
+    # What `merge --ready-hours` merges: from the first day the writer has rows for.
+    assert merger.ready_hours(shop.table) == [Hour(DAY1, 0), Hour(DAY1, 1)]
     hour0 = merger.merge(MergeRequest(shop.table, DAY1, hour=0))
+    assert merger.ready_hours(shop.table) == [Hour(DAY1, 1)]
     assert hour0.mode == "first"
     assert hour0.check is not None and hour0.check.ok, hour0.check.to_json()
     with pytest.raises(NotReadyError, match="end of hour 2026-11-20T02"):
@@ -105,6 +108,7 @@ def test_hourly_snapshots_equal_mysql_at_each_hour_and_the_day_cut(spark: Any, s
     assert (hour23.from_hour, hour23.day_closed) == (2, True)
     state = merger.store.state(shop.table)
     assert state.days == {DAY1: hour23.snapshot_id}
+    assert merger.ready_hours(shop.table) == []  # DAY2 00 ends at 01:00 + the budget
     assert set(state.hours) == {Hour(DAY1, 0), Hour(DAY1, 1), Hour(DAY1, 23)}
     assert state.current == hour23.snapshot_id
     assert snapshot_rows(spark, settings, shop.table, DAY1) == expected[(DAY1, 23)]

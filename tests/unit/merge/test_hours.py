@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from cdc_platform.config import Settings, TableMirror, TableRetention
 from cdc_platform.lake import WriterProgress
 from cdc_platform.lake_snapshots import hour_tag, tag_day, tag_hour
-from merge.app import plan_requests
+from merge.app import READY_HOURS, expand_ready_hours, plan_requests
 from merge.hours import (
     HOUR_MS,
     Hour,
@@ -31,8 +31,8 @@ BERLIN = ZoneInfo("Europe/Berlin")
 DAY = date(2026, 11, 25)
 
 
-def ms(*parts: int) -> int:
-    return int(datetime(*parts, tzinfo=UTC).timestamp() * 1000)
+def ms(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> int:
+    return int(datetime(year, month, day, hour, minute, tzinfo=UTC).timestamp() * 1000)
 
 
 def test_an_hours_range_and_its_neighbours() -> None:
@@ -176,7 +176,7 @@ def test_the_table_mirror_setting_is_validated() -> None:
     with pytest.raises(ValidationError, match="applies only to snapshots: hourly"):
         TableMirror(db_prefix="a", table_prefix="b", retention=TableRetention(hourly_days=2))
     with pytest.raises(ValidationError):
-        TableMirror(db_prefix="a", table_prefix="b", snapshots="weekly")  # type: ignore[arg-type]
+        TableMirror(db_prefix="a", table_prefix="b", snapshots="weekly")
 
 
 SETTINGS = Settings(
@@ -194,11 +194,11 @@ def test_command_plans_an_hour_of_hourly_tables_only() -> None:
     assert (request.table, request.dt, request.hour) == ("shop_orders", DAY, 13)
     with pytest.raises(ConfigError, match="shop_carts has daily ones"):
         plan_requests(SETTINGS, None, [], True, False, False, None, hour="2026-11-25T13")
-    with pytest.raises(ConfigError, match="--dt or the hour with --hour"):
+    with pytest.raises(ConfigError, match="--dt, the hour with --hour, or use --ready-hours"):
         plan_requests(
             SETTINGS, "2026-11-25", ["shop_orders"], False, False, False, None, hour="2026-11-25T13"
         )
-    with pytest.raises(ConfigError, match="--dt or the hour with --hour"):
+    with pytest.raises(ConfigError, match="--dt, the hour with --hour, or use --ready-hours"):
         plan_requests(SETTINGS, None, ["shop_orders"], False, False, False, None)
     with pytest.raises(
         ConfigError, match=r"--hour: 2026-11-25 has hours 00 to 23 in UTC \(got '2026-11-25T99'\)"
@@ -206,3 +206,22 @@ def test_command_plans_an_hour_of_hourly_tables_only() -> None:
         plan_requests(
             SETTINGS, None, ["shop_orders"], False, False, False, None, hour="2026-11-25T99"
         )
+
+
+def test_command_plans_the_ready_hours_of_hourly_tables() -> None:
+    with pytest.raises(ConfigError, match="--ready-hours merges tables with hourly snapshots"):
+        plan_requests(SETTINGS, None, ["shop_carts"], False, False, False, None, ready_hours=True)
+    # --all takes the hourly tables only.
+    [planned] = plan_requests(SETTINGS, None, [], True, False, False, None, ready_hours=True)
+    assert (planned.table, planned.hour) == ("shop_orders", READY_HOURS)
+
+    class Hours:  # the merger's answer: the table's ready hours
+        def ready_hours(self, table: str) -> list[Hour]:
+            assert table == "shop_orders"
+            return [Hour(DAY, 23), Hour(date(2026, 11, 26), 0)]
+
+    expanded = expand_ready_hours(Hours(), [planned])  # type: ignore[arg-type]
+    assert [(r.table, r.dt, r.hour) for r in expanded] == [
+        ("shop_orders", DAY, 23),
+        ("shop_orders", date(2026, 11, 26), 0),
+    ]
