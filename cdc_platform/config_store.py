@@ -582,6 +582,7 @@ def load_source_snapshot(
     setting = f"config_store.source_tokens[{instance!r}]"
     if chosen.source != "webui":
         snapshot = load_snapshot(settings, config_file)
+        snapshot.instance(instance)  # ConfigError naming the known instances
     else:
         token = chosen.source_tokens.get(instance)
         if token is None:
@@ -612,8 +613,6 @@ def load_source_snapshot(
         raise ConfigError(
             f"the web admin's answer to {setting} carries no password for instance "
             f"{instance!r}; the token must be of role 'source_reader', made for that instance."
-            if chosen.source == "webui"
-            else f"there is no instance named {instance!r} in the configuration."
         )
     return snapshot
 

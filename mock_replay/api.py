@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, field
 
 from cdc_platform.config import Settings
-from cdc_platform.config_store import ConfigSnapshot, load_snapshot
+from cdc_platform.config_store import ConfigSnapshot, load_snapshot, load_source_snapshot
 from mock_replay.errors import ReplayError
 from mock_replay.progress import RunStatus, TableProgress
 from mock_replay.publish import CancelWatch, KafkaProgressStore
@@ -55,8 +55,11 @@ class ReplayService:
     def __init__(self, settings: Settings, config: ConfigSnapshot | None = None) -> None:
         """``settings``: Kafka and the ``replay:`` limits; ``config``: the instances
         (connection with password, shard rules), by default read from the configuration store
-        once, now."""
+        once, now. With ``config_store.source: webui`` that snapshot carries no password: a
+        run reads its instance's login with the instance's source_reader token when it
+        starts (``_with_login``)."""
         self._settings = settings
+        self._given = config is not None
         self._config = config or load_snapshot(settings)
         self._local: dict[str, _LocalRun] = {}
         self._lock = threading.Lock()
@@ -68,7 +71,9 @@ class ReplayService:
     def start(self, request: ReplayRequest) -> str:
         """Validate and record a new run, start it in the background; returns its id."""
         store = self._store(request.instance)
-        prepared = start_run(self._settings, request, store, config=self._config)
+        prepared = start_run(
+            self._settings, request, store, config=self._with_login(request.instance)
+        )
         self._launch(request.instance, prepared, {}, store)
         return prepared.spec.run_id
 
@@ -80,10 +85,18 @@ class ReplayService:
                 raise ReplayError(f"replay run {run_id} is still running in this process.")
         store = self._store(instance)
         prepared, existing = load_for_resume(
-            self._settings, instance, run_id, store, rate_limit, self._config
+            self._settings, instance, run_id, store, rate_limit, self._with_login(instance)
         )
         self._launch(instance, prepared, existing, store)
         return run_id
+
+    def _with_login(self, instance: str) -> ConfigSnapshot:
+        """The snapshot with ``instance``'s password: the one given or read at start, except
+        from the web admin, whose component token carries none: then the snapshot of the
+        instance's source_reader token (``config_store.source_tokens``), read now."""
+        if self._given or self._settings.config_store.source != "webui":
+            return self._config
+        return load_source_snapshot(self._settings, instance)
 
     def _launch(
         self,

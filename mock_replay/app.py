@@ -26,7 +26,7 @@ from rich.progress import (
 from rich.text import Text
 
 from cdc_platform.config import Settings
-from cdc_platform.config_store import ConfigSnapshot, load_snapshot
+from cdc_platform.config_store import ConfigSnapshot, load_source_snapshot
 from mock_replay.errors import ReplayError
 from mock_replay.progress import TableProgress
 from mock_replay.publish import CancelWatch, KafkaProgressStore
@@ -99,8 +99,9 @@ def run_replay_command(
     console: Console,
     show_progress: bool = True,
 ) -> RunOutcome:
-    config = load_snapshot(settings)  # the instances, once, at start
-    config.instance(request.instance)  # ConfigError naming the known instances
+    # The instance with its password, once, at start: from the file, or from the web admin
+    # with the instance's source_reader token (config_store.source_tokens).
+    config = load_source_snapshot(settings, request.instance)
     store = KafkaProgressStore(settings.kafka, request.instance)
     store.ensure_topics()
     prepared, existing = _prepare(settings, request, resume, store, console, config)

@@ -55,3 +55,28 @@ def test_by_default_the_service_reads_the_config_file(
     service = ReplayService(SETTINGS)
     with pytest.raises(ConfigError, match=r"no MySQL instance named 'local' .*known: billing"):
         service.start(ReplayRequest("local", "shop", "orders"))
+
+
+def test_from_the_web_admin_a_run_reads_its_instances_login_with_its_source_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The component token's snapshot carries no password: the run asks for the snapshot of
+    its own instance's source_reader token (``load_source_snapshot``), and only that one."""
+    webui = Settings(
+        config_store={"source": "webui", "token": "component", "source_tokens": {"orders": "r"}}
+    )
+    asked: list[str] = []
+
+    def source_snapshot(settings: Settings, instance: str) -> ConfigSnapshot:
+        asked.append(instance)
+        raise ConfigError("the source_reader token was asked")
+
+    monkeypatch.setattr(
+        "mock_replay.api.load_snapshot",
+        lambda _: ConfigSnapshot(version=1, instances=(_instance("orders", password=None),)),
+    )
+    monkeypatch.setattr("mock_replay.api.load_source_snapshot", source_snapshot)
+    service = ReplayService(webui)
+    with pytest.raises(ConfigError, match="the source_reader token was asked"):
+        service.start(ReplayRequest("orders", "shop", "orders"))
+    assert asked == ["orders"]

@@ -194,5 +194,5 @@ def test_load_source_snapshot_refuses_without_a_fitting_token(
 def test_with_the_file_store_the_files_instance_is_used() -> None:
     snapshot = load_source_snapshot(Settings(), "local")
     assert snapshot.instance("local").login().password.get_secret_value() == "cdc-local"
-    with pytest.raises(ConfigError, match="no instance named 'elsewhere'"):
+    with pytest.raises(ConfigError, match="no MySQL instance named 'elsewhere'"):
         load_source_snapshot(Settings(), "elsewhere")
