@@ -209,16 +209,33 @@ class StatusOut(BaseModel):
     tables: list[TableStatus]
 
 
+_json_cache: tuple[tuple[int, float, tuple[str, ...]], bytes] | None = None
+
+
 @api.get("/status", response_model=StatusOut)
-def status_list(db: ApiDB, service: Status, _: Reader) -> StatusOut:
+def status_list(db: ApiDB, service: Status, _: Reader) -> Response:
+    """Serialised once per snapshot and list of mirrors, like the Overview's rows: 500
+    statuses validated and dumped on every request were the answer's time (issue 22, item 8)."""
+    global _json_cache  # noqa: PLW0603 - one cache for the process, guarded by _lock
     snapshot = service.snapshot()
-    names = db.scalars(select(TableMirrorRow.name).order_by(TableMirrorRow.name))
-    return StatusOut(
-        at=snapshot.at,
-        gathering=snapshot.gathering,
-        problems=list(snapshot.problems),
-        tables=[snapshot.tables[n] for n in names if n in snapshot.tables],
+    names = tuple(db.scalars(select(TableMirrorRow.name).order_by(TableMirrorRow.name)))
+    key = (id(snapshot), snapshot.at, names)
+    with _lock:
+        if _json_cache is not None and _json_cache[0] == key:
+            return Response(_json_cache[1], media_type="application/json")
+    body = (
+        StatusOut(
+            at=snapshot.at,
+            gathering=snapshot.gathering,
+            problems=list(snapshot.problems),
+            tables=[snapshot.tables[n] for n in names if n in snapshot.tables],
+        )
+        .model_dump_json()
+        .encode()
     )
+    with _lock:
+        _json_cache = (key, body)
+    return Response(body, media_type="application/json")
 
 
 @api.get("/status/{name}", response_model=TableStatus)
