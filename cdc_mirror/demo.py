@@ -391,7 +391,8 @@ def _clear_warehouse(settings: Settings, names: DemoNames) -> None:
 
 def _clear_kudu(settings: Settings, names: DemoNames) -> None:
     """The demo's Kudu tables (``names.kudu_prefix``), through the mirror's Java client."""
-    from mirror.kudu import KuduApplier, client_jars  # noqa: PLC0415 - starts a JVM
+    from cdc_platform.kudu import client_jars  # noqa: PLC0415
+    from mirror.kudu import KuduApplier  # noqa: PLC0415 - starts a JVM
 
     kudu = settings.kudu.model_copy(update={"table_prefix": names.kudu_prefix})
     applier = KuduApplier(kudu, settings.mirror, [], client_jars(settings))

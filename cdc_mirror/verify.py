@@ -703,7 +703,8 @@ def kudu_rows(stored: Iterable[Mapping[str, Any]]) -> Iterable[StoreRow]:
 def kudu_digest(settings: Settings, mirror: TableMirror, schema: TableSchema) -> TableDigest:
     """The Kudu table (``kudu.table_prefix`` + table), read through the mirror's Java client
     bridge (a JVM in this process)."""
-    from mirror.kudu import KuduApplier, client_jars  # noqa: PLC0415 - starts a JVM
+    from cdc_platform.kudu import client_jars  # noqa: PLC0415
+    from mirror.kudu import KuduApplier  # noqa: PLC0415 - starts a JVM
 
     reader = KuduApplier(settings.kudu, settings.mirror, [mirror], client_jars(settings))
     try:

@@ -37,7 +37,8 @@ def build_applier(
 
         return WarehouseApplier(settings.postgres, settings.mirror, tables)
     if target == "kudu":
-        from mirror.kudu import KuduApplier, client_jars  # noqa: PLC0415 - starts a JVM
+        from cdc_platform.kudu import client_jars  # noqa: PLC0415
+        from mirror.kudu import KuduApplier  # noqa: PLC0415 - starts a JVM
 
         return KuduApplier(settings.kudu, settings.mirror, tables, client_jars(settings))
     raise ConfigError(f"the mirror has no target {target!r} (choose redis, warehouse or kudu).")

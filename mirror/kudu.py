@@ -60,7 +60,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from cdc_platform.config import KuduSettings, MirrorSettings, Settings, TableMirror
+from cdc_platform import kudu as platform_kudu
+from cdc_platform.config import KuduSettings, MirrorSettings, TableMirror
+from cdc_platform.kudu import java_reason, start_jvm
 from mirror.applier import ApplyResult, ChangeApplier
 from mirror.kudu_batch import BatchBuffer, ValueRefusedError, buffers
 from mirror.kudu_types import KuduType, key_refusal, kudu_type
@@ -139,22 +141,8 @@ class _Java:
 
     def __init__(self, jars: Path, heap: str) -> None:
         import jpype  # noqa: PLC0415 - only a Kudu mirror loads the JVM
-        import jpype.imports  # noqa: PLC0415 - enables 'from org.apache … import'
 
-        if not jpype.isJVMStarted():
-            if not any(jars.glob("kudu-client-*.jar")) or not any(jars.glob(_BATCH_JAR)):
-                raise ConfigError(
-                    f"the Kudu Java client or cdc-mirror-kudu.jar is not in {jars}; run "
-                    "'cdc-mirror stack up kudu-master' once, or set kudu.client_jars."
-                )
-            # -Xrs: the JVM leaves SIGTERM/SIGINT to Python (the mirror stops on them).
-            jpype.startJVM(
-                f"-Xmx{heap}",
-                "-Xrs",
-                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                classpath=[str(jars / "*")],
-                convertStrings=False,
-            )
+        start_jvm(jars, heap, needs=(_BATCH_JAR,))
         from java.lang import Byte, Integer, Long, Short  # noqa: PLC0415
         from java.math import BigDecimal  # noqa: PLC0415
         from java.sql import Date  # noqa: PLC0415
@@ -163,7 +151,6 @@ class _Java:
         from org.apache.kudu.client import (  # noqa: PLC0415
             AlterTableOptions,
             CreateTableOptions,
-            KuduClient,
             KuduPredicate,
             SessionConfiguration,
         )
@@ -175,7 +162,7 @@ class _Java:
         self.ColumnSchema, self.ColumnTypeAttributes = ColumnSchema, ColumnTypeAttributes
         self.Schema, self.Type = Schema, Type
         self.AlterTableOptions, self.CreateTableOptions = AlterTableOptions, CreateTableOptions
-        self.KuduClient, self.KuduPredicate = KuduClient, KuduPredicate
+        self.KuduPredicate = KuduPredicate
         self.SessionConfiguration = SessionConfiguration
         try:
             self.GuardedBatch = jpype.JClass(_BATCH_CLASS)
@@ -272,11 +259,6 @@ def _stored_type(java: _Java, column: Any) -> KuduType:
     return KuduType(name)
 
 
-def client_jars(settings: Settings) -> Path:
-    """The folder of the Kudu Java client's jars: ``kudu.client_jars``, else the stack's."""
-    return (settings.kudu.client_jars or settings.stack.home / "jars" / "kudu").resolve()
-
-
 class KuduApplier(ChangeApplier):
     def __init__(
         self,
@@ -293,14 +275,8 @@ class KuduApplier(ChangeApplier):
         self._ttl_s = mirror_settings.tombstone_ttl_s
         self._tables = {t.name: t for t in tables}
         self._java = _Java(client_jars, kudu.jvm_heap)
-        self._masters = ",".join(kudu.masters)
-        timeout_ms = int(kudu.operation_timeout_s * 1000)
-        self._client = (
-            self._java.KuduClient.KuduClientBuilder(self._masters)
-            .defaultAdminOperationTimeoutMs(timeout_ms)
-            .defaultOperationTimeoutMs(timeout_ms)
-            .build()
-        )
+        self._masters = platform_kudu.masters(kudu)
+        self._client = platform_kudu.connect(kudu)
         self._open: dict[str, _Table] = {}
         self.stopped: dict[str, str] = {}  # table → the sentence that stopped it
         self._dropped: dict[str, int] = {}
@@ -343,7 +319,7 @@ class KuduApplier(ChangeApplier):
         try:
             self._client.close()
         except self._java.JException as exc:  # closing is best effort; nothing is pending
-            log.warning("closing the Kudu client failed (%s)", _java_reason(exc))
+            log.warning("closing the Kudu client failed (%s)", java_reason(exc))
 
     def _stop(self, table: str, reason: str, count: int) -> None:
         self.stopped[table] = reason
@@ -353,12 +329,11 @@ class KuduApplier(ChangeApplier):
     # -- calls through the client, with error translation ------------------------------------
     def _call(self, work: Any, what: str) -> Any:
         try:
-            return work()
-        except self._java.JException as exc:
+            with platform_kudu.kudu_errors(what, self._masters):
+                return work()
+        except ServiceUnavailableError:
             self._open.clear()  # reopen after an error: the schema may have moved on
-            raise ServiceUnavailableError(
-                f"Kudu at {self._masters} failed {what} ({_java_reason(exc)})."
-            ) from None
+            raise
 
     # -- reading (the row-for-row check) -----------------------------------------------------
     def scan(self, table: str) -> Iterator[dict[str, Any]]:
@@ -382,7 +357,7 @@ class KuduApplier(ChangeApplier):
         except java.JException as exc:
             raise ServiceUnavailableError(
                 f"Kudu at {self._masters} failed scanning {self._table_name(table)} "
-                f"({_java_reason(exc)})."
+                f"({java_reason(exc)})."
             ) from None
 
     # -- DDL ----------------------------------------------------------------------------------
@@ -486,10 +461,10 @@ class KuduApplier(ChangeApplier):
         try:
             self._client.createTable(name, java.Schema(columns), options)
         except java.JException as exc:
-            if "already exists" not in _java_reason(exc):  # another mirror process made it
+            if "already exists" not in java_reason(exc):  # another mirror process made it
                 self._open.clear()
                 raise ServiceUnavailableError(
-                    f"Kudu at {self._masters} failed creating table {name} ({_java_reason(exc)})."
+                    f"Kudu at {self._masters} failed creating table {name} ({java_reason(exc)})."
                 ) from None
         log.info(
             "Kudu table %s created (key %s, %d hash buckets)",
@@ -507,10 +482,9 @@ class KuduApplier(ChangeApplier):
         try:
             self._client.alterTable(name, options)
         except self._java.JException as exc:
-            if "already exists" not in _java_reason(exc):  # else: added by another process
+            if "already exists" not in java_reason(exc):  # else: added by another process
                 raise ServiceUnavailableError(
-                    f"Kudu at {self._masters} failed adding columns to {name} "
-                    f"({_java_reason(exc)})."
+                    f"Kudu at {self._masters} failed adding columns to {name} ({java_reason(exc)})."
                 ) from None
 
     # -- reads --------------------------------------------------------------------------------
@@ -728,10 +702,3 @@ class KuduApplier(ChangeApplier):
         session.close()
         log.info("Kudu table %s: %d tombstones older than the TTL removed", table, len(keys))
         return len(keys)
-
-
-def _java_reason(exc: BaseException) -> str:
-    """The Java exception's message on one line (the client's status text)."""
-    message = getattr(exc, "getMessage", None)
-    text = str(message()) if callable(message) else str(exc)
-    return " ".join(text.split())[:300]
