@@ -1,5 +1,5 @@
 """The platform layer: one adapter per outside system (configuration, Kafka, MySQL sources,
-Redis, PostgreSQL, Spark and the lake, retries), each mapping its driver's errors once.
+Redis, PostgreSQL, Kudu, Spark and the lake, retries), each mapping its driver's errors once.
 Imports only the contract.
 
 - ``config``, ``config_store``, ``governance_model``, ``lake_location``: the settings of every
@@ -8,7 +8,8 @@ Imports only the contract.
 - ``mysql_source``: every connection to a source (no cleartext password without TLS), and
   GTID positions as the servers print them (``position_covers``);
 - ``redis_store``, ``warehouse``: every Redis client and PostgreSQL connection (the only
-  importers of redis-py and psycopg but for the mirror's appliers);
+  importers of redis-py and psycopg but for the mirror's appliers); ``kudu``: the JVM and the
+  Kudu client;
 - ``spark``, ``lake``, ``iceberg``: the Spark session, the raw layer's tables, the Iceberg catalog;
 - ``observability``: metrics and live/ready probes on a configurable address;
 - ``retry``: the one retry policy (tenacity, jittered back-off, by error class).
