@@ -275,9 +275,10 @@ class CollectorSettings(_Section):
     )
     # A Kafka transaction holds at most this many rows; a larger MySQL transaction is split.
     max_rows_per_transaction: int = Field(10_000, ge=1)
-    # Small MySQL transactions are grouped into one Kafka transaction for at most this long;
-    # a transaction no other follows is committed once it is over. Commit → readable is about
-    # this plus a commit (~10-20 ms here), at most 20 Kafka transactions a second.
+    # Small MySQL transactions are grouped into one Kafka transaction; one is committed once
+    # this long has passed since the previous commit began (at most 20 Kafka transactions a
+    # second), and a transaction no other follows as soon as that is over. Commit → readable
+    # is about this plus a commit (~10-20 ms on an idle machine).
     commit_interval_ms: int = Field(50, ge=0)
     heartbeat_s: float = Field(1.0, gt=0)
     # While the source is quiet, the leading collector publishes a watermark heartbeat at

@@ -4,9 +4,12 @@ Reading resumes from the last committed ``CollectorPosition`` (a GTID position, 
 already published of a transaction that was split). Rows are added to an open Kafka
 transaction; the transaction is committed, together with the position after its last row,
 when it holds ``max_rows_per_transaction`` rows, or at the end of a MySQL transaction once
-``commit_interval_ms`` has passed since it began — and, when nothing follows that
-transaction, as soon as the interval is over (an idle timer, not the next binlog heartbeat),
-so commit → readable stays near the interval. A MySQL transaction is never published
+``commit_interval_ms`` has passed since the previous commit began — and, when nothing
+follows that transaction, as soon as the interval is over (an idle timer, not the next
+binlog heartbeat), so commit → readable stays near the interval. Counted from the previous
+commit's start, not its return, the interval bounds the commits to one per interval and a
+slow commit is not followed by a whole interval more: the rows read while it ran are
+committed as soon as it returns and the interval is over. A MySQL transaction is never published
 partly unless it alone exceeds the row limit, and then its position says which row comes
 next. Any failure aborts the open transaction and resumes from the last committed position,
 so a reader sees each row change once, in binlog order, with the same binlogOffsets.
@@ -80,6 +83,10 @@ _IDLE_POLL_S = 0.1
 
 # A batch handed over by the reader ends with a transaction or holds this many rows.
 _BATCH_ROWS = 1_000
+# Events received already are gathered into one hand-over for at most this long (a burst of
+# small transactions costs one hand-over, not one each); then what is gathered goes, so a
+# reader that is behind (a busy binlog, a starved CPU) does not hold complete transactions.
+_GATHER_S = 0.005
 
 
 class _Idle:
@@ -149,12 +156,13 @@ class _Progress:
 
     __slots__ = ("_after_rows", "_position", "began", "event_second", "rows", "rows_by_table")
 
-    def __init__(self, position: CollectorPosition) -> None:
+    def __init__(self, position: CollectorPosition, began: float | None = None) -> None:
         self._position = position
         # (gtid, rows done, file, pos, last offset) of the last rows event added, if any.
         self._after_rows: tuple[str, int, str, int, int] | None = None
         self.rows = 0
-        self.began = time.monotonic()
+        # Where commit_interval_ms counts from: the start of the commit before (or now).
+        self.began = time.monotonic() if began is None else began
         self.event_second = 0  # event time of the last MySQL transaction ended in it
         # Rows added per table (the metric's child): counted once at the commit, so an
         # aborted transaction counts nothing and a single-row transaction costs no metric
@@ -633,7 +641,7 @@ class Collector:
             with contextlib.suppress(pymysql.MySQLError, OSError):
                 connection.close()
 
-    def _prefetched(
+    def _prefetched(  # noqa: PLR0915 - the reader thread's loop and the caller's, together
         self, items: Iterator[WorkItem], stream: EventSource, idle_after: Callable[[], float]
     ) -> Iterator[WorkItem | _Idle]:
         """``items`` produced by a reader thread, a bounded queue ahead of the caller.
@@ -669,8 +677,11 @@ class Collector:
         def read() -> None:
             batch: list[WorkItem] = []
             weight = 0
+            gathering_since = 0.0
             try:
                 for item in items:
+                    if not batch:
+                        gathering_since = time.monotonic()
                     batch.append(item)
                     if isinstance(item, RowChanges):
                         weight += len(item.messages)
@@ -679,10 +690,11 @@ class Collector:
                     else:
                         weight += 1
                         # A DDL's transaction end follows at once; and while more events are
-                        # received already, they are gathered without waiting: a burst of
-                        # small transactions is one hand-over, not one each.
+                        # received already, they are gathered without waiting, for a while.
                         if isinstance(item, SchemaChange) or (
-                            not stream.drained and weight < _BATCH_ROWS
+                            not stream.drained
+                            and weight < _BATCH_ROWS
+                            and time.monotonic() - gathering_since < _GATHER_S
                         ):
                             continue
                     if not hand_over((batch, weight)):
@@ -808,6 +820,7 @@ class Collector:
         if detections:
             # In the rows' transaction: the detections are published exactly once with them.
             self._publisher.detections(detections)
+        started = time.monotonic()
         self._publisher.commit(position)
         self.committed = position
         for counter, rows in progress.rows_by_table.items():
@@ -823,7 +836,7 @@ class Collector:
         if progress.event_second:
             # Delay as of the last committed transaction: what readers can see.
             self._metrics.observe_event_time(self._instance.name, progress.event_second)
-        return _Progress(position)
+        return _Progress(position, began=started)
 
     def _say_switch_waits(self, position: CollectorPosition) -> None:
         newer = self._newer_config()

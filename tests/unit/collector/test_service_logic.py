@@ -562,3 +562,48 @@ def test_progress_works_out_the_position_after_rows_only_when_read() -> None:
     no_rows.transaction_ended("0-1-11", "mariadb-bin.000002", 1000)
     assert no_rows.position == start.after_transaction("0-1-11", "mariadb-bin.000002", 1000)
     assert no_rows.position.offset_state == start.offset_state
+
+
+class _SlowCommits(MemoryPublisher):
+    """Each commit takes ``seconds`` of the fake clock."""
+
+    def __init__(self, clock: list[float], seconds: float) -> None:
+        super().__init__()
+        self.clock, self.seconds = clock, seconds
+
+    def commit(self, position: CollectorPosition) -> None:
+        self.clock[0] += self.seconds
+        super().commit(position)
+
+
+def test_the_commit_interval_counts_from_the_start_of_the_commit_before(monkeypatch) -> None:
+    """A slow commit is not followed by a whole interval more: the transactions read while it
+    ran are committed once the interval since its start is over, and never more often."""
+    from collector import service
+    from collector.service import _Progress
+    from collector.work import TransactionEnd
+
+    clock = [100.0]
+    monkeypatch.setattr(service.time, "monotonic", lambda: clock[0])
+    publisher = _SlowCommits(clock, seconds=0.3)  # six intervals of 50 ms
+    collector = Collector(
+        MySQLInstance(name="slow", host="127.0.0.1"),
+        CollectorSettings(commit_interval_ms=50),
+        publisher,
+        CollectorMetrics(),
+    )
+    start = CollectorPosition("slow", "0-1-10", OffsetState(compose(1_800_000_000, 4)))
+    collector.committed = start
+    progress = _Progress(start)
+    clock[0] += 0.06
+    end = TransactionEnd("0-1-11", "mariadb-bin.000002", 1000, SECOND)
+    progress = collector._end_transaction(progress, end)  # the interval is over: committed
+    assert len(publisher.positions) == 1 and clock[0] == pytest.approx(100.36)
+    # Read while that commit ran (it began at 100.06): committed at once after it returned.
+    publisher.seconds = 0.0
+    progress = collector._end_transaction(progress, TransactionEnd("0-1-12", "f", 1100, SECOND))
+    assert len(publisher.positions) == 2
+    # That commit began at 100.36: a transaction ended 10 ms later waits for the interval.
+    clock[0] += 0.01
+    progress = collector._end_transaction(progress, TransactionEnd("0-1-13", "f", 1200, SECOND))
+    assert len(publisher.positions) == 2
