@@ -131,12 +131,33 @@ class Component:
     optional: bool = False  # run only if its module exists (written by someone else)
 
 
+_LATENCY_AB = (
+    "--only",
+    "latency",
+    "--latency-rate",
+    "3000",
+    "--latency-configs",
+    "before",
+    "gather-unbounded",
+    "current",
+    "priority",
+)
+
 COMPONENTS: tuple[Component, ...] = (
     Component(
         "collector",
         "bench.collector_bench",
         ("--single-rows", "200000", "--transactions", "1000", "--latency-seconds", "10"),
         ("--single-rows", "5000", "--transactions", "20", "--latency-seconds", "5"),
+    ),
+    # The collector's commit → readable in named configurations, alternated in one run
+    # (bench.collector_bench LATENCY_CONFIGS): 'before' the collector as it was,
+    # 'gather-unbounded' all but one change, 'priority' how much is its process waiting for a CPU.
+    Component(
+        "collector_latency",
+        "bench.collector_bench",
+        (*_LATENCY_AB, "--latency-rounds", "4", "--latency-seconds", "6"),
+        (*_LATENCY_AB, "--latency-rounds", "1", "--latency-seconds", "3"),
     ),
     Component("replay", "bench.replay_bench", (), ("--rows", "200000", "--workers", "1")),
     Component(
