@@ -84,7 +84,7 @@ class KafkaWatermark:
                     if record is not None and record.error() is None:
                         return record.offset() >= mark  # a message the group has not applied
                     position = self._probe.position([TopicPartition(self.topic, partition)])
-                    if position[0].offset >= mark:
+                    if (position[0].offset or 0) >= mark:
                         return True
                 return False
             finally:
