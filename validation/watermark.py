@@ -82,7 +82,7 @@ class KafkaWatermark:
                 while self._clock() < give_up:
                     record = self._probe.poll(0.2)
                     if record is not None and record.error() is None:
-                        return record.offset() >= mark  # a message the group has not applied
+                        return (record.offset() or 0) >= mark  # a message not applied yet
                     position = self._probe.position([TopicPartition(self.topic, partition)])
                     if (position[0].offset or 0) >= mark:
                         return True
