@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from cdc_platform.config import KuduSettings
-from simple_binlog.errors import ConfigError, ServiceUnavailableError
+from cdc_platform.kudu import connect, start_jvm
+from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.values import JsonScalar, Kind, encode
 from validation.canonical import ChunkDigest, RowHasher, python_canonical
 from validation.plan import Chunk, Key
@@ -66,28 +67,10 @@ def python_value(kind: Kind, kudu: str, raw: Any) -> Any:  # noqa: PLR0911 - one
 
 
 def start_client(settings: KuduSettings, jars: Path) -> Any:
-    """A Kudu client of the Java library (the JVM started here once, if nothing has)."""
-    import jpype  # noqa: PLC0415 - only a Kudu validation loads the JVM
-    import jpype.imports  # noqa: PLC0415 - enables 'from org.apache … import'
-
-    if not jpype.isJVMStarted():
-        if not any(jars.glob("kudu-client-*.jar")):
-            raise ConfigError(
-                f"the Kudu Java client is not in {jars}; run 'cdc-mirror stack up kudu-master' "
-                "once, or set kudu.client_jars."
-            )
-        jpype.startJVM(
-            f"-Xmx{settings.jvm_heap}", "-Xrs", classpath=[str(jars / "*")], convertStrings=False
-        )
-    from org.apache.kudu.client import KuduClient  # noqa: PLC0415
-
-    timeout_ms = int(settings.operation_timeout_s * 1000)
-    return (
-        KuduClient.KuduClientBuilder(",".join(settings.masters))
-        .defaultAdminOperationTimeoutMs(timeout_ms)
-        .defaultOperationTimeoutMs(timeout_ms)
-        .build()
-    )
+    """A Kudu client of the Java library (the JVM started once per process, as every Kudu
+    user starts it: ``cdc_platform.kudu``)."""
+    start_jvm(jars, settings.jvm_heap)
+    return connect(settings)
 
 
 class KuduSide:
@@ -298,8 +281,3 @@ def _before(key: Key) -> Key | None:
     if isinstance(last, int) and not isinstance(last, bool):
         return (*key[:-1], last - 1)
     return None
-
-
-def kudu_jars(settings: KuduSettings, stack_home: Path) -> Path:
-    """The folder of the Kudu Java client's jars: ``kudu.client_jars``, else the stack's."""
-    return (settings.client_jars or stack_home / "jars" / "kudu").resolve()

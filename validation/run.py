@@ -361,9 +361,10 @@ def _settle_into(
 
 def _target_side(settings: Settings, mirror: TableMirror, target: Target, shape: TableShape) -> Any:
     if target == "kudu":
-        from validation.kudu import KuduSide, kudu_jars  # noqa: PLC0415 - starts a JVM
+        from cdc_platform.kudu import client_jars  # noqa: PLC0415
+        from validation.kudu import KuduSide  # noqa: PLC0415 - starts a JVM
 
-        return KuduSide(settings.kudu, kudu_jars(settings.kudu, settings.stack.home), shape)
+        return KuduSide(settings.kudu, client_jars(settings), shape)
     if target == "warehouse":
         from validation.warehouse import WarehouseSide  # noqa: PLC0415
 
