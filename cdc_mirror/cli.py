@@ -8,6 +8,7 @@ users, configs or services is escaped before rich prints it, so ``[orders]`` sta
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import sys
 import time
@@ -635,7 +636,19 @@ def validate_command(
     table: Annotated[str, typer.Argument(help="The table mirror (its logical table name).")],
     target: Annotated[
         list[str] | None,
-        typer.Option("--target", help="warehouse or redis (repeatable; default: the mirror's)."),
+        typer.Option(
+            "--target",
+            help="warehouse, redis, kudu, lake (its current state) or snapshot (of --day) "
+            "(repeatable; default: the mirror's).",
+        ),
+    ] = None,
+    day: Annotated[
+        str | None,
+        typer.Option(
+            "--day",
+            help="The merged day (YYYY-MM-DD) whose snapshot is compared with MySQL as of "
+            "that day's cut (target snapshot).",
+        ),
     ] = None,
     chunk_rows: Annotated[
         int, typer.Option(min=2, help="Source rows of the first chunk.")
@@ -681,8 +694,14 @@ def validate_command(
     unknown = [name for name in target or [] if name not in TARGETS]
     if unknown:
         raise ConfigError(f"--target {unknown[0]!r}: validation knows {', '.join(TARGETS)}.")
+    try:
+        snapshot_day = None if day is None else dt.date.fromisoformat(day)
+    except ValueError:
+        raise ConfigError(f"--day {day!r} is not a day (YYYY-MM-DD).") from None
     loaded = settings()
-    options = Options.from_settings(loaded, chunk_rows=chunk_rows, chunk_time_s=chunk_time or None)
+    options = Options.from_settings(
+        loaded, chunk_rows=chunk_rows, chunk_time_s=chunk_time or None, snapshot_day=snapshot_day
+    )
     started = time.time()
     result = run_validation(
         loaded,
