@@ -293,12 +293,6 @@ class ChunkDigest:
         low = sum(int.from_bytes(d[8:16], "big") for d in digests)
         return cls.of(len(digests), high, low)
 
-    def plus(self, other: ChunkDigest) -> ChunkDigest:
-        """The digest of this chunk's rows and ``other``'s (disjoint): sums add up."""
-        return ChunkDigest.of(
-            self.count + other.count, self.high + other.high, self.low + other.low
-        )
-
     def text(self) -> str:
         return f"{self.count} rows, {self.high:016x}{self.low:016x}"
 

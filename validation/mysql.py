@@ -2,20 +2,15 @@
 
 Every read is one statement over the UNION ALL of the shards, so nothing but counts, sums,
 keys and (for the few differing keys) the rows' canonical texts leaves the server. A chunk's
-digest is read on ``connections`` connections at once: the chunk is cut at middle keys into
-that many parts (index reads of keys only), each part one statement (one snapshot) on its own
-connection, and the parts' counts and sums added (they are sums: disjoint parts add up to the
-chunk's digest exactly), so a chunk's hashing uses as many of the server's cores;
-``position`` is the server's binlog position read after all of them (MariaDB
-``@@gtid_binlog_pos``, MySQL ``@@gtid_executed``), which no part's snapshot passes.
+digest is one statement (one snapshot); ``position`` is the server's binlog position read
+after it (MariaDB ``@@gtid_binlog_pos``, MySQL ``@@gtid_executed``), which the snapshot does
+not pass.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pymysql
@@ -34,9 +29,6 @@ from validation.table import TableShape, read_table_shape
 log = logging.getLogger(__name__)
 
 _ALL_ROWS = 2**64 - 1  # MySQL's "no limit"
-# Connections a chunk is hashed on at once; a part smaller than MIN_PART_ROWS is not split.
-HASH_CONNECTIONS = 2
-MIN_PART_ROWS = 1_000
 
 
 def key_order(name: str, column: ColumnType) -> str:
@@ -77,29 +69,21 @@ class MySqlSide:
 
     name = "mysql"
 
-    def __init__(
-        self,
-        instance: SourceAccess,
-        shape: TableShape | None = None,
-        connections: int | None = None,
-    ) -> None:
+    def __init__(self, instance: SourceAccess, shape: TableShape | None = None) -> None:
         self.shape = shape if shape is not None else TableShape("", (), (), ())
         self.position: str = ""
-        self._own_queries = 0
+        self.queries = 0
         self._instance = instance
-        self._connections = max(1, HASH_CONNECTIONS if connections is None else connections)
-        # The other connections' sides (opened at the first chunk split), each in a thread.
-        self._helpers: list[MySqlSide] = []
-        self._pool: ThreadPoolExecutor | None = None
-        self._last_cut: tuple[Key | None, Key | None, int] = (None, None, 0)
         try:
-            self._conn = self._connect()
+            self._conn = mysql_source.connect(
+                instance, autocommit=True, read_timeout=600, init_command="SET time_zone = '+00:00'"
+            )
             with self._conn.cursor() as cursor:
                 cursor.execute("SELECT VERSION()")
                 version = str(cursor.fetchone()[0])
         except pymysql.MySQLError as exc:
             raise self._unavailable(exc) from None
-        self._mariadb = mariadb = "mariadb" in version.lower()
+        mariadb = "mariadb" in version.lower()
         self._position_sql = "SELECT @@gtid_binlog_pos" if mariadb else "SELECT @@gtid_executed"
 
     def read_shape(self, router: ShardRouter, mirror: TableMirror) -> TableShape:
@@ -117,19 +101,7 @@ class MySqlSide:
         )
         return ServiceUnavailableError(f"{where} failed ({exc.args[-1] if exc.args else exc}).")
 
-    def _connect(self) -> pymysql.connections.Connection[Any]:
-        return mysql_source.connect(
-            self._instance,
-            autocommit=True,
-            read_timeout=600,
-            init_command="SET time_zone = '+00:00'",
-        )
-
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-        for helper in self._helpers:
-            helper.close()
         self._conn.close()
 
     def current_position(self) -> str:
@@ -143,17 +115,12 @@ class MySqlSide:
         return LoadSample(int(rows[0][1]) if rows else 0)
 
     def rows_read(self) -> int:
-        """The rows and index entries this side's sessions have read (``Handler_read_*``)."""
+        """The rows and index entries this session has read (its ``Handler_read_*``)."""
         rows = self._query("SHOW SESSION STATUS LIKE 'Handler_read%'")
-        return sum(int(value) for _, value in rows) + sum(h.rows_read() for h in self._helpers)
-
-    @property
-    def queries(self) -> int:
-        """The statements this side sent, on every connection."""
-        return self._own_queries + sum(h.queries for h in self._helpers)
+        return sum(int(value) for _, value in rows)
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        self._own_queries += 1
+        self.queries += 1
         try:
             with self._conn.cursor() as cursor:
                 # No parameters: no %-formatting either (LIKE 'Handler_read%').
@@ -179,53 +146,6 @@ class MySqlSide:
         return " UNION ALL ".join(parts), all_params
 
     def digest(self, chunk: Chunk) -> ChunkDigest:
-        """The chunk's digest, its parts hashed on ``connections`` connections at once (see
-        the module's docstring); ``position`` read after all of them."""
-        parts = self._parts(chunk)
-        if len(parts) == 1:
-            digest = self._digest(chunk)
-        else:
-            helpers = self._helpers_for(len(parts) - 1)
-            assert self._pool is not None
-            futures = [
-                self._pool.submit(helper._digest, part)
-                for helper, part in zip(helpers, parts[1:], strict=True)
-            ]
-            digest = self._digest(parts[0])
-            for future in futures:
-                digest = digest.plus(future.result())
-        self.position = self.current_position()
-        return digest
-
-    def _parts(self, chunk: Chunk) -> list[Chunk]:
-        """``chunk`` cut into up to ``connections`` parts of about equal rows, when its rows
-        are known (the scan cuts a chunk at the ``n``-th key after ``lo`` just before it
-        hashes it, ``middle_key``) and each part has at least ``MIN_PART_ROWS``."""
-        lo, hi, rows = self._last_cut
-        parts_wanted = min(self._connections, rows // MIN_PART_ROWS)
-        if parts_wanted < 2 or (chunk.lo, chunk.hi) != (lo, hi):
-            return [chunk]
-        cuts: list[Key] = []
-        for number in range(1, parts_wanted):
-            # The (rows × number / parts)-th key after lo: an index read of keys only.
-            cut = self._middle_key(chunk, 2 * (rows * number // parts_wanted))
-            if cut is None or (cuts and cut == cuts[-1]) or cut == chunk.hi:
-                break
-            cuts.append(cut)
-        bounds: list[Key | None] = [chunk.lo, *cuts, chunk.hi]
-        return [Chunk(a, b) for a, b in itertools.pairwise(bounds)]
-
-    def _helpers_for(self, count: int) -> list[MySqlSide]:
-        while len(self._helpers) < count:
-            helper = MySqlSide(self._instance, self.shape, connections=1)
-            self._helpers.append(helper)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(
-                max(1, self._connections - 1), thread_name_prefix="validate-mysql"
-            )
-        return self._helpers[:count]
-
-    def _digest(self, chunk: Chunk) -> ChunkDigest:
         where, params = key_range(self.shape, chunk)
         # The row hashes are materialised (a UNION ALL is; one shard's SELECT is kept from
         # being merged by its LIMIT): merged, the md5 would be computed once per sum.
@@ -236,18 +156,13 @@ class MySqlSide:
         # far (a commit on any table moves the position, so reading again until it stood
         # still read busy servers' chunks several times over).
         count, high, low = self._query(sql, all_params)[0]
+        self.position = self.current_position()
         return ChunkDigest.of(count, high, low)
 
     def _key_select(self) -> str:
         return ", ".join(MYSQL.quote(n) for n in self.shape.key)
 
     def middle_key(self, chunk: Chunk, count: int) -> Key | None:
-        key = self._middle_key(chunk, count)
-        # A chunk (lo, key] of count // 2 rows: digest knows its rows when it is asked next.
-        self._last_cut = (chunk.lo, key, count // 2)
-        return key
-
-    def _middle_key(self, chunk: Chunk, count: int) -> Key | None:
         wanted = count // 2
         if wanted < 1:
             return None

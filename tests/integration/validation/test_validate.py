@@ -3,8 +3,7 @@ tables, read from the real binlog (``collector.reader.read_range``), published t
 applied by the mirror's consumer loop to the warehouse and to Redis. Validation finds both
 equal; after drift induced in each target (a value changed, a row deleted, an extra row) it
 names exactly those keys with their rows side by side; a source write made while it runs is
-not reported, because the watermark lets the mirror apply it before the key is judged. MySQL's
-chunks are hashed in two parts on two connections at once (parts of at least 5 rows here)."""
+not reported, because the watermark lets the mirror apply it before the key is judged."""
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from tests.integration.validation.harness import (
     drift_redis,
     drift_warehouse,
 )
-from validation import mysql as mysql_side
 from validation.mysql import MySqlSide
 from validation.plan import Chunk, Difference
 from validation.run import Options, describe, validate
@@ -30,18 +28,8 @@ from validation.run import Options, describe, validate
 
 @pytest.mark.timeout(300)
 def test_validate_finds_exactly_the_drifted_keys_and_not_a_write_in_flight(
-    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+    pipeline: Pipeline,
 ) -> None:
-    monkeypatch.setattr(mysql_side, "MIN_PART_ROWS", 5)
-    split: list[int] = []
-    parts_of = MySqlSide._parts
-
-    def recorded(self: MySqlSide, chunk: Chunk) -> list[Chunk]:
-        parts = parts_of(self, chunk)
-        split.append(len(parts))
-        return parts
-
-    monkeypatch.setattr(MySqlSide, "_parts", recorded)
     settings = pipeline.settings
     table = settings.tables[0].name
     options = Options(chunk_rows=25, leaf_rows=8, chunk_time_s=None)
@@ -52,8 +40,6 @@ def test_validate_finds_exactly_the_drifted_keys_and_not_a_write_in_flight(
         assert report.equal, describe(report)
         assert report.rows == total
         assert report.chunks == total // 25 + 1
-    # Every full chunk of 25 rows was hashed in two parts on two connections.
-    assert split.count(2) >= 2 * (total // 25)
 
     changed, deleted, extra = BASE + 3, BASE + 77, BASE + 10_000
     drift_warehouse(settings, table, changed, deleted, extra)
