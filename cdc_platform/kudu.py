@@ -19,6 +19,21 @@ from cdc_platform.config import KuduSettings, Settings
 from simple_binlog.errors import ConfigError, ServiceUnavailableError
 
 CLIENT_JAR = "kudu-client-*.jar"
+# The client's RowResult getter of each column type (``org.apache.kudu.Type``'s names).
+GETTERS = {
+    "INT8": "getByte",
+    "INT16": "getShort",
+    "INT32": "getInt",
+    "INT64": "getLong",
+    "UNIXTIME_MICROS": "getLong",
+    "DECIMAL": "getDecimal",
+    "FLOAT": "getFloat",
+    "DOUBLE": "getDouble",
+    "DATE": "getDate",
+    "STRING": "getString",
+    "BINARY": "getBinaryCopy",
+    "BOOL": "getBoolean",
+}
 
 
 def client_jars(settings: Settings) -> Path:

@@ -62,7 +62,7 @@ from typing import Any, Literal
 
 from cdc_platform import kudu as platform_kudu
 from cdc_platform.config import KuduSettings, MirrorSettings, TableMirror
-from cdc_platform.kudu import java_reason, start_jvm
+from cdc_platform.kudu import GETTERS, java_reason, start_jvm
 from mirror.applier import ApplyResult, ChangeApplier
 from mirror.kudu_batch import BatchBuffer, ValueRefusedError, buffers
 from mirror.kudu_types import KuduType, key_refusal, kudu_type
@@ -100,20 +100,6 @@ _SETTER = {
     "STRING": "addString",
     "BINARY": "addBinary",
     "BOOL": "addBoolean",
-}
-_GETTER = {
-    "INT8": "getByte",
-    "INT16": "getShort",
-    "INT32": "getInt",
-    "INT64": "getLong",
-    "UNIXTIME_MICROS": "getLong",
-    "DECIMAL": "getDecimal",
-    "FLOAT": "getFloat",
-    "DOUBLE": "getDouble",
-    "DATE": "getDate",
-    "STRING": "getString",
-    "BINARY": "getBinaryCopy",
-    "BOOL": "getBoolean",
 }
 
 
@@ -214,7 +200,7 @@ class _Java:
         """Column ``index`` of a scanned row, in the canonical Python form."""
         if result.isNull(index):
             return None
-        raw = getattr(result, _GETTER[kudu.name])(index)
+        raw = getattr(result, GETTERS[kudu.name])(index)
         if kudu.name in ("DECIMAL",):
             raw = str(raw.toPlainString())
         elif kudu.name in ("STRING", "DATE"):

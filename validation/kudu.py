@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc_platform.config import KuduSettings
-from cdc_platform.kudu import connect, start_jvm
+from cdc_platform.kudu import GETTERS, connect, start_jvm
 from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.values import JsonScalar, Kind, encode
 from validation.canonical import ChunkDigest, RowHasher, python_canonical
@@ -32,20 +32,6 @@ from validation.table import TableShape
 SHARD_COLUMN = "_shard"  # mirror.kudu's bookkeeping columns
 DELETED_COLUMN = "_deleted"
 _EPOCH = dt.datetime(1970, 1, 1)
-_GETTERS = {
-    "INT8": "getByte",
-    "INT16": "getShort",
-    "INT32": "getInt",
-    "INT64": "getLong",
-    "UNIXTIME_MICROS": "getLong",
-    "DECIMAL": "getDecimal",
-    "FLOAT": "getFloat",
-    "DOUBLE": "getDouble",
-    "DATE": "getDate",
-    "STRING": "getString",
-    "BINARY": "getBinaryCopy",
-    "BOOL": "getBoolean",
-}
 
 
 def python_value(kind: Kind, kudu: str, raw: Any) -> Any:  # noqa: PLR0911 - one per form
@@ -156,7 +142,7 @@ class KuduSide:
             if row.isNull(i):
                 return None
             kudu = self._kudu_types[name]
-            raw = getattr(row, _GETTERS[kudu])(i)
+            raw = getattr(row, GETTERS[kudu])(i)
             if kudu == "DECIMAL":
                 return str(raw.toPlainString())
             if kudu in ("STRING", "DATE"):
