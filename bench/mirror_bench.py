@@ -84,6 +84,10 @@ class FreshnessConfig:
     mirror_gc_tuned: bool
     collector: dict[str, Any] = field(default_factory=dict)
     mirror: dict[str, Any] = field(default_factory=dict)
+    # True: the collector as before 2026-11-26 (bench.collector_bench's 'before': the
+    # positions partition joins each Kafka transaction at its commit, the commit interval
+    # counted from the commit's return, the reader's gathering unbounded in time).
+    collector_before: bool = False
 
 
 FRESHNESS_CONFIGS: dict[str, FreshnessConfig] = {
@@ -101,6 +105,13 @@ FRESHNESS_CONFIGS: dict[str, FreshnessConfig] = {
     "current": FreshnessConfig(
         "mirror process with tuned GC (cdc_platform.gc_tuning), as 'mirror run'",
         mirror_gc_tuned=True,
+    ),
+    # The collector's share: 'current' with the collector as it was before 2026-11-26.
+    "collector-before": FreshnessConfig(
+        "as 'current', the collector as before 2026-11-26 (its commit -> readable changes "
+        "left out)",
+        mirror_gc_tuned=True,
+        collector_before=True,
     ),
 }
 
@@ -411,6 +422,7 @@ def _run_collector(
     started: Any,
     stop: Any,
     overrides: dict[str, Any] | None = None,
+    collector_before: bool = False,
 ) -> None:
     """A collector publishing ``include`` from ``start_gtid`` until ``stop`` is set; runs in a
     process of its own (spawned), so it does not share a GIL with the mirror, and tunes its
@@ -434,13 +446,15 @@ def _run_collector(
         update={"name": instance_name, "replica_server_id": server_id}
     )
     halt = threading.Event()
-    collector = Collector(
-        instance,
-        collector_settings,
-        KafkaPublisher(kafka, instance.name),
-        CollectorMetrics(),
-        stop=halt,
-    )
+    kind, publisher = Collector, KafkaPublisher(kafka, instance.name)
+    if collector_before:
+        from bench import collector_bench
+        from collector import service
+
+        service._GATHER_S = float("inf")
+        kind = collector_bench._IntervalFromReturn
+        publisher = collector_bench._TimedLatePublisher(kafka, instance.name)
+    collector = kind(instance, collector_settings, publisher, CollectorMetrics(), stop=halt)
     thread = threading.Thread(target=collector.run)
     tune_gc()
     thread.start()
@@ -610,6 +624,7 @@ def bench_mysql_freshness(  # noqa: PLR0915 - one scenario, set up and torn down
             started,
             stop_collector,
             config.collector,
+            config.collector_before,
         ),
     )
     collector.start()

@@ -182,7 +182,7 @@ COMPONENTS: tuple[Component, ...] = (
     Component(
         "mirror",
         "bench.mirror_bench",
-        ("--freshness-configs", "before", "short-waits", "current"),
+        ("--freshness-configs", "collector-before", "current"),
         (
             "--changes",
             "100000",
@@ -191,8 +191,7 @@ COMPONENTS: tuple[Component, ...] = (
             "--freshness-seconds",
             "10",
             "--freshness-configs",
-            "before",
-            "short-waits",
+            "collector-before",
             "current",
         ),
     ),
