@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,23 @@ from cdc_platform.iceberg import LakeCatalog, catalog_conf, iceberg_jars, storag
 from cdc_platform.lake_location import LOCAL_S3_BUCKET
 
 STORAGES = ("local", "hdfs", "s3")
+# The storages of the slower storage-parametrised tests elsewhere (merge, maintenance, the
+# writer's crash points): local disk and S3 (SeaweedFS) in every run, HDFS as well with
+# CDC_TEST_HDFS=1 (or its older name CDC_TEST_STREAM_WRITER_HDFS=1).
+HDFS_ASKED = "1" in (os.environ.get("CDC_TEST_HDFS"), os.environ.get("CDC_TEST_STREAM_WRITER_HDFS"))
+TESTED_STORAGES = ("local", "s3", *(("hdfs",) if HDFS_ASKED else ()))
+SERVICES = {"local": [], "s3": ["seaweedfs"], "hdfs": ["hdfs-namenode", "hdfs-datanode"]}
+
+
+def storage_services(settings: Settings, kinds: Iterable[str]) -> Iterator[Settings]:
+    """The stack's services of the storages ``kinds``, started once (as ``stack up``) and
+    stopped afterwards only if started here and the session asks to
+    (``CDC_MIRROR_TESTS_STOP_STACK=1``, as ``./run tests`` does)."""
+    names = [name for kind in kinds for name in SERVICES[kind]]
+    if not names:  # local disk: nothing to start (no names would mean every service)
+        yield settings
+        return
+    yield from _services(settings, names)
 
 
 def _services(settings: Settings, names: list[str]) -> Iterator[Settings]:

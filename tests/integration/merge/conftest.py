@@ -14,6 +14,8 @@ import pytest
 from psycopg import sql
 
 from cdc_platform.config import Settings
+from cdc_platform.lake_location import LOCAL_S3_BUCKET
+from tests.integration.lake.conftest import storage_services, with_lake
 from tests.integration.merge.harness import Shop, unique_prefix
 from tests.integration.mirror.targets import pg_connect
 
@@ -21,19 +23,45 @@ from tests.integration.mirror.targets import pg_connect
 @pytest.fixture(scope="module")
 def merge_stack(local_stack: Settings) -> Settings:
     """The settings a module's merges run with: the local lake (a module may override it with
-    another storage)."""
+    another storage: ``lake_on``)."""
     return local_stack
 
 
+def lake_on(local_stack: Settings, kind: str) -> Iterator[Settings]:
+    """``local_stack`` with the lake on storage ``kind``: each test's own folder on local
+    disk (the default), a prefix of the module's own on the stack's SeaweedFS or HDFS, whose
+    services are started once."""
+    if kind == "local":
+        yield local_stack
+        return
+    from stack import hdfs
+
+    tag = uuid.uuid4().hex[:8]
+    location = {
+        "s3": f"s3://{LOCAL_S3_BUCKET}/cdc-tests/merge-{tag}",
+        "hdfs": f"{hdfs.uri()}/cdc-tests/merge-{tag}",
+    }[kind]
+    for _ in storage_services(local_stack, [kind]):
+        yield with_lake(local_stack, location, f"lake_{kind}")
+
+
 @pytest.fixture(scope="module")
-def spark(merge_stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from cdc_platform.iceberg import lake_session
+def spark(
+    local_stack: Settings, merge_stack: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    from cdc_platform.iceberg import S3Storage, lake_session, storage_for
 
     lake = tmp_path_factory.mktemp("merge-lake")
     scoped = merge_stack.model_copy(
         update={"spark": merge_stack.spark.model_copy(update={"lake_dir": lake})}
     )
-    session = lake_session(scoped, "cdc-mirror-merge-tests")
+    # S3A's settings for the stack's SeaweedFS in every module's session, whatever its
+    # storage: the embedded metastore keeps, per JVM thread, the Hadoop settings of the first
+    # session that used it (Hive's HMSHandler), and a later module on S3 needs them there.
+    s3 = storage_for(with_lake(local_stack, f"s3://{LOCAL_S3_BUCKET}/cdc-tests", "lake_s3"))
+    assert isinstance(s3, S3Storage)
+    conf = {f"spark.hadoop.{key}": value for key, value in s3.hadoop_conf().items()}
+    session = lake_session(scoped, "cdc-mirror-merge-tests", extra_conf=conf)
     yield session
     session.stop()
 

@@ -353,7 +353,11 @@ class Shop:
         settings = self.merge_settings(check=False)
         document = {
             "spark": {"lake_dir": str(settings.lake_dir)},
-            "lake": {"location": str(settings.lake_dir)},
+            # The lake's S3 settings are the stack's defaults (SeaweedFS) in these tests.
+            "lake": {
+                "location": settings.lake.location or str(settings.lake_dir),
+                "catalog": settings.lake.catalog,
+            },
             "stream_writer": {"database": self.raw_database, "name": self.writer},
             "merge": {"database": settings.merge.database, "check": False},
             "mirror": {"warehouse_schema": settings.mirror.warehouse_schema},

@@ -1,10 +1,13 @@
 """``cdc-mirror maintain`` on real tables: the raw layer and a snapshot merged over days, in
-the lake's Iceberg catalog on the stack's metastore.
+the lake's Iceberg catalog on the stack's metastore, on each storage: local disk and S3 (the
+stack's SeaweedFS) in every run, HDFS as well with ``CDC_TEST_HDFS=1`` (one Spark session and
+one start of the storage's services per storage).
 
 1. The command in a process of its own (its progress lines on stdout): raw days and day tags
    past their retention go, small and delete files are compacted, snapshots expire, an old
    orphan file goes and fresh files stay; the retained day reads as before, and the next
-   merge applies over the compacted table.
+   merge applies over the compacted table. An S3 object's modification time cannot be set,
+   so on S3 no old orphan is planted (the step runs, and the fresh orphan must stay).
 2. Safe while the writer and merge run: maintenance in a loop while a thread appends raw
    rows and the main thread merges; no row is lost or repeated, the snapshot equals MySQL.
 """
@@ -15,13 +18,19 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from cdc_platform.config import Settings
 from cdc_platform.lake_snapshots import day_tag, days_view
 from merge.job import Merger, MergeRequest
 from merge.maintenance import Maintainer, MaintenanceReport
+from tests.integration.lake.conftest import TESTED_STORAGES
+from tests.integration.merge.conftest import lake_on
 from tests.integration.merge.harness import Shop, snapshot_rows
 from tests.integration.merge.test_merge import (
     DAY1,
@@ -35,6 +44,47 @@ from tests.integration.merge.test_merge import (
 
 DAY3 = DAY2 + timedelta(days=1)
 OLD_DAY = DAY1 - timedelta(days=40)
+
+
+@pytest.fixture(scope="module", params=TESTED_STORAGES)
+def merge_stack(request: pytest.FixtureRequest, local_stack: Settings) -> Iterator[Settings]:
+    yield from lake_on(local_stack, request.param)
+
+
+class LakeFiles:
+    """Files of the lake through Hadoop's FileSystem in the session's JVM (any storage)."""
+
+    def __init__(self, spark: Any) -> None:
+        self.jvm = spark.sparkContext._jvm
+        self.conf = spark._jsc.hadoopConfiguration()
+
+    def _fs(self, uri: str) -> tuple[Any, Any]:
+        path = self.jvm.org.apache.hadoop.fs.Path(uri)
+        fs = path.getFileSystem(self.conf)
+        if fs.getScheme() == "file":
+            fs = fs.getRawFileSystem()  # no .crc file beside it (an orphan of its own)
+        return fs, path
+
+    def plant(self, uri: str, modified: datetime | None = None) -> bool:
+        """Write a file no snapshot references; False when its modification time cannot be
+        set to ``modified`` (S3: an object's time is its upload's)."""
+        fs, path = self._fs(uri)
+        out = fs.create(path, True)
+        out.write(bytearray(b"not referenced"))
+        out.close()
+        if modified is None:
+            return True
+        millis = int(modified.timestamp() * 1000)
+        fs.setTimes(path, millis, -1)
+        return int(fs.getFileStatus(path).getModificationTime()) == millis
+
+    def exists(self, uri: str) -> bool:
+        fs, path = self._fs(uri)
+        return bool(fs.exists(path))
+
+    def delete(self, uri: str) -> None:
+        fs, path = self._fs(uri)
+        fs.delete(path, False)
 
 
 def raw_days(spark: Any, shop: Shop) -> dict[str, int]:
@@ -63,12 +113,14 @@ def test_maintain_command_applies_retention_compacts_expires_and_removes_orphans
     assert spark.sql(f"SELECT count(*) AS n FROM {name}.delete_files").first()["n"] > 0
 
     # An orphan (a file no snapshot references) left long ago, and one left just now.
-    data = shop.lake / f"{settings.merge.database}.db" / shop.table / "data"
-    old_orphan, new_orphan = data / "orphan-old.parquet", data / "orphan-new.parquet"
-    for orphan in (old_orphan, new_orphan):
-        orphan.write_bytes(b"not referenced")
-    long_ago = (datetime.now(UTC) - timedelta(days=10)).timestamp()
-    os.utime(old_orphan, (long_ago, long_ago))
+    files = LakeFiles(spark)
+    data = settings.lake_location.child(f"{settings.merge.database}.db", shop.table, "data")
+    old_orphan, new_orphan = f"{data}/orphan-old.parquet", f"{data}/orphan-new.parquet"
+    planted_old = files.plant(old_orphan, datetime.now(UTC) - timedelta(days=10))
+    if not planted_old:
+        assert settings.lake_location.kind == "s3"
+        files.delete(old_orphan)
+    files.plant(new_orphan)
 
     # Keep the days from DAY2 on: DAY1's tag and the raw days before DAY2 go.
     keep = (datetime.now(UTC).date() - DAY2).days
@@ -118,8 +170,8 @@ def test_maintain_command_applies_retention_compacts_expires_and_removes_orphans
         snapshot_id = parents[snapshot_id]
     assert set(parents) == lineage | {state.days[DAY2]}
     assert first_day not in parents
-    assert not old_orphan.exists() and new_orphan.exists()
-    new_orphan.unlink()
+    assert not files.exists(old_orphan) and files.exists(new_orphan)
+    files.delete(new_orphan)
 
     # The next day merges over the compacted table, on main.
     shop.start_day(DAY3)

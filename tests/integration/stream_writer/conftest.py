@@ -6,12 +6,12 @@ from collections.abc import Iterator
 import pytest
 
 from cdc_platform.config import Settings
+from tests.integration.lake.conftest import TESTED_STORAGES
 from tests.integration.stream_writer.harness import create_topic, delete_topic
 
-# The storages of the crash-point tests: local disk and S3 always, HDFS when asked.
-STORAGES = ["local", "s3"] + (
-    ["hdfs"] if os.environ.get("CDC_TEST_STREAM_WRITER_HDFS") == "1" else []
-)
+# The storages of the crash-point tests: local disk and S3 always, HDFS when asked
+# (CDC_TEST_HDFS=1, or its older name CDC_TEST_STREAM_WRITER_HDFS=1).
+STORAGES = list(TESTED_STORAGES)
 
 
 @pytest.fixture

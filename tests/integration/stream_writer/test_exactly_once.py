@@ -8,7 +8,7 @@ message is in the lake exactly once (counts and topic/partition/offset identity)
 Spark session of its own while the writer runs, and by pyiceberg.
 
 HDFS is not in the list: the crash points do not depend on the storage beyond its commit,
-and each storage costs a few writer starts (``CDC_TEST_STREAM_WRITER_HDFS=1`` adds it).
+and each storage costs a few writer starts (``CDC_TEST_HDFS=1`` adds it).
 """
 
 from __future__ import annotations
