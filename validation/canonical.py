@@ -105,7 +105,11 @@ def double_text(value: float) -> str:
 def _shortest_float32(value: float) -> str:
     for precision in range(1, 10):
         text = f"{value:.{precision}g}"
-        if struct.unpack("<f", struct.pack("<f", float(text)))[0] == value:
+        try:
+            again = struct.unpack("<f", struct.pack("<f", float(text)))[0]
+        except OverflowError:  # near FLT_MAX a short text rounds past float32's range
+            continue
+        if again == value:
             return text
     return repr(value)
 

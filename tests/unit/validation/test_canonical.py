@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import re
 import struct
 
 import pytest
@@ -167,3 +168,16 @@ def test_double_text_reads_repr_as_float_text_does() -> None:
     finite = [v for v in values if math.isfinite(v)]
     assert len(finite) > 6000
     assert [double_text(v) for v in finite] == [float_text(repr(v)) for v in finite]
+
+
+@pytest.mark.parametrize(
+    "value", [3.4028234663852886e38, -3.4028234663852886e38, 1.1754943508222875e-38]
+)
+def test_float_text_of_float32_extremes_reads_back_exactly(value: float) -> None:
+    """FLT_MAX's short texts (3.402824e38) round past float32's range: they are skipped, not
+    an OverflowError that would stop validating a FLOAT column holding the maximum."""
+    column = parse_column_type("float")
+    text = python_canonical(column, value)
+    assert text is not None
+    sign, digits, power = re.fullmatch(r"(-?)(\d+)e(-?\d+)", text.decode()).groups()  # type: ignore[union-attr]
+    assert struct.unpack("<f", struct.pack("<f", float(f"{sign}0.{digits}e{power}")))[0] == value
