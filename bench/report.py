@@ -88,6 +88,17 @@ TARGETS: dict[str, tuple[Target, ...]] = {
         Target("files above 2× target", "<=", 0, "no file > 2× target size"),
         Target("files below 1/20 target (not last)", "<=", 0, "no file < 1/20 (but last)"),
     ),
+    # Issue 20, item 11: on each storage, against plain Spark Structured Streaming appending
+    # the same topic to one Iceberg table there; the first run creates every table.
+    "stream_writer.throughput_first_run": (Target("ratio", ">=", 0.7, "≥ 70 % of baseline"),),
+    **{
+        f"stream_writer.{name}_{storage}": (Target("ratio", ">=", bound, f"≥ {text} of baseline"),)
+        for storage in ("s3", "hdfs")
+        for name, bound, text in (
+            ("throughput", 0.8, "80 %"),
+            ("throughput_first_run", 0.7, "70 %"),
+        )
+    },
     "merge.small_changes": (Target("ratio", ">=", 5, "≥ 5× faster than baseline"),),
     "mirror.redis": (
         Target("value", ">=", 100_000, "≥ 100,000 rows/s"),
@@ -164,7 +175,13 @@ COMPONENTS: tuple[Component, ...] = (
         "stream_writer",
         "bench.stream_writer_bench",
         ("--latency-seconds", "120"),
-        ("--messages", "200000", "--tables", "50", "--target-file-mb", "4"),
+        ("--messages", "200000", "--tables", "200", "--target-file-mb", "4"),
+    ),
+    Component(
+        "stream_writer_s3",
+        "bench.stream_writer_bench",
+        ("--storage", "s3"),
+        ("--storage", "s3", "--messages", "200000", "--tables", "200", "--target-file-mb", "4"),
     ),
     Component(
         "merge",

@@ -84,6 +84,18 @@ def test_stream_writer_file_size_targets_read_the_extras() -> None:
     assert verdict(figure)[1] == "**not met** (no file > 2× target size)"
 
 
+def test_the_writer_is_judged_per_storage_against_its_own_baseline() -> None:
+    """Issue 20, item 11: ≥ 0.7× on a first run that creates the tables, ≥ 0.8× once they
+    exist, on each storage (keys ``…_s3`` / ``…_hdfs``)."""
+    for suffix in ("", "_s3", "_hdfs"):
+        first = Figure(f"stream_writer.throughput_first_run{suffix}", "sw", 70, "rows/s", 100)
+        assert verdict(first)[1] == "met"
+        short = Figure(f"stream_writer.throughput_first_run{suffix}", "sw", 69, "rows/s", 100)
+        assert verdict(short)[1] == "**not met** (≥ 70 % of baseline)"
+    steady = Figure("stream_writer.throughput_s3", "sw", 79, "rows/s", 100)
+    assert verdict(steady)[1] == "**not met** (≥ 80 % of baseline)"
+
+
 def test_every_target_key_belongs_to_a_component() -> None:
     names = {c.name for c in COMPONENTS}
     assert {key.split(".")[0] for key in TARGETS} <= names
