@@ -38,6 +38,7 @@ from simple_binlog.type_table import (
 )
 from simple_binlog.values import ColumnType, Kind, decode, encode, parse_column_type
 from validation.canonical import MySqlCanonical, PostgresCanonical
+from validation.spark_canonical import SparkCanonical
 
 # Every visitor of the product. ``test_every_visitor_is_registered`` finds any other.
 VISITORS: list[KindVisitor[Any]] = [
@@ -51,6 +52,7 @@ VISITORS: list[KindVisitor[Any]] = [
     KuduTypeVisitor(),
     MySqlCanonical(),
     PostgresCanonical(),
+    SparkCanonical(),
 ]
 
 # A driver value of each Kind, as python-mysql-replication or pymysql return it.
@@ -254,9 +256,9 @@ def test_every_visitor_answers_every_kind(visitor: KindVisitor[Any], column: Col
         carried = result.to_java(canonical)
         returned = str(carried) if result.name == "DECIMAL" else carried
         assert result.text and result.from_java(returned) == canonical
-    elif isinstance(visitor, MySqlCanonical | PostgresCanonical):
+    elif isinstance(visitor, MySqlCanonical | PostgresCanonical | SparkCanonical):
         # The engine's SQL expression of the canonical text of a column reference.
-        sql = result("`c`" if isinstance(visitor, MySqlCanonical) else '"c"')
+        sql = result('"c"' if isinstance(visitor, PostgresCanonical) else "`c`")
         assert isinstance(sql, str) and "c" in sql
     else:
         assert isinstance(result, str)
