@@ -11,7 +11,13 @@ path is published to a Kafka topic of its own. Then:
   COLUMN_TYPE), the spelling of a JSON number aside (``0`` / ``0.0``: docs/simplebinlog.md);
 * each Kafka record is its message's bytes, and every value equals MySQL's;
 * each path's topic is consumed by the mirror's consumer into Redis, the PostgreSQL warehouse
-  and Kudu, and what each store holds equals MySQL's values.
+  and Kudu, and what each store holds equals MySQL's values;
+* both topics are written by the real stream writer (one ``--available-now`` run) into an
+  Iceberg raw layer on local disk, whose rows of each path carry MySQL's values, and the real
+  merge turns the raw layer into the snapshot (one Spark session, ``skip_readiness``: the day
+  is today), whose every value, read by ``cdc_platform.lake_snapshots.snapshot_as_of``,
+  equals MySQL's. Both paths' rows of a key are in the same raw table, so the snapshot holds
+  the later one of each key (the two carry the same values: the second test).
 
 "Equal" is exact: MySQL's side is the text it prints (``CAST(… AS CHAR)``: dates with their
 fsp digits), the bytes it stores (binaries), the UTF-8 bytes of its own conversion of a text
@@ -20,26 +26,34 @@ DOUBLE as the stored binary value). A store's side is its raw value, or, where t
 cannot hold MySQL's value as such, the product's documented decoding of it: the warehouse's
 dates and TIME by validation's ``PostgresCanonical`` (which reads the zero-part date
 encoding of ``mirror.pgtypes`` back), Kudu's values by ``KuduType.from_java`` and
-``simple_binlog.values.encode``.
+``simple_binlog.values.encode``, the snapshot's dates by merge's ``snapshot_date_text`` (which
+reads its zero-part date encoding back: docs/merge.md, ``merge.types``), its integers and
+decimals from Spark's exact text of them, FLOAT/DOUBLE as their binary value (a FLOAT column
+holds the float32 MySQL stores). Each snapshot column's Spark type is the one
+``merge.types.hive_type`` documents for its MySQL type.
 
 Documented exception, asserted as such: Kudu cannot hold a zero or partial-zero date, so the
 zero-date table is not mirrored to Kudu (``mirror.kudu_types``). MariaDB's JSON is a
 ``longtext`` column (its COLUMN_TYPE), so it travels and is stored as text, compared byte for
 byte like any text (MySQL's binary JSON, a ``jsonb`` column in the warehouse, is not covered
-by this MariaDB stack). The lake's snapshot is not covered here (the lake is moving to
-Iceberg): ``tests/integration/merge/test_zero_dates.py`` covers its dates.
+by this MariaDB stack).
 """
 
 from __future__ import annotations
 
 import base64
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
+import orjson
 import pytest
 import redis
 from confluent_kafka import Consumer, TopicPartition
@@ -49,6 +63,7 @@ from psycopg import sql
 from cdc_platform.config import MirrorTarget, Settings, TableMirror
 from cdc_platform.kafka import admin_config, consumer_config
 from collector.reader import read_range, server_position
+from merge.types import hive_type, snapshot_date_text
 from mirror.app import build_applier
 from mirror.consumer import MirrorConsumer
 from mirror.kudu_types import kudu_type
@@ -63,6 +78,7 @@ from simple_binlog.values import Kind, encode, parse_column_type
 from tests.integration.mirror.harness import MirrorScene, wait_for
 from tests.integration.mirror.targets import live_redis_rows, pg_connect
 from tests.integration.mock_replay.helpers import admin, replay_to_memory
+from tests.integration.stream_writer.harness import SPARK_START_TIMEOUT_S
 from validation.canonical import PostgresCanonical
 
 _FSP = range(7)
@@ -599,3 +615,142 @@ def test_kudu_refuses_a_zero_date_as_documented(run: Run) -> None:
     column = parse_column_type(family.types["d"])
     with pytest.raises(UnsupportedTypeError, match="zero date"):
         kudu_type(column).to_java("0000-00-00")
+
+
+# -- the lake ----------------------------------------------------------------------------------
+
+
+@dataclass
+class LakeState:
+    raw: dict[str, list[dict[str, Any]]]  # family → its raw layer rows (both paths)
+    snapshot: dict[str, dict[int, dict[str, Any]]]  # family → id → column → the snapshot's
+    snapshot_types: dict[str, dict[str, str]]  # family → column → its Spark type
+    days: list[date]  # the days merged
+
+
+def _snapshot_select(name: str, spec: str) -> str:
+    """A snapshot column as read for the comparison: dates and numbers as Spark's text of
+    them, FLOAT/DOUBLE as their binary value, the rest (strings, binaries) raw."""
+    kind, quoted = parse_column_type(spec).kind, f"`{name}`"
+    if kind in (Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP, Kind.INT, Kind.YEAR, Kind.BIT):
+        return f"CAST({quoted} AS STRING) AS {quoted}"
+    if kind in (Kind.UINT64, Kind.DECIMAL):
+        return f"CAST({quoted} AS STRING) AS {quoted}"
+    if kind in (Kind.FLOAT, Kind.DOUBLE):
+        return f"CAST({quoted} AS DOUBLE) AS {quoted}"
+    return quoted
+
+
+def _from_snapshot(spec: str, value: Any) -> Any:
+    """A snapshot value (``_snapshot_select``) in MySQL's form: a DATE/DATETIME/TIMESTAMP
+    decoded by merge's own ``snapshot_date_text`` (the documented zero-part date encoding,
+    docs/merge.md) with the column's fsp digits; integers from their exact text; binaries as
+    bytes; text as its UTF-8 bytes."""
+    if value is None:
+        return None
+    column = parse_column_type(spec)
+    if column.kind in (Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP):
+        return snapshot_date_text(value, column.fsp or 0)
+    if column.kind in (Kind.INT, Kind.YEAR, Kind.BIT):
+        return int(value)
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if column.kind in (Kind.TEXT, Kind.ENUM, Kind.SET):
+        return value.encode("utf-8", "surrogatepass")
+    return value
+
+
+@pytest.fixture(scope="module")
+def lake(run: Run, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LakeState]:
+    """Both paths' topics written by the real stream writer (one run, ``--available-now``)
+    into an Iceberg raw layer on local disk, then each day found there merged by the real
+    merge (``skip_readiness``: today is not over) into the snapshot, read by
+    ``snapshot_as_of`` in one Spark session."""
+    from cdc_platform.iceberg import LakeCatalog, lake_session
+    from cdc_platform.lake_snapshots import snapshot_as_of
+    from merge.job import Merger, MergeRequest
+    from tests.integration.stream_writer.harness import WriterEnv, WriterProcess
+
+    tmp = tmp_path_factory.mktemp("types-lake")
+    topics = [run.scenes[path].topic for path in ("collector", "replay")]
+    env = WriterEnv.create(tmp, topics[0], run.settings)
+    writer = WriterProcess(env, tmp / "writer.log", "--topic", topics[1], "--available-now")
+    try:
+        code = writer.proc.wait(timeout=SPARK_START_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        writer.kill9()
+        raise AssertionError("the stream writer did not finish\n" + writer.diagnostics()) from None
+    assert code == 0, writer.diagnostics()
+    router = ShardRouter(list(run.settings.shard_rules))
+    tables = {
+        name: router.route(family.schema, family.name).name for name, family in run.families.items()
+    }
+    raw = {name: env.rows(table) for name, table in tables.items()}
+    days = sorted({date.fromisoformat(row["dt"]) for rows in raw.values() for row in rows})
+    settings = env.settings.model_copy(
+        update={
+            "stream_writer": env.settings.stream_writer.model_copy(
+                update={"database": env.database, "name": env.name}
+            ),
+            "merge": env.settings.merge.model_copy(
+                update={"database": f"{env.database}_snap", "check": False}
+            ),
+            "tables": [
+                family.table.model_copy(update={"targets": ["hive"]})
+                for family in run.families.values()
+            ],
+        }
+    )
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = lake_session(settings, "cdc-mirror-types-lake", {"spark.sql.shuffle.partitions": "1"})
+    catalog = LakeCatalog.open(spark, settings, check=False)
+    try:
+        merger = Merger(settings, spark)
+        for day in days:
+            for name in run.families:
+                merger.merge(MergeRequest(run.families[name].table.name, day, skip_readiness=True))
+        snapshot, snapshot_types = {}, {}
+        for name, family in run.families.items():
+            frame = snapshot_as_of(spark, settings, family.table.name, days[-1])
+            snapshot_types[name] = dict(frame.dtypes)
+            selected = frame.selectExpr(
+                *(_snapshot_select(column, spec) for column, spec in family.types.items())
+            )
+            snapshot[name] = {
+                int(row["id"]): {
+                    column: _from_snapshot(spec, row[column])
+                    for column, spec in family.types.items()
+                }
+                for row in selected.collect()
+            }
+        yield LakeState(raw, snapshot, snapshot_types, days)
+    finally:
+        for database in (settings.stream_writer.database, settings.merge.database):
+            if spark.catalog.databaseExists(f"{catalog.catalog}.{database}"):
+                catalog.drop_namespace(database)
+        spark.sql(f"DROP DATABASE IF EXISTS spark_catalog.{settings.merge.database}_dt CASCADE")
+        spark.stop()
+
+
+def test_the_raw_layer_holds_each_paths_messages(run: Run, lake: LakeState) -> None:
+    """The stream writer's raw rows of each path carry the message's content and columnTypes:
+    every value equals MySQL's."""
+    for name, family in run.families.items():
+        by_source: dict[str, dict[int, dict[str, Any]]] = {"BINLOG": {}, "MOCK": {}}
+        for row in lake.raw[name]:
+            assert orjson.loads(row["columnTypes"]) == family.types, name
+            content = orjson.loads(row["content"])
+            by_source[row["source"]][content["id"]] = {
+                column: _as_mysql(spec, content[column]) for column, spec in family.types.items()
+            }
+        assert len(lake.raw[name]) == len(family.mysql) * 2, name
+        _assert_rows(f"raw layer from the collector: {name}", family, by_source["BINLOG"])
+        _assert_rows(f"raw layer from the replay: {name}", family, by_source["MOCK"])
+
+
+def test_the_snapshot_holds_exactly_what_mysql_holds(run: Run, lake: LakeState) -> None:
+    for name, family in run.families.items():
+        types = lake.snapshot_types[name]
+        for column, spec in family.types.items():
+            assert types[column] == hive_type(spec), (name, column, types[column])
+        _assert_rows(f"snapshot of {lake.days[-1]}: {name}", family, lake.snapshot[name])
