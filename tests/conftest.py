@@ -26,6 +26,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         marker = _MARKER_BY_FOLDER.get(relative.parts[0])
         if marker is not None:
             item.add_marker(getattr(pytest.mark, marker))
+    # A test that stops and restarts the shared services runs last: a client opened for the
+    # life of the process before it would hold dead connections in every test after it (Spark's
+    # embedded metastore keeps its PostgreSQL connections for the life of the JVM, and a Spark
+    # test after the restart failed with "SQL is not operational"). The sort is stable.
+    items.sort(key=lambda item: item.get_closest_marker("restarts_stack") is not None)
 
 
 @pytest.fixture(scope="session")

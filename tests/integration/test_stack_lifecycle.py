@@ -1,6 +1,8 @@
 """`stack up`, `stack up`, `stack down`, `stack up` through the CLI: healthy each time, data kept.
 
-Runs on the session's stack and leaves it up, so the tests after it are unaffected.
+Runs on the session's stack and leaves it up; it runs after every other test (marker
+``restarts_stack``, tests/conftest.py), since clients held for the life of the process (Spark's
+metastore connections) do not survive the restart.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ import uuid
 
 import psycopg
 import pymysql
+import pytest
 import redis
 from confluent_kafka import Consumer, Producer
 from kazoo.client import KazooClient
 
 from cdc_platform.config import LOCAL_PORTS, Settings
 from cdc_platform.kafka import consumer_config, ensure_topic, producer_config
+
+pytestmark = pytest.mark.restarts_stack
 
 CLI = [sys.executable, "-m", "cdc_mirror", "stack"]
 SERVICES = ("mariadb", "postgresql", "redis", "zookeeper", "kafka", "spark")
