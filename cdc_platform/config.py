@@ -773,6 +773,15 @@ class ConfigStoreSettings(_Section):
     # component registry and renews it this often (cdc_platform.control; source 'webui' only).
     heartbeat_s: float = Field(5.0, gt=0, le=60)
 
+    def component_token(self) -> SecretStr:
+        """``token``, which source ``webui`` needs; ConfigError when it is missing."""
+        if self.token is None:
+            raise ConfigError(
+                "config_store.source 'webui' needs config_store.token (a web admin token of "
+                "role 'component') and config_store.webui_url."
+            )
+        return self.token
+
 
 class StackSettings(_Section):
     """Where the local stack keeps its binaries' state, data and logs."""

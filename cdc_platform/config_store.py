@@ -539,12 +539,7 @@ def open_config_store(settings: Settings, config_file: Path | None = None) -> Co
     as they are, unchanging."""
     chosen = settings.config_store
     if chosen.source == "webui":
-        if chosen.token is None:
-            raise ConfigError(
-                "config_store.source 'webui' needs config_store.token (a web admin token of "
-                "role 'component') and config_store.webui_url."
-            )
-        return AdminConfigStore(chosen.webui_url, chosen.token, chosen.timeout_s)
+        return AdminConfigStore(chosen.webui_url, chosen.component_token(), chosen.timeout_s)
     path = config_file or _env_config_file()
     if path is None:
         return FakeConfigStore(snapshot_from_settings(settings))

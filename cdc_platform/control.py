@@ -374,12 +374,7 @@ def open_control(settings: Settings) -> AdminControl | LocalControl:
     chosen = settings.config_store
     if chosen.source != "webui":
         return LocalControl()
-    if chosen.token is None:
-        raise ConfigError(
-            "config_store.source 'webui' needs config_store.token (a web admin token of "
-            "role 'component') and config_store.webui_url."
-        )
-    return AdminControl(chosen.webui_url, chosen.token, chosen.timeout_s)
+    return AdminControl(chosen.webui_url, chosen.component_token(), chosen.timeout_s)
 
 
 # --- the heartbeat ------------------------------------------------------------------------

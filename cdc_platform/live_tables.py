@@ -272,10 +272,5 @@ def open_live_tables(settings: Settings, config: ConfigSnapshot) -> LiveTableSou
     passwords) or MySQL directly with the instances of ``config`` (``file``)."""
     chosen = settings.config_store
     if chosen.source == "webui":
-        if chosen.token is None:
-            raise ConfigError(
-                "config_store.source 'webui' needs config_store.token (a web admin token of "
-                "role 'component') to read live table schemas through the web admin."
-            )
-        return AdminLiveTables(chosen.webui_url, chosen.token, chosen.timeout_s)
+        return AdminLiveTables(chosen.webui_url, chosen.component_token(), chosen.timeout_s)
     return LiveTables(config)
