@@ -663,6 +663,14 @@ def validate_command(
         bool,
         typer.Option(help="Re-publish the differing keys as MOCK events, then re-check them."),
     ] = False,
+    repair_max_keys: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="With --repair: repair only when at most this many keys differ; above, "
+            "report them and publish nothing (the scheduler's automatic repair).",
+        ),
+    ] = None,
     resume: Annotated[
         bool, typer.Option(help="Continue an unfinished scan from its stored progress.")
     ] = True,
@@ -691,6 +699,8 @@ def validate_command(
     )
     from validation.run import TARGETS, Options  # noqa: PLC0415
 
+    if repair_max_keys is not None and not repair:
+        raise ConfigError("--repair-max-keys limits a repair: give it with --repair.")
     unknown = [name for name in target or [] if name not in TARGETS]
     if unknown:
         raise ConfigError(f"--target {unknown[0]!r}: validation knows {', '.join(TARGETS)}.")
@@ -711,6 +721,7 @@ def validate_command(
         repair,
         resume,
         on_progress=lambda line: err_console.print(line, markup=False, highlight=False),
+        repair_max_keys=repair_max_keys,
     )
     for line in outcome_lines(result):
         console.print(escape(line), highlight=False)

@@ -122,11 +122,13 @@ def run_validation(
     repair: bool = False,
     resume: bool = True,
     on_progress: Callable[[str], None] | None = None,
+    repair_max_keys: int | None = None,
 ) -> TableValidation:
     """What the command runs; ``resume``: keep the scan's progress in Kafka and continue an
     unfinished scan of the same table and target; ``on_progress``: gets a line now and then
-    while the scans run (``ReportingProgress``). The table mirror and its MySQL login come
-    from ``config_store`` (``source_settings``)."""
+    while the scans run (``ReportingProgress``); ``repair_max_keys``: with ``repair``, the
+    most keys it may re-publish (above, it only reports). The table mirror and its MySQL
+    login come from ``config_store`` (``source_settings``)."""
     settings = source_settings(settings, table)
     store: ProgressStore = MemoryProgress()
     kafka_store: KafkaProgress | None = None
@@ -143,6 +145,7 @@ def run_validation(
             options,
             replay_repairer(settings) if repair else None,
             store=store,
+            repair_max_keys=repair_max_keys,
         )
     finally:
         if kafka_store is not None:
@@ -155,6 +158,8 @@ def outcome_lines(result: TableValidation) -> list[str]:
     for report in result.reports:
         lines += describe(report)
     lines += list(result.unreachable.values())
+    if result.repair_skipped is not None:
+        lines.append(f"repair: {result.repair_skipped}")
     if result.repair is not None:
         lines.append(f"repair: {result.repaired}")
         for report in result.after_repair:

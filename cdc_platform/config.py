@@ -346,6 +346,13 @@ _COLUMN_NAME = re.compile(r"^[A-Za-z0-9_$]{1,64}$")
 MirrorTarget = Literal["hive", "warehouse", "redis", "kudu"]
 # A table mirror's targets when it names none. Kudu is opted into per table (``targets:``).
 ALL_TARGETS: tuple[MirrorTarget, ...] = ("hive", "warehouse", "redis")
+# What the scheduler may validate (``cdc-mirror validate --target``; ``lake``: the current
+# state of a mirror to ``hive``), and what it validates when a table mirror names none: the
+# stores hashed by their own engine or read cheaply, not the lake (Spark) nor Kudu (a scan
+# hashed in Python), which a table opts into (``validation_targets``).
+ValidationTarget = Literal["warehouse", "redis", "kudu", "lake"]
+VALIDATION_TARGETS: tuple[ValidationTarget, ...] = ("warehouse", "redis", "kudu", "lake")
+DEFAULT_VALIDATION_TARGETS: tuple[ValidationTarget, ...] = ("warehouse", "redis")
 
 
 class ArchiveDeleteRule(_Section):
@@ -403,9 +410,19 @@ class TableMirror(_Section):
     # the components read leaves it out, as if removed, until it is enabled again
     # (cdc_platform.config_store.snapshot_tables).
     enabled: bool = True
-    # The scheduler validates the warehouse and Redis mirrors against MySQL every this many
-    # hours (cdc-mirror validate); None: once after each day's merge (tables mirrored to Hive).
+    # The scheduler validates the mirror's targets against MySQL every this many hours
+    # (cdc-mirror validate); None: once after each day's merge (tables mirrored to Hive).
     validation_every_h: float | None = Field(None, gt=0, le=24 * 366)
+    # What the scheduler's validation of this mirror does (docs/validation.md): 'off' it is
+    # never validated by the scheduler; 'report' the differences are recorded and alerted on;
+    # 'repair' also re-publishes the differing keys through the stream as MOCK events (as
+    # `cdc-mirror validate --repair`) when there are at most validation_repair_max_keys of
+    # them, and only reports (alerts) above: a mass difference wants a person first.
+    validation: Literal["off", "report", "repair"] = "report"
+    validation_repair_max_keys: int = Field(1000, ge=1, le=1_000_000)
+    # The targets the scheduler validates (None: the warehouse and Redis among the mirror's);
+    # each must be a target of the mirror ('lake': of its 'hive').
+    validation_targets: list[ValidationTarget] | None = None
 
     @field_validator("key", "redis_columns")
     @classmethod
@@ -433,6 +450,32 @@ class TableMirror(_Section):
         if self.retention.hourly_days is not None and self.snapshots != "hourly":
             raise ValueError("retention.hourly_days applies only to snapshots: hourly")
         return self
+
+    @model_validator(mode="after")
+    def _validated_targets(self) -> Self:
+        if self.validation_targets is not None:
+            if not self.validation_targets:
+                raise ValueError(
+                    "validation_targets must name at least one target (or set validation: off)"
+                )
+            stores = {*self.targets, *(["lake"] if "hive" in self.targets else [])}
+            foreign = [t for t in self.validation_targets if t not in stores]
+            if foreign:
+                raise ValueError(
+                    f"validation_targets: {', '.join(foreign)} is not a target of this mirror "
+                    "('lake' needs hive)"
+                )
+        return self
+
+    @property
+    def scheduled_validation_targets(self) -> list[ValidationTarget]:
+        """The targets the scheduler validates: none when ``validation`` is off, else the
+        chosen ones, else the defaults among the mirror's targets (possibly none)."""
+        if self.validation == "off":
+            return []
+        if self.validation_targets is not None:
+            return [t for t in VALIDATION_TARGETS if t in self.validation_targets]
+        return [t for t in DEFAULT_VALIDATION_TARGETS if t in self.targets]
 
     @property
     def name(self) -> str:

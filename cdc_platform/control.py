@@ -108,12 +108,19 @@ class ValidationResult(BaseModel):
     sample_keys: list[str] = Field(default_factory=list, max_length=20)
     repaired: int | None = Field(None, ge=0)  # keys re-published by --repair
     still_differing: int | None = Field(None, ge=0)  # after the repair
+    # A repair asked for and not run (more differing keys than --repair-max-keys): why.
+    repair_skipped: str | None = Field(None, max_length=500)
     seconds: float = Field(0.0, ge=0)
     error: str | None = Field(None, max_length=2000)
 
     @property
     def mismatched(self) -> int:
         return self.missing + self.extra + self.different
+
+    @property
+    def differing_now(self) -> int:
+        """Keys that differ after the run: those found, or after a repair those it left."""
+        return self.mismatched if self.still_differing is None else self.still_differing
 
 
 # Keys shown per target: enough to start looking, few enough for a page and a run record.
@@ -125,6 +132,7 @@ def validation_results(document: dict[str, Any]) -> list[ValidationResult]:
     (``TableValidation.to_json``): unreachable targets too, with their sentence."""
     repair = document.get("repair")
     still = (repair or {}).get("stillDiffering", {})
+    skipped = document.get("repairSkipped")
     results = []
     for target in document.get("targets", []):
         differences = target.get("differences", {})
@@ -143,6 +151,7 @@ def validation_results(document: dict[str, Any]) -> list[ValidationResult]:
                 sample_keys=keys[:SAMPLE_KEYS],
                 repaired=None if repair is None else len(keys),
                 still_differing=None if repair is None else len(still.get(name, [])),
+                repair_skipped=None if target["equal"] else skipped,
                 seconds=target.get("seconds", 0.0),
             )
         )

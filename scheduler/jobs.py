@@ -39,9 +39,6 @@ from simple_binlog.errors import ExitCode
 
 log = logging.getLogger(__name__)
 
-# What the web admin's validation compares (``cdc-mirror validate --target``).
-VALIDATED_TARGETS = ("warehouse", "redis")
-
 
 @dataclass(frozen=True, slots=True)
 class JobResult:
@@ -131,13 +128,21 @@ class CommandJobs:
             )
         if due.kind == "validation":
             mirror = self._config().table(due.table)
-            targets = [t for t in VALIDATED_TARGETS if t in mirror.targets]
+            targets = mirror.scheduled_validation_targets  # none: validation is off
             if not targets:
                 return None
+            # validation: repair re-publishes the differing keys through the stream, at most
+            # validation_repair_max_keys of them (above, the run only reports them).
+            repair = (
+                ["--repair", f"--repair-max-keys={mirror.validation_repair_max_keys}"]
+                if mirror.validation == "repair"
+                else []
+            )
             return self._cli(
                 "validate",
                 due.table,
                 *(f"--target={t}" for t in targets),
+                *repair,
                 "--result-file",
                 str(result_file),
                 "--no-record",  # the run is recorded here, with its outcome
@@ -212,7 +217,13 @@ def _outcome(code: int, output: Path, result_file: Path, due: Due) -> JobResult:
         return JobResult("succeeded", rows, files, check_ok, validation=validation)
     if code == ExitCode.CHECK_FAILED:
         what = "the check against MySQL" if due.kind == "merge" else "the validation"
-        return JobResult("mismatch", rows, files, False, f"{what} found a difference.", validation)
+        error = f"{what} found a difference."
+        skipped = next((r.repair_skipped for r in validation or [] if r.repair_skipped), None)
+        if skipped is not None:
+            error = f"{what} found a difference; {skipped}"
+        elif any(r.still_differing for r in validation or []):
+            error = f"{what} found a difference, and keys still differ after its repair."
+        return JobResult("mismatch", rows, files, False, error, validation)
     unreachable = [r.error for r in validation or [] if r.error]
     error = (
         _last_error_line(output)

@@ -54,7 +54,21 @@ class SchedulerMetrics:
         self.validation_mismatched = Gauge(
             "cdc_validation_mismatched_rows",
             "Keys the table's latest validation found missing, extra or different in the "
-            "target (0: equal to MySQL).",
+            "target, after its automatic repair if one ran (0: equal to MySQL).",
+            ["table", "target"],
+            registry=r,
+        )
+        self.validation_repaired = Counter(
+            "cdc_validation_repaired_keys",
+            "Differing keys of the target the scheduler's automatic repairs re-published "
+            "through the stream (tables with validation: repair).",
+            ["table", "target"],
+            registry=r,
+        )
+        self.validation_repair_skipped = Gauge(
+            "cdc_validation_repair_skipped",
+            "1 when the table's latest validation found more differing keys than its automatic "
+            "repair may re-publish (validation_repair_max_keys), so it only reported them.",
             ["table", "target"],
             registry=r,
         )
@@ -91,6 +105,7 @@ class SchedulerMetrics:
             self.validation_unreachable,
             self.validation_last_run,
             self.validation_last_equal,
+            self.validation_repair_skipped,
         )
 
     def validated(self, table: str, results: Sequence[ValidationResult], ended: float) -> None:
@@ -103,7 +118,11 @@ class SchedulerMetrics:
             )
             if result.verdict == "unreachable":
                 continue  # no verdict: the mismatch and success figures stay as they were
-            self.validation_mismatched.labels(*labels).set(result.mismatched)
+            # A repaired target counts as it is after the repair: equal when it converged.
+            self.validation_mismatched.labels(*labels).set(result.differing_now)
             self.validation_rows.labels(*labels).set(result.rows)
-            if result.verdict == "equal":
+            self.validation_repair_skipped.labels(*labels).set(1 if result.repair_skipped else 0)
+            if result.repaired and result.verdict == "differs":
+                self.validation_repaired.labels(*labels).inc(result.repaired)
+            if result.verdict == "equal" or result.still_differing == 0:
                 self.validation_last_equal.labels(*labels).set(ended)

@@ -22,7 +22,7 @@ from cdc_platform.config import SchedulerSettings, TableMirror
 from cdc_platform.control import RunKind, RunRecord, RunStore
 from cdc_platform.retry import RetryPolicy
 from scheduler import plan
-from scheduler.jobs import VALIDATED_TARGETS, JobResult, Jobs, Lake
+from scheduler.jobs import JobResult, Jobs, Lake
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plan import Blocked, Due
 from simple_binlog.errors import CdcMirrorError
@@ -146,20 +146,26 @@ class Scheduler:
                     progressing = True
         return ended
 
+    def _validated(self) -> set[str]:
+        """Tables the scheduler validates: with a target to validate (their ``validation``
+        is not off, ``TableMirror.scheduled_validation_targets``)."""
+        return {t.name for t in self._tables() if t.scheduled_validation_targets}
+
     def _cadences(self) -> dict[str, float]:
-        """Tables validated on their own cadence (hours), with a target validation knows."""
+        """Tables validated on their own cadence (hours)."""
         return {
             t.name: t.validation_every_h
             for t in self._tables()
-            if t.validation_every_h is not None and set(VALIDATED_TARGETS) & set(t.targets)
+            if t.validation_every_h is not None and t.scheduled_validation_targets
         }
 
     def _follow_ups(self, merged: dict[str, set[date]], stop: threading.Event) -> int:
         cadences = self._cadences() if self._settings.validation else {}
+        validated = self._validated() if self._settings.validation else set()
         ended = 0
         for table in self._hive_tables():
             kinds: list[RunKind] = []
-            if self._settings.validation and table not in cadences:
+            if table in validated and table not in cadences:
                 kinds.append("validation")
             if self._settings.maintenance_command:
                 kinds.append("maintenance")

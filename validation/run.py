@@ -539,6 +539,8 @@ class TableValidation:
     repair: RepairRequest | None = None
     repaired: str | None = None  # the repairer's sentence
     after_repair: list[TargetReport] = field(default_factory=list)
+    # Why a repair that was asked for did not run (more differing keys than it may publish).
+    repair_skipped: str | None = None
 
     @property
     def equal(self) -> bool:
@@ -589,6 +591,7 @@ class TableValidation:
                     for r in self.after_repair
                 },
             },
+            "repairSkipped": self.repair_skipped,
         }
 
 
@@ -601,11 +604,13 @@ def validate_table(
     watermarks: dict[str, Watermark] | None = None,
     store: ProgressStore | None = None,
     cancel: threading.Event | None = None,
+    repair_max_keys: int | None = None,
 ) -> TableValidation:
     """Validate every target of ``table`` (default: those of its mirror that validation
     knows); with ``repair``, re-publish the keys that differ in any target once, wait for
-    every target to apply them and re-check them (``after_repair``). A target that cannot be
-    reached is in ``unreachable``, never a mismatch. The scheduler's entry point."""
+    every target to apply them and re-check them (``after_repair``), unless more than
+    ``repair_max_keys`` keys differ (then nothing is published: ``repair_skipped`` says
+    why). A target that cannot be reached is in ``unreachable``, never a mismatch."""
     mirror = settings.table(table)
     options = options or Options.from_settings(settings)
     mirrored = set(mirror.targets) | ({"lake"} if "hive" in mirror.targets else set())
@@ -628,6 +633,9 @@ def validate_table(
         wanted.update(dict.fromkeys(report.keys()))
         shape = shape or report.shape
     if repair is None or not wanted or shape is None:
+        return result
+    if repair_max_keys is not None and len(wanted) > repair_max_keys:
+        result.repair_skipped = repair_refused(table, len(wanted), repair_max_keys)
         return result
     keys = sorted(wanted)
     result.repair = RepairRequest(
@@ -695,6 +703,14 @@ def describe(report: TargetReport) -> list[str]:
             lines.append(f"    {column:<{width}}  {left:<30}  {right}{mark}")
     lines += [f"  key {'/'.join(display(v) for v in k)}: still changing" for k in report.unsettled]
     return lines
+
+
+def repair_refused(table: str, keys: int, cap: int) -> str:
+    return (
+        f"not repaired: {keys} keys differ, more than the {cap} a repair may re-publish "
+        f"(--repair-max-keys); find out why, then run 'cdc-mirror validate {table} --repair' "
+        "if the source is right."
+    )
 
 
 def unreachable(target: str, exc: ServiceUnavailableError) -> str:

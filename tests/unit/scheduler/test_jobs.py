@@ -32,13 +32,15 @@ exit "$CODE"
 """
 
 
-def jobs(tmp_path: Path, **scheduler: object) -> CommandJobs:
+def jobs(
+    tmp_path: Path, mirrored: dict[str, object] | None = None, **scheduler: object
+) -> CommandJobs:
     script = tmp_path / "python"
     script.write_text(STAND_IN)
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     mirror = TableMirror.model_validate(
         {"instance": "local", "db_prefix": "db", "table_prefix": "orders",
-         "targets": ["hive", "redis"]}
+         "targets": ["hive", "redis"], **(mirrored or {})}
     )  # fmt: skip
     settings = Settings(
         stack=StackSettings(home=tmp_path),
@@ -66,6 +68,24 @@ def test_the_command_lines(tmp_path: Path) -> None:
         "maintain", "--table", "db_orders", "2026-11-25"
     ]  # fmt: skip
     assert jobs(tmp_path).command(Due("maintenance", "db_orders", DAY), result) is None
+
+
+def test_the_validation_policy_in_the_command_line(tmp_path: Path) -> None:
+    result = tmp_path / "r.json"
+    due = Due("validation", "db_orders", DAY)
+    every = {"targets": ["hive", "redis", "warehouse", "kudu"]}
+    default = jobs(tmp_path, every).command(due, result)
+    assert default is not None and default[6:9] == [
+        "db_orders", "--target=warehouse", "--target=redis"
+    ]  # fmt: skip
+    chosen = {**every, "validation_targets": ["lake", "kudu"], "validation": "repair",
+              "validation_repair_max_keys": 50}  # fmt: skip
+    repair = jobs(tmp_path, chosen).command(due, result)
+    assert repair is not None and repair[6:] == [
+        "db_orders", "--target=kudu", "--target=lake", "--repair", "--repair-max-keys=50",
+        "--result-file", str(result), "--no-record",
+    ]  # fmt: skip
+    assert jobs(tmp_path, {**every, "validation": "off"}).command(due, result) is None
 
 
 def test_exit_codes_and_results(tmp_path: Path, monkeypatch) -> None:
@@ -149,3 +169,22 @@ def test_a_validation_records_each_targets_outcome(tmp_path: Path, monkeypatch) 
     monkeypatch.setenv("CODE", "0")
     plain = runner.run(Due("validation", "db_orders", DAY), threading.Event())
     assert (plain.state, plain.validation) == ("succeeded", None)
+
+
+def test_a_repair_over_the_cap_says_why_it_did_not_run(tmp_path: Path, monkeypatch) -> None:
+    runner = jobs(tmp_path, {"validation": "repair", "validation_repair_max_keys": 2})
+    skipped = "not repaired: 3 keys differ, more than the 2 a repair may re-publish …"
+    document = {
+        **VALIDATION,
+        "unreachable": {},
+        "repair": None,
+        "repairSkipped": skipped,
+    }
+    monkeypatch.setenv("VALIDATION", json.dumps(document))
+    monkeypatch.setenv("CODE", "4")
+    result = runner.run(Due("validation", "db_orders", DAY), threading.Event())
+    assert result.state == "mismatch"
+    assert result.error == f"the validation found a difference; {skipped}"
+    assert result.validation is not None
+    [redis] = result.validation
+    assert (redis.repaired, redis.still_differing, redis.repair_skipped) == (None, None, skipped)

@@ -25,7 +25,7 @@ def day(n: int) -> date:
 
 
 def mirror(
-    name: str, targets: tuple[str, ...] = ("hive",), every_h: float | None = None
+    name: str, targets: tuple[str, ...] = ("hive",), every_h: float | None = None, **more: object
 ) -> TableMirror:
     return TableMirror.model_validate(
         {
@@ -34,6 +34,7 @@ def mirror(
             "table_prefix": name,
             "targets": list(targets),
             "validation_every_h": every_h,
+            **more,
         }
     )
 
@@ -152,7 +153,12 @@ def test_a_check_mismatch_marks_the_day_red_and_later_days_go_on() -> None:
 
 
 def test_validation_and_maintenance_follow_the_newest_day_once() -> None:
-    tables = [mirror("orders", ("hive", "warehouse")), mirror("plain")]
+    tables = [
+        mirror("orders", ("hive", "warehouse")),
+        mirror("plain"),  # only the lake, which is validated when chosen (Spark)
+        mirror("quiet", ("hive", "redis"), validation="off"),
+        mirror("lakes", ("hive",), validation_targets=["lake"]),
+    ]
     scheduler, lake, jobs, _store, _ = scene(
         tables, validation=True, maintenance_command=["true", "{table}", "{dt}"]
     )
@@ -163,8 +169,10 @@ def test_validation_and_maintenance_follow_the_newest_day_once() -> None:
         [
             ("validation", "db_orders", day(1)),
             ("maintenance", "db_orders", day(1)),
-            ("validation", "db_plain", day(1)),
             ("maintenance", "db_plain", day(1)),
+            ("maintenance", "db_quiet", day(1)),
+            ("validation", "db_lakes", day(1)),
+            ("maintenance", "db_lakes", day(1)),
         ]
     )
     jobs.started.clear()
@@ -216,7 +224,8 @@ def test_a_table_with_a_cadence_is_validated_on_it_and_its_outcome_exported() ->
     tables = [
         mirror("orders", ("hive", "redis"), every_h=1.0),  # the cadence replaces the follow-up
         mirror("cache", ("redis",), every_h=2.0),  # not in the lake: validated all the same
-        mirror("lake", ("hive",), every_h=1.0),  # nothing validation compares: after merges
+        mirror("lake", ("hive",), every_h=1.0),  # no target chosen (the lake is opt-in)
+        mirror("off", ("redis",), every_h=1.0, validation="off"),
     ]
     scheduler, lake, jobs, store, clock = scene(tables, validation=True)
     differs = ValidationResult(target="redis", verdict="differs", rows=10, missing=1, extra=2)
@@ -228,7 +237,7 @@ def test_a_table_with_a_cadence_is_validated_on_it_and_its_outcome_exported() ->
     lake.ready = {day(1)}
     scheduler.tick(threading.Event())
     validations = [(d.table, d.dt) for d in jobs.started if d.kind == "validation"]
-    assert validations == [("db_lake", day(1)), ("db_cache", TODAY), ("db_orders", TODAY)]
+    assert validations == [("db_cache", TODAY), ("db_orders", TODAY)]
     [recorded] = [r for r in store.runs if r.table == "db_cache"]
     assert (recorded.state, recorded.validation) == ("mismatch", [differs])
     metrics = scheduler.metrics
@@ -250,3 +259,44 @@ def test_a_table_with_a_cadence_is_validated_on_it_and_its_outcome_exported() ->
     stop.set()
     scheduler.lead(stop)
     assert "cdc_validation_mismatched_rows{" not in generate_latest(metrics.registry).decode()
+
+
+def test_a_repaired_target_counts_as_it_is_after_the_repair() -> None:
+    tables = [mirror("orders", ("redis", "warehouse"), every_h=1.0, validation="repair")]
+    scheduler, _lake, jobs, store, clock = scene(tables, validation=True)
+    repaired = [
+        ValidationResult(
+            target="redis", verdict="differs", rows=10, missing=2, repaired=3, still_differing=0
+        ),
+        ValidationResult(
+            target="warehouse", verdict="differs", rows=10, extra=1, repaired=3, still_differing=1
+        ),
+    ]
+    skipped = ValidationResult(
+        target="redis", verdict="differs", rows=10, different=5, repair_skipped="not repaired: …"
+    )
+    jobs.results[("validation", "db_orders", TODAY)] = [
+        JobResult("mismatch", rows=20, check_ok=False, validation=repaired),
+        JobResult("mismatch", rows=10, check_ok=False, validation=[skipped]),
+    ]
+    scheduler.tick(threading.Event())
+    metrics = scheduler.metrics
+
+    def sample(name: str, target: str) -> float | None:
+        labels = {"table": "db_orders", "target": target}
+        return metrics.registry.get_sample_value(name, labels)
+
+    # Redis converged: equal now, its success time set; the warehouse still differs by one.
+    assert sample("cdc_validation_mismatched_rows", "redis") == 0
+    assert sample("cdc_validation_last_success_timestamp_seconds", "redis") == clock.now
+    assert sample("cdc_validation_mismatched_rows", "warehouse") == 1
+    assert sample("cdc_validation_last_success_timestamp_seconds", "warehouse") is None
+    assert sample("cdc_validation_repaired_keys_total", "redis") == 3
+    assert sample("cdc_validation_repair_skipped", "redis") == 0
+    clock.now += 3600
+    scheduler.tick(threading.Event())
+    # Above the cap: nothing repaired, the keys reported (the mismatch alert fires).
+    assert sample("cdc_validation_mismatched_rows", "redis") == 5
+    assert sample("cdc_validation_repair_skipped", "redis") == 1
+    assert sample("cdc_validation_repaired_keys_total", "redis") == 3
+    assert [r.validation for r in store.runs if r.state == "mismatch"][-1] == [skipped]
