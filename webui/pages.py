@@ -22,7 +22,12 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
 
-from cdc_platform.config import ALL_TARGETS, TableMirror
+from cdc_platform.config import (
+    ALL_TARGETS,
+    DEFAULT_VALIDATION_TARGETS,
+    VALIDATION_TARGETS,
+    TableMirror,
+)
 from simple_binlog.errors import CdcMirrorError
 from webui import admin, governance, provisioning
 from webui.auth import (
@@ -511,17 +516,31 @@ def tables_page(request: Request, db: DB, ctx: Ctx, who: PageUser) -> Response:
 _RETENTION = ("snapshot_days", "raw_days", "hourly_days")
 
 
+def _validation_targets(form: FormData, targets: list[str]) -> list[str] | None:
+    """The targets checked under *Validation*; None when they are the defaults (so a target
+    the mirror gains later is validated as the defaults say) or the form had no such boxes
+    (``validation_targets_shown``: an unchecked box sends nothing). None checked is kept, and
+    refused by the model with its reason (choose validation off instead)."""
+    if not _text(form, "validation_targets_shown"):
+        return None
+    checked = [t for t in form.getlist("validation_targets") if isinstance(t, str)]
+    if checked and set(checked) == set(DEFAULT_VALIDATION_TARGETS) & set(targets):
+        return None
+    return checked
+
+
 def _mirror_values(form: FormData) -> dict[str, Any]:
     archive: dict[str, Any] = {}
     for field in ("min_deletes", "increment_factor", "older_than_days"):
         if _text(form, f"archive_{field}"):
             archive[field] = _text(form, f"archive_{field}")
     archive["time_column"] = _optional(form, "archive_time_column")
+    targets = [t for t in form.getlist("targets") if isinstance(t, str)]
     return {
         "instance": _text(form, "instance"),
         "db_prefix": _text(form, "db_prefix"),
         "table_prefix": _text(form, "table_prefix"),
-        "targets": [t for t in form.getlist("targets") if isinstance(t, str)],
+        "targets": targets,
         "key": _csv(form, "key"),
         "check_column": _optional(form, "check_column"),
         "archive_delete": archive,
@@ -529,6 +548,10 @@ def _mirror_values(form: FormData) -> dict[str, Any]:
         "redis_columns": _csv(form, "redis_columns"),
         "warehouse_delete": _text(form, "warehouse_delete") or "hard",
         "validation_every_h": _optional(form, "validation_every_h"),
+        "validation": _text(form, "validation") or "report",
+        "validation_repair_max_keys": _text(form, "validation_repair_max_keys")
+        or TableMirror.model_fields["validation_repair_max_keys"].default,
+        "validation_targets": _validation_targets(form, targets),
         "snapshots": _text(form, "snapshots") or "daily",
         "retention": {name: _optional(form, f"retention_{name}") for name in _RETENTION},
     }
@@ -554,6 +577,14 @@ def _mirror_form_values(mirror: TableMirror | None) -> dict[str, Any]:
         "redis_columns": ", ".join(mirror.redis_columns or []),
         "warehouse_delete": mirror.warehouse_delete,
         "validation_every_h": mirror.validation_every_h or "",
+        "validation": mirror.validation,
+        "validation_repair_max_keys": mirror.validation_repair_max_keys,
+        # The defaults shown checked when the mirror names none.
+        "validation_targets": list(
+            mirror.validation_targets
+            if mirror.validation_targets is not None
+            else [t for t in DEFAULT_VALIDATION_TARGETS if t in mirror.targets]
+        ),
         "snapshots": mirror.snapshots,
         **{f"retention_{n}": getattr(mirror.retention, n) or "" for n in _RETENTION},
     }
@@ -569,6 +600,9 @@ def _mirror_typed_back(values: dict[str, Any]) -> dict[str, Any]:
         "check_column": values["check_column"] or "",
         "redis_ttl_s": values["redis_ttl_s"] or "",
         "validation_every_h": values["validation_every_h"] or "",
+        "validation_targets": values["validation_targets"]
+        if values["validation_targets"] is not None
+        else [t for t in DEFAULT_VALIDATION_TARGETS if t in values["targets"]],
         "archive_min_deletes": archive.get("min_deletes", ""),
         "archive_increment_factor": archive.get("increment_factor", ""),
         "archive_older_than_days": archive.get("older_than_days", ""),
@@ -586,6 +620,7 @@ def _mirror_form(
         status_code,
         instances=[i.name for i in admin.list_instances(db)],
         all_targets=ALL_TARGETS,
+        validation_targets=VALIDATION_TARGETS,
         **values,
     )
 

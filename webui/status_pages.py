@@ -140,6 +140,7 @@ def table_status_page(
         validations=validations,
         last_validations=control.last_validations(validations),
         cadence=mirror.validation_every_h,
+        policy=mirror,
     )
 
 

@@ -155,3 +155,122 @@ def test_a_validation_run_by_hand_and_its_repair_show_on_the_tables_page(
     assert "cdc-mirror validate on" in client.get("/api/runs").json()[0]["scheduler"]
     # With the file store there is no shared history: nothing is recorded, nothing fails.
     assert record_validation(Settings(), result, started, started + 3) is None
+
+
+def test_the_validation_policy_is_set_in_the_form_and_its_repairs_show(
+    client: TestClient, admin_csrf: str
+) -> None:
+    headers = {"X-CSRF-Token": admin_csrf}
+    client.post("/api/instances", json=instance_body(), headers=headers)
+    body = mirror_body(targets=["hive", "warehouse", "redis"])
+    assert client.post("/api/table-mirrors", json=body, headers=headers).status_code == 201
+    page = client.get(f"/tables/{NAME}").text
+    assert '<option value="report" selected>' in page  # the default, with its boxes checked
+    assert 'value="warehouse" checked> warehouse' in page.split('id="validation-policy"')[1]
+    assert "validates warehouse, redis after each day's merge and reports" in (
+        client.get(f"/status/{NAME}").text
+    )
+
+    form = {**FORM, "targets": ["hive", "warehouse", "redis"], "csrf_token": admin_csrf}
+    form |= {"validation_targets_shown": "1", "validation_every_h": "2"}
+    # No target checked, or one the mirror does not have: refused with the reason.
+    refused = client.post(f"/tables/{NAME}", data={**form, "validation": "repair"})
+    assert refused.status_code == 422
+    assert "must name at least one target (or set validation: off)" in refused.text
+    kudu = {**form, "validation_targets": ["redis", "kudu"]}
+    refused = client.post(f"/tables/{NAME}", data=kudu)
+    assert "validation_targets: kudu is not a target of this mirror" in refused.text
+    capped = {**form, "validation": "repair", "validation_repair_max_keys": "0"}
+    refused = client.post(f"/tables/{NAME}", data={**capped, "validation_targets": ["redis"]})
+    assert "validation_repair_max_keys: Input should be greater than or equal to 1" in (
+        refused.text
+    )
+    # Repair, at most 50 keys, of Redis and the lake: saved and audited.
+    chosen = {**capped, "validation_repair_max_keys": "50", "validation_targets": ["redis", "lake"]}
+    saved = client.post(f"/tables/{NAME}", data=chosen, follow_redirects=False)
+    assert saved.status_code == 303, saved.text
+    mirror = TableMirror.model_validate(client.get(f"/api/table-mirrors/{NAME}").json()["mirror"])
+    assert (mirror.validation, mirror.validation_repair_max_keys) == ("repair", 50)
+    assert mirror.scheduled_validation_targets == ["redis", "lake"]
+    audit = client.get("/api/audit").json()
+    assert any(
+        (e.get("after") or {}).get("validation") == "repair"
+        and (e.get("before") or {}).get("validation") == "report"
+        for e in audit
+        if e["object_name"] == NAME
+    )
+    page = client.get(f"/tables/{NAME}").text
+    assert '<option value="repair" selected>' in page
+    assert 'name="validation_repair_max_keys" value="50"' in page
+    # The defaults checked again are stored as "the defaults" (None).
+    defaults = {**chosen, "validation_targets": ["warehouse", "redis"]}
+    assert client.post(f"/tables/{NAME}", data=defaults, follow_redirects=False).status_code == 303
+    mirror = TableMirror.model_validate(client.get(f"/api/table-mirrors/{NAME}").json()["mirror"])
+    assert mirror.validation_targets is None
+
+    # The scheduler's runs: a repair that converged, then one above the cap.
+    status = client.get(f"/status/{NAME}").text
+    assert "validates warehouse, redis every 2.0 h and repairs the differing keys" in status
+    assert "at most 50 (more are only reported)" in status
+    token = make_token(client, admin_csrf, "component")
+    store = AdminControl("http://admin", SecretStr(token), transport=_via(client))
+    jobs = FakeJobs(MemoryLake())
+    skipped = "not repaired: 60 keys differ, more than the 50 a repair may re-publish"
+    jobs.results[("validation", NAME, TODAY)] = [
+        JobResult(
+            "succeeded",
+            rows=900,
+            check_ok=True,
+            validation=[
+                ValidationResult(
+                    target="redis",
+                    verdict="differs",
+                    rows=900,
+                    missing=2,
+                    sample_keys=["5", "6"],
+                    repaired=2,
+                    still_differing=0,
+                )
+            ],
+        ),
+        JobResult(
+            "mismatch",
+            rows=900,
+            check_ok=False,
+            error=f"the validation found a difference; {skipped}",
+            validation=[
+                ValidationResult(
+                    target="redis",
+                    verdict="differs",
+                    rows=900,
+                    different=60,
+                    repair_skipped=skipped,
+                )
+            ],
+        ),
+    ]
+    now = {"t": datetime(2026, 11, 26, 9, 0, tzinfo=UTC).timestamp()}
+    scheduler = Scheduler(
+        SchedulerSettings(validation=True),
+        lambda: [mirror],
+        jobs.lake,
+        jobs,
+        store,
+        "test-scheduler",
+        clock=lambda: now["t"],
+        today=lambda: TODAY,
+    )
+    assert scheduler.tick(threading.Event()) == 1
+    last = _section(client.get(f"/status/{NAME}").text, "validation-last")
+    assert "2 re-published, 0 still differ" in last
+    now["t"] += 2 * 3600
+    assert scheduler.tick(threading.Event()) == 1
+    page = client.get(f"/status/{NAME}").text
+    assert skipped in _section(page, "validation-last")
+    history = _section(page, "validation-history")
+    assert "redis: differs (0 missing, 0 extra, 60 different), not repaired (above the cap)" in (
+        history
+    )
+    assert "repaired: 2 re-published, 0 still differ" in history
+    runs = client.get("/api/runs", params={"kind": "validation"}).json()
+    assert [r["validation"][0]["repair_skipped"] for r in runs] == [None, skipped]
