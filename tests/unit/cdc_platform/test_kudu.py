@@ -3,14 +3,12 @@ exception's reason on one line. (The client itself: tests/integration/mirror/tes
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
-import jpype
-import pytest
-
 from cdc_platform.config import Settings
-from cdc_platform.kudu import client_jars, java_reason, start_jvm
-from simple_binlog.errors import ConfigError
+from cdc_platform.kudu import client_jars, java_reason
 
 
 def test_the_jars_are_the_configured_folder_else_the_stacks(tmp_path: Path) -> None:
@@ -20,16 +18,43 @@ def test_the_jars_are_the_configured_folder_else_the_stacks(tmp_path: Path) -> N
     assert client_jars(chosen) == (tmp_path / "mine").resolve()
 
 
+# Run in a fresh interpreter: a JVM starts once per process, and one an earlier test of the
+# session started (the mirror's, Spark's) would make start_jvm look at no jar.
+MISSING_JARS = """
+import sys
+from pathlib import Path
+
+import jpype
+
+from cdc_platform.kudu import start_jvm
+from simple_binlog.errors import ConfigError
+
+jars = Path(sys.argv[1])
+(jars / "kudu-client-1.17.1.jar").touch()
+for present in (True, False):
+    if not present:
+        (jars / "kudu-client-1.17.1.jar").unlink()
+    try:
+        start_jvm(jars, "64m", needs=("cdc-mirror-kudu*.jar",))
+    except ConfigError as exc:
+        print(exc)
+print("started" if jpype.isJVMStarted() else "no JVM")
+"""
+
+
 def test_a_missing_jar_is_named_before_the_jvm_starts(tmp_path: Path) -> None:
-    if jpype.isJVMStarted():  # asked when the test runs: an earlier test may have started it
-        pytest.skip("a JVM already runs in this process, so start_jvm looks at no jar")
-    (tmp_path / "kudu-client-1.17.1.jar").touch()
-    with pytest.raises(ConfigError, match=r"^no cdc-mirror-kudu\*\.jar in "):
-        start_jvm(tmp_path, "64m", needs=("cdc-mirror-kudu*.jar",))
-    (tmp_path / "kudu-client-1.17.1.jar").unlink()
-    with pytest.raises(ConfigError, match=r"^no kudu-client-\*\.jar and no cdc-mirror"):
-        start_jvm(tmp_path, "64m", needs=("cdc-mirror-kudu*.jar",))
-    assert not jpype.isJVMStarted()
+    done = subprocess.run(
+        [sys.executable, "-c", MISSING_JARS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    missing_ours, missing_both, state = done.stdout.splitlines()
+    assert missing_ours.startswith(f"no cdc-mirror-kudu*.jar in {tmp_path}; ")
+    assert missing_both.startswith("no kudu-client-*.jar and no cdc-mirror-kudu*.jar in ")
+    assert state == "no JVM"
 
 
 def test_a_java_reason_is_one_line() -> None:
