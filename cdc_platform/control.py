@@ -14,8 +14,9 @@ it from the settings. Where it goes follows ``config_store.source``, like the co
   and each process's own /health endpoint is where to ask.
 
 **Run history.** The scheduler records each merge, validation and maintenance run (start,
-end, table, day, rows, files, check verdict, error, retry time) and picks up the re-runs an
-operator requested in the web admin (rows in state ``requested``). ``RunStore`` is the
+end, table, day — and the hour, for an hour of a table with hourly snapshots — rows, files,
+check verdict, error, retry time) and picks up the re-runs an operator requested in the web
+admin (rows in state ``requested``). ``RunStore`` is the
 interface: ``AdminControl`` over the admin API, ``MemoryRunStore`` in memory (the fake, and
 the file store's: without the admin database the history lives as long as the process).
 
@@ -169,6 +170,9 @@ class RunRecord(BaseModel):
     kind: RunKind = "merge"
     table: str = Field(min_length=1, max_length=200)
     dt: date
+    # A merge of one hour of ``dt`` (hours since its midnight in the stream writer's zone,
+    # ``merge.hours``) of a table with hourly snapshots; None: the whole day.
+    hour: int | None = Field(None, ge=0, le=24)
     state: RunState
     attempt: int = Field(1, ge=1)
     requested_by: str | None = Field(None, max_length=80)
@@ -233,12 +237,15 @@ class MemoryRunStore(RunStore):
         self.runs: list[RunRecord] = []
         self._lock = threading.Lock()
 
-    def request(self, kind: RunKind, table: str, dt: date, by: str = "operator") -> RunRecord:
+    def request(
+        self, kind: RunKind, table: str, dt: date, by: str = "operator", hour: int | None = None
+    ) -> RunRecord:
         return self.save(
             RunRecord(
                 kind=kind,
                 table=table,
                 dt=dt,
+                hour=hour,
                 state="requested",
                 requested_by=by,
                 requested_at=time.time(),

@@ -23,6 +23,7 @@ from cdc_platform.control import AdminControl, MemoryRunStore, RunStore, open_co
 from cdc_platform.election import LeaderElection
 from cdc_platform.observability import Probe, serve_observability
 from scheduler.jobs import CommandJobs, MergeLake
+from scheduler.plan import HourClosing
 from scheduler.service import Scheduler
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ def run_scheduler(settings: Settings, config_file: Path | None = None) -> None:
         CommandJobs(settings, config, config_file),
         runs,
         identifier,
+        closing=HourClosing.of(settings.stream_writer),
     )
     election = LeaderElection(
         settings.zookeeper, election_base(settings.zookeeper), "the active scheduler", identifier

@@ -6,7 +6,8 @@ A child process, not a call: a merge runs Spark, which is best started and ended
 process; a scheduler that loses its leadership stops its child at once (``stop``), so two
 schedulers never merge the same day together; and the exit codes are the CLI's
 (``simple_binlog.errors.EXIT_CODES``): 0 done, 4 a check found a mismatch, anything else
-failed. Each run's output goes to ``<stack.home>/scheduler/<kind>-<table>-<dt>.log``; the
+failed. Each run's output goes to ``<stack.home>/scheduler/<kind>-<table>-<dt>.log`` (an
+hour's merge: ``merge-<table>-<dt>T<hh>.log``, ``cdc-mirror merge --hour``); the
 last line of its errors is the run's error sentence. A merge's and a validation's figures
 come from their ``--result-file`` (``validation_results``: each target's outcome).
 
@@ -123,8 +124,10 @@ class CommandJobs:
         """The command line of ``due``; None when there is nothing to run for it."""
         day = due.dt.isoformat()
         if due.kind == "merge":
+            # An hour of a table with hourly snapshots: merge's own --hour (its readiness too).
+            when = ["--dt", day] if due.hour is None else ["--hour", due.when]
             return self._cli(
-                "merge", "--table", due.table, "--dt", day, "--result-file", str(result_file)
+                "merge", "--table", due.table, *when, "--result-file", str(result_file)
             )
         if due.kind == "validation":
             mirror = self._config().table(due.table)
@@ -154,7 +157,7 @@ class CommandJobs:
 
     def run(self, due: Due, stop: threading.Event) -> JobResult:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        stem = f"{due.kind}-{due.table}-{due.dt}"
+        stem = f"{due.kind}-{due.table}-{due.when}"
         output = self.log_dir / f"{stem}.log"
         result_file = self.log_dir / f"{stem}.result.json"
         result_file.unlink(missing_ok=True)
@@ -251,10 +254,11 @@ class MemoryLake:
 @dataclass
 class FakeJobs:
     """Runs nothing: records each job, marks a merged day in ``lake``, and answers with
-    ``results[(kind, table, dt)]`` when set (a list: one per attempt) else success."""
+    ``results[(kind, table, dt)]`` (an hour's merge: ``(kind, table, dt, hour)``) when set
+    (a list: one per attempt) else success."""
 
     lake: MemoryLake
-    results: dict[tuple[str, str, date], list[JobResult]] = field(default_factory=dict)
+    results: dict[tuple[object, ...], list[JobResult]] = field(default_factory=dict)
     started: list[Due] = field(default_factory=list)
     on_start: Callable[[Due], None] | None = None
 
@@ -262,8 +266,11 @@ class FakeJobs:
         self.started.append(due)
         if self.on_start is not None:
             self.on_start(due)
-        queued = self.results.get((due.kind, due.table, due.dt))
+        key: tuple[object, ...] = (due.kind, due.table, due.dt)
+        if due.hour is not None:
+            key = (*key, due.hour)
+        queued = self.results.get(key)
         result = queued.pop(0) if queued else JobResult("succeeded", rows=1, files=1)
-        if due.kind == "merge" and result.state != "failed":
+        if due.kind == "merge" and due.hour is None and result.state != "failed":
             self.lake.merged.setdefault(due.table, set()).add(due.dt)
         return result

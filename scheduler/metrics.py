@@ -1,7 +1,8 @@
 """The scheduler's Prometheus metrics, served on ``scheduler.metrics_host:metrics_port`` for
 as long as it runs (with ``cdc_component_ready``). The merges it starts keep exporting their
 own verdicts (``cdc_merge_*``, ``merge.metrics``); these say what the scheduler sees: who
-leads, the backlog, the red days, the days that gave up, and each table's latest validation
+leads, the backlog, the red days, the days that gave up, the same per hour for tables with
+hourly snapshots (``cdc_scheduler_*hour*``), and each table's latest validation
 per target (``cdc_validation_*``: a validation is a short-lived child process, so the
 scheduler that started it exports its outcome)."""
 
@@ -43,6 +44,34 @@ class SchedulerMetrics:
         self.gave_up = Gauge(
             "cdc_scheduler_gave_up",
             "1 when the table's next day failed every attempt and waits for a re-run.",
+            ["table"],
+            registry=r,
+        )
+        # Tables with hourly snapshots: the hours merged by themselves while their day is not
+        # ready yet (scheduler.plan).
+        self.hour_runs = Counter(
+            "cdc_scheduler_hour_runs",
+            "Merges of single hours (tables with hourly snapshots) the scheduler ended, by "
+            "outcome (succeeded, mismatch, failed); also counted in cdc_scheduler_runs.",
+            ["outcome"],
+            registry=r,
+        )
+        self.hours_behind = Gauge(
+            "cdc_scheduler_hours_behind",
+            "Closed hours of the table's day in progress not merged yet (hourly snapshots).",
+            ["table"],
+            registry=r,
+        )
+        self.red_hours = Gauge(
+            "cdc_scheduler_red_hours",
+            "Hours of the table whose latest merge failed or whose check found a mismatch "
+            "(hourly snapshots).",
+            ["table"],
+            registry=r,
+        )
+        self.newest_hour = Gauge(
+            "cdc_scheduler_newest_hour_end_timestamp_seconds",
+            "The end of the table's newest hour merged by itself (Unix time; hourly snapshots).",
             ["table"],
             registry=r,
         )

@@ -23,6 +23,25 @@ The rules, per table mirrored to Hive:
 - a table mirror with ``validation: off``, or none of the targets it validates
   (``TableMirror.scheduled_validation_targets``), is not validated at all.
 
+A table mirror with **hourly snapshots** (``snapshots: hourly``) is merged an hour at a time
+while its day is not ready yet, and still a day at a time once it is:
+
+- its next day not merged is the one in progress; while that day is not ready, each of its
+  hours that has *closed* is merged by itself (``cdc-mirror merge --hour``), in order: an hour
+  is closed once the clock passed its end plus the stream writer's lateness budget and
+  delays (``HourClosing``: the clock half of merge's hour readiness; merge checks the
+  watermark half itself and refuses an hour the writer has not passed yet, a failed run that
+  is tried again like any other);
+- the day's last hour is not merged by itself: the day's own merge (``cdc-mirror merge
+  --dt``) runs once the day is ready, as for every table; for an hourly table it merges the
+  hours not merged yet (its last one at least) and sets the day's tag. A day caught up
+  after it became ready is thus one run, not one per hour;
+- an hour that failed is tried again after the same back-off, at most ``max_attempts``
+  times; the later hours of its day wait behind it (the day's merge, once the day is ready,
+  merges it with them);
+- hours start only after the table's first merged day (a new table starts with a ready day,
+  like a daily one), and an hour's run is kept in the history under (table, day, hour).
+
 A re-run an operator requested runs first, whatever the order.
 """
 
@@ -32,10 +51,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Literal
+from zoneinfo import ZoneInfo
 
+from cdc_platform.config import StreamWriterSettings
 from cdc_platform.control import RunKind, RunRecord
+from merge.hours import HOUR_MS, hours_in_day, midnight_ms
 
 DONE_STATES = ("succeeded", "mismatch")
+RED_STATES = ("failed", "mismatch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +70,12 @@ class Due:
     dt: date
     attempt: int = 1
     request: RunRecord | None = None  # the operator's request this run answers
+    hour: int | None = None  # a merge of one hour of ``dt`` (hourly snapshots); None: the day
+
+    @property
+    def when(self) -> str:
+        """``2026-11-25``, or ``2026-11-25T13`` for an hour (``cdc-mirror merge --hour``)."""
+        return when(self.dt, self.hour)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +87,44 @@ class Blocked:
     dt: date
     reason: Literal["not ready", "retry later", "gave up"]
     retry_at: float | None = None
+    hour: int | None = None  # the hour of ``dt`` that waits (hourly snapshots)
+
+
+def when(dt: date, hour: int | None) -> str:
+    return dt.isoformat() if hour is None else f"{dt.isoformat()}T{hour:02d}"
+
+
+@dataclass(frozen=True, slots=True)
+class HourClosing:
+    """When an hour of a table with hourly snapshots is closed: the hours of a day are those
+    of ``merge.hours`` in the stream writer's zone, and one is closed ``settle_ms`` after its
+    end (the writer's lateness budget plus its pipeline delays: before that, merge would find
+    it not ready)."""
+
+    zone: ZoneInfo
+    settle_ms: int
+
+    def hours(self, day: date) -> int:
+        return hours_in_day(day, self.zone)
+
+    def closed(self, day: date, index: int, now: float) -> bool:
+        end = midnight_ms(day, self.zone) + (index + 1) * HOUR_MS
+        return now * 1000 >= end + self.settle_ms
+
+    def end(self, day: date, index: int) -> float:
+        """The hour's end (Unix time)."""
+        return (midnight_ms(day, self.zone) + (index + 1) * HOUR_MS) / 1000
+
+    @classmethod
+    def of(cls, writer: StreamWriterSettings) -> HourClosing:
+        """The stream writer's zone and its readiness rule's budget and delays."""
+        settle_s = (
+            writer.lateness_budget_s
+            + writer.collector_delay_s
+            + writer.kafka_delay_s
+            + writer.writer_delay_s
+        )
+        return cls(ZoneInfo(writer.time_zone), int(settle_s * 1000))
 
 
 def window(today: date, catch_up_days: int, first_day: date | None) -> list[date]:
@@ -69,11 +136,21 @@ def window(today: date, catch_up_days: int, first_day: date | None) -> list[date
 
 
 def latest_runs(runs: Iterable[RunRecord]) -> dict[tuple[RunKind, str, date], RunRecord]:
-    """The latest run (highest id) of each kind, table and day; requests are not runs."""
+    """The latest run (highest id) of each kind, table and day; requests are not runs, and
+    neither are the runs of single hours (``latest_hour_runs``)."""
     latest: dict[tuple[RunKind, str, date], RunRecord] = {}
     for run in sorted(runs, key=lambda r: r.id or 0):
-        if run.state != "requested":
+        if run.state != "requested" and run.hour is None:
             latest[(run.kind, run.table, run.dt)] = run
+    return latest
+
+
+def latest_hour_runs(runs: Iterable[RunRecord]) -> dict[tuple[str, date, int], RunRecord]:
+    """The latest merge run (highest id) of each table's hours (hourly snapshots)."""
+    latest: dict[tuple[str, date, int], RunRecord] = {}
+    for run in sorted(runs, key=lambda r: r.id or 0):
+        if run.state != "requested" and run.kind == "merge" and run.hour is not None:
+            latest[(run.table, run.dt, run.hour)] = run
     return latest
 
 
@@ -105,18 +182,106 @@ def next_merge(
 
 
 def _attempt(
-    table: str, day: date, run: RunRecord | None, now: float, max_attempts: int
+    table: str,
+    day: date,
+    run: RunRecord | None,
+    now: float,
+    max_attempts: int,
+    hour: int | None = None,
 ) -> Due | Blocked:
-    """The next merge of a ready day not merged yet, given its latest run."""
+    """The next merge of a ready day (or closed hour) not merged yet, given its latest run."""
     if run is None:
-        return Due("merge", table, day)
+        return Due("merge", table, day, hour=hour)
     if run.state == "running":  # its scheduler died with it: try again now
-        return Due("merge", table, day, run.attempt + 1)
+        return Due("merge", table, day, run.attempt + 1, hour=hour)
     if run.attempt >= max_attempts:  # failed every time
-        return Blocked(table, day, "gave up")
+        return Blocked(table, day, "gave up", hour=hour)
     if run.retry_at is not None and now < run.retry_at:
-        return Blocked(table, day, "retry later", run.retry_at)
-    return Due("merge", table, day, run.attempt + 1)
+        return Blocked(table, day, "retry later", run.retry_at, hour=hour)
+    return Due("merge", table, day, run.attempt + 1, hour=hour)
+
+
+def next_hourly_merge(
+    table: str,
+    days: list[date],
+    ready: set[date],
+    merged: set[date],
+    runs: Mapping[date, RunRecord],
+    hour_runs: Mapping[tuple[date, int], RunRecord],
+    closing: HourClosing,
+    now: float,
+    max_attempts: int,
+) -> Due | Blocked | None:
+    """The next merge of a table with hourly snapshots: the day in progress (the first not
+    merged) by its own merge once it is ready, else its next closed hour not merged yet
+    (``hour_runs``: the latest run of each of the table's hours). The day after the window
+    counts too: in a zone ahead of UTC its first hours close before UTC's day ends."""
+    done = merged | {day for day, run in runs.items() if run.state in DONE_STATES}
+    if not done:  # not started: its first ready day starts it, as for a daily table
+        return next_merge(table, days, ready, merged, runs, now, max_attempts)
+    first = min(done)
+    for day in [d for d in days if d >= first] + [days[-1] + timedelta(days=1)]:
+        if day in done:
+            continue
+        if day in ready:
+            return _attempt(table, day, runs.get(day), now, max_attempts)
+        return _next_hour(table, day, hour_runs, closing, now, max_attempts)
+    return None
+
+
+def _next_hour(
+    table: str,
+    day: date,
+    hour_runs: Mapping[tuple[date, int], RunRecord],
+    closing: HourClosing,
+    now: float,
+    max_attempts: int,
+) -> Due | Blocked:
+    """The next hour of ``day`` (not ready yet) to merge by itself, in order; never the
+    day's last hour, which the day's merge takes."""
+    for index in range(closing.hours(day) - 1):
+        run = hour_runs.get((day, index))
+        if run is not None and run.state in DONE_STATES:
+            continue
+        if not closing.closed(day, index, now):
+            return Blocked(table, day, "not ready", hour=index)
+        return _attempt(table, day, run, now, max_attempts, hour=index)
+    return Blocked(table, day, "not ready")  # every hour but the last: the day is next
+
+
+def hours_behind(
+    days: list[date],
+    ready: set[date],
+    merged: set[date],
+    hour_runs: Mapping[tuple[date, int], RunRecord],
+    closing: HourClosing,
+    now: float,
+) -> int:
+    """Closed hours of the table's days not merged yet, not counting ready days (merged
+    whole: ``days_behind``) nor the hours of a table not started (the hourly backlog)."""
+    if not merged:
+        return 0
+    first = min(merged)
+    behind = 0
+    for day in [d for d in days if d > first] + [days[-1] + timedelta(days=1)]:
+        if day in merged or day in ready:
+            continue
+        for index in range(closing.hours(day) - 1):
+            run = hour_runs.get((day, index))
+            if closing.closed(day, index, now) and (run is None or run.state not in DONE_STATES):
+                behind += 1
+    return behind
+
+
+def red_hours(hour_runs: Mapping[tuple[date, int], RunRecord]) -> list[tuple[date, int]]:
+    """Hours whose latest merge failed or whose check found a mismatch."""
+    return sorted(key for key, run in hour_runs.items() if run.state in RED_STATES)
+
+
+def newest_hour(hour_runs: Mapping[tuple[date, int], RunRecord]) -> tuple[date, int] | None:
+    """The newest hour merged by itself (its latest run done)."""
+    done = [key for key, run in hour_runs.items() if run.state in DONE_STATES]
+    return max(done, default=None)
 
 
 def follow_ups(
@@ -149,4 +314,4 @@ def days_behind(days: list[date], ready: set[date], merged: set[date]) -> int:
 
 def red_days(runs: Mapping[date, RunRecord]) -> list[date]:
     """Days whose latest merge failed or whose check found a mismatch."""
-    return sorted(day for day, run in runs.items() if run.state in ("failed", "mismatch"))
+    return sorted(day for day, run in runs.items() if run.state in RED_STATES)

@@ -1,7 +1,8 @@
 """The active scheduler's loop: every ``scheduler.tick_s`` it takes the newest configuration,
-runs the re-runs operators requested, then each table's next merge (``scheduler.plan``), one
-job at a time, round the tables until nothing is due, then the validations and maintenance of
-the newest merged days, and the validations due by a table's own cadence
+runs the re-runs operators requested, then each table's next merge (``scheduler.plan``: a
+day, or an hour of a table with hourly snapshots whose day is not ready yet), one job at a
+time, round the tables until nothing is due, then the validations and maintenance of the
+newest merged days, and the validations due by a table's own cadence
 (``validation_every_h``). Every run is recorded in the run store before it starts and when it
 ends (``cdc_platform.control.RunStore``: the web admin's database); a validation's outcome per
 target is kept with its run and exported as metrics (``SchedulerMetrics.validated``).
@@ -18,13 +19,13 @@ import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime
 
-from cdc_platform.config import SchedulerSettings, TableMirror
+from cdc_platform.config import SchedulerSettings, StreamWriterSettings, TableMirror
 from cdc_platform.control import RunKind, RunRecord, RunStore
 from cdc_platform.retry import RetryPolicy
 from scheduler import plan
 from scheduler.jobs import JobResult, Jobs, Lake
 from scheduler.metrics import SchedulerMetrics
-from scheduler.plan import Blocked, Due
+from scheduler.plan import Blocked, Due, HourClosing
 from simple_binlog.errors import CdcMirrorError
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class Scheduler:
         clock: Callable[[], float] = time.time,
         today: Callable[[], date] = utc_today,
         policy: RetryPolicy | None = None,
+        closing: HourClosing | None = None,
     ) -> None:
         self._settings = settings
         self._tables = tables
@@ -61,7 +63,12 @@ class Scheduler:
         self._policy = policy or RetryPolicy(
             first_delay_s=settings.first_retry_s, max_delay_s=settings.max_retry_s
         )
+        # When an hour of a table with hourly snapshots may be merged (the stream writer's
+        # zone and delays: ``HourClosing.of(settings.stream_writer)``).
+        self._closing = closing or HourClosing.of(StreamWriterSettings())
         self._latest: dict[tuple[RunKind, str, date], RunRecord] = {}
+        # The latest merge run of each table's hours (hourly snapshots).
+        self._hours: dict[tuple[str, date, int], RunRecord] = {}
         self._loaded_since: date | None = None
         self.doing = "idle"
         self.blocked: dict[str, Blocked] = {}
@@ -79,6 +86,7 @@ class Scheduler:
         for kind in kinds:
             found.extend(self._runs.history(kind, since))
         self._latest = plan.latest_runs(found)
+        self._hours = plan.latest_hour_runs(found)
         self._loaded_since = since
 
     def _merge_runs(self, table: str) -> dict[date, RunRecord]:
@@ -87,6 +95,20 @@ class Scheduler:
             for (kind, name, dt), run in self._latest.items()
             if kind == "merge" and name == table
         }
+
+    def _hour_runs(self, table: str) -> dict[tuple[date, int], RunRecord]:
+        return {(dt, hour): run for (name, dt, hour), run in self._hours.items() if name == table}
+
+    def _latest_of(self, kind: RunKind, table: str, dt: date, hour: int | None) -> RunRecord | None:
+        if hour is None:
+            return self._latest.get((kind, table, dt))
+        return self._hours.get((table, dt, hour))
+
+    def _remember(self, run: RunRecord) -> None:
+        if run.hour is None:
+            self._latest[(run.kind, run.table, run.dt)] = run
+        else:
+            self._hours[(run.table, run.dt, run.hour)] = run
 
     # -- one tick ----------------------------------------------------------------------------
     def tick(self, stop: threading.Event) -> int:
@@ -99,9 +121,12 @@ class Scheduler:
             for request in self._runs.requested():
                 if stop.is_set():
                     return ended
-                latest = self._latest.get((request.kind, request.table, request.dt))
+                latest = self._latest_of(request.kind, request.table, request.dt, request.hour)
                 attempt = latest.attempt + 1 if latest is not None else 1
-                self._run(Due(request.kind, request.table, request.dt, attempt, request), stop)
+                self._run(
+                    Due(request.kind, request.table, request.dt, attempt, request, request.hour),
+                    stop,
+                )
                 ended += 1
             # Asked once a tick (a lake with hundreds of tables is not re-read for every run):
             # what this tick merges is known from its own runs.
@@ -118,6 +143,9 @@ class Scheduler:
     def _hive_tables(self) -> list[str]:
         return sorted(t.name for t in self._tables() if "hive" in t.targets)
 
+    def _hourly_tables(self) -> set[str]:
+        return {t.name for t in self._tables() if "hive" in t.targets and t.snapshots == "hourly"}
+
     def _done(self, table: str, merged: dict[str, set[date]]) -> set[date]:
         """The table's merged days: the lake's at the tick's start and this scheduler's runs."""
         runs = self._merge_runs(table)
@@ -131,15 +159,31 @@ class Scheduler:
         while progressing and not stop.is_set():
             progressing = False
             ready = self._lake.ready_days()
+            hourly = self._hourly_tables()
             for table in self._hive_tables():
                 if stop.is_set():
                     break
                 done = self._done(table, merged)
                 runs = self._merge_runs(table)
-                step = plan.next_merge(
-                    table, days, ready, done, runs, self._clock(), self._settings.max_attempts
+                now, attempts = self._clock(), self._settings.max_attempts
+                step = (
+                    plan.next_hourly_merge(
+                        table,
+                        days,
+                        ready,
+                        done,
+                        runs,
+                        self._hour_runs(table),
+                        self._closing,
+                        now,
+                        attempts,
+                    )
+                    if table in hourly
+                    else plan.next_merge(table, days, ready, done, runs, now, attempts)
                 )
                 self._observe(table, days, ready, done, runs, step)
+                if table in hourly:
+                    self._observe_hours(table, days, ready, done)
                 if isinstance(step, Due):
                     self._run(step, stop)
                     ended += 1
@@ -210,15 +254,32 @@ class Scheduler:
         )
         if isinstance(step, Blocked):
             if self.blocked.get(table) != step:
-                log.info("%s %s waits: %s", table, step.dt, step.reason)
+                log.info("%s %s waits: %s", table, plan.when(step.dt, step.hour), step.reason)
             self.blocked[table] = step
         else:
             self.blocked.pop(table, None)
 
+    def _observe_hours(
+        self, table: str, days: list[date], ready: set[date], merged: set[date]
+    ) -> None:
+        """The hourly figures of a table with hourly snapshots (``merged``: its done days)."""
+        runs = self._hour_runs(table)
+        now = self._clock()
+        self.metrics.hours_behind.labels(table).set(
+            plan.hours_behind(days, ready, merged, runs, self._closing, now)
+        )
+        since = days[0]
+        self.metrics.red_hours.labels(table).set(
+            sum(1 for day, _ in plan.red_hours(runs) if day >= since)
+        )
+        newest = plan.newest_hour(runs)
+        if newest is not None:
+            self.metrics.newest_hour.labels(table).set(self._closing.end(*newest))
+
     # -- one run -----------------------------------------------------------------------------
     def _run(self, due: Due, stop: threading.Event) -> None:
         started = self._clock()
-        left = self._latest.get((due.kind, due.table, due.dt))
+        left = self._latest_of(due.kind, due.table, due.dt, due.hour)
         if left is not None and left.state == "running":
             # A scheduler that died (or lost its session) in the middle of this run: say so.
             self._runs.save(
@@ -230,7 +291,9 @@ class Scheduler:
                     }
                 )
             )
-        base = due.request or RunRecord(kind=due.kind, table=due.table, dt=due.dt, state="running")
+        base = due.request or RunRecord(
+            kind=due.kind, table=due.table, dt=due.dt, hour=due.hour, state="running"
+        )
         run = self._runs.save(
             base.model_copy(
                 update={
@@ -241,9 +304,9 @@ class Scheduler:
                 }
             )
         )
-        self._latest[(due.kind, due.table, due.dt)] = run
-        self.doing = f"{due.kind} {due.table} {due.dt} (attempt {due.attempt})"
-        log.info("%s %s %s: attempt %d", due.kind, due.table, due.dt, due.attempt)
+        self._remember(run)
+        self.doing = f"{due.kind} {due.table} {due.when} (attempt {due.attempt})"
+        log.info("%s %s %s: attempt %d", due.kind, due.table, due.when, due.attempt)
         try:
             result = self._jobs.run(due, stop)
         except Exception as exc:  # noqa: BLE001 - a job that cannot start is a failed run
@@ -266,18 +329,20 @@ class Scheduler:
                 }
             )
         )
-        self._latest[(due.kind, due.table, due.dt)] = run
+        self._remember(run)
         self.metrics.runs.labels(due.kind, result.state).inc()
+        if due.hour is not None:
+            self.metrics.hour_runs.labels(result.state).inc()
         if result.validation:
             self.metrics.validated(due.table, result.validation, ended)
         if result.state == "succeeded":
-            log.info("%s %s %s: done", due.kind, due.table, due.dt)
+            log.info("%s %s %s: done", due.kind, due.table, due.when)
         else:
             log.warning(
                 "%s %s %s: %s%s%s",
                 due.kind,
                 due.table,
-                due.dt,
+                due.when,
                 result.state,
                 f" ({result.error})" if result.error else "",
                 f"; retrying at {datetime.fromtimestamp(retry_at, UTC):%H:%M:%S} UTC"
@@ -302,6 +367,9 @@ class Scheduler:
                 self.metrics.days_behind,
                 self.metrics.red_days,
                 self.metrics.gave_up,
+                self.metrics.hours_behind,
+                self.metrics.red_hours,
+                self.metrics.newest_hour,
                 *self.metrics.validation_gauges(),
             ):
                 gauge.clear()

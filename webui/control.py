@@ -8,8 +8,9 @@ API (``cdc_platform.control`` is the client and the wire form):
   only for a collector of its own instance. ``GET /api/components``: readers.
 - ``GET /api/runs`` (filters ``state``, ``kind``, ``since``), ``POST /api/runs`` and
   ``PUT /api/runs/{id}``: the scheduler writes its history (role ``component`` or admin);
-  ``POST /api/runs/rerun``: an admin requests a re-run of a table's day (audited); the
-  active scheduler takes it at its next tick. A validation run carries each target's
+  ``POST /api/runs/rerun``: an admin requests a re-run of a table's day, or of one hour of a
+  table with hourly snapshots (``hour``; audited); the active scheduler takes it at its next
+  tick. A validation run carries each target's
   outcome (``RunRecord.validation``), which a table's status page shows
   (``validation_history``).
 
@@ -26,7 +27,7 @@ from datetime import date, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
@@ -203,6 +204,7 @@ def run_record(row: SchedulerRun) -> RunRecord:
         kind=row.kind,
         table=row.table_name,
         dt=date.fromisoformat(row.dt),
+        hour=row.hour,
         state=row.state,
         attempt=row.attempt,
         requested_by=row.requested_by,
@@ -221,6 +223,7 @@ def run_record(row: SchedulerRun) -> RunRecord:
 
 def _apply(row: SchedulerRun, run: RunRecord) -> None:
     row.kind, row.table_name, row.dt, row.state = run.kind, run.table, run.dt.isoformat(), run.state
+    row.hour = run.hour
     row.attempt, row.requested_by, row.scheduler = run.attempt, run.requested_by, run.scheduler
     row.requested_at, row.started_at, row.ended_at = run.requested_at, run.started_at, run.ended_at
     row.rows, row.files, row.check_ok = run.rows, run.files, run.check_ok
@@ -301,13 +304,25 @@ class RerunIn(BaseModel):
     kind: RunKind = "merge"
     table: str = Field(min_length=1, max_length=200)
     dt: date
+    # One hour of the day (a merge of a table with hourly snapshots); None: the day.
+    hour: int | None = Field(None, ge=0, le=24)
+
+    @model_validator(mode="after")
+    def _hours_are_merges(self) -> RerunIn:
+        if self.hour is not None and self.kind != "merge":
+            raise ValueError("only a merge runs for one hour; leave the hour out")
+        return self
 
 
 def request_rerun(db: Session, who: Principal, wanted: RerunIn) -> RunRecord:
-    """A re-run of a table's day for the scheduler's next tick (one pending per day: asking
-    twice returns the first request); audited."""
+    """A re-run of a table's day (or hour) for the scheduler's next tick (one pending per day
+    and hour: asking twice returns the first request); audited."""
     for row in find_runs(db, "requested", wanted.kind, wanted.dt):
-        if row.table_name == wanted.table and row.dt == wanted.dt.isoformat():
+        if (
+            row.table_name == wanted.table
+            and row.dt == wanted.dt.isoformat()
+            and row.hour == wanted.hour
+        ):
             return run_record(row)
     row = SchedulerRun()
     _apply(
@@ -316,6 +331,7 @@ def request_rerun(db: Session, who: Principal, wanted: RerunIn) -> RunRecord:
             kind=wanted.kind,
             table=wanted.table,
             dt=wanted.dt,
+            hour=wanted.hour,
             state="requested",
             requested_by=who.name,
             requested_at=time.time(),
@@ -328,7 +344,7 @@ def request_rerun(db: Session, who: Principal, wanted: RerunIn) -> RunRecord:
         who.name,
         "rerun",
         wanted.kind,
-        f"{wanted.table} {wanted.dt}",
+        f"{wanted.table} {when(wanted.dt, wanted.hour)}",
         None,
         {"run": row.id},
     )
@@ -340,9 +356,15 @@ def rerun(wanted: RerunIn, db: DB, who: Editor) -> RunRecord:
     return request_rerun(db, who, wanted)
 
 
+def when(dt: date, hour: int | None) -> str:
+    """``2026-11-25``, or ``2026-11-25T13`` for an hour (as ``cdc-mirror merge --hour``)."""
+    return dt.isoformat() if hour is None else f"{dt.isoformat()}T{hour:02d}"
+
+
 @dataclass(frozen=True)
 class DayCell:
-    """The Runs page's verdict of one table's day: the latest merge run of that day."""
+    """The Runs page's verdict of one table's day (the latest merge run of that day), or of
+    one hour of it (tables with hourly snapshots)."""
 
     run: RunRecord
 
@@ -353,12 +375,30 @@ class DayCell:
 
 
 def day_grid(history: list[RunRecord], days: list[date]) -> dict[str, dict[date, DayCell]]:
-    """Table → day → the latest merge run of that day (requests count once taken). Pure."""
+    """Table → day → the latest merge run of that day (requests count once taken; runs of
+    single hours are ``hour_grid``'s). Pure."""
     grid: dict[str, dict[date, DayCell]] = {}
     for run in sorted(history, key=lambda r: r.id or 0):
-        if run.kind == "merge" and run.dt in days and run.state != "requested":
+        if run.kind == "merge" and run.dt in days and run.state != "requested" and run.hour is None:
             grid.setdefault(run.table, {})[run.dt] = DayCell(run)
     return dict(sorted(grid.items()))
+
+
+def hour_grid(
+    history: list[RunRecord], days: list[date]
+) -> dict[tuple[str, date], dict[int, DayCell]]:
+    """(table, day) → hour → the latest merge run of that hour, newest day first: the hours
+    merged by themselves (tables with hourly snapshots). Pure."""
+    grid: dict[tuple[str, date], dict[int, DayCell]] = {}
+    for run in sorted(history, key=lambda r: r.id or 0):
+        if (
+            run.kind == "merge"
+            and run.hour is not None
+            and run.dt in days
+            and run.state != "requested"
+        ):
+            grid.setdefault((run.table, run.dt), {})[run.hour] = DayCell(run)
+    return dict(sorted(grid.items(), key=lambda item: (item[0][0], -item[0][1].toordinal())))
 
 
 @pages.get("/runs")
@@ -368,6 +408,7 @@ def runs_page(request: Request, db: DB, who: PageUser) -> Response:
     history = [run_record(row) for row in find_runs(db, since=since)]
     days = [since + timedelta(days=n) for n in range(RUNS_PAGE_DAYS + 1)]
     grid = day_grid(history, days)
+    hours = hour_grid(history, days)
     newest = sorted(history, key=lambda r: r.id or 0, reverse=True)[:RUNS_PAGE_HISTORY]
     return render(
         request,
@@ -377,6 +418,9 @@ def runs_page(request: Request, db: DB, who: PageUser) -> Response:
         more=len(history) - len(newest),
         grid=grid,
         days=[d for d in days if any(d in cells for cells in grid.values())],
+        hours=hours,
+        # 24 hours a day; 25 on the day a daylight-saving zone moves its clocks back.
+        hour_columns=range(max(24, 1 + max((max(c) for c in hours.values()), default=0))),
         now=time.time(),
     )
 
@@ -387,6 +431,7 @@ def rerun_form(request: Request, db: DB, who: PageUser, form: EditForm) -> Respo
         "kind": _text(form, "kind") or "merge",
         "table": _text(form, "table"),
         "dt": _text(form, "dt"),
+        "hour": _text(form, "hour") or None,
     }
     try:
         wanted = RerunIn.model_validate(values)

@@ -313,6 +313,8 @@ class SchedulerRun(Base):
     kind: Mapped[str] = mapped_column(String(16))  # merge | validation | maintenance
     table_name: Mapped[str] = mapped_column(String(200))
     dt: Mapped[str] = mapped_column(String(10))  # YYYY-MM-DD
+    # A merge of one hour of dt (tables with hourly snapshots, RunRecord.hour); NULL: the day.
+    hour: Mapped[int | None] = mapped_column(Integer, nullable=True)
     state: Mapped[str] = mapped_column(String(16))
     attempt: Mapped[int] = mapped_column(Integer, default=1)
     requested_by: Mapped[str | None] = mapped_column(String(80), nullable=True)

@@ -187,10 +187,15 @@ def read_offsets(
 
 
 def merge_runs_from_history(db: Session) -> dict[str, MergeRun]:
-    """Each table's newest merge run in the scheduler's history."""
+    """Each table's newest merge run of a whole day in the scheduler's history (the runs of
+    single hours of tables with hourly snapshots are on the Runs page)."""
     newest = (
         select(func.max(SchedulerRun.id))
-        .where(SchedulerRun.kind == "merge", SchedulerRun.state != "requested")
+        .where(
+            SchedulerRun.kind == "merge",
+            SchedulerRun.state != "requested",
+            SchedulerRun.hour.is_(None),
+        )
         .group_by(SchedulerRun.table_name)
     )
     found: dict[str, MergeRun] = {}

@@ -188,3 +188,21 @@ def test_a_repair_over_the_cap_says_why_it_did_not_run(tmp_path: Path, monkeypat
     assert result.validation is not None
     [redis] = result.validation
     assert (redis.repaired, redis.still_differing, redis.repair_skipped) == (None, None, skipped)
+
+
+def test_an_hours_merge_runs_merge_hour_and_logs_apart_from_its_day(
+    tmp_path: Path, monkeypatch
+) -> None:
+    runner = jobs(tmp_path)
+    result = tmp_path / "r.json"
+    hour = Due("merge", "db_orders", DAY, hour=7)
+    command = runner.command(hour, result)
+    assert command is not None and command[5:] == [
+        "merge", "--table", "db_orders", "--hour", "2026-11-25T07", "--result-file", str(result),
+    ]  # fmt: skip
+    monkeypatch.setenv("CODE", "4")
+    monkeypatch.setenv("CHECK", "false")
+    outcome = runner.run(hour, threading.Event())
+    assert (outcome.state, outcome.rows, outcome.check_ok) == ("mismatch", 12, False)
+    assert (runner.log_dir / "merge-db_orders-2026-11-25T07.log").is_file()
+    assert not (runner.log_dir / "merge-db_orders-2026-11-25.log").exists()

@@ -1,0 +1,130 @@
+"""The scheduler's tick for a table with hourly snapshots, with fakes (MemoryLake, FakeJobs,
+MemoryRunStore, an injected clock): each closed hour merged by itself in order and recorded
+under (table, day, hour), a daily table beside it unchanged, a failed hour backing off, a
+mismatching hour red in the metrics, an operator's re-run of one hour, and the day's own
+merge once the day is ready."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from cdc_platform.config import SchedulerSettings, TableMirror
+from cdc_platform.control import MemoryRunStore
+from cdc_platform.retry import RetryPolicy
+from scheduler.jobs import FakeJobs, JobResult, MemoryLake
+from scheduler.plan import HourClosing
+from scheduler.service import Scheduler
+
+TODAY = date(2026, 11, 26)
+MIDNIGHT = datetime(2026, 11, 26, tzinfo=UTC).timestamp()
+
+
+def day(n: int) -> date:
+    return TODAY - timedelta(days=n)
+
+
+def mirror(name: str, snapshots: str = "hourly") -> TableMirror:
+    return TableMirror.model_validate(
+        {
+            "instance": "local",
+            "db_prefix": "db",
+            "table_prefix": name,
+            "targets": ["hive"],
+            "snapshots": snapshots,
+        }
+    )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = MIDNIGHT + 3.5 * 3600  # 03:30 UTC: hours 00 to 02 have ended
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def scene() -> tuple[Scheduler, MemoryLake, FakeJobs, MemoryRunStore, Clock]:
+    lake = MemoryLake(ready={day(1)}, merged={"db_orders": {day(1)}, "db_users": {day(1)}})
+    jobs = FakeJobs(lake)
+    store = MemoryRunStore()
+    clock = Clock()
+    scheduler = Scheduler(
+        SchedulerSettings(catch_up_days=3, validation=False, max_attempts=2),
+        lambda: [mirror("orders"), mirror("users", "daily")],
+        lake,
+        jobs,
+        store,
+        "test-scheduler",
+        clock=clock,
+        today=lambda: TODAY,
+        policy=RetryPolicy(first_delay_s=10, max_delay_s=40, uniform=lambda _low, high: high),
+        closing=HourClosing(ZoneInfo("UTC"), 0),
+    )
+    return scheduler, lake, jobs, store, clock
+
+
+def test_closed_hours_are_merged_in_order_and_recorded_by_hour() -> None:
+    scheduler, lake, jobs, store, clock = scene()
+    stop = threading.Event()
+    assert scheduler.tick(stop) == 3
+    assert [(d.table, d.dt, d.hour) for d in jobs.started] == [
+        ("db_orders", TODAY, 0),
+        ("db_orders", TODAY, 1),
+        ("db_orders", TODAY, 2),
+    ]  # the daily table waits for its day
+    assert [(r.dt, r.hour, r.state) for r in store.runs] == [
+        (TODAY, 0, "succeeded"),
+        (TODAY, 1, "succeeded"),
+        (TODAY, 2, "succeeded"),
+    ]
+    blocked = scheduler.blocked["db_orders"]
+    assert (blocked.reason, blocked.hour) == ("not ready", 3)
+    sample = scheduler.metrics.registry.get_sample_value
+    assert sample("cdc_scheduler_hour_runs_total", {"outcome": "succeeded"}) == 3
+    assert sample("cdc_scheduler_hours_behind", {"table": "db_orders"}) == 0
+    assert (
+        sample("cdc_scheduler_newest_hour_end_timestamp_seconds", {"table": "db_orders"})
+        == MIDNIGHT + 3 * 3600
+    )
+    assert sample("cdc_scheduler_hours_behind", {"table": "db_users"}) is None
+    # Two more hours end while nothing ticks: both are caught up, in order.
+    clock.now += 2 * 3600
+    assert scheduler.tick(stop) == 2
+    assert [d.hour for d in jobs.started[3:]] == [3, 4]
+    # The day becomes ready: both tables merge it (the hourly one with its day's merge).
+    lake.ready.add(TODAY)
+    assert scheduler.tick(stop) == 2
+    assert [(d.table, d.dt, d.hour) for d in jobs.started[5:]] == [
+        ("db_orders", TODAY, None),
+        ("db_users", TODAY, None),
+    ]
+
+
+def test_a_failed_hour_backs_off_and_a_mismatch_is_red_until_a_rerun() -> None:
+    scheduler, _lake, jobs, store, clock = scene()
+    stop = threading.Event()
+    jobs.results[("merge", "db_orders", TODAY, 0)] = [
+        JobResult("mismatch", rows=5, check_ok=False, error="the check found a difference.")
+    ]
+    jobs.results[("merge", "db_orders", TODAY, 1)] = [JobResult("failed", error="Spark fell.")]
+    assert scheduler.tick(stop) == 2  # 00 red but merged; 01 failed: 02 waits behind it
+    failed = store.runs[-1]
+    assert (failed.hour, failed.state, failed.retry_at) == (1, "failed", clock.now + 10)
+    sample = scheduler.metrics.registry.get_sample_value
+    assert sample("cdc_scheduler_red_hours", {"table": "db_orders"}) == 2
+    assert sample("cdc_scheduler_hours_behind", {"table": "db_orders"}) == 2
+    assert sample("cdc_scheduler_hour_runs_total", {"outcome": "mismatch"}) == 1
+    assert scheduler.blocked["db_orders"].reason == "retry later"
+    clock.now += 10
+    assert scheduler.tick(stop) == 2
+    assert [(d.hour, d.attempt) for d in jobs.started[2:]] == [(1, 2), (2, 1)]
+    assert sample("cdc_scheduler_red_hours", {"table": "db_orders"}) == 1
+    # The operator re-runs the red hour: it runs first, as that hour, and is green again.
+    request = store.request("merge", "db_orders", TODAY, hour=0)
+    assert request.id is not None
+    assert scheduler.tick(stop) == 1
+    answered = store.runs[request.id - 1]
+    assert (answered.hour, answered.state, answered.attempt) == (0, "succeeded", 2)
+    assert sample("cdc_scheduler_red_hours", {"table": "db_orders"}) == 0
