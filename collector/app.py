@@ -25,7 +25,7 @@ from collector.native import decoder_name, log_decoder
 from collector.position import CollectorPosition
 from collector.publisher import FencedError, KafkaPublisher
 from collector.remote_config import RemoteConfigRuntime, start_remote_config
-from collector.service import Collector, tune_gc
+from collector.service import Collector, StoppedTables, tune_gc
 from governance.source import GovernanceRuntime, start_governance
 from simple_binlog.errors import CdcMirrorError, ContractError
 
@@ -185,6 +185,7 @@ def run_collector(
             governance=governance,
             updates=remote,
             config=config,
+            stopped=StoppedTables.from_file(settings.tables, instance.name, settings.shard_rules),
         )
         try:
             status.collector.run()
@@ -258,6 +259,7 @@ def collect_files(
         governance=governance,
         source=sources,
         schemas=PositionalTableSchemas(_no_server) if offline else None,
+        stopped=StoppedTables.from_file(settings.tables, instance.name, settings.shard_rules),
     )
     try:
         collector.run()

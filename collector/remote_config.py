@@ -9,14 +9,19 @@ policy set (one request, one etag).
 
 What happens to a change (the pure part is ``diff_configs``):
 
-- connection, password or include/exclude filters: the active collector switches at a safe
-  point. It waits for the end of the MySQL transaction in progress (a split transaction's
-  position counts rows published under the old filters, so it must never be resumed under
-  new ones), commits it with its position, then restarts its binlog reading from that
-  committed position with the new settings: same process, leadership, epoch and Kafka
-  producer (fencing intact), the following binlogOffsets continue from the committed state.
+- connection, password, include/exclude filters or the stopped table mirrors: the active
+  collector switches at a safe point. It waits for the end of the MySQL transaction in
+  progress (a split transaction's position counts rows published under the old filters, so
+  it must never be resumed under new ones), commits it with its position, then restarts its
+  binlog reading from that committed position with the new settings: same process,
+  leadership, epoch and Kafka producer (fencing intact), the following binlogOffsets
+  continue from the committed state.
   A newly included table is collected from the switch on; its earlier rows need a history
   replay (``cdc-mirror replay``). A newly excluded table stops at the switch.
+- the stopped table mirrors (``stopped_tables``: the instance's mirrors disabled or removed in
+  the admin): their physical tables (by the shard rules) are left out as excluded ones are,
+  from the switch on, so a mirror stops at a transaction boundary and is taken up again
+  the same way when it is enabled or created again (``collector.service.TableFilter``).
 - shard rules or the policy set: the new policy set applies at the next transaction boundary.
 - the watermark heartbeat period (the instance's, else the file's): from the next transaction
   boundary (0 stops the heartbeats).
@@ -85,6 +90,9 @@ class RemoteConfig:
     shard_rules: tuple[ShardRule, ...]
     topic: str
     governance: dict[str, Any]  # the published policy set ({} when the admin sends none)
+    # The logical tables of the instance's table mirrors that are disabled or removed: not
+    # published although the include patterns take them (``collector.service.TableFilter``).
+    stopped_tables: frozenset[str] = frozenset()
 
 
 def parse_remote_config(document: Any, local: Settings, instance_name: str) -> RemoteConfig:
@@ -139,6 +147,9 @@ def parse_remote_config(document: Any, local: Settings, instance_name: str) -> R
     governance = document.get("governance") or {}
     if not isinstance(governance, dict):
         raise ConfigError(f"{where} is refused: 'governance' is not an object.")
+    stopped = document.get("stopped_tables") or []  # absent from an admin older than it
+    if not isinstance(stopped, list) or not all(isinstance(n, str) for n in stopped):
+        raise ConfigError(f"{where} is refused: 'stopped_tables' is not a list of names.")
     return RemoteConfig(
         version=version,
         etag=str(document["etag"]),
@@ -147,14 +158,16 @@ def parse_remote_config(document: Any, local: Settings, instance_name: str) -> R
         shard_rules=rules or (ShardRule(),),
         topic=str(document.get("topic") or ""),
         governance=governance,
+        stopped_tables=frozenset(stopped),
     )
 
 
-# What differs between two configs, by name; the first three need a switch of the reading.
+# What differs between two configs, by name; those in _SWITCHING need a switch of the reading.
 CONNECTION, PASSWORD, FILTERS = "connection", "password", "include/exclude filters"
+STOPPED = "stopped table mirrors"
 START, SHARD_RULES, TOPIC, GOVERNANCE = "GTID start", "shard rules", "topic", "policy set"
 HEARTBEAT = "watermark heartbeat period"
-_SWITCHING = frozenset({CONNECTION, PASSWORD, FILTERS})
+_SWITCHING = frozenset({CONNECTION, PASSWORD, FILTERS, STOPPED})
 
 
 @dataclass(frozen=True)
@@ -168,7 +181,8 @@ class ConfigDiff:
 
     @property
     def filters_changed(self) -> bool:
-        return FILTERS in self.changed
+        """Whether what is published changes (a split transaction must end first)."""
+        return FILTERS in self.changed or STOPPED in self.changed
 
     def describe(self) -> str:
         return ", ".join(self.changed) or "nothing the collector uses"
@@ -185,6 +199,7 @@ def diff_configs(old: RemoteConfig, new: RemoteConfig) -> ConfigDiff:
             (old.collector.include, old.collector.exclude)
             != (new.collector.include, new.collector.exclude),
         ),
+        (STOPPED, _stopped_tables(old) != _stopped_tables(new)),
         (START, old.collector.start != new.collector.start),
         (SHARD_RULES, old.shard_rules != new.shard_rules),
         (TOPIC, old.topic != new.topic),
@@ -195,6 +210,12 @@ def diff_configs(old: RemoteConfig, new: RemoteConfig) -> ConfigDiff:
         ),
     )
     return ConfigDiff(tuple(name for name, differs in checks if differs))
+
+
+def _stopped_tables(config: RemoteConfig) -> tuple[object, ...]:
+    """The stopped mirrors, and while any is, the shard rules (they say which physical
+    tables are a mirror's)."""
+    return (config.stopped_tables, config.shard_rules if config.stopped_tables else ())
 
 
 class CollectorConfigFeed:

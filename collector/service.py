@@ -22,13 +22,20 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import Any
 
 import pymysql
 
-from cdc_platform.config import FILE_POSITION, MYSQL_GTID_SET, CollectorSettings, MySQLInstance
+from cdc_platform.config import (
+    FILE_POSITION,
+    MYSQL_GTID_SET,
+    CollectorSettings,
+    MySQLInstance,
+    TableMirror,
+)
 from cdc_platform.retry import RetryCancelled, RetryPolicy
 from collector import binlog_events as ev
 from collector.binlog_stream import BinlogStream, mysql_executed_at
@@ -44,6 +51,7 @@ from collector.reader import SchemaCache, connect, server_position
 from collector.remote_config import (
     CONNECTION,
     PASSWORD,
+    STOPPED,
     ConfigDiff,
     RemoteConfig,
     RemoteConfigRuntime,
@@ -71,6 +79,7 @@ from simple_binlog.errors import (
 )
 from simple_binlog.offsets import OffsetState
 from simple_binlog.patterns import compile_pattern
+from simple_binlog.routing import ShardRouter, ShardRule
 
 log = logging.getLogger(__name__)
 
@@ -115,13 +124,44 @@ def tune_gc() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
-class TableFilter:
-    """Include/exclude regexes on ``schema.table`` (on RE2: an admin's pattern costs linear
-    time)."""
+@dataclass(frozen=True)
+class StoppedTables:
+    """Table mirrors of the instance that are disabled or removed in the web admin, by
+    logical name, and the shard rules that say which physical tables are theirs."""
 
-    def __init__(self, include: list[str], exclude: list[str]) -> None:
+    names: frozenset[str] = frozenset()
+    rules: tuple[ShardRule, ...] = (ShardRule(),)
+
+    @classmethod
+    def of(cls, config: RemoteConfig) -> StoppedTables:
+        return cls(config.stopped_tables, config.shard_rules)
+
+    @classmethod
+    def from_file(
+        cls, tables: Iterable[TableMirror], instance: str, rules: Iterable[ShardRule]
+    ) -> StoppedTables:
+        """The config file's mirrors of ``instance`` with ``enabled: false``."""
+        names = frozenset(t.name for t in tables if t.instance == instance and not t.enabled)
+        return cls(names, tuple(rules) or (ShardRule(),))
+
+
+class TableFilter:
+    """Which tables are published: include/exclude regexes on ``schema.table`` (on RE2: an
+    admin's pattern costs linear time), less the physical tables of stopped table mirrors.
+
+    A stopped mirror's tables are left out as an excluded table is: its rows are neither
+    decoded nor published and its DDL is not published, while every transaction still
+    ends (``TransactionEnd``), so the committed position and the watermark heartbeats go on
+    advancing when all of a transaction's rows were left out. A physical table that no shard
+    rule routes belongs to no mirror and is never stopped."""
+
+    def __init__(
+        self, include: list[str], exclude: list[str], stopped: StoppedTables | None = None
+    ) -> None:
         self._include = [compile_pattern(p) for p in include]
         self._exclude = [compile_pattern(p) for p in exclude]
+        self._stopped = stopped.names if stopped is not None else frozenset()
+        self._router = ShardRouter(list(stopped.rules)) if stopped and stopped.names else None
         self._cache: dict[tuple[str, str], bool] = {}
 
     def __call__(self, schema: str, table: str) -> bool:
@@ -129,11 +169,21 @@ class TableFilter:
         decision = self._cache.get(key)
         if decision is None:
             name = f"{schema}.{table}"
-            decision = any(p.fullmatch(name) for p in self._include) and not any(
-                p.fullmatch(name) for p in self._exclude
+            decision = (
+                any(p.fullmatch(name) for p in self._include)
+                and not any(p.fullmatch(name) for p in self._exclude)
+                and not self._is_stopped(schema, table)
             )
             self._cache[key] = decision
         return decision
+
+    def _is_stopped(self, schema: str, table: str) -> bool:
+        if self._router is None:
+            return False
+        try:
+            return self._router.route(schema, table).name in self._stopped
+        except ConfigError:  # routed by no rule (or to no usable name): no mirror's table
+            return False
 
 
 class _ConfigSwitch(Exception):  # control flow inside Collector, never escapes
@@ -207,11 +257,14 @@ class Collector:
         config: RemoteConfig | None = None,
         source: SourceFactory | None = None,
         schemas: BinlogTableSchemas | None = None,
+        stopped: StoppedTables | None = None,
     ) -> None:
         """``updates`` and ``config`` (``collector.config_source: webui``): newer configs
         from the web admin, and the one ``instance`` and ``settings`` come from. ``source``:
         where events come from instead of the instance's binlog stream (archived binlog
-        files), and ``schemas`` how their tables are described when no server is asked."""
+        files), and ``schemas`` how their tables are described when no server is asked.
+        ``stopped``: the disabled table mirrors of a config file (with ``config``, its
+        own ``stopped_tables`` are used)."""
         self._source = source
         self._instance = instance
         self._settings = settings
@@ -219,7 +272,9 @@ class Collector:
         self._metrics = metrics
         self._stop = stop or threading.Event()
         self._epoch = epoch
-        self._filter = TableFilter(settings.include, settings.exclude)
+        if config is not None:
+            stopped = StoppedTables.of(config)
+        self._filter = TableFilter(settings.include, settings.exclude, stopped)
         self._lookup = SchemaCache(instance)
         self._schemas = schemas or BinlogTableSchemas(self._lookup.get)
         self._decoders = TableDecoders(self._schemas, self._filter)
@@ -404,7 +459,9 @@ class Collector:
         schema cache; the same leadership, epoch, publisher and offset state."""
         self._instance = config.instance
         self._settings = config.collector
-        self._filter = TableFilter(config.collector.include, config.collector.exclude)
+        self._filter = TableFilter(
+            config.collector.include, config.collector.exclude, StoppedTables.of(config)
+        )
         self._lookup = SchemaCache(config.instance)
         self._schemas = BinlogTableSchemas(self._lookup.get)
         self._decoders = TableDecoders(self._schemas, self._filter)
@@ -433,6 +490,15 @@ class Collector:
                 "excluded are no longer collected from there",
                 config.instance.name,
                 at,
+            )
+        if STOPPED in diff.changed:
+            log.info(
+                "collector %s: table mirrors stopped (disabled or removed in the web admin) "
+                "from GTID %s on: %s; their changes from there are not published until they "
+                "are enabled again (then an initial load fills the gap)",
+                config.instance.name,
+                at,
+                ", ".join(sorted(config.stopped_tables)) or "none",
             )
 
     def _in_force(self, config: RemoteConfig) -> None:

@@ -451,8 +451,9 @@ def set_table_mirror_enabled(db: Session, actor: str, name: str, enabled: bool) 
     A disabled mirror stays in the admin with its settings, and leaves the configuration the
     components read (``cdc_platform.config_store.snapshot_tables``): the stream writer,
     merge, the scheduler and the mirrors stop it at their next look, between two batches, as
-    if it were removed; enabled again, they take it up from the next change on. Its queued
-    or running initial load is stopped as on removal."""
+    if it were removed; its instance's collector stops publishing its changes at a
+    transaction boundary (``stopped_table_mirrors``). Enabled again, all take it up from the
+    next change on. Its queued or running initial load is stopped as on removal."""
     row = get_table_mirror(db, name)
     before = {**row.spec, "instance": row.instance.name}
     if table_mirror(row).enabled == enabled:
@@ -475,8 +476,9 @@ def set_table_mirror_enabled(db: Session, actor: str, name: str, enabled: bool) 
 
 
 def delete_table_mirror(db: Session, actor: str, name: str) -> list[str]:
-    """Delete the mirror (the components drop it at their next look at the configuration)
-    and stop its initial load if one is queued or running; the stopped run ids."""
+    """Delete the mirror (the components drop it at their next look at the configuration,
+    its instance's collector stops publishing its changes: ``stopped_table_mirrors``) and
+    stop its initial load if one is queued or running; the stopped run ids."""
     row = get_table_mirror(db, name)
     before = {**row.spec, "instance": row.instance.name}
     row.instance.version += 1
@@ -545,14 +547,15 @@ def collector_config(
     cached = cache.get(key) if cache is not None else None
     if cached is not None:
         return cached
-    tables = snapshot_tables(
+    mirrors = [
         table_mirror(t)
         for t in db.scalars(
             select(TableMirrorRow)
             .where(TableMirrorRow.instance_id == row.id)
             .order_by(TableMirrorRow.name)
         )
-    )
+    ]
+    tables = snapshot_tables(mirrors)
     body: dict[str, Any] = {
         "instance": row.name,
         "version": row.version,
@@ -570,6 +573,7 @@ def collector_config(
         "topic": row.topic,
         "watermark_heartbeat_s": row.watermark_heartbeat_s,
         "tables": [t.model_dump(mode="json") for t in tables],
+        "stopped_tables": stopped_table_mirrors(db, row.name, mirrors),
         "governance": governance.published(db),
     }
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
@@ -578,6 +582,36 @@ def collector_config(
     if cache is not None:
         cache.put(key, config)
     return config
+
+
+def stopped_table_mirrors(db: Session, instance: str, mirrors: list[TableMirror]) -> list[str]:
+    """The logical tables whose changes the instance's collector no longer publishes: its
+    table mirrors that are disabled, and those removed from it and not made again on it.
+
+    The audit log is the record of removals (its entries are never deleted); a name made
+    again on the instance is published again from then on, and an instance made again
+    under an old name starts with none removed. Sorted."""
+    disabled = {m.name for m in mirrors if not m.enabled}
+    present = {m.name for m in mirrors}
+    created = db.scalar(
+        select(func.coalesce(func.max(AuditEntry.id), 0)).where(
+            AuditEntry.object_type == "instance",
+            AuditEntry.action == "create",
+            AuditEntry.object_name == instance,
+        )
+    )
+    removed = {
+        name
+        for name, before in db.execute(
+            select(AuditEntry.object_name, AuditEntry.before).where(
+                AuditEntry.object_type == "table_mirror",
+                AuditEntry.action == "delete",
+                AuditEntry.id > (created or 0),
+            )
+        )
+        if isinstance(before, dict) and before.get("instance") == instance
+    }
+    return sorted(disabled | (removed - present))
 
 
 def audit_secret_read(

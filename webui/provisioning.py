@@ -138,14 +138,17 @@ def warehouse_table(settings: Settings, mirror: TableMirror) -> str:
 
 
 def leftovers(settings: Settings, mirror: TableMirror, topic: str) -> list[Resource]:
-    """What stays behind when ``mirror`` is removed: nothing is deleted by removing it."""
+    """What stays behind when ``mirror`` is removed: nothing is deleted by removing it. The
+    instance's collector stops publishing the table's changes at a transaction boundary
+    (``admin.stopped_table_mirrors``), so every store keeps what was published before it."""
     name = mirror.name
     found = [
         Resource(
             "Kafka topic",
             topic,
-            "kept: the table's messages stay until Kafka's retention removes them "
-            "(the topic is the instance's, shared with its other tables)",
+            "kept: the table's messages published before the removal stay until Kafka's "
+            "retention removes them (the topic is the instance's, shared with its other "
+            "tables); the collector publishes none of the table's changes after it",
         )
     ]
     if "hive" in mirror.targets:
@@ -153,16 +156,18 @@ def leftovers(settings: Settings, mirror: TableMirror, topic: str) -> list[Resou
             Resource(
                 "lake raw table",
                 f"{settings.stream_writer.database}.{name}",
-                "kept with every day written and no longer maintained; the stream writer "
-                "writes every table of the instance's topic, so it goes on receiving the "
-                "table's changes while the instance's include patterns take the table",
+                "kept with every day written and no longer maintained; it receives the "
+                "changes published before the removal (the stream writer catches up to "
+                "that point) and none after",
             )
         )
         found.append(
             Resource(
                 "lake snapshot table",
                 f"{settings.merge.database}.{name}",
-                "kept with every merged day; no longer merged or maintained",
+                "kept with every merged day and its tag (dt-YYYY-MM-DD) and the days view "
+                f"{settings.merge.database}_dt.{name}; no longer merged or maintained, so "
+                "its tags are not expired either",
             )
         )
     if "warehouse" in mirror.targets:

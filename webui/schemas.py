@@ -238,6 +238,13 @@ class CollectorConfig(BaseModel):
         None, description="seconds (0: none); null: the collector's own setting"
     )
     tables: list[TableMirror]
+    stopped_tables: list[str] = Field(
+        default_factory=list,
+        description=(
+            "logical tables of the instance's mirrors that are disabled or were removed: "
+            "the collector publishes none of their changes"
+        ),
+    )
     governance: dict[str, Any] = Field(
         default_factory=dict,
         description=(

@@ -10,7 +10,10 @@ ZooKeeper.
 - the instance deleted in the admin: the collector stops with one sentence, exit status 1;
 - the admin unreachable at start: the collector runs on its cached (encrypted) config;
 - a password change reconnects; a password MySQL refuses waits for a corrected config;
-- a standby keeps the newest config and takes over with it.
+- a standby keeps the newest config and takes over with it;
+- a table mirror disabled while writes go on stops at a committed transaction boundary:
+  everything before it is in Kafka, nothing after it; enabled again, it is published from
+  the second boundary on.
 
 The policy set comes in the same reply (``governance.source: webui``): one poller. About
 80 s on the shared 2-core machine.
@@ -423,3 +426,105 @@ def test_a_standby_takes_over_with_the_newest_config(scene: Scene) -> None:
     received = scene.received(scene.written["a"] + scene.written["b"])
     assert_exactly_once(received, scene.expected(switch, end))
     assert sum(1 for m in received if m.schema_name == scene.db_b) == 10
+
+
+def test_a_disabled_mirror_stops_at_a_transaction_boundary_while_writes_go_on(
+    scene: Scene,
+) -> None:
+    """Issue 22, items 2 and 9: disabling a table mirror in the admin stops its collector
+    publishing the mirror's tables at a committed transaction boundary: every change before
+    it is in Kafka, none after it, the other table flows on with unbroken binlogOffsets, and
+    enabling it again publishes its changes from that second boundary on."""
+    both = {**scene.body, "include": [rf"{scene.db_a}\..*", rf"{scene.db_b}\..*"]}
+    scene.api.put_instance(scene.instance, both)
+    mirror = {
+        "instance": scene.instance,
+        "db_prefix": scene.db_b,  # rc<tag>_b.tb → the logical table rc<tag>_b_tb
+        "table_prefix": "tb",
+        "targets": ["redis"],
+    }
+    name = f"{scene.db_b}_tb"
+    headers = {"X-CSRF-Token": scene.api.csrf}
+    made = scene.api.client.post(
+        "/api/table-mirrors?initial_load=false", json=mirror, headers=headers
+    )
+    assert made.status_code == 201, made.text
+
+    def switched() -> dict[str, Any] | None:
+        return _config(collector).get("switchedAt")
+
+    try:
+        collector = scene.collector("collector").start()
+        collector.wait_for(lambda: (collector.health() or {}).get("role") == "active", "active")
+        scene.write("a", 5, 1)
+        scene.write("b", 5, 1)
+        stop_writing = threading.Event()
+        during = [1000]
+
+        def keep_writing() -> None:  # both tables, one transaction per statement
+            while not stop_writing.is_set():
+                scene.write("a", 1, during[0])
+                scene.write("b", 1, during[0])
+                during[0] += 1
+
+        writer = threading.Thread(target=keep_writing)
+        writer.start()
+        try:
+            collector.wait_for(lambda: during[0] > 1010, "writes to both before the disable")
+            disabled = scene.api.client.put(
+                f"/api/table-mirrors/{name}", json={**mirror, "enabled": False}, headers=headers
+            )
+            assert disabled.status_code == 200, disabled.text
+            collector.wait_for(switched, "the switch that stops the mirror")
+            stop_at = during[0]
+            collector.wait_for(lambda: during[0] > stop_at + 20, "writes after the switch")
+        finally:
+            stop_writing.set()
+            writer.join()
+        stop = dict(switched() or {})
+        assert stop["partial"] is None  # a transaction boundary
+        scene.write("b", 5, 100)  # not captured: the mirror is disabled
+        scene.write("a", 5, 100)
+        paused_end = scene.base.position_now()
+
+        enabled = scene.api.client.put(
+            f"/api/table-mirrors/{name}", json={**mirror, "enabled": True}, headers=headers
+        )
+        assert enabled.status_code == 200, enabled.text
+        collector.wait_for(lambda: (switched() or {}).get("gtid") != stop["gtid"], "re-enabled")
+        resume = dict(switched() or {})
+        scene.write("b", 5, 200)
+        end = scene.base.position_now()
+        collector.wait_for(lambda: reached(collector.committed_gtid(), end.gtid), "all committed")
+    finally:
+        removed = scene.api.client.delete(f"/api/table-mirrors/{name}", headers=headers)
+        assert removed.status_code == 204, removed.text
+
+    # A clean read of both tables up to the stop, of A alone to the resumption, of both
+    # after it, with one offset generator: exactly what was published.
+    instance = scene.base.settings.instances[0]
+    offsets = OffsetGenerator()
+    dbs = [scene.db_a, scene.db_b]
+    expected = [
+        *read_range(instance, scene.base.start.gtid, _at(stop), offsets, dbs),
+        *read_range(instance, stop["gtid"], _at(resume), offsets, [scene.db_a]),
+        *read_range(instance, resume["gtid"], end, offsets, dbs),
+    ]
+    received = scene.received(len(expected))
+    assert_exactly_once(received, expected)
+    b_ids = {int(str(m.content["id"])) for m in received if m.schema_name == scene.db_b}
+    assert {1, 5, 1000, 1010} <= b_ids  # before the disable point
+    assert not b_ids & set(range(stop_at, during[0]))  # written after the point
+    assert not b_ids & set(range(100, 105))  # written while disabled
+    assert set(range(200, 205)) <= b_ids  # after it was enabled again
+    assert reached(paused_end.gtid, stop["gtid"]) and reached(resume["gtid"], paused_end.gtid)
+    for db in dbs:  # strictly increasing per table across both switches
+        seen = [m.binlog_offset for m in received if m.schema_name == db]
+        assert seen == sorted(set(seen))
+    log = collector.log.read_text()
+    stopped = "table mirrors stopped (disabled or removed in the web admin)"
+    assert f"{stopped} from GTID {stop['gtid']} on: {name};" in log
+
+
+def _at(position: dict[str, Any]) -> ServerPosition:
+    return ServerPosition(position["file"], position["pos"], position["gtid"])

@@ -1,6 +1,8 @@
 """Issue 22, item 9: a table mirror added in the web admin, in a real browser (Playwright
 driving Debian's chromium), reaches Redis and the warehouse without restarting anything, stops
-reaching them while disabled (another table keeps flowing) and again once removed.
+reaching them while disabled (another table keeps flowing) and again once removed; while it is
+disabled or removed its instance's collector publishes none of its changes to Kafka (so the
+lake's raw layer, written from Kafka, receives none either), and everything before is there.
 
 Everything runs as the real processes, started once for the module: ``cdc-mirror webui`` and
 its replay worker, a collector configured by the admin (``collector.config_source: webui``)
@@ -22,7 +24,7 @@ import subprocess
 import sys
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +36,9 @@ from playwright.sync_api import Page, expect, sync_playwright
 from psycopg import sql
 
 from cdc_platform.config import Settings
+from cdc_platform.kafka import read_to_end
+from simple_binlog.control import is_control
+from simple_binlog.message import decode_message
 from tests.integration.webui.harness import (
     ARTIFACTS,
     ROOT,
@@ -61,6 +66,7 @@ class Pipeline:
     keeper: ShardedTable  # another mirror of the instance, on both targets throughout
     component_token: str
     mirror_ports: dict[str, int]
+    collector_port: int
 
     @property
     def topic(self) -> str:
@@ -226,7 +232,9 @@ def pipeline(local_stack: Settings, tmp_path_factory: pytest.TempPathFactory) ->
                 processes, (collector_port, *ports.values()), logs, strict=True
             ):
                 wait_for(lambda p=process, n=port, f=log: _ready(n, p, f), 90, f"{log.name} ready")
-            yield Pipeline(scoped, server, admin, instance, table, keeper, component, ports)
+            yield Pipeline(
+                scoped, server, admin, instance, table, keeper, component, ports, collector_port
+            )
     finally:
         for process in processes:
             _stop(process)
@@ -337,16 +345,6 @@ def snapshot_version(pipeline: Pipeline) -> int:
     return int(answer.json()["version"])
 
 
-def skipped(port: int) -> float:
-    """Messages the mirror passed over as of a table it does not mirror
-    (``cdc_mirror_skipped_messages``)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        for line in response.read().decode().splitlines():
-            if line.startswith("cdc_mirror_skipped_messages_total"):
-                return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
 def shot(page: Page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"mirror-{name}.png"), full_page=True)
 
@@ -358,18 +356,34 @@ def mirrors_in_force(pipeline: Pipeline, what: str) -> None:
         wait_for(lambda p=port: config_version_in_force(p) == version, 10, f"{target} to {what}")
 
 
-def passed_over(pipeline: Pipeline, write: Callable[[], set[int]], what: str) -> set[int]:
-    """The ids ``write`` wrote, once both mirrors passed over them (as of a table they do not
-    mirror: ``cdc_mirror_skipped_messages``)."""
-    before = {target: skipped(port) for target, port in pipeline.mirror_ports.items()}
-    written = write()
-    for target, port in pipeline.mirror_ports.items():
-        wait_for(
-            lambda t=target, p=port: skipped(p) >= before[t] + len(written),
-            60,
-            f"the {target} mirror to pass over the rows written {what}",
-        )
-    return written
+def collector_in_force(pipeline: Pipeline, what: str) -> None:
+    """Wait until the collector runs with the admin's newest config of the instance (a
+    change of what it publishes is put in force at a transaction boundary)."""
+    version = pipeline.admin.get(f"/api/instances/{pipeline.instance}").json()["version"]
+
+    def in_force() -> bool:
+        url = f"http://127.0.0.1:{pipeline.collector_port}/health"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return bool(json.loads(response.read())["config"]["version"] == version)
+
+    wait_for(in_force, 30, f"the collector to {what}")
+
+
+def published_ids(pipeline: Pipeline, table: ShardedTable) -> set[int]:
+    """The ids of ``table``'s rows in the instance's topic (committed transactions)."""
+    ids: set[int] = set()
+    for record in read_to_end(
+        pipeline.settings.kafka,
+        pipeline.topic,
+        group_id=f"test-ob-{uuid.uuid4().hex[:8]}",
+        idle_timeout_s=30,
+    ):
+        if record.value is None or is_control(record.key):
+            continue
+        message = decode_message(record.value)
+        if message.schema_name in table.schemas and message.table_name.startswith("orders"):
+            ids.add(int(str(message.content["id"])))
+    return ids
 
 
 def test_a_mirror_added_in_the_admin_reaches_redis_and_the_warehouse_and_stops_when_removed(
@@ -419,17 +433,23 @@ def test_a_mirror_added_in_the_admin_reaches_redis_and_the_warehouse_and_stops_w
         lambda: warehouse_ids(pipeline) == existing | live, 60, "the new rows in the warehouse"
     )
 
-    # Disabled: both mirrors stop applying it, while the instance's other mirror flows on.
+    # Disabled: the collector stops publishing it at a transaction boundary, so no store
+    # sees its new rows, while the instance's other mirror flows on.
     page.click("#enable-form button[type=submit]")
     expect(page.locator("#mirror-state")).to_contain_text("Disabled")
     shot(page, "04-disabled")
     mirrors_in_force(pipeline, f"stop {name}")
+    collector_in_force(pipeline, f"stop publishing {name}")
+    paused = insert_rows(pipeline.settings, pipeline.table, range(61, 71))
     kept = insert_rows(pipeline.settings, pipeline.keeper, range(1, 11))
-    paused = passed_over(
-        pipeline,
-        lambda: insert_rows(pipeline.settings, pipeline.table, range(61, 71)),
-        "while it is disabled",
+    # Published in binlog order: once the other table's later rows are in Kafka, any of
+    # the disabled table's would be too.
+    wait_for(
+        lambda: kept <= published_ids(pipeline, pipeline.keeper), 60, "the other table in Kafka"
     )
+    in_kafka = published_ids(pipeline, pipeline.table)
+    assert live <= in_kafka  # everything before the disable point was published
+    assert not paused & in_kafka  # nothing after it
     wait_for(lambda: redis_ids(pipeline, pipeline.keeper) == kept, 60, "the other table in Redis")
     wait_for(
         lambda: warehouse_ids(pipeline, pipeline.keeper) == kept,
@@ -446,6 +466,7 @@ def test_a_mirror_added_in_the_admin_reaches_redis_and_the_warehouse_and_stops_w
     page.click("#enable-form button[type=submit]")
     expect(page.locator("#mirror-state")).to_contain_text("Enabled")
     mirrors_in_force(pipeline, f"take {name} up again")
+    collector_in_force(pipeline, f"publish {name} again")
     resumed = insert_rows(pipeline.settings, pipeline.table, range(71, 81))
     wait_for(lambda: redis_ids(pipeline) == existing | live | resumed, 60, "resumed in Redis")
     wait_for(
@@ -454,6 +475,8 @@ def test_a_mirror_added_in_the_admin_reaches_redis_and_the_warehouse_and_stops_w
         "resumed in the warehouse",
     )
     assert not paused & redis_ids(pipeline)
+    assert resumed <= published_ids(pipeline, pipeline.table)
+    assert not paused & published_ids(pipeline, pipeline.table)  # not captured while disabled
     flowing = existing | live | resumed
 
     # Removed: the confirmation page says what stays; the mirrors drop the table.
@@ -467,13 +490,18 @@ def test_a_mirror_added_in_the_admin_reaches_redis_and_the_warehouse_and_stops_w
     expect(page).to_have_url(f"{pipeline.server.url}/tables")
     expect(page.locator("table")).not_to_contain_text(name)
     mirrors_in_force(pipeline, f"drop {name}")
+    collector_in_force(pipeline, f"stop publishing the removed {name}")
 
-    # Rows written after the removal are published by the collector (its patterns still
-    # take the tables) and passed over by both mirrors.
-    passed_over(
-        pipeline,
-        lambda: insert_rows(pipeline.settings, pipeline.table, range(81, 91)),
-        "after the removal",
+    # Rows written after the removal are not published although the instance's patterns
+    # still take the tables; the other table's are.
+    removed = insert_rows(pipeline.settings, pipeline.table, range(81, 91))
+    later = insert_rows(pipeline.settings, pipeline.keeper, range(11, 21))
+    wait_for(
+        lambda: later <= published_ids(pipeline, pipeline.keeper),
+        60,
+        "the other table's rows after the removal in Kafka",
     )
+    assert not removed & published_ids(pipeline, pipeline.table)
+    wait_for(lambda: redis_ids(pipeline, pipeline.keeper) == kept | later, 60, "the other in Redis")
     assert redis_ids(pipeline) == flowing
     assert warehouse_ids(pipeline) == flowing

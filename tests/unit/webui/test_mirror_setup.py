@@ -331,6 +331,7 @@ def test_a_disabled_mirror_leaves_the_components_configuration_until_enabled_aga
         "/api/collector-config/orders", headers={"Authorization": f"Bearer {collector}"}
     )
     assert config.json()["tables"] == []
+    assert config.json()["stopped_tables"] == [NAME]  # the collector stops publishing it
     assert admin.mirrors() == [NAME]
     assert client.get(f"/api/table-mirrors/{NAME}").json()["mirror"]["enabled"] is False
     assert 'class="mirror-state">disabled' in client.get("/tables").text
@@ -346,6 +347,7 @@ def test_a_disabled_mirror_leaves_the_components_configuration_until_enabled_aga
     enabled = client.post(f"/tables/{NAME}/enabled", data={"csrf_token": csrf, "enabled": "true"})
     assert enabled.status_code == 200 and "Enabled" in enabled.text
     assert _snapshot_tables(client, component) == [NAME]
+    assert _stopped_at_the_collector(client, collector) == []
     with admin.sessions() as db:
         actions = list(
             db.scalars(
@@ -355,6 +357,48 @@ def test_a_disabled_mirror_leaves_the_components_configuration_until_enabled_aga
             )
         )
     assert actions == ["create", "disable", "update", "enable"]
+
+
+def _stopped_at_the_collector(client: TestClient, token: str) -> list[str]:
+    answer = client.get(
+        "/api/collector-config/orders", headers={"Authorization": f"Bearer {token}"}
+    )
+    assert answer.status_code == 200, answer.text
+    return list(answer.json()["stopped_tables"])
+
+
+def test_a_removed_mirror_stays_stopped_at_the_collector_until_made_again(
+    admin: Admin, client: TestClient
+) -> None:
+    csrf = client.headers["X-CSRF-Token"]
+    collector = make_token(client, csrf, "collector")
+    created = client.post("/api/table-mirrors?initial_load=false", json=mirror_body())
+    assert created.status_code == 201, created.text
+    assert _stopped_at_the_collector(client, collector) == []
+    before = client.get(
+        "/api/collector-config/orders", headers={"Authorization": f"Bearer {collector}"}
+    ).json()
+
+    assert client.delete(f"/api/table-mirrors/{NAME}").status_code == 204
+    after = client.get(
+        "/api/collector-config/orders", headers={"Authorization": f"Bearer {collector}"}
+    ).json()
+    # Its shards still match the instance's include patterns: the collector leaves them out
+    # because the mirror was removed, and the new etag makes it switch.
+    assert after["stopped_tables"] == [NAME] and after["tables"] == []
+    assert after["etag"] != before["etag"] and after["version"] > before["version"]
+
+    # Made again (with an initial load for the gap): published again from then on.
+    again = client.post("/api/table-mirrors?initial_load=false", json=mirror_body())
+    assert again.status_code == 201, again.text
+    assert _stopped_at_the_collector(client, collector) == []
+    confirm = client.get(f"/tables/{NAME}/delete").text
+    assert "stops publishing the table's changes at its next transaction boundary" in confirm
+    leftovers = {
+        r["kind"]: r["state"] for r in client.get(f"/api/table-mirrors/{NAME}/leftovers").json()
+    }
+    assert "none after" in leftovers["lake raw table"]
+    assert "tag (dt-YYYY-MM-DD)" in leftovers["lake snapshot table"]
 
 
 def test_a_viewer_cannot_disable_a_mirror(admin: Admin, client: TestClient) -> None:
