@@ -226,6 +226,13 @@ COMPONENTS: tuple[Component, ...] = (
     ),
     Component("webui", "bench.webui_bench", ("--requests", "10000"), ("--requests", "1000")),
     Component("validation", "bench.validation_bench", (), ("--rows", "200000")),
+    # Kudu and the lake's current state (Kudu's services and a Spark session: smaller sizes).
+    Component(
+        "validation-stores",
+        "bench.validation_bench",
+        ("--rows", "1000000", "--only", "kudu", "--only", "lake"),
+        ("--rows", "50000", "--only", "kudu", "--only", "lake"),
+    ),
     Component(
         "governance",
         "bench.governance_bench",

@@ -1,7 +1,9 @@
 """Validation (issue 25, item 7): a table validated against the warehouse and against Redis
-when nothing differs, against a plain full-table SELECT compared in Python, in the same run.
+(and, asked for with ``--only``, against Kudu and the lake's current state) when nothing
+differs, against a plain full-table SELECT compared in Python, in the same run.
 
-    .venv/bin/python -m bench.validation_bench [--rows 10000000] [--only warehouse|redis]
+    .venv/bin/python -m bench.validation_bench [--rows 10000000]
+                                               [--only warehouse|redis|kudu|lake …]
                                                [--chunk-rows 10000] [--chunk-time 0.5]
                                                [--repeat 3]
 
@@ -22,11 +24,24 @@ build_applier``), so both targets equal MySQL. Nothing is written while it is me
 - **Source load**: the queries each side sent to MySQL and the rows and index entries its
   own session read (``SHOW SESSION STATUS LIKE 'Handler_read%'``).
 
+Kudu and the lake (``--only kudu --only lake``; Kudu's master and tablet server are
+started, the lake is an Iceberg catalog on local disk in a temporary folder):
+
+- **Kudu** gets the same rows through the Kudu mirror's applier. Ours lists its live keys once
+  and hashes each chunk from a range scan in Python (``validation.kudu``); the baseline scans
+  the whole table once (every column) into a dict by key and compares each MySQL row's wire
+  values with it.
+- **The lake**: the rows are written to the table's snapshot (merge's types,
+  ``merge.types.snapshot_value``) and tagged as a merged day, with no raw change since, so the
+  lake's current state is that snapshot. Ours hashes it in Spark (``validation.lake``); the
+  baseline reads it through Spark in key order (``toLocalIterator``) and merge-compares it with
+  MySQL's rows in Python, as for the warehouse.
+
 Each side runs ``--repeat`` times, ours and the baseline taking turns, and each figure is
 the median of its runs: on a shared machine one run of either can fall on a busy moment.
 
-Figures: ``validation.warehouse`` and ``validation.redis`` in rows/s, ratio vs the baseline
-(the issue's goal: ≥ 5×), with the median seconds, every run's seconds and the source load as
+Figures: ``validation.warehouse``, ``validation.redis`` (and ``validation.kudu``,
+``validation.lake``) in rows/s, ratio vs the baseline (the issue's goal: ≥ 5×), with the median seconds, every run's seconds and the source load as
 extras. ``--keep`` keeps
 the data for another run (``--reuse`` then skips writing it).
 """
@@ -35,8 +50,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import shutil
 import statistics
+import tempfile
 import time
+from collections.abc import Sequence
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -82,8 +102,15 @@ FROM {DB}.seq_{{lo}}_to_{{hi}}"""
 def scoped(settings: Settings) -> Settings:
     return settings.model_copy(
         update={
-            "tables": [TableMirror(db_prefix="vbench", table_prefix="orders")],
+            "tables": [
+                TableMirror(
+                    db_prefix="vbench",
+                    table_prefix="orders",
+                    targets=["hive", "warehouse", "redis", "kudu"],
+                )
+            ],
             "redis": settings.redis.model_copy(update={"key_prefix": "vbench"}),
+            "kudu": settings.kudu.model_copy(update={"table_prefix": "vbench."}),
             "mirror": settings.mirror.model_copy(update={"warehouse_schema": "vbench"}),
         }
     )
@@ -114,8 +141,10 @@ def _wire(types: dict[str, Any], row: tuple[Any, ...]) -> dict[str, Any]:
     }
 
 
-def prepare(settings: Settings, rows: int, batch: int) -> None:
-    """The table in MySQL and the same rows in the warehouse and Redis (the mirror's appliers)."""
+def prepare(
+    settings: Settings, rows: int, batch: int, targets: Sequence[str] = ("warehouse", "redis")
+) -> None:
+    """The table in MySQL and the same rows in ``targets`` (the mirror's appliers)."""
     started = time.monotonic()
     conn = mysql(settings)
     with conn.cursor() as cur:
@@ -127,9 +156,11 @@ def prepare(settings: Settings, rows: int, batch: int) -> None:
     conn.close()
     print(f"MySQL: {rows} rows written in {time.monotonic() - started:.0f} s")
     drop_targets(settings)
+    if not targets:
+        return
     table = settings.tables[0].name
     types = {name: parse_column_type(spec) for name, spec in TYPES.items()}
-    appliers = {target: build_applier(settings, target) for target in ("warehouse", "redis")}
+    appliers = {target: build_applier(settings, target) for target in targets}  # type: ignore[arg-type]
     offset = int(time.time()) * 1_000_000 + 1
     now_ms = int(time.time() * 1000)
     started = time.monotonic()
@@ -274,10 +305,13 @@ def baseline(settings: Settings, target: str, batch: int) -> dict[str, float]:
         with conn.cursor() as cur:
             before = rows_read(cur)
             cur.execute(f"SELECT * FROM {DB}.{SHARD} ORDER BY id")
-            if target == "warehouse":
-                differing = _baseline_warehouse(settings, cur, batch)
-            else:
-                differing = _baseline_redis(settings, cur, batch)
+            compare = {
+                "warehouse": _baseline_warehouse,
+                "redis": _baseline_redis,
+                "kudu": _baseline_kudu,
+                "lake": _baseline_lake,
+            }[target]
+            differing = compare(settings, cur, batch)
             read = rows_read(cur) - before
     finally:
         conn.close()
@@ -287,10 +321,221 @@ def baseline(settings: Settings, target: str, batch: int) -> dict[str, float]:
     return {"seconds": seconds, "source queries": 1, "source rows read": read}
 
 
+# -- Kudu and the lake ------------------------------------------------------------------------
+
+
+def drop_kudu(settings: Settings) -> None:
+    from mirror.kudu import KuduApplier
+
+    applier = build_applier(settings, "kudu")
+    try:
+        assert isinstance(applier, KuduApplier)
+        applier.drop_tables()  # the tables under kudu.table_prefix ("vbench."): the bench's
+    finally:
+        applier.close()
+
+
+def _baseline_kudu(settings: Settings, cur: Any, batch: int) -> int:
+    """Every live row of the Kudu table scanned once into a dict by key, each MySQL row's wire
+    values compared with it, then what is left over (extra rows)."""
+    from cdc_platform.kudu import GETTERS, client_jars, connect, start_jvm
+    from validation.kudu import DELETED_COLUMN, python_value
+
+    types = {name: parse_column_type(spec) for name, spec in TYPES.items()}
+    start_jvm(client_jars(settings), settings.kudu.jvm_heap)
+    client = connect(settings.kudu)
+    stored: dict[int, dict[str, Any]] = {}
+    try:
+        handle = client.openTable(settings.kudu.table_prefix + settings.tables[0].name)
+        schema = handle.getSchema()
+        names = [*TYPES, DELETED_COLUMN]
+        kinds = [str(schema.getColumn(n).getType().name()) for n in names]
+        getters = [GETTERS[k] for k in kinds]
+        from java.util import ArrayList
+
+        projected = ArrayList()
+        for name in names:
+            projected.add(name)
+        scanner = client.newScannerBuilder(handle).setProjectedColumnNames(projected).build()
+        while scanner.hasMoreRows():
+            found = scanner.nextRows()
+            while found.hasNext():
+                row = found.next()
+                raw = [
+                    None if row.isNull(i) else getattr(row, getter)(i)
+                    for i, getter in enumerate(getters)
+                ]
+                if raw[-1]:
+                    continue  # a deleted row (the mirror keeps it flagged)
+                wire: dict[str, Any] = {}
+                for (name, column), kudu, value in zip(types.items(), kinds, raw, strict=False):
+                    if value is None:
+                        wire[name] = None
+                        continue
+                    plain = (
+                        str(value.toPlainString())
+                        if kudu == "DECIMAL"
+                        else str(value)
+                        if kudu == "STRING"
+                        else float(value)
+                        if kudu == "DOUBLE"
+                        else int(value)
+                    )
+                    wire[name] = encode(column, python_value(column.kind, kudu, plain), name)
+                stored[int(Decimal(str(wire["id"])))] = wire
+        scanner.close()
+    finally:
+        client.close()
+    differing = 0
+    while chunk := cur.fetchmany(batch):
+        for row in chunk:
+            if stored.pop(int(row[0]), None) != _wire(types, row):
+                differing += 1
+    return differing + len(stored)
+
+
+def lake_scoped(settings: Settings, root: Path) -> Settings:
+    """The lake in ``root`` (an Iceberg catalog on local disk) with the bench's own databases."""
+    return settings.model_copy(
+        update={
+            "spark": settings.spark.model_copy(update={"lake_dir": root / "hive"}),
+            "lake": settings.lake.model_copy(update={"location": str(root / "lake")}),
+            "stream_writer": settings.stream_writer.model_copy(
+                update={"database": "vbench_raw", "name": "vbench-writer"}
+            ),
+            "merge": settings.merge.model_copy(update={"database": "vbench_snapshot"}),
+        }
+    )
+
+
+LAKE_DAY = dt.date(2026, 11, 25)
+
+
+def _spark(settings: Settings) -> Any:
+    import os
+    import sys
+
+    from cdc_platform.iceberg import lake_session
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The session validation uses (lake_session reuses a running one).
+    return lake_session(settings, "cdc-validate-bench", {"spark.sql.shuffle.partitions": "4"})
+
+
+def prepare_lake(settings: Settings, batch: int) -> None:
+    """MySQL's rows as the table's snapshot (merge's types), tagged as a merged day."""
+    from pyspark.sql import functions as F
+
+    from cdc_platform.iceberg import LakeCatalog
+    from cdc_platform.lake_snapshots import day_tag, snapshot_table
+    from merge.types import hive_type, snapshot_value
+
+    started = time.monotonic()
+    spark = _spark(settings)
+    catalog = LakeCatalog.open(spark, settings, check=False)
+    catalog.create_namespace(settings.merge.database)
+    name = snapshot_table(settings, settings.tables[0].name)
+    columns = ", ".join(f"`{n}` {hive_type(s)}" for n, s in TYPES.items())
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.sql(
+        f"CREATE TABLE {name} ({columns}, `_binlog_offset` BIGINT, `_shard` STRING) "
+        "USING iceberg TBLPROPERTIES ('format-version' = '2')"
+    )
+    types = {name: parse_column_type(spec) for name, spec in TYPES.items()}
+    reader = mysql(settings, cursorclass=pymysql.cursors.SSCursor)
+    written = 0
+    try:
+        with reader.cursor() as cur:
+            cur.execute(f"SELECT * FROM {DB}.{SHARD}")
+            while chunk := cur.fetchmany(max(batch, 50_000)):
+                content = [(orjson.dumps(_wire(types, row)).decode(),) for row in chunk]
+                frame = spark.createDataFrame(content, "content STRING").select(
+                    *[
+                        snapshot_value(F.get_json_object("content", f"$.{n}"), hive_type(s)).alias(
+                            n
+                        )
+                        for n, s in TYPES.items()
+                    ],
+                    F.lit(1).cast("bigint").alias("_binlog_offset"),
+                    F.lit(f"{DB}.{SHARD}").alias("_shard"),
+                )
+                frame.writeTo(name).append()
+                written += len(chunk)
+    finally:
+        reader.close()
+    spark.sql(f"ALTER TABLE {name} CREATE OR REPLACE TAG `{day_tag(LAKE_DAY)}`")
+    print(f"lake: {written} rows written as the snapshot in {time.monotonic() - started:.0f} s")
+
+
+def drop_lake(settings: Settings, root: Path) -> None:
+    from cdc_platform.iceberg import LakeCatalog
+
+    spark = _spark(settings)
+    catalog = LakeCatalog.open(spark, settings, check=False)
+    catalog.drop_namespace(settings.merge.database)
+    spark.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _baseline_lake(settings: Settings, cur: Any, batch: int) -> int:
+    """The snapshot read through Spark in key order and merge-compared with MySQL's rows."""
+    from cdc_platform.lake_snapshots import snapshot_table
+
+    spark = _spark(settings)
+    name = snapshot_table(settings, settings.tables[0].name)
+    frame = spark.table(name).select(*TYPES).orderBy("id")
+    them = iter(frame.toLocalIterator(prefetchPartitions=True))
+    differing = 0
+    other = next(them, None)
+    while chunk := cur.fetchmany(batch):
+        for mine in chunk:
+            while other is not None and int(other[0]) < mine[0]:
+                differing += 1  # extra in the lake
+                other = next(them, None)
+            if other is None or int(other[0]) != mine[0]:
+                differing += 1  # missing
+                continue
+            if tuple(other[1:]) != tuple(mine[1:]):
+                differing += 1
+            other = next(them, None)
+    while other is not None:
+        differing += 1
+        other = next(them, None)
+    return differing
+
+
+def set_up(
+    settings: Settings, args: argparse.Namespace, targets: list[str]
+) -> tuple[dict[str, Settings], Path | None]:
+    """The services, the data in MySQL and the targets; each target's settings (the lake's
+    in a temporary folder, its root returned)."""
+    services = ["mariadb", "postgresql", "redis", "kafka"]
+    LocalStack(settings).up(
+        [*services, *(["kudu-master", "kudu-tserver"] if "kudu" in targets else [])]
+    )
+    print(f"machine: {describe_machine()}")
+    print(f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {args.rows} rows")
+    lake_root = Path(tempfile.mkdtemp(prefix="vbench-lake-")) if "lake" in targets else None
+    settings_of = {
+        t: lake_scoped(settings, lake_root) if t == "lake" and lake_root else settings
+        for t in targets
+    }
+    if not args.reuse:
+        prepare(settings, args.rows, args.batch, [t for t in targets if t != "lake"])
+    if lake_root is not None:
+        prepare_lake(settings_of["lake"], args.batch)
+    return settings_of, lake_root
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--only", choices=("warehouse", "redis"))
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=("warehouse", "redis", "kudu", "lake"),
+        help="the targets to measure (repeatable; default: the warehouse and Redis)",
+    )
     parser.add_argument("--chunk-rows", type=int, default=10_000)
     parser.add_argument("--chunk-time", type=float, default=0.5)
     parser.add_argument("--batch", type=int, default=10_000)
@@ -304,24 +549,20 @@ def main() -> None:
     )
     args = parser.parse_args()
     settings = scoped(load_settings())
-    LocalStack(settings).up(["mariadb", "postgresql", "redis", "kafka"])
-    print(f"machine: {describe_machine()}")
-    print(f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {args.rows} rows")
-    if not args.reuse:
-        prepare(settings, args.rows, args.batch)
+    targets = args.only or ["warehouse", "redis"]
+    settings_of, lake_root = set_up(settings, args, targets)
     options = Options.from_settings(
         settings, chunk_rows=args.chunk_rows, chunk_time_s=args.chunk_time or None
     )
     figures: list[Figure] = []
     try:
-        for target in ("warehouse", "redis"):
-            if args.only not in (None, target):
+        for target in ("warehouse", "redis", "kudu", "lake"):
+            if target not in targets:
                 continue
+            chosen = settings_of[target]
             runs = []
             for _ in range(max(1, args.repeat)):
-                runs.append(
-                    (ours(settings, target, options), baseline(settings, target, args.batch))
-                )
+                runs.append((ours(chosen, target, options), baseline(chosen, target, args.batch)))
             mine, plain = runs[0]
             mine_s = statistics.median(m["seconds"] for m, _ in runs)
             plain_s = statistics.median(p["seconds"] for _, p in runs)
@@ -362,6 +603,10 @@ def main() -> None:
                 cur.execute(f"DROP DATABASE IF EXISTS {DB}")
             conn.close()
             drop_targets(settings)
+            if "kudu" in targets:
+                drop_kudu(settings)
+        if lake_root is not None:
+            drop_lake(settings_of["lake"], lake_root)  # in a temporary folder: never kept
     write_figures(args.json, "validation", figures)
 
 
