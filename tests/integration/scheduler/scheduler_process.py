@@ -5,8 +5,11 @@ fakes for the lake and the jobs so that two processes share them.
     python scheduler_process.py '<json options>'
 
 options: zookeeper, root, session_timeout_s, webui_url, token, ready_file (a JSON list of
-days), merged_file (lines "table day", appended by each merge), started_file (lines
-"identifier kind table day attempt"), tables, tick_s, job_s, name.
+days), merged_file (lines "table day", appended by each merge of a day), started_file (lines
+"identifier kind table day attempt", the day as ``2026-11-25T05`` for an hour), tables,
+tick_s, job_s, name; optional: hourly_tables (of tables, with hourly snapshots; their hours
+close at their end, in UTC), mismatch_hours (hours like ``2026-11-25T05`` whose first
+attempt's check finds a mismatch).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import threading
 import time
 from datetime import date
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from pydantic import SecretStr
 
@@ -26,7 +30,7 @@ from cdc_platform.control import AdminControl, Heartbeat
 from cdc_platform.election import LeaderElection
 from scheduler.app import run_elected
 from scheduler.jobs import JobResult
-from scheduler.plan import Due
+from scheduler.plan import Due, HourClosing
 from scheduler.service import Scheduler
 
 
@@ -45,19 +49,33 @@ class FileLake:
 
 
 class FileJobs:
-    def __init__(self, identifier: str, merged: Path, started: Path, job_s: float) -> None:
+    def __init__(
+        self,
+        identifier: str,
+        merged: Path,
+        started: Path,
+        job_s: float,
+        mismatch_hours: frozenset[str] = frozenset(),
+    ) -> None:
         self._identifier, self._merged, self._started, self._job_s = (
             identifier,
             merged,
             started,
             job_s,
         )
+        self._mismatch_hours = mismatch_hours
 
     def run(self, due: Due, stop: threading.Event) -> JobResult:
         with self._started.open("a") as out:
-            out.write(f"{self._identifier} {due.kind} {due.table} {due.dt} {due.attempt}\n")
+            out.write(f"{self._identifier} {due.kind} {due.table} {due.when} {due.attempt}\n")
         if stop.wait(self._job_s):
             return JobResult("failed", error="stopped before it ended (the scheduler stopped).")
+        if due.hour is not None:  # an hour: the lake's merged days are days only
+            if due.when in self._mismatch_hours and due.attempt == 1:
+                return JobResult(
+                    "mismatch", rows=3, files=1, check_ok=False, error="the check differs."
+                )
+            return JobResult("succeeded", rows=3, files=1, check_ok=True)
         if due.kind == "merge":
             with self._merged.open("a") as out:
                 out.write(f"{due.table} {due.dt}\n")
@@ -68,9 +86,16 @@ def main() -> None:
     options = json.loads(sys.argv[1])
     identifier = f"{options['name']}:{os.getpid()}"
     control = AdminControl(options["webui_url"], SecretStr(options["token"]))
+    hourly = set(options.get("hourly_tables", []))
     tables = [
         TableMirror.model_validate(
-            {"instance": "local", "db_prefix": "db", "table_prefix": t, "targets": ["hive"]}
+            {
+                "instance": "local",
+                "db_prefix": "db",
+                "table_prefix": t,
+                "targets": ["hive"],
+                "snapshots": "hourly" if t in hourly else "daily",
+            }
         )
         for t in options["tables"]
     ]
@@ -89,9 +114,11 @@ def main() -> None:
             Path(options["merged_file"]),
             Path(options["started_file"]),
             options["job_s"],
+            frozenset(options.get("mismatch_hours", [])),
         ),
         control,
         identifier,
+        closing=HourClosing(ZoneInfo("UTC"), 0),
     )
     zookeeper = ZooKeeperSettings(
         hosts=options["zookeeper"],

@@ -2,8 +2,11 @@
 leads and merges the ready days in order, each run recorded in the admin's database; an
 operator's re-run goes to the leader; the leader is killed (SIGKILL) in the middle of a run,
 the standby takes over, runs that day again and goes on, and the Components page shows who
-leads. The lake and the jobs are file-backed fakes (scheduler_process.py): what is under test
-is the election, the hand-over and the run history, not Spark."""
+leads. A table with hourly snapshots has each closed hour of its day in progress merged by
+itself, in order, recorded by hour in the admin's database (a mismatching hour red on the Runs
+page and re-run alone), and its day merged once ready. The lake and the jobs are file-backed
+fakes (scheduler_process.py): what is under test is the election, the hand-over and the run
+history, not Spark."""
 
 from __future__ import annotations
 
@@ -48,10 +51,13 @@ def services(settings: Settings) -> Iterator[Settings]:
             stack.down([service])
 
 
-@pytest.fixture()
-def admin_on_postgresql(services: Settings, tmp_path: Path) -> Iterator[tuple[str, str, dict]]:
+@pytest.fixture(scope="module")
+def admin_on_postgresql(
+    services: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str, dict]]:
     """The web admin (a process) on a PostgreSQL schema of its own: its URL, a component
-    token, and an admin client with its CSRF header."""
+    token, and an admin client with its CSRF header. One for the module (a start costs
+    seconds): each test schedules tables of its own and reads only their runs."""
     pg = services.postgres
     password = pg.password.get_secret_value()
     schema = f"sched_{uuid.uuid4().hex[:8]}"
@@ -65,7 +71,7 @@ def admin_on_postgresql(services: Settings, tmp_path: Path) -> Iterator[tuple[st
         f"?options=-csearch_path%3D{schema}"
     )
     server = start_server(
-        tmp_path,
+        tmp_path_factory.mktemp("admin"),
         {
             "CDC_MIRROR_WEBUI__DATABASE_URL": url,
             "CDC_MIRROR_WEBUI__INITIAL_ADMIN_PASSWORD": ADMIN_PASSWORD,
@@ -171,20 +177,25 @@ def _if(found, count: int):
     return found if len(found) == count else None
 
 
-def _runs(webui_url: str, token: str) -> list[dict]:
+def _runs(webui_url: str, token: str, table: str) -> list[dict]:
+    """The runs of ``table`` (the module's tests share the admin), oldest first."""
     answer = httpx.get(f"{webui_url}/api/runs", headers={"Authorization": f"Bearer {token}"})
     answer.raise_for_status()
-    return answer.json()
+    return [run for run in answer.json() if run["table"] == table]
 
 
 def _schedulers(admin: httpx.Client) -> dict[str, str]:
-    """Identifier (the heartbeat's detail) → role, of the schedulers not stale."""
+    """Identifier (the heartbeat's detail) → role, of the failover test's schedulers (named
+    first and second; the module's other tests share the admin) not stale."""
     answer = admin.get("/api/components")
     answer.raise_for_status()
     return {
         c["detail"]: c["role"]
         for c in answer.json()
-        if c["kind"] == "scheduler" and not c["stale"] and c["stopped_at"] is None
+        if c["kind"] == "scheduler"
+        and not c["stale"]
+        and c["stopped_at"] is None
+        and c["detail"].split(":")[0] in ("first", "second")
     }
 
 
@@ -206,7 +217,9 @@ def test_one_scheduler_leads_and_the_standby_takes_over_when_it_is_killed(
 
         # The leader merges the ready days in order; every run is in the admin's database.
         done = wait_for(
-            lambda: _if([x for x in _runs(url, token) if x["state"] == "succeeded"], 2),
+            lambda: _if(
+                [x for x in _runs(url, token, "db_orders") if x["state"] == "succeeded"], 2
+            ),
             60,
             "the two ready days merged",
         )
@@ -237,7 +250,9 @@ def test_one_scheduler_leads_and_the_standby_takes_over_when_it_is_killed(
         assert new_leader.startswith("second:")
         merged = wait_for(
             lambda: [
-                r for r in _runs(url, token) if r["dt"] == str(day(1)) and r["state"] == "succeeded"
+                r
+                for r in _runs(url, token, "db_orders")
+                if r["dt"] == str(day(1)) and r["state"] == "succeeded"
             ],
             60,
             "the day merged by the new leader",
@@ -270,7 +285,7 @@ def test_one_scheduler_leads_and_the_standby_takes_over_when_it_is_killed(
             lambda: next(
                 (
                     r
-                    for r in _runs(url, token)
+                    for r in _runs(url, token, "db_orders")
                     if r["id"] == requested and r["state"] == "succeeded"
                 ),
                 None,
@@ -281,7 +296,8 @@ def test_one_scheduler_leads_and_the_standby_takes_over_when_it_is_killed(
         assert answered["scheduler"] == new_leader and answered["attempt"] == 2
         with psycopg.connect(extra["dsn"]) as conn:
             rows = conn.execute(
-                "SELECT dt, state, scheduler FROM scheduler_runs ORDER BY id"
+                "SELECT dt, state, scheduler FROM scheduler_runs "
+                "WHERE table_name = 'db_orders' ORDER BY id"
             ).fetchall()
         assert [(dt, state) for dt, state, _ in rows] == [
             (str(day(3)), "succeeded"),
@@ -291,5 +307,98 @@ def test_one_scheduler_leads_and_the_standby_takes_over_when_it_is_killed(
             (str(day(3)), "succeeded"),
         ]
         assert rows[2][2] == leader  # the run the kill cut short stays on record
+    finally:
+        scene.stop()
+
+
+def test_an_hourly_tables_hours_are_merged_in_order_recorded_and_rerun_by_hour(
+    services: Settings, admin_on_postgresql: tuple[str, str, str], tmp_path: Path
+) -> None:
+    url, token, extra = admin_on_postgresql
+    admin = extra["client"]
+    scene = Scene(tmp_path, url, token, services)
+    yesterday = day(1).isoformat()
+    scene.options.update(
+        tables=["events"],
+        hourly_tables=["events"],
+        job_s=0.05,
+        mismatch_hours=[f"{yesterday}T05"],
+    )
+    try:
+        # Two ready days start the table (day merges); yesterday is not ready: its 23 closed
+        # hours before its last are merged one by one (its last hour is the day's merge).
+        scene.set_ready(day(3), day(2))
+        scene.start("hourly")
+
+        def hours_done() -> list[dict] | None:
+            found = [
+                r
+                for r in _runs(url, token, "db_events")
+                if r["dt"] == yesterday and r["hour"] is not None and r["state"] != "running"
+            ]
+            return found if len(found) == 23 else None
+
+        hours = wait_for(hours_done, 90, "yesterday's hours merged")
+        assert [r["hour"] for r in hours] == list(range(23))  # in order, by run id
+        red = [(r["hour"], r["state"], r["check_ok"]) for r in hours if r["state"] != "succeeded"]
+        assert red == [(5, "mismatch", False)]
+        days = [r for r in _runs(url, token, "db_events") if r["hour"] is None]
+        assert [(r["dt"], r["state"]) for r in days] == [
+            (str(day(3)), "succeeded"),
+            (str(day(2)), "succeeded"),
+        ]
+        grid = admin.get("/runs").text.split('id="hour-grid"')[1].split("</table>")[0]
+        assert 'class="day day-red" data-hour="05"' in grid
+        assert grid.count("day day-green") == 22
+
+        # The operator re-runs the red hour: only that hour runs again, and turns green.
+        asked = admin.post(
+            "/api/runs/rerun",
+            json={"table": "db_events", "dt": yesterday, "hour": 5},
+            headers=extra["headers"],
+        )
+        assert asked.status_code == 201, asked.text
+        requested = asked.json()["id"]
+        answered = wait_for(
+            lambda: next(
+                (
+                    r
+                    for r in _runs(url, token, "db_events")
+                    if r["id"] == requested and r["state"] not in ("requested", "running")
+                ),
+                None,
+            ),
+            60,
+            "the hour's re-run answered",
+        )
+        assert (answered["hour"], answered["state"], answered["attempt"]) == (5, "succeeded", 2)
+        grid = admin.get("/runs").text.split('id="hour-grid"')[1].split("</table>")[0]
+        assert "day day-red" not in grid
+
+        # Yesterday becomes ready: its own merge runs (its last hour and the day's tag).
+        scene.set_ready(day(3), day(2), day(1))
+        merged = wait_for(
+            lambda: [
+                r
+                for r in _runs(url, token, "db_events")
+                if r["dt"] == yesterday and r["hour"] is None and r["state"] == "succeeded"
+            ],
+            60,
+            "yesterday's day merged",
+        )
+        assert len(merged) == 1
+        started = [r[3] for r in scene.started_runs() if r[3].startswith(yesterday)]
+        assert started == [
+            *(f"{yesterday}T{h:02d}" for h in range(23)),
+            f"{yesterday}T05",
+            yesterday,
+        ]
+        with psycopg.connect(extra["dsn"]) as conn:
+            stored = conn.execute(
+                "SELECT hour, state FROM scheduler_runs "
+                "WHERE table_name = 'db_events' AND dt = %s AND hour = 5 ORDER BY id",
+                (yesterday,),
+            ).fetchall()
+        assert stored == [(5, "mismatch"), (5, "succeeded")]
     finally:
         scene.stop()
