@@ -36,7 +36,10 @@ import httpx
 import pytest
 
 from cdc_platform.config import Settings
+from cdc_platform.kafka import read_to_end
 from collector.reader import ServerPosition, read_range, server_position
+from collector.watermark import binlog_reached
+from simple_binlog.control import decode_heartbeat, is_heartbeat
 from simple_binlog.message import SimpleBinlog
 from simple_binlog.offsets import OffsetGenerator
 from tests.integration.collector.harness import (
@@ -435,7 +438,11 @@ def test_a_disabled_mirror_stops_at_a_transaction_boundary_while_writes_go_on(
     publishing the mirror's tables at a committed transaction boundary: every change before
     it is in Kafka, none after it, the other table flows on with unbroken binlogOffsets, and
     enabling it again publishes its changes from that second boundary on."""
-    both = {**scene.body, "include": [rf"{scene.db_a}\..*", rf"{scene.db_b}\..*"]}
+    both = {
+        **scene.body,
+        "include": [rf"{scene.db_a}\..*", rf"{scene.db_b}\..*"],
+        "watermark_heartbeat_s": 1,
+    }
     scene.api.put_instance(scene.instance, both)
     mirror = {
         "instance": scene.instance,
@@ -483,6 +490,27 @@ def test_a_disabled_mirror_stops_at_a_transaction_boundary_while_writes_go_on(
             writer.join()
         stop = dict(switched() or {})
         assert stop["partial"] is None  # a transaction boundary
+
+        # Only the disabled table is written, without a pause (a loop inside MariaDB, one
+        # transaction per row, thousands a second): no row is published and the binlog is
+        # never idle, yet the committed position follows it and the watermark heartbeats go
+        # on, so the other tables' days still become ready.
+        busy_from = scene.base.position_now()
+        with admin(scene.base.settings) as conn, conn.cursor() as cursor:
+            cursor.execute(
+                f"CREATE PROCEDURE {scene.db_b}.busy(seconds INT) BEGIN "
+                "DECLARE deadline DOUBLE DEFAULT UNIX_TIMESTAMP(NOW(6)) + seconds; "
+                "DECLARE i INT DEFAULT 50000; "
+                "WHILE UNIX_TIMESTAMP(NOW(6)) < deadline DO "
+                f"INSERT INTO {scene.db_b}.tb (id, v) VALUES (i, 'busy'); SET i = i + 1; "
+                "END WHILE; END"
+            )
+            cursor.execute(f"CALL {scene.db_b}.busy(5)")
+        busy_to = scene.base.position_now()
+        collector.wait_for(
+            lambda: reached(collector.committed_gtid(), busy_to.gtid), "the busy writes read"
+        )
+        assert _heartbeats_between(scene, busy_from, busy_to) >= 2
         scene.write("b", 5, 100)  # not captured: the mirror is disabled
         scene.write("a", 5, 100)
         paused_end = scene.base.position_now()
@@ -516,6 +544,7 @@ def test_a_disabled_mirror_stops_at_a_transaction_boundary_while_writes_go_on(
     assert {1, 5, 1000, 1010} <= b_ids  # before the disable point
     assert not b_ids & set(range(stop_at, during[0]))  # written after the point
     assert not b_ids & set(range(100, 105))  # written while disabled
+    assert max(b_ids) < 50000  # none of the busy loop's
     assert set(range(200, 205)) <= b_ids  # after it was enabled again
     assert reached(paused_end.gtid, stop["gtid"]) and reached(resume["gtid"], paused_end.gtid)
     for db in dbs:  # strictly increasing per table across both switches
@@ -524,6 +553,26 @@ def test_a_disabled_mirror_stops_at_a_transaction_boundary_while_writes_go_on(
     log = collector.log.read_text()
     stopped = "table mirrors stopped (disabled or removed in the web admin)"
     assert f"{stopped} from GTID {stop['gtid']} on: {name};" in log
+
+
+def _heartbeats_between(scene: Scene, start: ServerPosition, end: ServerPosition) -> int:
+    """Watermark heartbeats in the instance's topic published strictly between two binlog
+    positions (each once, however many partitions it went to)."""
+    found: set[tuple[str, int, int]] = set()
+    for record in read_to_end(
+        scene.base.settings.kafka,
+        f"{scene.base.prefix}{scene.instance}",
+        group_id=f"test-hb-{uuid.uuid4().hex[:8]}",
+        idle_timeout_s=30,
+    ):
+        if is_heartbeat(record.key):
+            beat = decode_heartbeat(record.value)
+            after_start = (beat.file, beat.pos) != (start.file, start.pos) and binlog_reached(
+                beat.file, beat.pos, start.file, start.pos
+            )
+            if after_start and not binlog_reached(beat.file, beat.pos, end.file, end.pos):
+                found.add((beat.file, beat.pos, beat.watermark_ms))
+    return len(found)
 
 
 def _at(position: dict[str, Any]) -> ServerPosition:
