@@ -114,6 +114,13 @@ def spark_conf(
         "spark.hadoop.hive.metastore.schema.verification": "false",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
     }
+    if settings.spark.master.startswith("local"):
+        # One executor, so no locality to wait for; and waiting can stall a stage for good:
+        # a task preferring a host where no executor runs (an HDFS block's DataNode, as
+        # Iceberg's scans on hdfs:// report them) is launched only once the locality wait has
+        # passed at a new resource offer, and the local backend offers only when a task
+        # starts or ends (seen: Iceberg's expire_snapshots on the stack's HDFS, forever).
+        conf["spark.locality.wait"] = "0s"
     if settings.spark.metastore == "postgres":
         pg = settings.postgres
         conf.update(
