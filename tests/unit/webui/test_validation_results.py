@@ -202,6 +202,12 @@ def test_the_validation_policy_is_set_in_the_form_and_its_repairs_show(
     page = client.get(f"/tables/{NAME}").text
     assert '<option value="repair" selected>' in page
     assert 'name="validation_repair_max_keys" value="50"' in page
+    # Off: the cadence stays in the settings, the scheduler does not validate the mirror.
+    off = {**chosen, "validation": "off"}
+    assert client.post(f"/tables/{NAME}", data=off, follow_redirects=False).status_code == 303
+    status = client.get(f"/status/{NAME}").text
+    assert "The scheduler does not validate this mirror (validation: off)." in status
+    assert '<p id="validation-none">Not validated yet.</p>' in status
     # The defaults checked again are stored as "the defaults" (None).
     defaults = {**chosen, "validation_targets": ["warehouse", "redis"]}
     assert client.post(f"/tables/{NAME}", data=defaults, follow_redirects=False).status_code == 303
