@@ -44,6 +44,9 @@ STALE_ROWS_KEPT_S = 7 * 24 * 3600.0
 # grid of days holds every table's verdict; the history is for the latest events).
 RUNS_PAGE_DAYS = 14
 RUNS_PAGE_HISTORY = 200
+# Days of hours the Runs page shows (tables with hourly snapshots): up to 24 runs a day each,
+# so fewer days than of whole days, which also bounds what the page reads.
+RUNS_PAGE_HOUR_DAYS = 3
 
 api = APIRouter(prefix="/api", tags=["control plane"])
 pages = APIRouter(include_in_schema=False)
@@ -240,8 +243,15 @@ def find_runs(
     state: RunState | None = None,
     kind: RunKind | None = None,
     since: date | None = None,
+    hours: bool | None = None,
 ) -> list[SchedulerRun]:
+    """Runs, oldest first; ``hours``: only the runs of single hours (True) or of whole days
+    (False)."""
     query = select(SchedulerRun).order_by(SchedulerRun.id)
+    if hours is not None:
+        query = query.where(
+            SchedulerRun.hour.is_not(None) if hours else SchedulerRun.hour.is_(None)
+        )
     if state is not None:
         query = query.where(SchedulerRun.state == state)
     if kind is not None:
@@ -405,7 +415,9 @@ def hour_grid(
 def runs_page(request: Request, db: DB, who: PageUser) -> Response:
     today = date.today()
     since = today - timedelta(days=RUNS_PAGE_DAYS)
-    history = [run_record(row) for row in find_runs(db, since=since)]
+    hours_since = today - timedelta(days=RUNS_PAGE_HOUR_DAYS)
+    history = [run_record(row) for row in find_runs(db, since=since, hours=False)]
+    history += [run_record(row) for row in find_runs(db, since=hours_since, hours=True)]
     days = [since + timedelta(days=n) for n in range(RUNS_PAGE_DAYS + 1)]
     grid = day_grid(history, days)
     hours = hour_grid(history, days)
@@ -419,6 +431,7 @@ def runs_page(request: Request, db: DB, who: PageUser) -> Response:
         grid=grid,
         days=[d for d in days if any(d in cells for cells in grid.values())],
         hours=hours,
+        hour_days=RUNS_PAGE_HOUR_DAYS,
         # 24 hours a day; 25 on the day a daylight-saving zone moves its clocks back.
         hour_columns=range(max(24, 1 + max((max(c) for c in hours.values()), default=0))),
         now=time.time(),

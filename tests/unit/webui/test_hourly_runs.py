@@ -80,3 +80,22 @@ def test_hour_grid_takes_the_latest_merge_of_each_hour_and_leaves_days_alone() -
     hours = hour_grid(runs, [DAY])
     assert {h: c.colour for h, c in hours[("t", DAY)].items()} == {3: "green", 4: "red"}
     assert day_grid(runs, [DAY])["t"][DAY].run.id == 5
+
+
+def test_the_runs_page_reads_hours_of_its_last_few_days_only(
+    client: TestClient, admin_csrf: str
+) -> None:
+    from webui.control import RUNS_PAGE_HOUR_DAYS
+
+    store = _control(client, make_token(client, admin_csrf, "component"))
+    old = date.today() - timedelta(days=RUNS_PAGE_HOUR_DAYS + 1)
+    store.save(RunRecord(table="orders", dt=old, hour=7, state="failed"))
+    store.save(RunRecord(table="orders", dt=old, state="succeeded"))
+    page = client.get("/runs").text
+    assert 'id="hour-grid"' not in page and f"{old.isoformat()}T07" not in page
+    assert f'class="day day-green" data-day="{old.isoformat()}"' in page
+    store.save(RunRecord(table="orders", dt=DAY, hour=7, state="failed"))
+    page = client.get("/runs").text
+    assert 'class="day day-red" data-hour="07"' in page
+    assert f"{old.isoformat()}T07" not in page
+    assert f"listed for the last {RUNS_PAGE_HOUR_DAYS} days" in page
