@@ -30,8 +30,9 @@ after the shard's (``<length>:<schema.table>``): one md5 per row, as pt-table-ch
 The encoding is injective: no piece but a length-prefixed one can hold ``,``, and none reads
 ``n`` but NULL, so NULL, ``""`` and the text ``'NULL'`` differ, and any differing value
 changes the row's bytes (and so its md5, barring a collision). A **chunk** is its row count
-and the sums, modulo 2^64, of the first and the second 64 bits of its rows' md5:
-order-independent, and a duplicated row does not cancel out as it would under XOR.
+and the sum, modulo 2^64, of the first 64 bits of its rows' md5: order-independent, and a
+duplicated row does not cancel out as it would under XOR; a differing chunk passes for equal
+only if its differing rows' 64-bit values sum alike (about 2^-64 for a change).
 
 Each engine computes it in its own SQL (``MySqlCanonical``, ``PostgresCanonical``: one
 ``KindVisitor`` each, one method per Kind returning the SQL text of the canonical text of a
@@ -273,32 +274,29 @@ def python_row_hash(shard: str, columns: Sequence[ColumnType], wires: Sequence[J
 
 @dataclass(frozen=True, slots=True)
 class ChunkDigest:
-    """A chunk's count and order-independent hash (two 64-bit sums)."""
+    """A chunk's count and order-independent hash: the sum, modulo 2^64, of the first 64
+    bits of its rows' md5 (one sum: each engine reads each row's md5 once, with no
+    materialised subquery to reuse it in a second sum)."""
 
     count: int
-    high: int = 0
-    low: int = 0
+    total: int = 0
 
     @classmethod
-    def of(cls, count: int, high: object, low: object) -> ChunkDigest:
-        """From an engine's sums (any sign, any size: reduced modulo 2^64)."""
-        return cls(int(count), int(str(high or 0)) & _MASK, int(str(low or 0)) & _MASK)
+    def of(cls, count: int, total: object) -> ChunkDigest:
+        """From an engine's sum (any sign, any size: reduced modulo 2^64)."""
+        return cls(int(count), int(str(total or 0)) & _MASK)
 
     @classmethod
     def of_rows(cls, row_hashes: Sequence[str]) -> ChunkDigest:
-        high = sum(int(h[:16], 16) for h in row_hashes)
-        low = sum(int(h[16:32], 16) for h in row_hashes)
-        return cls.of(len(row_hashes), high, low)
+        return cls.of(len(row_hashes), sum(int(h[:16], 16) for h in row_hashes))
 
     @classmethod
     def of_digests(cls, digests: Sequence[bytes]) -> ChunkDigest:
         """From rows' md5 digests (16 bytes each)."""
-        high = sum(int.from_bytes(d[:8], "big") for d in digests)
-        low = sum(int.from_bytes(d[8:16], "big") for d in digests)
-        return cls.of(len(digests), high, low)
+        return cls.of(len(digests), sum(int.from_bytes(d[:8], "big") for d in digests))
 
     def text(self) -> str:
-        return f"{self.count} rows, {self.high:016x}{self.low:016x}"
+        return f"{self.count} rows, {self.total:016x}"
 
 
 # -- SQL builders ---------------------------------------------------------------------------
@@ -705,16 +703,16 @@ MYSQL = Engine(MySqlCanonical(), _backquote)
 POSTGRES = Engine(PostgresCanonical(), _double_quote)
 
 
+def mysql_hash_value(row_hash: str) -> str:
+    """The first 64 bits of the md5 ``row_hash`` (hex) as an unsigned number (SQL)."""
+    return f"CAST(CONV(SUBSTRING({row_hash}, 1, 16), 16, 10) AS UNSIGNED)"
+
+
 def mysql_chunk_sums(row_hash: str) -> str:
-    """``count, high sum, low sum`` over rows whose md5 is the SQL column ``row_hash``."""
-    return (
-        f"COUNT(*), SUM(CAST(CONV(SUBSTRING({row_hash}, 1, 16), 16, 10) AS UNSIGNED)), "
-        f"SUM(CAST(CONV(SUBSTRING({row_hash}, 17, 16), 16, 10) AS UNSIGNED))"
-    )
+    """``count, sum`` (``ChunkDigest``) over rows whose md5 is the SQL expression
+    ``row_hash`` (read once per row)."""
+    return f"COUNT(*), SUM({mysql_hash_value(row_hash)})"
 
 
 def postgres_chunk_sums(row_hash: str) -> str:
-    return (
-        f"count(*), sum(('x' || substr({row_hash}, 1, 16))::bit(64)::bigint), "
-        f"sum(('x' || substr({row_hash}, 17, 16))::bit(64)::bigint)"
-    )
+    return f"count(*), sum(('x' || substr({row_hash}, 1, 16))::bit(64)::bigint)"

@@ -228,7 +228,7 @@ class SparkTableSide:
             return ChunkDigest(0)
         where = chunk_condition(self.shape, chunk)
         row = self._sql(f"SELECT {spark_chunk_sums('h')} FROM {self._view} WHERE {where}")[0]  # noqa: S608
-        return ChunkDigest.of(row[0], row[1], row[2])
+        return ChunkDigest.of(row[0], row[1])
 
     def middle_key(self, chunk: Chunk, count: int) -> Key | None:
         wanted = count // 2
@@ -400,8 +400,7 @@ def state_at_cut(shape: TableShape, changes: Iterable[RawChange]) -> dict[Key, O
 def _add(digest: ChunkDigest, row_hash: str, sign: int) -> ChunkDigest:
     return ChunkDigest(
         digest.count + sign,
-        (digest.high + sign * int(row_hash[:16], 16)) & _MASK,
-        (digest.low + sign * int(row_hash[16:32], 16)) & _MASK,
+        (digest.total + sign * int(row_hash[:16], 16)) & _MASK,
     )
 
 

@@ -22,7 +22,7 @@ from cdc_platform.mysql_source import SourceAccess
 from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.routing import ShardRouter
 from simple_binlog.values import ColumnType, Kind
-from validation.canonical import MYSQL, ChunkDigest, mysql_chunk_sums
+from validation.canonical import MYSQL, ChunkDigest, mysql_chunk_sums, mysql_hash_value
 from validation.plan import Chunk, Key
 from validation.table import TableShape, read_table_shape
 
@@ -147,17 +147,21 @@ class MySqlSide:
 
     def digest(self, chunk: Chunk) -> ChunkDigest:
         where, params = key_range(self.shape, chunk)
-        # The row hashes are materialised (a UNION ALL is; one shard's SELECT is kept from
-        # being merged by its LIMIT): merged, the md5 would be computed once per sum.
-        union, all_params = self._union("{hash} AS h", where, params, f" LIMIT {_ALL_ROWS}")
-        sql = f"SELECT {mysql_chunk_sums('h')} FROM ({union}) AS rows_"  # noqa: S608
+        # Each shard summed on its own, each row's md5 read once and nothing materialised
+        # (a UNION ALL of the rows' hashes was: that temporary table cost as much as the md5).
+        if len(self.shape.shards) == 1:
+            sql, all_params = self._union(mysql_chunk_sums("{hash}"), where, params)
+        else:
+            value = mysql_hash_value("{hash}")
+            union, all_params = self._union(f"COUNT(*) AS c, SUM({value}) AS s", where, params)
+            sql = f"SELECT SUM(c), SUM(s) FROM ({union}) AS shards_"  # noqa: S608
         # One read: the statement sees one snapshot, at or before the position read after
         # it, and the watermark taken after the window makes the target apply at least that
         # far (a commit on any table moves the position, so reading again until it stood
         # still read busy servers' chunks several times over).
-        count, high, low = self._query(sql, all_params)[0]
+        count, total = self._query(sql, all_params)[0]
         self.position = self.current_position()
-        return ChunkDigest.of(count, high, low)
+        return ChunkDigest.of(count, total)
 
     def _key_select(self) -> str:
         return ", ".join(MYSQL.quote(n) for n in self.shape.key)

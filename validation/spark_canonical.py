@@ -222,12 +222,9 @@ SPARK = Engine(SparkCanonical(), _backquote)
 
 
 def spark_chunk_sums(row_hash: str) -> str:
-    """``count, high sum, low sum`` over rows whose md5 is the SQL column ``row_hash``
-    (exact: DECIMAL sums, reduced modulo 2^64 by ``ChunkDigest.of``)."""
-    return (
-        f"count(*), sum(CAST(conv(substr({row_hash}, 1, 16), 16, 10) AS DECIMAL(20,0))), "
-        f"sum(CAST(conv(substr({row_hash}, 17, 16), 16, 10) AS DECIMAL(20,0)))"
-    )
+    """``count, sum`` (``ChunkDigest``) over rows whose md5 is the SQL column ``row_hash``
+    (exact: a DECIMAL sum, reduced modulo 2^64 by ``ChunkDigest.of``)."""
+    return f"count(*), sum(CAST(conv(substr({row_hash}, 1, 16), 16, 10) AS DECIMAL(20,0)))"
 
 
 def _json_or_none(text: str | None) -> str | None:

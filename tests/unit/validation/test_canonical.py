@@ -7,6 +7,7 @@ import math
 import random
 import re
 import struct
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ from validation.canonical import (
     ChunkDigest,
     MySqlCanonical,
     PostgresCanonical,
+    RowHasher,
     double_text,
     float_text,
     json_text,
@@ -74,29 +76,47 @@ def test_null_empty_string_and_the_text_null_are_different_pieces() -> None:
     assert python_piece(column, "ü") == "1:ü"  # the length in characters
 
 
-@pytest.mark.parametrize(
-    ("spec", "wire", "piece"),
-    [
-        ("int", 42, "42"),
-        ("bigint(20) unsigned", "18446744073709551615", "18446744073709551615"),
-        ("decimal(12,2)", "12.30", "12.30"),
-        ("datetime(3)", "2024-01-05 10:11:12.500", "2024-01-05 10:11:12.500"),
-        ("date", "0000-00-00", "0000-00-00"),
-        ("double", 1e20, "1e21"),
-        ("double", 3, "3e1"),  # a JSON integer in a DOUBLE column
-        ("float", 1.100000023841858, "11e1"),
-        ("binary(4)", "YWI=", "61620000"),  # hex, the binlog's stripped zero bytes back
-        ("blob", "", ""),
-        ("set('a','b')", "a,b", "3:a,b"),
-        ("json", '{"b": 1, "a": []}', '18:{"a":[],"b":1.0E0}'),
-        ("inet6", "::ffff:1.2.3.4", "::ffff:1.2.3.4"),
-    ],
-)
+PIECES = [
+    ("int", 42, "42"),
+    ("bigint(20) unsigned", "18446744073709551615", "18446744073709551615"),
+    ("decimal(12,2)", "12.30", "12.30"),
+    ("datetime(3)", "2024-01-05 10:11:12.500", "2024-01-05 10:11:12.500"),
+    ("date", "0000-00-00", "0000-00-00"),
+    ("double", 1e20, "1e21"),
+    ("double", 3, "3e1"),  # a JSON integer in a DOUBLE column
+    ("float", 1.100000023841858, "11e1"),
+    ("binary(4)", "YWI=", "61620000"),  # hex, the binlog's stripped zero bytes back
+    ("blob", "", ""),
+    ("set('a','b')", "a,b", "3:a,b"),
+    ("json", '{"b": 1, "a": []}', '18:{"a":[],"b":1.0E0}'),
+    ("inet6", "::ffff:1.2.3.4", "::ffff:1.2.3.4"),
+]
+
+
+@pytest.mark.parametrize(("spec", "wire", "piece"), PIECES)
 def test_pieces_of_wire_values(spec: str, wire: object, piece: str) -> None:
     assert python_piece(parse_column_type(spec), wire) == piece  # type: ignore[arg-type]
 
 
+def test_row_text_is_the_shard_and_every_columns_piece() -> None:
+    # RowHasher.text takes most wire values as they are: it must read as the pieces
+    # joined, for every kind, for NULL and for a column the row lacks.
+    names = [f"c{i}" for i in range(len(PIECES))]
+    hasher = RowHasher(names, [parse_column_type(spec) for spec, _, _ in PIECES])
+    row: dict[str, Any] = {name: wire for name, (_, wire, _) in zip(names, PIECES, strict=True)}
+    pieces = [piece for _, _, piece in PIECES]
+    assert hasher.text("d.t", row) == ("3:d.t," + ",".join(pieces)).encode()
+    assert hasher.text("d.t", {}) == ("3:d.t," + ",".join(["n"] * len(names))).encode()
+    with_null = {**row, "c0": None}
+    assert hasher.text("d.t", with_null) == ("3:d.t," + ",".join(["n", *pieces[1:]])).encode()
+
+
 def test_a_malformed_wire_value_is_refused_not_hashed() -> None:
+    uint64, integer = parse_column_type("bigint(20) unsigned"), parse_column_type("int")
+    with pytest.raises(ContractError):
+        RowHasher(["a", "b"], [uint64, integer]).text("d.t", {"a": 12, "b": 1})
+    with pytest.raises(ContractError):
+        RowHasher(["a", "b"], [uint64, integer]).text("d.t", {"a": "12", "b": "1"})
     with pytest.raises(ContractError):
         python_piece(parse_column_type("bigint(20) unsigned"), 12)
     with pytest.raises(ContractError):
@@ -147,7 +167,8 @@ def test_chunk_digest_is_order_independent_and_duplicates_count() -> None:
     hashes = [hashlib.md5(str(i).encode()).hexdigest() for i in range(10)]
     assert ChunkDigest.of_rows(hashes) == ChunkDigest.of_rows(hashes[::-1])
     assert ChunkDigest.of_rows(hashes + hashes[:1]) != ChunkDigest.of_rows(hashes)
-    assert ChunkDigest.of(3, -1, 2**64 + 5) == ChunkDigest(3, 2**64 - 1, 5)
+    assert ChunkDigest.of(3, -1) == ChunkDigest(3, 2**64 - 1)
+    assert ChunkDigest.of(3, 2**64 + 5) == ChunkDigest(3, 5)
 
 
 @pytest.mark.parametrize("spec", REPRESENTATIVE_TYPES)

@@ -58,7 +58,8 @@ class MemorySide:
 
 
 def _hash(i: int, salt: str = "") -> str:
-    return f"{i:016x}{hash((i, salt)) & (2**64 - 1):016x}"
+    # A chunk's digest sums the first 64 bits: the salt changes those.
+    return f"{hash((i, salt)) & (2**64 - 1):016x}{i:016x}"
 
 
 def test_plan_chunks_covers_the_key_space_without_overlap() -> None:
