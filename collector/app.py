@@ -173,7 +173,11 @@ def run_collector(
         status.leading, status.epoch = True, epoch
         metrics.epoch.labels(instance.name).set(epoch)
         publisher = KafkaPublisher(settings.kafka, instance.name)
-        # A standby kept the newest config while it waited: it leads with that one.
+        # A standby kept the newest config while it waited, and asks once more now: a change
+        # made since its last poll (a mirror disabled, a filter) that the collector before
+        # it put in force is in force from its first transaction. Unreachable: the one kept.
+        if remote is not None:
+            remote.poll_once()
         config = remote.current if remote is not None else None
         status.collector = Collector(
             config.instance if config else instance,

@@ -347,6 +347,8 @@ class RemoteConfigRuntime:
         self._last_problem: str | None = None
         self._refused_etag: str | None = None
         self._governance: GovernanceRuntime | None = None
+        # One poll at a time: the poll thread's, and the one a collector taking over asks for.
+        self._polling = threading.Lock()
         self.latest: RemoteConfig | None = None
         # Set when the instance was deleted in the admin: the process stops with it.
         self.failure: InstanceDeletedError | None = None
@@ -436,7 +438,14 @@ class RemoteConfigRuntime:
         return compile_governance(policy_set, router, self._instance)
 
     def poll_once(self) -> RemoteConfig | None:
-        """One poll: the new config if one was accepted, else None (problems are logged)."""
+        """One poll: the new config if one was accepted, else None (problems are logged).
+        Also called by a standby as it takes over, so it leads with a change made since its
+        last poll (a mirror disabled, a filter) rather than publish one poll interval under
+        the config before it."""
+        with self._polling:
+            return self._poll()
+
+    def _poll(self) -> RemoteConfig | None:
         try:
             document = self._feed.fetch()
         except InstanceDeletedError as exc:

@@ -555,6 +555,71 @@ def test_a_disabled_mirror_stops_at_a_transaction_boundary_while_writes_go_on(
     assert f"{stopped} from GTID {stop['gtid']} on: {name};" in log
 
 
+def test_a_standby_taking_over_right_after_a_disable_leads_with_it(scene: Scene) -> None:
+    """A standby that has not polled since a mirror was disabled asks the admin once more as
+    it takes over, so it publishes none of the mirror's changes after the point its
+    predecessor stopped at."""
+    scene.api.put_instance(
+        scene.instance, {**scene.body, "include": [rf"{scene.db_a}\..*", rf"{scene.db_b}\..*"]}
+    )
+    mirror = {
+        "instance": scene.instance,
+        "db_prefix": scene.db_b,
+        "table_prefix": "tb",
+        "targets": ["redis"],
+    }
+    name = f"{scene.db_b}_tb"
+    headers = {"X-CSRF-Token": scene.api.csrf}
+    made = scene.api.client.post(
+        "/api/table-mirrors?initial_load=false", json=mirror, headers=headers
+    )
+    assert made.status_code == 201, made.text
+    try:
+        active = scene.collector("active", ha=True).start()
+        active.wait_for(lambda: (active.health() or {}).get("role") == "active", "active")
+        # This standby polls the admin once a minute: it still holds the config from before
+        # the disable when it takes over.
+        slow = {**scene.base.env, "CDC_MIRROR_GOVERNANCE__WEBUI__POLL_INTERVAL_S": "60"}
+        standby = CollectorProcess(slow, free_port(), scene.base.tmp / "standby.log", True)
+        standby.instance = scene.instance
+        scene.base.processes.append(standby)
+        standby.start()
+        standby.wait_for(lambda: (standby.health() or {}).get("role") == "standby", "standby")
+        held = _config(standby)["version"]
+        scene.write("a", 5, 1)
+        scene.write("b", 5, 1)
+        disabled = scene.api.client.put(
+            f"/api/table-mirrors/{name}", json={**mirror, "enabled": False}, headers=headers
+        )
+        assert disabled.status_code == 200, disabled.text
+        active.wait_for(lambda: _config(active).get("switchedAt"), "the switch")
+        stop = dict(_config(active)["switchedAt"])
+        assert _config(standby)["version"] == held  # it has not polled since
+        epoch = (active.health() or {})["epoch"]
+        active.kill()
+
+        standby.wait_for(lambda: (standby.health() or {}).get("role") == "active", "takeover")
+        assert (standby.health() or {})["epoch"] > epoch
+        assert _config(standby)["version"] > held
+        scene.write("b", 5, 100)
+        scene.write("a", 5, 100)
+        end = scene.base.position_now()
+        standby.wait_for(lambda: reached(standby.committed_gtid(), end.gtid), "all committed")
+    finally:
+        removed = scene.api.client.delete(f"/api/table-mirrors/{name}", headers=headers)
+        assert removed.status_code == 204, removed.text
+
+    instance = scene.base.settings.instances[0]
+    offsets = OffsetGenerator()
+    expected = [
+        *read_range(instance, scene.base.start.gtid, _at(stop), offsets, [scene.db_a, scene.db_b]),
+        *read_range(instance, stop["gtid"], end, offsets, [scene.db_a]),
+    ]
+    received = scene.received(len(expected))
+    assert_exactly_once(received, expected)
+    assert sum(1 for m in received if m.schema_name == scene.db_b) == 10  # the 5 before
+
+
 def _heartbeats_between(scene: Scene, start: ServerPosition, end: ServerPosition) -> int:
     """Watermark heartbeats in the instance's topic published strictly between two binlog
     positions (each once, however many partitions it went to)."""
