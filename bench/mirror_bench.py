@@ -22,14 +22,22 @@ Only the apply calls are timed (the changes are generated outside the timers).
 ``kafka``, ``mysql`` or ``both`` (default), at ``--rate`` rows/s:
 
 - ``kafka`` (the mirror's share): changes stamped with the current time are produced to a
-  Kafka topic and ``cdc-mirror``'s consumer loop applies them to Redis; p50/p99 of
-  "executeTime → applied in Redis".
+  Kafka topic by a producer process of its own (started and warmed up before the measured
+  changes) and ``cdc-mirror``'s consumer loop applies them to Redis in this process, with its
+  garbage collector tuned as ``mirror run`` does; p50/p99 of "executeTime → applied in
+  Redis".
 - ``mysql`` (the issue's figure): single-row autocommit INSERTs paced at ``--rate`` by 4 writer
   processes into 4 shards of a fresh MariaDB database; a real collector (``collector.service
   .Collector`` with its Kafka publisher, exactly-once on, in a process of its own as in
   production) publishes them, and the mirror's consumer loop (in this process) applies them
   to Redis; p50/p99 of "the INSERT's autocommit returned → the row is in Redis" (both clocks
-  are this machine's). Target p99 < 500 ms.
+  are this machine's). Target p99 < 500 ms. The writers start their schedule together once
+  each has connected.
+
+  Both print each row's delay split into stages (median of all rows and of the slowest 1 %):
+  → read from Kafka by the mirror (the source's share: producer or collector, broker, and
+  the batch wait), → apply began (decoding, routing), → applied (the Redis call); the MySQL
+  run also prints the CPU each process used over the measured phase (cores busy).
 
   Measured for each named configuration of ``--freshness-configs`` (default: ``before`` and
   ``current``), one after the other and ``--freshness-rounds`` times alternated, in the same
@@ -41,11 +49,13 @@ Only the apply calls are timed (the changes are generated outside the timers).
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -84,6 +94,8 @@ class FreshnessConfig:
     mirror_gc_tuned: bool
     collector: dict[str, Any] = field(default_factory=dict)
     mirror: dict[str, Any] = field(default_factory=dict)
+    # librdkafka properties of the mirror's Kafka clients (kafka.client_properties).
+    consumer: dict[str, str] = field(default_factory=dict)
     # True: the collector as before 2026-11-26 (bench.collector_bench's 'before': the
     # positions partition joins each Kafka transaction at its commit, the commit interval
     # counted from the commit's return, the reader's gathering unbounded in time).
@@ -105,6 +117,17 @@ FRESHNESS_CONFIGS: dict[str, FreshnessConfig] = {
     "current": FreshnessConfig(
         "mirror process with tuned GC (cdc_platform.gc_tuning), as 'mirror run'",
         mirror_gc_tuned=True,
+    ),
+    # The mirror consumer's fetch wait, a suspect: with read_committed the broker might hold
+    # a fetch until fetch.wait.max.ms (librdkafka's default 500 ms) although a transaction
+    # had committed meanwhile. It does not: with the default, a transaction committed every
+    # 50 ms reached a read_committed consumer 2 ms (p50) after its commit returned, 59 ms at
+    # most on the loaded machine (bench/results/2026-11-26-redis-tail-s11/notes.md), so the
+    # product keeps the default; this configuration lets a run show it side by side.
+    "fetch-wait-10": FreshnessConfig(
+        "as 'current', the mirror consumer's fetch.wait.max.ms 10 (librdkafka's default 500)",
+        mirror_gc_tuned=True,
+        consumer={"fetch.wait.max.ms": "10"},
     ),
     # The collector's share: 'current' with the collector as it was before 2026-11-26.
     "collector-before": FreshnessConfig(
@@ -301,46 +324,147 @@ def bench_warehouse(settings: Settings, args: argparse.Namespace) -> Figure:
     return figure
 
 
-def _produce_stamped(kafka, topic: str, total: int, rate: int, keys: int) -> None:
-    """``total`` updates at ``rate`` per second, each stamped with the time it is sent."""
+def _produce_stamped(
+    topic_prefix: str, topic: str, warm_up: int, total: int, rate: int, keys: int,
+    warmed: Any, go: Any,
+) -> None:  # fmt: skip
+    """A producer process: ``warm_up`` updates, then (once ``go`` is set) ``total`` more, each
+    paced at ``rate`` per second and stamped with the time it is sent (its executeTime).
+
+    A process of its own, as the collector is in production: its pauses (garbage collection,
+    the GIL) are not the mirror's. One producer for both phases: an idempotent producer
+    delivers nothing for its first ~500 ms (librdkafka acquires its producer id), so a
+    producer made for the measured changes alone held their first 100 ms for ~500 ms, which
+    was the p99 of 50,000 (bench/results/2026-11-26-redis-tail-s11)."""
     from confluent_kafka import Producer
 
+    from cdc_platform.gc_tuning import tune_gc
     from cdc_platform.kafka import producer_config
     from simple_binlog.message import EventType, SimpleBinlog, Source
     from simple_binlog.routing import partition_key
 
+    kafka = load_settings().kafka.model_copy(update={"topic_prefix": topic_prefix})
     producer = Producer(producer_config(kafka, client_id="bench-freshness"))
+    tune_gc()  # as the collector's entry point does
     rng = random.Random(3)
-    started = time.monotonic()
     offset = 1_795_333_510_000_000
-    for n in range(total):
-        pause = started + n / rate - time.monotonic()
-        if pause > 0:
-            time.sleep(pause)  # pacing the producer to the rate
-        offset += 1
-        shard = ("bench_00", f"orders_{n % 4:02d}")
-        message = SimpleBinlog(
-            binlog_offset=offset,
-            execute_time=int(time.time() * 1000),
-            event_type=EventType.UPDATE,
-            schema_name=shard[0],
-            table_name=shard[1],
-            source=Source.BINLOG,
-            content={"id": str(rng.randrange(keys)), "v": rng.randrange(10**6)},
-            column_types={"id": "bigint(20) unsigned", "v": "int(11)"},
-            primary_keys=("id",),
+    for phase, count in enumerate((warm_up, total)):
+        started = time.monotonic()
+        for n in range(count):
+            pause = started + n / rate - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)  # pacing the producer to the rate
+            offset += 1
+            shard = ("bench_00", f"orders_{n % 4:02d}")
+            message = SimpleBinlog(
+                binlog_offset=offset,
+                execute_time=int(time.time() * 1000),
+                event_type=EventType.UPDATE,
+                schema_name=shard[0],
+                table_name=shard[1],
+                source=Source.BINLOG,
+                content={"id": str(rng.randrange(keys)), "v": rng.randrange(10**6)},
+                column_types={"id": "bigint(20) unsigned", "v": "int(11)"},
+                primary_keys=("id",),
+            )
+            producer.produce(topic, key=partition_key(*shard), value=message.encode())
+            producer.poll(0)
+        producer.flush(30)
+        if phase == 0:
+            warmed.set()
+            if not go.wait(120):
+                return
+
+
+class _BatchClock:
+    """When the mirror's loop closed its last batch: its rows had been read from Kafka
+    (at most ``mirror.max_wait_ms`` after the batch's first row)."""
+
+    closed_at = 0.0
+
+
+def _timed_consumer(clock: _BatchClock) -> type:
+    from mirror.consumer import MirrorConsumer
+
+    class TimedConsumer(MirrorConsumer):
+        def _poll_batch(self) -> None:
+            super()._poll_batch()
+            clock.closed_at = time.time()
+
+    return TimedConsumer
+
+
+@dataclass
+class RowStages:
+    """Per row (wall clock, s): the mirror's batch holding it closed (read from Kafka),
+    its apply began, it was applied."""
+
+    closed: dict[object, float] = field(default_factory=dict)
+    started: dict[object, float] = field(default_factory=dict)
+    applied: dict[object, float] = field(default_factory=dict)
+
+    def note(self, identities: list[object], clock: _BatchClock, started: float) -> None:
+        now = time.time()
+        for identity in identities:
+            if identity not in self.applied:
+                self.closed[identity] = clock.closed_at
+                self.started[identity] = started
+                self.applied[identity] = now
+
+
+StageRow = tuple[float, float, float, float]  # total, → read, → apply began, → applied (ms)
+
+
+def _stage_rows(sent_at: dict[object, float], stages: RowStages) -> list[StageRow]:
+    return [
+        (
+            (stages.applied[key] - at) * 1000,
+            (stages.closed[key] - at) * 1000,
+            (stages.started[key] - stages.closed[key]) * 1000,
+            (stages.applied[key] - stages.started[key]) * 1000,
         )
-        producer.produce(topic, key=partition_key(*shard), value=message.encode())
-        producer.poll(0)
-    producer.flush(30)
+        for key, at in sent_at.items()
+        if key in stages.applied
+    ]
 
 
-def bench_freshness(settings: Settings, args: argparse.Namespace) -> Figure | None:
+def _stage_split(rows: list[StageRow]) -> dict[str, float]:
+    """Medians of each stage over every row and over the slowest 1 % (ms): sent → the mirror
+    closed the batch (the source's share, Kafka and the batch wait) → apply began (decoding,
+    routing) → applied (the Redis call)."""
+    if not rows:
+        return {}
+    ordered = sorted(rows)
+    slow = ordered[int(len(ordered) * 0.99) :]
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    split: dict[str, float] = {}
+    for index, stage in enumerate(("to read", "decode", "apply"), start=1):
+        split[f"{stage} p50"] = median([r[index] for r in ordered])
+        split[f"slowest 1% {stage}"] = median([r[index] for r in slow])
+    return split
+
+
+def _print_split(split: dict[str, float]) -> None:
+    if split:
+        print(
+            "  stages, median of all rows / of the slowest 1 %: → read from Kafka by the mirror "
+            f"{split['to read p50']:.0f} / {split['slowest 1% to read']:.0f} ms, → apply began "
+            f"{split['decode p50']:.0f} / {split['slowest 1% decode']:.0f} ms, → applied "
+            f"{split['apply p50']:.0f} / {split['slowest 1% apply']:.0f} ms"
+        )
+
+
+def bench_freshness(  # noqa: PLR0915 - one scenario, set up and torn down in order
+    settings: Settings, args: argparse.Namespace
+) -> Figure | None:
+    import multiprocessing
     import threading
 
+    from cdc_platform.gc_tuning import tune_gc, untune_gc
     from cdc_platform.kafka import ensure_topic
-    from mirror.applier import ApplyResult
-    from mirror.consumer import MirrorConsumer
     from mirror.metrics import MirrorMetrics
     from mirror.plan import ChangeRouter
     from simple_binlog.naming import topic_name
@@ -353,63 +477,78 @@ def bench_freshness(settings: Settings, args: argparse.Namespace) -> Figure | No
     tables = [TableMirror(db_prefix="bench", table_prefix="orders", targets=["redis"])]
     redis_settings = settings.redis.model_copy(update={"key_prefix": f"benchf{tag}"})
     mirror = settings.mirror.model_copy(update={"group_prefix": f"benchf{tag}"})
-    lags: list[float] = []
+    sent_at: dict[object, float] = {}  # binlog offset → executeTime (s)
+    stages = RowStages()
+    clock = _BatchClock()
 
     class Timed(RedisApplier):
         def apply_batch(self, changes):  # type: ignore[no-untyped-def]
             changes = list(changes)
-            result: ApplyResult = super().apply_batch(changes)
-            now_ms = time.time() * 1000
-            lags.extend(now_ms - c.execute_time_ms for c in changes)
+            started = time.time()
+            result = super().apply_batch(changes)
+            for change in changes:
+                sent_at.setdefault(change.offset, change.execute_time_ms / 1000)
+            stages.note([c.offset for c in changes], clock, started)
             return result
 
     applier = Timed(redis_settings, mirror, tables)
     stop = threading.Event()
     router = ChangeRouter(tables, ShardRouter(list(settings.shard_rules)), "redis")
-    consumer = MirrorConsumer(
+    consumer = _timed_consumer(clock)(
         kafka, mirror, "redis", ["local"], router, applier, MirrorMetrics("redis"), stop
     )
     thread = threading.Thread(target=consumer.run)
-    thread.start()
     total = int(args.rate * args.freshness_seconds)
-    print(f"Freshness (Kafka → Redis, no collector): {total:,} changes at {args.rate:,} rows/s")
-    join_deadline = time.monotonic() + 60
-    while not consumer.assignment and time.monotonic() < join_deadline:
-        time.sleep(0.1)  # the clock starts once the consumer owns its partitions
     # A second of warm-up, not counted: the first fetches of a new topic and consumer group
-    # (metadata, offset lookup) took several hundred ms, a one-off that said nothing about
-    # the steady state and alone made up the p99.
+    # (metadata, offset lookup) and the producer's start took several hundred ms, a one-off
+    # that said nothing about the steady state and alone made up the p99.
     warm_up = args.rate
-    _produce_stamped(kafka, topic, warm_up, args.rate, args.keys)
-    deadline = time.monotonic() + 60
-    while len(lags) < warm_up and time.monotonic() < deadline:
-        time.sleep(0.1)
-    lags.clear()
-    _produce_stamped(kafka, topic, total, args.rate, args.keys)
-    deadline = time.monotonic() + 60
-    while len(lags) < total and time.monotonic() < deadline:
-        time.sleep(0.2)
-    stop.set()
-    thread.join(30)
-    applier.close()
-    _drop_run_data(settings, redis_settings.key_prefix, kafka)
-    ordered = sorted(lags)
-    if not ordered:
+    spawn = multiprocessing.get_context("spawn")
+    warmed, go = spawn.Event(), spawn.Event()
+    producer = spawn.Process(
+        target=_produce_stamped,
+        args=(kafka.topic_prefix, topic, warm_up, total, args.rate, args.keys, warmed, go),
+    )
+    print(f"Freshness (Kafka → Redis, no collector): {total:,} changes at {args.rate:,} rows/s")
+    tune_gc()  # the mirror's process, as 'cdc-mirror mirror run' leaves it
+    try:
+        thread.start()
+        _wait_until(lambda: bool(consumer.assignment), 60)  # the consumer owns its partitions
+        producer.start()
+        if not warmed.wait(90) or not _wait_until(lambda: len(stages.applied) >= warm_up, 60):
+            raise SystemExit("error: the warm-up changes did not reach Redis within 60 s")
+        sent_at.clear()
+        stages = RowStages()
+        go.set()
+        _wait_until(lambda: len(stages.applied) >= total, 60 + args.freshness_seconds)
+    finally:
+        go.set()
+        stop.set()
+        thread.join(30)
+        if producer.pid is not None:  # started
+            producer.join(30)
+        applier.close()
+        _drop_run_data(settings, redis_settings.key_prefix, kafka)
+        untune_gc()
+    lags = [(stages.applied[key] - at) * 1000 for key, at in sent_at.items()]
+    if not lags:
         print("  nothing was applied")
         return None
-    p50, p99 = ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)]
+    p50, p99 = _percentiles(lags)
     print(
-        f"  applied {len(ordered):,} of {total:,}; executeTime → in Redis: p50 {p50:.0f} ms, p99 {p99:.0f} ms"
-        f" (mirror.max_wait_ms = {mirror.max_wait_ms})"
+        f"  applied {len(lags):,} of {total:,}; executeTime → in Redis: p50 {p50:.0f} ms, "
+        f"p99 {p99:.0f} ms (mirror.max_wait_ms = {mirror.max_wait_ms})"
     )
+    split = _stage_split(_stage_rows(sent_at, stages))
+    _print_split(split)
     return Figure(
         "mirror.freshness",
-        f"executeTime → in Redis (Kafka → Redis, no collector), "
-        f"{len(ordered):,} changes at {args.rate:,} rows/s",
+        f"executeTime → in Redis (Kafka → Redis, no collector; producer in its own process, "
+        f"mirror with tuned GC), {len(lags):,} changes at {args.rate:,} rows/s",
         p99,
         "ms",
         higher_is_better=False,
-        extra={"p50": p50, "p99": p99, "applied": len(ordered), "sent": total},
+        extra={"p50": p50, "p99": p99, "applied": len(lags), "sent": total, **split},
     )
 
 
@@ -478,26 +617,36 @@ def _mysql_admin(settings: Settings):
 
 
 def _paced_inserts(
-    database: str, worker: int, writers: int, total: int, rate: int, start_at: float, first_id: int
-) -> dict[int, float]:
+    database: str, worker: int, writers: int, total: int, rate: int, first_id: int,
+    connected: Any, go: Any, start_at: Any, results: Any,
+) -> None:  # fmt: skip
     """One writer process: ids ``worker+1, worker+1+writers, …`` into shard table
-    ``orders_<worker>``, paced to ``rate`` rows/s over all writers from ``start_at``; returns
-    id → wall-clock time its autocommit returned. (One connection's round trips cap a writer
-    near 2,500 rows/s, hence several processes.)"""
+    ``orders_<worker>``, paced to ``rate`` rows/s over all writers from ``start_at`` (set once
+    every writer is connected); puts (id → wall-clock time its autocommit returned, the
+    latest any commit returned after its schedule in s, the CPU time its INSERTs took) on
+    ``results``. (One connection's round
+    trips cap a writer near 2,500 rows/s, hence several processes.)"""
     settings = load_settings()
     committed: dict[int, float] = {}
+    behind = 0.0
     with _mysql_admin(settings) as conn, conn.cursor() as cursor:
         statement = (
             f"INSERT INTO {database}.orders_{worker:02d} (id, amount, note) VALUES (%s, %s, %s)"
         )
+        connected.wait(120)
+        go.wait(120)
+        cpu_started = time.process_time()
         for n in range(1 + worker, total + 1, writers):
-            ahead = start_at + n / rate - time.time()
+            due = start_at.value + n / rate
+            ahead = due - time.time()
             if ahead > 0:
                 time.sleep(ahead)  # pacing the writer to the rate
             key = first_id - 1 + n
             cursor.execute(statement, (key, f"{n % 10**6 / 100:.2f}", "gift"))
             committed[key] = time.time()
-    return committed
+            behind = max(behind, committed[key] - due)
+        cpu = time.process_time() - cpu_started
+    results.put((committed, behind, cpu))
 
 
 def _wait_until(condition: Any, timeout_s: float) -> bool:
@@ -545,36 +694,128 @@ def _drop_run_data(settings: Settings, redis_prefix: str, kafka: KafkaSettings) 
             future.result()
 
 
+@dataclass
+class PacedWrites:
+    committed_at: dict[int, float]  # id → when its autocommit returned (wall clock, s)
+    achieved: float  # rows/s from the scheduled start to the last commit
+    behind_ms: float  # the latest a commit returned after its schedule (a writer lagging)
+    cpu_s: float  # CPU time the writer processes spent on their INSERTs
+
+
 def _write_paced(
     database: str, writers: int, total: int, rate: int, first_id: int = 1
 ) -> tuple[dict[int, float], float]:
     """id → commit time of ``total`` paced INSERTs, and the rate the writers achieved."""
+    writes = _paced_writes(database, writers, total, rate, first_id)
+    return writes.committed_at, writes.achieved
+
+
+def _paced_writes(
+    database: str, writers: int, total: int, rate: int, first_id: int = 1
+) -> PacedWrites:
+    """``total`` paced INSERTs by ``writers`` processes, scheduled from one start once every
+    writer has started and connected: the start of a process (interpreter, imports,
+    connection) took seconds on a loaded machine, and writers that started late caught up
+    at full speed, a burst above the rate asked."""
     import multiprocessing
+    import queue
+    import threading
 
-    start_at = time.time() + 2.0  # every writer paces from the same wall-clock start
-    with multiprocessing.get_context("spawn").Pool(writers) as pool:
-        results = pool.starmap(
-            _paced_inserts,
-            [(database, w, writers, total, rate, start_at, first_id) for w in range(writers)],
+    spawn = multiprocessing.get_context("spawn")
+    connected, go = spawn.Barrier(writers + 1), spawn.Event()
+    start_at, results = spawn.Value("d", 0.0), spawn.Queue()
+    processes = [
+        spawn.Process(
+            target=_paced_inserts,
+            args=(database, w, writers, total, rate, first_id, connected, go, start_at, results),
         )
-    committed_at = {key: at for result in results for key, at in result.items()}
-    return committed_at, total / (max(committed_at.values()) - start_at)
+        for w in range(writers)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        connected.wait(120)
+    except threading.BrokenBarrierError:
+        raise SystemExit("error: the writer processes did not connect within 120 s") from None
+    start_at.value = time.time() + 0.1
+    go.set()
+    committed_at: dict[int, float] = {}
+    behind = cpu = 0.0
+    for _ in processes:
+        try:
+            committed, lag, spent = results.get(timeout=120 + total / rate)
+        except queue.Empty:
+            raise SystemExit("error: a writer process did not finish its INSERTs") from None
+        committed_at |= committed
+        behind = max(behind, lag)
+        cpu += spent
+    for process in processes:
+        process.join(30)
+    achieved = total / (max(committed_at.values()) - start_at.value)
+    return PacedWrites(committed_at, achieved, behind * 1000, cpu)
 
 
-class _KeyTimedRedisApplier(RedisApplier):
-    """Notes when each key (first key column) was first applied."""
+class _CpuUsage:
+    """CPU time over the measured phase of a MySQL → Redis round, from Linux's /proc: the
+    collector's process, this process (the mirror's loop; the bench's main thread only
+    waits), the writers (they report their own), the stack's MariaDB, Kafka and Redis (other
+    clients' work counts too) and the whole machine, in cores busy on average: a tail made
+    by queueing for the CPU shows as a machine near its core count."""
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.applied_at: dict[object, float] = {}
+    SERVICES = ("mariadb", "kafka", "redis")
 
-    def apply_batch(self, changes):  # type: ignore[no-untyped-def]
-        changes = list(changes)
-        result = super().apply_batch(changes)
-        now = time.time()
-        for change in changes:
-            self.applied_at.setdefault(change.key[0], now)
-        return result
+    def __init__(self, settings: Settings) -> None:
+        from stack.process import PidFile
+
+        run = Path(settings.stack.home) / "run"
+        self._pids = {name: PidFile(run / f"{name}.pid").read() for name in self.SERVICES}
+        self.wall = 0.0
+
+    def _sample(self, collector_pid: int | None) -> dict[str, float]:
+        sample = {name: _process_cpu_s(pid) for name, pid in self._pids.items()}
+        sample |= {"collector": _process_cpu_s(collector_pid), "machine": _machine_busy_s()}
+        return sample | {"mirror process": time.process_time(), "wall": time.monotonic()}
+
+    def start(self, collector_pid: int | None) -> None:
+        self._started = self._sample(collector_pid)
+
+    def stop(self, collector_pid: int | None) -> None:
+        ended = self._sample(collector_pid)
+        self.used = {name: ended[name] - self._started[name] for name in ended}
+        self.wall = self.used.pop("wall")
+
+    def report(self, writers_cpu_s: float) -> None:
+        if not self.wall:
+            return
+        cores = {"writers": writers_cpu_s / self.wall} | {
+            name: used / self.wall for name, used in self.used.items() if name != "machine"
+        }
+        print(
+            f"  CPU, cores busy on average over the {self.wall:.1f} s measured: "
+            + ", ".join(f"{name} {busy:.2f}" for name, busy in cores.items())
+            + f"; the whole machine {self.used['machine'] / self.wall:.2f} of {os.cpu_count()}"
+        )
+
+
+def _process_cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of a process (0 when it is gone or not Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds every core of the machine spent not idle since boot (Linux)."""
+    try:
+        with open("/proc/stat") as stat:
+            ticks = [int(x) for x in stat.readline().split()[1:]]
+    except OSError:
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq = ticks[:7]
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -582,6 +823,8 @@ class FreshnessRun:
     delays_ms: list[float]
     sent: int
     achieved: float
+    stages: list[StageRow] = field(default_factory=list)  # per row, _stage_rows
+    behind_ms: float = 0.0  # PacedWrites.behind_ms
 
 
 def bench_mysql_freshness(  # noqa: PLR0915 - one scenario, set up and torn down in order
@@ -593,7 +836,6 @@ def bench_mysql_freshness(  # noqa: PLR0915 - one scenario, set up and torn down
     import threading
 
     from cdc_platform.gc_tuning import tune_gc, untune_gc
-    from mirror.consumer import MirrorConsumer
     from mirror.metrics import MirrorMetrics
     from mirror.plan import ChangeRouter
     from simple_binlog.routing import ShardRouter
@@ -602,7 +844,12 @@ def bench_mysql_freshness(  # noqa: PLR0915 - one scenario, set up and torn down
     tag = uuid.uuid4().hex[:6]
     database = f"bmf{tag}_00"
     instance_name = f"bench-mf{tag}"
-    kafka = settings.kafka.model_copy(update={"topic_prefix": f"benchmf{tag}."})
+    kafka = settings.kafka.model_copy(
+        update={
+            "topic_prefix": f"benchmf{tag}.",
+            "client_properties": {**settings.kafka.client_properties, **config.consumer},
+        }
+    )
     tables = [
         TableMirror(
             instance=instance_name, db_prefix=f"bmf{tag}", table_prefix="orders", targets=["redis"]
@@ -628,11 +875,21 @@ def bench_mysql_freshness(  # noqa: PLR0915 - one scenario, set up and torn down
         ),
     )
     collector.start()
-    applier = _KeyTimedRedisApplier(redis_settings, mirror, tables)
-    applied_at = applier.applied_at
+    stages = RowStages()
+    clock = _BatchClock()
+
+    class Timed(RedisApplier):
+        def apply_batch(self, changes):  # type: ignore[no-untyped-def]
+            changes = list(changes)
+            started = time.time()
+            result = super().apply_batch(changes)
+            stages.note([c.key[0] for c in changes], clock, started)
+            return result
+
+    applier = Timed(redis_settings, mirror, tables)
     stop = threading.Event()
     router = ChangeRouter(tables, ShardRouter(list(settings.shard_rules)), "redis")
-    consumer = MirrorConsumer(
+    consumer = _timed_consumer(clock)(
         kafka, mirror, "redis", [instance_name], router, applier, MirrorMetrics("redis"), stop
     )
     thread = threading.Thread(target=consumer.run)
@@ -641,8 +898,8 @@ def bench_mysql_freshness(  # noqa: PLR0915 - one scenario, set up and torn down
         f"Freshness (MySQL commit → Redis, collector in front): {total:,} single-row autocommits "
         f"at {args.rate:,} rows/s by {writers} writers"
     )
-    committed_at: dict[int, float] = {}
-    achieved = 0.0
+    writes = PacedWrites({}, 0.0, 0.0, 0.0)
+    usage = _CpuUsage(settings)
     try:
         if not started.wait(90):
             raise SystemExit("error: the collector did not start within 90 s")
@@ -652,15 +909,16 @@ def bench_mysql_freshness(  # noqa: PLR0915 - one scenario, set up and torn down
         else:
             untune_gc()
         thread.start()
-        join_deadline = time.monotonic() + 60
-        while not consumer.assignment and time.monotonic() < join_deadline:
-            time.sleep(0.1)  # the clock starts once the consumer owns its partitions
+        # The clock starts once the consumer owns its partitions.
+        _wait_until(lambda: bool(consumer.assignment), 60)
         # A second of warm-up with ids above the measured ones, not counted (see
         # bench_freshness).
-        warm_up, _ = _write_paced(database, writers, args.rate, args.rate, first_id=10**9)
-        _wait_until(lambda: warm_up.keys() <= applied_at.keys(), 60)
-        committed_at, achieved = _write_paced(database, writers, total, args.rate)
-        _wait_until(lambda: committed_at.keys() <= applied_at.keys(), 60)
+        warm_up = _paced_writes(database, writers, args.rate, args.rate, first_id=10**9)
+        _wait_until(lambda: warm_up.committed_at.keys() <= stages.applied.keys(), 60)
+        usage.start(collector.pid)
+        writes = _paced_writes(database, writers, total, args.rate)
+        _wait_until(lambda: writes.committed_at.keys() <= stages.applied.keys(), 60)
+        usage.stop(collector.pid)
     finally:
         stop.set()
         if thread.is_alive():
@@ -672,17 +930,24 @@ def bench_mysql_freshness(  # noqa: PLR0915 - one scenario, set up and torn down
         with _mysql_admin(settings) as conn, conn.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS {database}")
         untune_gc()
+    applied_at = stages.applied
     delays = [
-        (applied_at[key] - at) * 1000 for key, at in committed_at.items() if key in applied_at
+        (applied_at[key] - at) * 1000
+        for key, at in writes.committed_at.items()
+        if key in applied_at
     ]
     p50, p99 = _percentiles(delays)
     print(
-        f"  {len(delays):,} of {total:,} in Redis (writers achieved {achieved:,.0f} rows/s); "
-        f"MySQL commit → in Redis: p50 {p50:.0f} ms, p99 {p99:.0f} ms"
+        f"  {len(delays):,} of {total:,} in Redis (writers achieved {writes.achieved:,.0f} "
+        f"rows/s, at most {writes.behind_ms:,.0f} ms behind their schedule); MySQL commit → in "
+        f"Redis: p50 {p50:.0f} ms, p99 {p99:.0f} ms"
     )
+    rows = _stage_rows(dict(writes.committed_at), stages)
+    _print_split(_stage_split(rows))
+    usage.report(writes.cpu_s)
     if len(delays) < total:
         print(f"  {total - len(delays):,} rows did not reach Redis within 60 s")
-    return FreshnessRun(delays, total, achieved)
+    return FreshnessRun(delays, total, writes.achieved, rows, writes.behind_ms)
 
 
 def _percentiles(delays: list[float]) -> tuple[float, float]:
@@ -706,6 +971,7 @@ def bench_mysql_freshness_configs(settings: Settings, args: argparse.Namespace) 
     for name, measured in runs.items():
         p50, p99 = _percentiles([d for r in measured for d in r.delays_ms])
         print(f"{name}: p50 {p50:.0f} ms, p99 {p99:.0f} ms over {len(measured)} round(s)")
+        _print_split(_stage_split([row for r in measured for row in r.stages]))
     first = names[0]
     base_p50, base_p99 = _percentiles([d for r in runs[first] for d in r.delays_ms])
     compared = names[1:] or names
@@ -719,7 +985,9 @@ def bench_mysql_freshness_configs(settings: Settings, args: argparse.Namespace) 
         sent = sum(r.sent for r in runs[name])
         achieved = sum(r.achieved for r in runs[name]) / len(runs[name])
         extra = {"p50": p50, "p99": p99, "applied": len(delays), "sent": sent,
-                 "achieved rows/s": achieved, "rounds": args.freshness_rounds}  # fmt: skip
+                 "achieved rows/s": achieved, "rounds": args.freshness_rounds,
+                 "writers behind ms": max(r.behind_ms for r in runs[name]),
+                 **_stage_split([row for r in runs[name] for row in r.stages])}  # fmt: skip
         baseline = baseline_label = None
         if name != first:
             baseline = base_p99

@@ -38,3 +38,28 @@ def test_the_current_configuration_is_what_the_entry_points_run() -> None:
     current = FRESHNESS_CONFIGS["current"]
     assert current.mirror_gc_tuned and not current.collector and not current.mirror
     assert not FRESHNESS_CONFIGS["before"].mirror_gc_tuned
+
+
+def test_the_stage_split_names_the_stage_of_the_slowest_rows() -> None:
+    # 99 rows read at once, one held 400 ms before the mirror read it.
+    sent = {n: 0.0 for n in range(100)}
+    stages = mirror_bench.RowStages()
+    for n in range(100):
+        closed = 0.4 if n == 7 else 0.01
+        stages.closed[n], stages.started[n], stages.applied[n] = (
+            closed,
+            closed + 0.002,
+            closed + 0.005,
+        )
+    split = mirror_bench._stage_split(mirror_bench._stage_rows(sent, stages))  # type: ignore[arg-type]
+
+    assert split["to read p50"] == pytest.approx(10.0)
+    assert split["slowest 1% to read"] == pytest.approx(400.0)
+    assert split["slowest 1% decode"] == pytest.approx(2.0)
+    assert split["slowest 1% apply"] == pytest.approx(3.0)
+
+
+def test_the_fetch_wait_configuration_changes_only_the_mirror_consumer() -> None:
+    config = FRESHNESS_CONFIGS["fetch-wait-10"]
+    assert config.consumer == {"fetch.wait.max.ms": "10"}
+    assert config.mirror_gc_tuned and not config.collector and not config.mirror
