@@ -13,7 +13,7 @@ ZooKeeper.
 - a standby keeps the newest config and takes over with it;
 - a table mirror disabled while writes go on stops at a committed transaction boundary:
   everything before it is in Kafka, nothing after it; enabled again, it is published from
-  the second boundary on.
+  the second boundary on; a standby that takes over right after the disable leads with it.
 
 The policy set comes in the same reply (``governance.source: webui``): one poller. About
 80 s on the shared 2-core machine.
