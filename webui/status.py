@@ -515,16 +515,6 @@ def rate(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
-def sum_by_time(series: Iterable[Sequence[tuple[float, float]]]) -> list[tuple[float, float]]:
-    """Series added up at each timestamp they share (e.g. a topic's partitions' lags, all
-    scraped at once)."""
-    totals: dict[float, float] = {}
-    for points in series:
-        for at, value in points:
-            totals[at] = totals.get(at, 0.0) + value
-    return sorted(totals.items())
-
-
 def overall(statuses: Iterable[TableStatus]) -> dict[str, int]:
     """How many tables are in each state, for the Overview's headline."""
     counts = {

@@ -4,24 +4,27 @@ page per mirror (``/status/{name}``), with the same as JSON (``/api/status``,
 
 Figures come from ``StatusService`` (``webui.status_sources``): a snapshot refreshed in the
 background, so a page never waits for a component, Kafka or a store. Charts show rates and
-lags from the scraped samples (``metric_samples``), never cumulative counters; each chart
-reads only its own series (the samples' (name, labels, at) index), named exactly from the
-labels the components report now.
+lags from the scraped samples (``metric_samples``), never cumulative counters; a mirror's
+charts read only its own series (the samples' (name, labels, at, value) index), named
+exactly from the labels the components report now, added up and thinned to the chart's
+points by the database (``_chart_points``).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import Response
 from markupsafe import Markup
 from pydantic import BaseModel
-from sqlalchemy import func, literal, select, union_all
+from sqlalchemy import Float, Integer, Select, String, bindparam, cast, func, select, union_all
 from sqlalchemy.orm import Session
 
 from webui import admin, control
@@ -31,11 +34,15 @@ from webui.context import context
 from webui.models import MetricSample, TableMirrorRow
 from webui.monitoring import Series, render_svg
 from webui.pages import DB, TEMPLATES, PageUser, render
-from webui.status import Metrics, TableStatus, Trends, overall, rate, sum_by_time
+from webui.status import Metrics, Sample, TableStatus, Trends, overall, rate
 from webui.status_sources import StatusService, StatusSnapshot
 
 # Charts cover this much time: enough to see a trend, little enough to stay fast.
 CHART_WINDOW_S = 3600.0
+# Points per line of a mirror's chart at most: one per 30 s of the hour, a point every ~4 px
+# of a chart at its narrowest (520-px panels), closer than its 1.5-px lines show apart; the
+# database thins the samples (a scrape every 15 s by default) to them.
+CHART_POINTS = 120
 
 pages = APIRouter(include_in_schema=False)
 api = APIRouter(prefix="/api", tags=["status"])
@@ -122,8 +129,9 @@ def table_status_page(
     mirror = admin.table_mirror(admin.get_table_mirror(db, name))  # 404 for an unknown one
     snapshot = service.snapshot()
     status = snapshot.tables.get(name)
+    now = time.time()
     charts = (
-        _table_charts(db, snapshot.metrics, status, time.time() - CHART_WINDOW_S)
+        _table_charts(db, snapshot.metrics, status, now - CHART_WINDOW_S, now)
         if status is not None and snapshot.metrics is not None
         else []
     )
@@ -152,49 +160,42 @@ def _initial_loads(request: Request, name: str) -> list[Any]:
 
 
 def _table_charts(
-    db: Session, metrics: Metrics, status: TableStatus, since: float
+    db: Session, metrics: Metrics, status: TableStatus, since: float, until: float
 ) -> list[dict[str, Any]]:
-    rows = [
-        Series(f"lake ({_label(s.labels, 'writer')})", rate(points))
-        for s, points in _exact_series(
-            db, metrics, "cdc_stream_writer_rows_total", since, table=status.name
-        )
-    ] + [
-        Series(f"{_label(s.labels, 'target')}", rate(points))
-        for s, points in _exact_series(
-            db, metrics, "cdc_mirror_rows_total", since, table=status.name
-        )
-    ]
-    lag_by_component: dict[str, list[list[tuple[float, float]]]] = defaultdict(list)
-    for s, points in _exact_series(
-        db, metrics, "cdc_mirror_consumer_lag", since, topic=status.topic
+    """The mirror's four charts from its stored samples, in one statement (``_chart_points``):
+    rows per second (rates of the writer's and mirrors' counters), messages to read per
+    consumer (its partitions' lags added up), the age of the last applied change per target
+    and the collector's delay."""
+    lines: list[_Line] = []
+    for sample in _reported(metrics, "cdc_stream_writer_rows_total", table=status.name):
+        lines.append(_Line(0, f"lake ({sample.labels.get('writer', '?')})", sample))
+    for sample in _reported(metrics, "cdc_mirror_rows_total", table=status.name):
+        lines.append(_Line(0, sample.labels.get("target", "?"), sample))
+    for sample in _reported(metrics, "cdc_mirror_consumer_lag", topic=status.topic):
+        lines.append(_Line(1, f"mirror {sample.labels.get('target', '?')}", sample))
+    for sample in _reported(metrics, "cdc_stream_writer_lag_messages", topic=status.topic):
+        lines.append(_Line(1, "stream writer", sample))
+    for sample in _reported(
+        metrics, "cdc_mirror_last_applied_timestamp_seconds", table=status.name
     ):
-        lag_by_component[f"mirror {_label(s.labels, 'target')}"].append(points)
-    for _, points in _exact_series(
-        db, metrics, "cdc_stream_writer_lag_messages", since, topic=status.topic
-    ):
-        lag_by_component["stream writer"].append(points)
-    lags = [Series(c, sum_by_time(p)) for c, p in sorted(lag_by_component.items())]
-    delay = [
-        Series(f"collector {status.instance}", points)
-        for _, points in _exact_series(
-            db, metrics, "cdc_collector_delay_seconds", since, instance=status.instance
-        )
-    ]
-    freshness = [
-        Series(
-            f"{_label(s.labels, 'target')}",
-            [(at, max(0.0, at - value)) for at, value in points],
-        )
-        for s, points in _exact_series(
-            db, metrics, "cdc_mirror_last_applied_timestamp_seconds", since, table=status.name
-        )
-    ]
+        lines.append(_Line(2, sample.labels.get("target", "?"), sample, age=True))
+    for sample in _reported(metrics, "cdc_collector_delay_seconds", instance=status.instance):
+        lines.append(_Line(3, f"collector {status.instance}", sample))
+    points = _chart_points(db, lines, since, until)
+    charts: list[list[Series]] = [[], [], [], []]
+    for (chart, label), found in sorted(points.items()):
+        if chart == 0:  # counters: drawn as their increase per second
+            shown = rate(found)
+        elif chart == 2:
+            shown = [(at, max(0.0, age)) for at, age in found]
+        else:
+            shown = found
+        charts[chart].append(Series(label, shown))
     return [
-        _chart("Rows per second of this table", rows, "rows/s"),
-        _chart(f"Messages to read on {status.topic} (lag)", lags, "messages"),
-        _chart("Age of the last applied change", freshness, "s"),
-        _chart(f"Collector delay of {status.instance}", delay, "s"),
+        _chart("Rows per second of this table", charts[0], "rows/s"),
+        _chart(f"Messages to read on {status.topic} (lag)", charts[1], "messages"),
+        _chart("Age of the last applied change", charts[2], "s"),
+        _chart(f"Collector delay of {status.instance}", charts[3], "s"),
     ]
 
 
@@ -256,69 +257,94 @@ def _chart(title: str, series: Sequence[Series], unit: str) -> dict[str, Any]:
     return {"title": title, "svg": render_svg(shown, unit=unit), "labels": [s.label for s in shown]}
 
 
-def _label(labels: str | dict[str, str], key: str) -> str:
-    if isinstance(labels, dict):
-        return labels.get(key, "?")
-    for part in labels.split(","):
-        k, _, v = part.partition("=")
-        if k == key:
-            return v
-    return "?"
+@dataclass(frozen=True)
+class _Line:
+    """One stored series drawn on a chart's line; the series of one line (a topic's
+    partitions) are added up per scrape.
+
+    ``age``: the series is a unix time (a last applied change): drawn as its age at each
+    scrape, ``at − value``.
+    """
+
+    chart: int
+    label: str
+    sample: Sample
+    age: bool = False
 
 
-def _gauge_series(
-    db: Session, name: str, since: float
-) -> list[tuple[str, list[tuple[float, float]]]]:
-    """Every series of ``name`` (few: one per process or target), by labels."""
-    grouped: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for labels, at, value in db.execute(
-        select(MetricSample.labels, MetricSample.at, MetricSample.value)
-        .where(MetricSample.name == name, MetricSample.at >= since)
-        .order_by(MetricSample.at)
-    ):
-        grouped[labels].append((at, value))
-    return sorted(grouped.items())
+def _reported(metrics: Metrics, name: str, **match: str) -> list[Sample]:
+    """The series of ``name`` whose labels include ``match``, as the components report them
+    now (one per label set)."""
+    by_labels = {_stored_labels(s.labels): s for _, s in metrics.find(name, **match)}
+    return [sample for _, sample in sorted(by_labels.items())]
 
 
-def _summed_by_endpoint(
-    db: Session, names: Iterable[str], since: float
-) -> list[tuple[str, list[tuple[float, float]]]]:
-    """Each metric summed over its series per scraped endpoint and scrape (the database
-    adds up; a component's partitions make many series)."""
-    grouped: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for target, at, total in db.execute(
-        select(MetricSample.target, MetricSample.at, func.sum(MetricSample.value))
-        .where(MetricSample.name.in_(list(names)), MetricSample.at >= since)
-        .group_by(MetricSample.target, MetricSample.at)
-        .order_by(MetricSample.at)
-    ):
-        grouped[target].append((at, float(total)))
-    return sorted(grouped.items())
-
-
-def _exact_series(
-    db: Session, metrics: Metrics, name: str, since: float, **match: str
-) -> list[tuple[Any, list[tuple[float, float]]]]:
-    """The stored samples of the series of ``name`` whose labels include ``match``, as the
-    components report them now; read by exact labels."""
-    samples = [s for _, s in metrics.find(name, **match)]
-    if not samples:
-        return []
-    by_labels = {",".join(f"{k}={v}" for k, v in sorted(s.labels.items())): s for s in samples}
-    ordered = sorted(by_labels.items())
-    # One statement, a branch per series by equality: SQLite reads each series' own range of
-    # the (name, labels, at) index (an IN list may make it scan every series of the metric).
-    query = union_all(
-        *(
-            select(literal(n).label("series"), MetricSample.at, MetricSample.value).where(
-                MetricSample.name == name,
-                MetricSample.labels == labels,
-                MetricSample.at >= since,
+@functools.lru_cache(maxsize=64)
+def _chart_statement(ages: tuple[bool, ...]) -> Select[int, float, float]:
+    """``_chart_points``' statement for series of these kinds (``_Line.age``), its values
+    bound at execution: built once per shape, not per request (building 15 branches'
+    expressions cost more than running them)."""
+    branches = []
+    for n, age in enumerate(ages):
+        value = MetricSample.at - MetricSample.value if age else MetricSample.value
+        branches.append(
+            select(
+                bindparam(f"line{n}", type_=Integer).label("line"),
+                MetricSample.at,
+                value.label("value"),
+            ).where(
+                MetricSample.name == bindparam(f"name{n}", type_=String),
+                MetricSample.labels == bindparam(f"labels{n}", type_=String),
+                MetricSample.at >= bindparam("since", type_=Float),
+                MetricSample.at <= bindparam("until", type_=Float),
             )
-            for n, (labels, _) in enumerate(ordered)
         )
+    samples = union_all(*branches).subquery()
+    per_scrape = (
+        select(samples.c.line, samples.c.at, func.sum(samples.c.value).label("value"))
+        .group_by(samples.c.line, samples.c.at)
+        .subquery()
     )
-    points: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    for series, at, value in db.execute(query):
-        points[int(series)].append((float(at), float(value)))
-    return [(sample, sorted(points[n])) for n, (_, sample) in enumerate(ordered) if points.get(n)]
+    # A point's index in the window; the cast truncates (SQLite) or rounds (PostgreSQL,
+    # MariaDB): either way points a step apart.
+    since, step = bindparam("since", type_=Float), bindparam("step", type_=Float)
+    bucket = cast((per_scrape.c.at - since) / step, Integer)
+    # A point: its last scrape's time and the largest value of its span: a gauge's spike
+    # stays visible, and a counter's largest is its last (it only grows; a restart inside a
+    # span skips that span's rate, as ``rate`` skips a reset).
+    return select(
+        per_scrape.c.line, func.max(per_scrape.c.at), func.max(per_scrape.c.value)
+    ).group_by(per_scrape.c.line, bucket)
+
+
+def _stored_labels(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))  # as the scraper stores them
+
+
+def _chart_points(
+    db: Session, lines: Sequence[_Line], since: float, until: float
+) -> dict[tuple[int, str], list[tuple[float, float]]]:
+    """Each (chart, label)'s points between ``since`` and ``until``, aggregated by the
+    database: its series added up per scrape, then one point per ``CHART_POINTS``-th of the
+    window (its last scrape's time, the largest value of its span), time ascending.
+
+    One statement for the whole page: a branch per series by equality, so SQLite reads each
+    series' own range of the (name, labels, at, value) index (an IN list may make it scan every
+    series of the metric), and the page receives ~``CHART_POINTS`` rows per line instead of
+    every sample (3,500 rows a page were its time with 240 scrapes an hour; issue 22, item 8).
+    """
+    if not lines:
+        return {}
+    ids: dict[tuple[int, str], int] = {}
+    params: dict[str, Any] = {"since": since, "until": until}
+    params["step"] = max((until - since) / CHART_POINTS, 1e-9)
+    for n, line in enumerate(lines):
+        params[f"line{n}"] = ids.setdefault((line.chart, line.label), len(ids))
+        params[f"name{n}"] = line.sample.name
+        params[f"labels{n}"] = _stored_labels(line.sample.labels)
+    query = _chart_statement(tuple(line.age for line in lines))
+    labels = {line_id: key for key, line_id in ids.items()}
+    points: dict[tuple[int, str], list[tuple[float, float]]] = defaultdict(list)
+    for line_id, at, value in db.execute(query, params).all():
+        points[labels[int(line_id)]].append((float(at), float(value)))
+    return {key: sorted(found) for key, found in points.items()}

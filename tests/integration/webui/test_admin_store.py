@@ -1,5 +1,6 @@
-"""The admin database on PostgreSQL or MariaDB instead of SQLite: the same migrations and the
-same API, in a schema/database of its own (dropped afterwards)."""
+"""The admin database on PostgreSQL or MariaDB instead of SQLite: the same migrations, the
+same API and the same chart aggregation, in a schema/database of its own (dropped
+afterwards)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tests.unit.webui.harness import (
     ADMIN_PASSWORD,
     MYSQL_PASSWORD,
     ORDERS_SCHEMA,
+    check_chart_points,
     instance_body,
     login,
     mirror_body,
@@ -65,6 +67,7 @@ def _exercise(url: str, home: Path) -> None:
             ("create", "instance"),
         ]
         assert audit[1]["after"]["redis_columns"] == ["id", "amount"]
+    check_chart_points(app.state.ctx.sessions)  # the status page's charts, in this database
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:

@@ -14,6 +14,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
+from sqlalchemy.orm import Session
 
 from cdc_platform.config import PostgresSettings, Settings, StackSettings, WebUISettings
 from cdc_platform.config_store import ConfigSnapshot
@@ -159,3 +160,66 @@ def mirror_body(**overrides: object) -> dict[str, object]:
     }
     body.update(overrides)
     return body
+
+
+def check_chart_points(sessions: Callable[[], Session]) -> None:
+    """A mirror's chart points as the admin database aggregates them (``_chart_points``),
+    the same on SQLite, PostgreSQL and MariaDB: series of a line added up per scrape, one
+    point per step with its last scrape's time and its span's largest value, only the series
+    reported now, only the window."""
+    from webui.models import MetricSample
+    from webui.status import Sample
+    from webui.status_pages import CHART_POINTS, _chart_points, _Line
+
+    step = 10.0
+    since, until = 10.0, 10.0 + CHART_POINTS * step
+    # Two scrapes per step, early in it: a step's index truncated (SQLite) or rounded
+    # (PostgreSQL, MariaDB) is the same.
+    scrapes = (11.0, 14.0, 21.0, 24.0, 31.0, 34.0)
+    lag, rows, applied = (
+        "cdc_mirror_consumer_lag",
+        "cdc_mirror_rows_total",
+        "cdc_mirror_last_applied_timestamp_seconds",
+    )
+    stored = {
+        (lag, "partition=0,target=redis,topic=t"): (1, 5, 2, 0, 3, 3),
+        (lag, "partition=1,target=redis,topic=t"): (10, 10, 20, 30, 1, 1),
+        (lag, "partition=5,target=redis,topic=t"): (900,) * 6,  # no longer reported
+        (lag, "partition=0,target=redis,topic=other"): (700,) * 6,  # another topic
+        ("cdc_stream_writer_lag_messages", "partition=0,topic=t,writer=all"): (7, 3, 0, 0, 4, 9),
+        # A counter whose process restarted in the third step.
+        (rows, "table=orders,target=redis"): (100, 150, 200, 300, 5, 55),
+        (applied, "table=orders,target=redis"): (9, 12, 12, 22, 29, 32),
+    }
+    with sessions() as db, db.begin():
+        for (name, labels), values in stored.items():
+            db.add_all(
+                MetricSample(at=at, target="m", name=name, labels=labels, value=value)
+                for at, value in zip(scrapes, values, strict=True)
+            )
+            # Outside the window: before it and after it.
+            db.add(MetricSample(at=since - 1, target="m", name=name, labels=labels, value=5000))
+            db.add(MetricSample(at=until + 1, target="m", name=name, labels=labels, value=5000))
+
+    def line(chart: int, label: str, name: str, age: bool = False, **labels: str) -> _Line:
+        return _Line(chart, label, Sample(name, labels, 0.0), age)
+
+    lines = [
+        line(0, "redis", rows, table="orders", target="redis"),
+        line(1, "mirror redis", lag, partition="0", target="redis", topic="t"),
+        line(1, "mirror redis", lag, partition="1", target="redis", topic="t"),
+        line(1, "stream writer", "cdc_stream_writer_lag_messages", partition="0", topic="t", writer="all"),
+        line(2, "redis", applied, age=True, table="orders", target="redis"),
+        # Reported now, nothing stored yet: no line.
+        line(1, "mirror redis", lag, partition="2", target="redis", topic="t"),
+    ]  # fmt: skip
+    with sessions() as db:
+        found = _chart_points(db, lines, since, until)
+    assert found == {
+        (0, "redis"): [(14.0, 150.0), (24.0, 300.0), (34.0, 55.0)],
+        (1, "mirror redis"): [(14.0, 15.0), (24.0, 30.0), (34.0, 4.0)],
+        (1, "stream writer"): [(14.0, 7.0), (24.0, 0.0), (34.0, 9.0)],
+        (2, "redis"): [(14.0, 2.0), (24.0, 9.0), (34.0, 2.0)],
+    }
+    with sessions() as db:
+        assert _chart_points(db, [], since, until) == {}

@@ -14,7 +14,14 @@ from prometheus_client import generate_latest, start_http_server
 from collector.metrics import CollectorMetrics
 from mirror.metrics import MirrorMetrics
 from stream_writer.metrics import WriterMetrics
-from tests.unit.webui.harness import ADMIN_PASSWORD, instance_body, login, make_app, mirror_body
+from tests.unit.webui.harness import (
+    ADMIN_PASSWORD,
+    check_chart_points,
+    instance_body,
+    login,
+    make_app,
+    mirror_body,
+)
 from webui.models import TableMirrorRow
 from webui.status import (
     DayState,
@@ -28,7 +35,6 @@ from webui.status import (
     TopicOffsets,
     overall,
     rate,
-    sum_by_time,
     table_status,
     topic_lag,
     yesterday_verdict,
@@ -176,7 +182,6 @@ def test_charts_show_rates_and_sums_not_counters() -> None:
         (20, 20.0),
         (40, 10.0),
     ]
-    assert sum_by_time([[(1, 2), (2, 3)], [(1, 5)]]) == [(1, 7.0), (2, 3.0)]
 
 
 def test_overall_counts() -> None:
@@ -350,41 +355,59 @@ def test_a_mirrors_initial_load_shows_with_its_progress(tmp_path: Path) -> None:
         assert status["initial_load"]["run_id"] == "newest-run"
 
 
-def test_a_mirrors_charts_read_each_series_it_reports(tmp_path: Path) -> None:
+def test_a_mirrors_charts_are_aggregated_by_the_admin_database(tmp_path: Path) -> None:
     from webui.db import make_engine, migrate, session_factory
-    from webui.models import MetricSample
-    from webui.status import Sample
-    from webui.status_pages import _exact_series
 
     engine = make_engine(f"sqlite:///{tmp_path / 'admin.sqlite'}")
     migrate(engine)
-    name = "cdc_mirror_consumer_lag"
-    with session_factory(engine).begin() as db:
-        for labels, base in (
-            ("partition=0,target=redis,topic=t", 0),
-            ("partition=1,target=redis,topic=t", 100),
-        ):
+    try:
+        check_chart_points(session_factory(engine))
+    finally:
+        engine.dispose()
+
+
+def test_a_mirrors_charts_show_rates_ages_and_summed_lags(tmp_path: Path) -> None:
+    """The page's charts from the points: a counter as its rate, a last applied time as its age
+    (never below 0), a topic's partitions as one line per consumer."""
+    from webui.db import make_engine, migrate, session_factory
+    from webui.models import MetricSample
+    from webui.status_pages import CHART_POINTS, _table_charts
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'admin.sqlite'}")
+    migrate(engine)
+    collector, writer, redis = _healthy_registries()
+    writer.lag.labels("orders", TOPIC, "1").set(0)
+    redis.lag.labels("redis", TOPIC, "0").set(0)
+    redis.rows.labels("redis", "shop_orders").inc(0)
+    metrics = _metrics(collector.registry, writer.registry, redis.registry)
+    since = NOW - CHART_POINTS * 30.0
+    for n in range(6):
+        at = since + 30.0 * n + 1
+        samples = [
+            ("cdc_mirror_rows_total", "table=shop_orders,target=redis", 60.0 * n),
+            ("cdc_mirror_last_applied_timestamp_seconds", "table=shop_orders,target=redis",
+             at - 5 if n < 5 else at + 5),  # a clock ahead of the admin's: age 0
+            ("cdc_stream_writer_lag_messages", f"partition=0,topic={TOPIC},writer=orders", 2.0),
+            ("cdc_stream_writer_lag_messages", f"partition=1,topic={TOPIC},writer=orders", 3.0),
+            ("cdc_collector_delay_seconds", "instance=orders", 1.5),
+        ]  # fmt: skip
+        with session_factory(engine).begin() as db:
             db.add_all(
-                MetricSample(at=at, target="m", name=name, labels=labels, value=base + at)
-                for at in (20.0, 10.0, 5.0)
+                MetricSample(at=at, target="all", name=name, labels=labels, value=value)
+                for name, labels, value in samples
             )
-        db.add(
-            MetricSample(
-                at=10.0,
-                target="m",
-                name=name,
-                labels="partition=0,target=redis,topic=other",
-                value=7,
-            )
-        )
-    reported = Metrics([Scrape("m", "u", True, tuple(
-        Sample(name, {"partition": p, "target": "redis", "topic": topic}, 0.0)
-        for p, topic in (("0", "t"), ("1", "t"), ("0", "other"), ("2", "t"))
-    ))])  # fmt: skip
+    status = _status(metrics)
     with session_factory(engine)() as db:
-        found = _exact_series(db, reported, name, since=10.0, topic="t")
-    assert [(s.labels["partition"], points) for s, points in found] == [
-        ("0", [(10.0, 10.0), (20.0, 20.0)]),
-        ("1", [(10.0, 110.0), (20.0, 120.0)]),
-    ]
+        charts = _table_charts(db, metrics, status, since, NOW)
     engine.dispose()
+    assert [(c["title"], c["labels"]) for c in charts] == [
+        ("Rows per second of this table", ["redis"]),
+        (f"Messages to read on {TOPIC} (lag)", ["stream writer"]),
+        ("Age of the last applied change", ["redis"]),
+        ("Collector delay of orders", ["collector orders"]),
+    ]
+    rows_svg, lag_svg, age_svg, _ = (c["svg"] for c in charts)
+    # The axes' largest values: 2 rows/s (60 per 30 s), 5 messages (2 + 3), a 5 s age.
+    assert ">2</text>" in rows_svg and ">300</text>" not in rows_svg
+    assert ">5</text>" in lag_svg
+    assert ">5</text>" in age_svg and ">0</text>" in age_svg
