@@ -54,7 +54,6 @@ from merge import records
 from merge.archive import ArchiveDecision, ArchiveOverride, decide, time_column
 from merge.check import CheckResult, check_days, compare, counts_at_cut
 from merge.hours import (
-    HOUR_MS,
     Hour,
     HourRule,
     day_hours,
@@ -126,6 +125,12 @@ class MergeResult:
     raw_rows: int | None = None
     from_hour: int | None = None
     day_closed: bool = False  # the day's tag was set too (the day's last hour)
+    # The raw table's snapshot the merge read (an hour: pinned; a day: read before the rows),
+    # so the next hour can tell which raw rows arrived after it (late rows).
+    raw_snapshot_id: int | None = None
+    # An hour whose changes were taken from earlier than its own window, because rows of
+    # hours merged before it arrived since (late rows): the hour the changes start in.
+    late_from: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -135,6 +140,8 @@ class MergeResult:
             "rawRows": self.raw_rows,
             "fromHour": self.from_hour,
             "dayClosed": self.day_closed,
+            "rawSnapshotId": self.raw_snapshot_id,
+            "lateFrom": self.late_from,
             "snapshotId": self.snapshot_id,
             "rows": self.rows,
             "changes": self.changes,
@@ -340,16 +347,7 @@ class Merger:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     # -- one merge --------------------------------------------------------------------------
-    def _merge(
-        self,
-        request: MergeRequest,
-        allow_remerge: bool,
-        whole_day: bool = False,
-        ready_checked: bool = False,
-    ) -> MergeResult:
-        """``whole_day``: the day's changes in one MERGE over ``dt−1`` even for a table with
-        hourly snapshots (late rows of its hours: ``_close_day``); ``ready_checked``: the
-        day's readiness was established by its last hour."""
+    def _merge(self, request: MergeRequest, allow_remerge: bool) -> MergeResult:
         started = time.monotonic()
         mirror = self.config.table(request.table)
         if "hive" not in mirror.targets:
@@ -360,7 +358,7 @@ class Merger:
                 f"table mirror {mirror.name!r} has daily snapshots; set its snapshots: hourly "
                 "to merge single hours."
             )
-        if mirror.snapshots == "hourly" and not whole_day:
+        if mirror.snapshots == "hourly":
             return self._merge_hours(request, mirror, allow_remerge)
         dt = request.dt.isoformat()
         wait_s = (
@@ -375,7 +373,7 @@ class Merger:
                 mirror.name,
                 dt,
             )
-        elif not ready_checked:
+        else:
             wait_ready(
                 self.writer_progress,
                 self.writer,
@@ -386,7 +384,9 @@ class Merger:
         self._ensure_database()
         remerged = self._remerge_late_day(request, mirror) if allow_remerge else []
         late_seen = late_rows(self.writer_progress(), dt, mirror.name)
-
+        # Before the rows: a row committed in between is merged now and may be taken again
+        # by the next hour as late (applying a change twice changes nothing), never missed.
+        raw_snapshot = self._raw_snapshot(mirror.name)
         raw = self._load_raw(mirror.name, dt)
         summary, decision, plan, published = self._apply(
             mirror, request, raw, lambda state: self._base_snapshot(mirror.name, request.dt, state)
@@ -408,6 +408,7 @@ class Merger:
             files=published.files,
             mode=published.mode,
             readiness="skipped by operator" if request.skip_readiness else "ready",
+            raw_snapshot_id=raw_snapshot,
         )
         records.write_json(records.merge_record_path(self.lake, mirror.name, dt), result.to_json())
         log.info(
@@ -521,8 +522,9 @@ class Merger:
     def _merge_hour(
         self, hour: Hour, request: MergeRequest, mirror: TableMirror, allow_remerge: bool
     ) -> MergeResult:
-        """One hour: its changes (rows of ``dt`` whose executeTime lies in the hour) merged
-        over the hour before's tag and tagged ``hr-…``; the day's tag at its last hour."""
+        """One hour: its changes (rows of ``dt`` whose executeTime lies in the hour, and the
+        rows that arrived late for hours merged before it) merged over the hour before's tag
+        and tagged ``hr-…``; the day's tag at its last hour."""
         started = time.monotonic()
         request = MergeRequest(
             request.table,
@@ -557,12 +559,23 @@ class Merger:
         remerged = (
             self._remerge_late_day(request, mirror) if allow_remerge and hour.index == 0 else []
         )
-        # From the newest merged hour of the day before this one (or midnight) to its end.
-        _, start = self._hour_base(mirror.name, hour, self.store.state(mirror.name))
+        # Read before the raw snapshot is pinned (the writer commits its progress after the
+        # rows): the late rows it counts for the day are all in that snapshot.
+        late_seen = late_rows(self.writer_progress(), hour.day.isoformat(), mirror.name)
+        # From the newest merged hour of the day before this one (or midnight) to its end, as
+        # the raw table holds it now; from earlier when rows arrived late for hours merged
+        # before (``_late_since``).
+        _, start, base_record = self._hour_base(mirror.name, hour, self.store.state(mirror.name))
         end = hour.end_ms(self.zone)
-        raw = self._raw(
+        raw_snapshot = self._raw_snapshot(mirror.name)
+        late_since = self._late_since(mirror.name, hour, start, base_record, raw_snapshot)
+        begin = start if late_since is None else min(start, late_since)
+        first_day = hour_of(begin, self.zone).day.isoformat()
+        raw = self._raw_at(
             mirror.name,
-            f"dt = '{hour.day.isoformat()}' AND executeTime >= {start} AND executeTime < {end}",
+            raw_snapshot,
+            f"dt >= '{first_day}' AND dt <= '{hour.day.isoformat()}' "
+            f"AND executeTime >= {begin} AND executeTime < {end}",
         )
         raw_count = raw.count()
         summary, decision, plan, published = self._apply(
@@ -582,7 +595,7 @@ class Merger:
             archive=decision,
             schema=plan,
             seconds=time.monotonic() - started,
-            late_rows_seen=0,
+            late_rows_seen=late_seen,
             remerged=remerged,
             files_kept=published.files_kept,
             files=published.files,
@@ -591,16 +604,19 @@ class Merger:
             hour=hour.index,
             raw_rows=raw_count,
             from_hour=hour_of(start, self.zone).index,
+            raw_snapshot_id=raw_snapshot,
+            late_from=None if begin == start else hour_of(begin, self.zone).label,
         )
         path = records.merge_record_path(self.lake, mirror.name, hour.label)
         records.write_json(path, result.to_json())
         log.info(
-            "merged %s %s: %d changes → %d rows in %.1f s",
+            "merged %s %s: %d changes → %d rows in %.1f s%s",
             mirror.name,
             hour.label,
             summary.count,
             published.rows,
             result.seconds,
+            f" (late rows: changes from {result.late_from} on)" if result.late_from else "",
         )
         if published.mode == "empty":  # no snapshot yet: nothing to check or tag
             return result
@@ -608,62 +624,19 @@ class Merger:
             result.check = self.check(mirror, hour.day, hour)
             records.write_json(path, result.to_json())
         if hour.is_last(self.zone) and not request.skip_readiness:
-            return self._close_day(request, mirror, result)
+            return self._close_day(mirror, result)
         return result
 
-    def _close_day(
-        self, request: MergeRequest, mirror: TableMirror, last: MergeResult
-    ) -> MergeResult:
-        """The day's tag after its last hour: that hour's snapshot when every hour still has
-        the raw rows it was merged with (the snapshot at the day cut); otherwise rows arrived
-        late for an hour, and the day is merged as a whole over ``dt−1`` instead."""
+    def _close_day(self, mirror: TableMirror, last: MergeResult) -> MergeResult:
+        """The day's tag after its last hour: that hour's snapshot, the day cut. It holds every
+        change of the day the lake had committed by then, late rows of earlier hours included
+        (``_late_since``); rows late for the day after this are the writer's late rows, which
+        merge the day's last hour again before the next day builds on it
+        (``_remerge_late_day``)."""
         day = last.dt
-        hour_of_day = F.floor((F.col("executeTime") - midnight_ms(day, self.zone)) / HOUR_MS)
-        counted = {
-            int(row["hour"]): int(row["count"])
-            for row in self._raw(mirror.name, f"dt = '{day.isoformat()}'")
-            .groupBy(hour_of_day.alias("hour"))
-            .count()
-            .collect()
-        }
-        late = []
-        covered: set[int] = set()
-        for hour in reversed(day_hours(day, self.zone)):
-            if hour.index in covered:
-                continue  # merged together with a later hour
-            seen = records.read_json(records.merge_record_path(self.lake, mirror.name, hour.label))
-            if seen is None:
-                # Never merged (before the table's first snapshot, or a day merged whole).
-                if counted.get(hour.index, 0):
-                    late.append(hour.label)
-                continue
-            first = int(seen.get("fromHour") or 0)
-            window = range(first, hour.index + 1)
-            covered.update(window)
-            if sum(counted.get(i, 0) for i in window) > int(seen.get("rawRows") or 0):
-                late.append(hour.label)
-        if late:
-            log.warning(
-                "%s: rows arrived late for %s after they were merged; merging %s as a whole",
-                mirror.name,
-                ", ".join(late[:5]),
-                day,
-            )
-            whole = self._merge(
-                MergeRequest(mirror.name, day, request.override, 0),
-                allow_remerge=False,
-                whole_day=True,
-                ready_checked=True,
-            )
-            whole.day_closed = True
-            records.write_json(
-                records.merge_record_path(self.lake, mirror.name, day.isoformat()), whole.to_json()
-            )
-            return whole
         label = Hour(day, last.hour or 0).label
         self.store.tag_day(mirror.name, day, last.snapshot_id)
         last.day_closed = True
-        last.late_rows_seen = late_rows(self.writer_progress(), day.isoformat(), mirror.name)
         document = {
             **last.to_json(),
             "location": f"{self.store.name(mirror.name)} VERSION AS OF '{day_tag(day)}'",
@@ -711,30 +684,90 @@ class Merger:
             set(progress.state.get("readyDays", [])),
         )
 
-    def _hour_base(self, table: str, hour: Hour, state: TableState) -> tuple[int | None, int]:
-        """The snapshot an hour's changes apply to and where its changes start: the newest
-        hour tag of the day before ``hour`` (hours between without a tag of their own are
-        merged with it), else the day before's tag (or its last hour's) from midnight; None
-        from midnight when nothing before it was merged (the day's changes so far form the
-        first snapshot). A missing day before is refused: its tag would never be set."""
+    def _hour_base(
+        self, table: str, hour: Hour, state: TableState
+    ) -> tuple[int | None, int, str | None]:
+        """The snapshot an hour's changes apply to, where its changes start, and the label of
+        the merge record of that snapshot (None: none): the newest hour tag of the day before
+        ``hour`` (hours between without a tag of their own are merged with it), else the day
+        before's tag (or its last hour's) from midnight; None from midnight when nothing before
+        it was merged (the day's changes so far form the first snapshot). A missing day before
+        is refused: its tag would never be set."""
         midnight = midnight_ms(hour.day, self.zone)
         earlier = [h for h in state.hours if h.day == hour.day and h < hour]
         if earlier:
             newest = max(earlier)
-            return state.hours[newest], newest.end_ms(self.zone)
+            return state.hours[newest], newest.end_ms(self.zone), newest.label
         before = hour.day - timedelta(days=1)
         last = Hour(before, hours_in_day(before, self.zone) - 1)
         if before in state.days:
-            return state.days[before], midnight
+            return state.days[before], midnight, before.isoformat()
         if last in state.hours:
-            return state.hours[last], midnight
+            return state.hours[last], midnight, last.label
         if any(day < hour.day for day in state.days) or any(h < hour for h in state.hours):
             raise MergeError(
                 f"the snapshot of {table} for {before} is missing; merge its last hour "
                 f"({last.label}) first, or the changes of the missing hours would be lost."
             )
         log.info("%s has no snapshot before %s: its changes form the first one", table, hour.label)
-        return None, midnight
+        return None, midnight, None
+
+    def _late_since(
+        self, table: str, hour: Hour, start: int, base_record: str | None, raw_snapshot: int | None
+    ) -> int | None:
+        """The earliest ``executeTime`` among the raw rows before ``start`` that the merge of
+        the hour's base did not see (committed after its raw snapshot: late rows, of any hour
+        or day), or None when there are none.
+
+        Those rows are read from the raw commits since (Iceberg's incremental read of the
+        appends between two snapshots: cost of the commits since, not of the day). The hour
+        then takes every change from that instant on, not only the late rows: a late change
+        older than one merged before (a DELETE of its key) must not win over it, and the
+        latest change per key over the whole span decides that. When the base's raw snapshot
+        is unknown (a record written before merges recorded it) or gone (expired by
+        ``cdc-mirror maintain``), the day is taken from midnight: applying a change twice
+        changes nothing."""
+        if base_record is None or raw_snapshot is None:
+            return None  # nothing merged before: the hour starts at midnight anyway
+        midnight = midnight_ms(hour.day, self.zone)
+        record = records.read_json(records.merge_record_path(self.lake, table, base_record))
+        seen = None if record is None else record.get("rawSnapshotId")
+        if seen is None:
+            log.warning(
+                "%s: the merge of %s did not record the raw snapshot it read; %s takes the "
+                "day's changes from midnight",
+                table,
+                base_record,
+                hour.label,
+            )
+            return midnight
+        if int(seen) == raw_snapshot:
+            return None
+        from py4j.protocol import Py4JError  # noqa: PLC0415
+        from pyspark.errors import PySparkException  # noqa: PLC0415
+
+        try:
+            found = (
+                self.spark.read.format("iceberg")
+                .option("start-snapshot-id", str(int(seen)))
+                .option("end-snapshot-id", str(raw_snapshot))
+                .load(self._raw_identifier(table))
+                .where(F.col("executeTime") < start)
+                .agg(F.min("executeTime").alias("since"))
+                .first()
+            )
+        except (PySparkException, Py4JError) as exc:
+            log.warning(
+                "%s: the raw commits since the merge of %s cannot be read (%s); %s takes the "
+                "day's changes from midnight",
+                table,
+                base_record,
+                _spark_sentence(exc),
+                hour.label,
+            )
+            return midnight
+        since = None if found is None else found["since"]
+        return None if since is None else int(since)
 
     @staticmethod
     def _newest_hour(hour: Hour, state: TableState) -> bool:
@@ -822,6 +855,29 @@ class Merger:
         """Rows of the raw Iceberg table matching ``where`` (none, when the writer has not
         created the table): only committed rows, whatever the storage."""
         return raw_rows(self.raw_lake, self.settings.stream_writer.database, table, where)
+
+    def _raw_identifier(self, table: str) -> str:
+        """``catalog.database.table`` of the raw table, unquoted (Iceberg's reader options)."""
+        return f"{self.settings.lake.catalog}.{self.settings.stream_writer.database}.{table}"
+
+    def _raw_snapshot(self, table: str) -> int | None:
+        """The raw table's current snapshot (None: no table, or no commit yet)."""
+        raw_db = self.settings.stream_writer.database
+        if table not in self.raw_lake.table_names(raw_db):
+            return None
+        jvm: Any = self.spark.sparkContext._jvm
+        java = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            self.spark._jsparkSession, self._raw_identifier(table)
+        )
+        current = java.currentSnapshot()
+        return None if current is None else int(current.snapshotId())
+
+    def _raw_at(self, table: str, snapshot: int | None, where: str) -> DataFrame:
+        """Rows of the raw table matching ``where`` as of its ``snapshot`` (None: as now)."""
+        if snapshot is None:
+            return self._raw(table, where)
+        name = self.raw_lake.name(self.settings.stream_writer.database, table)
+        return self.spark.sql(f"SELECT * FROM {name} VERSION AS OF {snapshot}").where(where)  # noqa: S608 - quoted names
 
     def _load_raw(self, table: str, dt: str) -> DataFrame:
         """``dt`` of the raw table (partition pruning on ``dt``)."""

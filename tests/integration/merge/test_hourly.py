@@ -4,9 +4,14 @@ writer's Iceberg table, Spark with the lake's Iceberg catalog (the module's one 
 Two days of a table mirror with ``snapshots: hourly``: each hour merged once the writer's
 committed watermark has passed it, each hour's tag equal to MySQL at the hour's end, hours
 without a tag of their own merged with the next one, the day's tag equal to its last hour
-(the day cut), an hour not ready refused, the hours ``merge --ready-hours`` takes, rows that arrive late for a merged hour making the
-day merge whole (its tag still the day cut), and ``cdc-mirror maintain`` dropping the hour
+(the day cut), an hour not ready refused, the hours ``merge --ready-hours`` takes, rows that
+arrive late for a merged hour reaching the tags of the hours merged after they arrived (and
+never undoing a newer change merged before them), a row late for a closed day merging its
+last hour again before the next day starts, and ``cdc-mirror maintain`` dropping the hour
 tags past ``retention.hourly_days`` while keeping the day tags.
+
+The scenario runs here on local disk and in ``test_merge_remote.py`` on S3 (and HDFS with
+``CDC_TEST_HDFS=1``), in that module's Spark session.
 """
 
 from __future__ import annotations
@@ -60,8 +65,15 @@ def hour_rows(spark: Any, shop: Shop, merger: Merger, day: date, hour: int) -> d
 
 
 def test_hourly_snapshots_equal_mysql_at_each_hour_and_the_day_cut(spark: Any, shop: Shop) -> None:
+    hourly_snapshots_scenario(spark, shop)
+
+
+def hourly_snapshots_scenario(spark: Any, shop: Shop, storage_only: bool = False) -> None:
+    """``storage_only``: leave out the parts whose outcome does not depend on the storage,
+    the check per hour (MySQL's counts) and the retention of hour tags (tested here on local
+    disk; maintenance itself on every storage in ``test_maintenance.py``)."""
     mirror = shop.mirror(snapshots="hourly", retention=TableRetention(hourly_days=1))
-    settings = shop.merge_settings([mirror])
+    settings = shop.merge_settings([mirror], check=not storage_only)
     merger = Merger(settings, spark)
     placed = {shop.insert(n % 3, history_times(DAY1, shop.rng)): n % 3 for n in range(6)}
     shop.messages.clear()  # history before the stream: only the MOCK replay carries it
@@ -93,7 +105,8 @@ def test_hourly_snapshots_equal_mysql_at_each_hour_and_the_day_cut(spark: Any, s
     hour0 = merger.merge(MergeRequest(shop.table, DAY1, hour=0))
     assert merger.ready_hours(shop.table) == [Hour(DAY1, 1)]
     assert hour0.mode == "first"
-    assert hour0.check is not None and hour0.check.ok, hour0.check.to_json()
+    if not storage_only:
+        assert hour0.check is not None and hour0.check.ok, hour0.check.to_json()
     with pytest.raises(NotReadyError, match="end of hour 2026-11-20T02"):
         merger.merge(MergeRequest(shop.table, DAY1, hour=2, wait_ready_s=0))
     hour1 = merger.merge(MergeRequest(shop.table, DAY1, hour=1))
@@ -124,8 +137,7 @@ def test_hourly_snapshots_equal_mysql_at_each_hour_and_the_day_cut(spark: Any, s
         (str(DAY1), "23"): len(expected[(DAY1, 23)]),
     }
 
-    # DAY2: hours 00 and 01 on top of DAY1's tag; then a change of 01:50 reaches the lake
-    # after hour 01 was merged (late): the day is merged whole at its end.
+    # DAY2: hours 00 and 01 on top of DAY1's tag.
     clock_to(shop, at(DAY2, 0, 30))
     shop.update(placed[renamed], renamed)
     expected[(DAY2, 0)] = shop.mysql_rows()
@@ -135,24 +147,68 @@ def test_hourly_snapshots_equal_mysql_at_each_hour_and_the_day_cut(spark: Any, s
     shop.write_raw(spark, DAY2, ready=False)
     watermark(shop, at(DAY2, 2) + BUDGET_S)
     assert merger.merge(MergeRequest(shop.table, DAY2, hour=0)).mode == "merge"
-    late_hour = merger.merge(MergeRequest(shop.table, DAY2, hour=1))
+    hour1 = merger.merge(MergeRequest(shop.table, DAY2, hour=1))
+    assert hour1.late_from is None
+
+    # Changes of 01:50 and 01:55 reach the lake after hour 01 was merged (late): the first
+    # with hour 02's rows, the second only after hour 02 was merged too; the key the second
+    # one updates is deleted at 02:20, in time for hour 02. A late row is in the tag of every
+    # hour merged after it arrived, and never undoes a newer change merged before it.
+    late_one, late_two = sorted(placed)[2:4]
     clock_to(shop, at(DAY2, 1, 50))
-    second = sorted(placed)[2]
-    shop.update(placed[second], second)
-    expected[(DAY2, 23)] = shop.mysql_rows()
+    shop.update(placed[late_one], late_one)
+    clock_to(shop, at(DAY2, 1, 55))
+    shop.update(placed[late_two], late_two)
+    held_back = shop.messages.pop()
+    clock_to(shop, at(DAY2, 2, 20))
+    shop.delete(placed.pop(late_two), late_two)
+    expected[(DAY2, 2)] = shop.mysql_rows()
+    shop.write_raw(spark, DAY2, ready=False)
+    watermark(shop, at(DAY2, 3) + BUDGET_S)
+    hour2 = merger.merge(MergeRequest(shop.table, DAY2, hour=2))
+    assert (hour2.from_hour, hour2.late_from) == (2, "2026-11-21T01")
+    assert hour_rows(spark, shop, merger, DAY2, 2) == expected[(DAY2, 2)]
+    shop.messages.append(held_back)
     shop.write_raw(spark, DAY2, ready=False)
     watermark(shop, at(DAY2 + timedelta(days=1), 0) + BUDGET_S)
     closed = merger.merge(MergeRequest(shop.table, DAY2, hour=23))
-    assert (closed.mode, closed.day_closed, closed.hour) == ("re-merge", True, None)
+    assert (closed.mode, closed.day_closed, closed.hour) == ("merge", True, 23)
+    assert (closed.from_hour, closed.late_from) == (3, "2026-11-21T01")
+    expected[(DAY2, 23)] = shop.mysql_rows()
     assert snapshot_rows(spark, settings, shop.table, DAY2) == expected[(DAY2, 23)]
+    assert hour_rows(spark, shop, merger, DAY2, 23) == expected[(DAY2, 23)]
+    assert late_two not in expected[(DAY2, 23)]
     assert hour_rows(spark, shop, merger, DAY2, 0) == expected[(DAY2, 0)]
-    # The hour keeps what it was merged with; the late change is in the day's tag.
+    # An hour tag keeps what it was merged with: hour 01 without the late change of 01:50.
     assert hour_rows(spark, shop, merger, DAY2, 1) == expected[(DAY2, 1)]
+    assert hour_rows(spark, shop, merger, DAY2, 2) == expected[(DAY2, 2)]
     state = merger.store.state(shop.table)
     assert state.days[DAY2] == closed.snapshot_id == state.current
+    assert state.hours[Hour(DAY2, 23)] == closed.snapshot_id
     assert state.days[DAY1] == hour23.snapshot_id
-    assert late_hour.snapshot_id == state.hours[Hour(DAY2, 1)]
+    assert hour1.snapshot_id == state.hours[Hour(DAY2, 1)]
 
+    # A change of DAY2 23:30 reaches the lake after DAY2 closed, counted late for DAY2 by the
+    # writer: DAY3's first hour merges DAY2's last hour again first (the day's tag, the day
+    # cut, has it), then builds on it (no change of its own: it tags that snapshot).
+    day3 = DAY2 + timedelta(days=1)
+    clock_to(shop, at(DAY2, 23, 30))
+    shop.update(placed[renamed], renamed)
+    expected[(DAY2, 23)] = shop.mysql_rows()
+    shop.write_raw(spark, DAY2, ready=False)
+    shop.watermark_ms = (at(day3, 1) + BUDGET_S) * 1000
+    shop.mark_ready(DAY2, {shop.table: 1})
+    first = merger.merge(MergeRequest(shop.table, day3, hour=0))
+    assert first.remerged == [str(DAY2)]
+    assert snapshot_rows(spark, settings, shop.table, DAY2) == expected[(DAY2, 23)]
+    assert hour_rows(spark, shop, merger, DAY2, 23) == expected[(DAY2, 23)]
+    assert hour_rows(spark, shop, merger, day3, 0) == expected[(DAY2, 23)]
+    assert hour_rows(spark, shop, merger, DAY2, 2) == expected[(DAY2, 2)]
+    state = merger.store.state(shop.table)
+    assert state.days[DAY2] == state.hours[Hour(DAY2, 23)] == state.hours[Hour(day3, 0)]
+
+    if storage_only:
+        return
     # Retention: a day of hour tags (hourly_days 1) on 2026-11-22 drops DAY1's hours only.
     report = Maintainer(
         settings,
@@ -163,7 +219,7 @@ def test_hourly_snapshots_equal_mysql_at_each_hour_and_the_day_cut(spark: Any, s
     assert not report.failed, [(s.table, s.action, s.error) for s in report.failed]
     state = merger.store.state(shop.table)
     assert set(state.days) == {DAY1, DAY2}
-    assert {hour.day for hour in state.hours} == {DAY2}
+    assert {hour.day for hour in state.hours} == {DAY2, day3}
     days = {row["dt"] for row in spark.sql(f"SELECT DISTINCT dt FROM {view}").collect()}
-    assert days == {str(DAY2)}
+    assert days == {str(DAY2), str(day3)}
     assert snapshot_rows(spark, settings, shop.table, DAY1) == expected[(DAY1, 23)]

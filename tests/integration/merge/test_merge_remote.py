@@ -1,9 +1,11 @@
 """The merge on a remote lake: S3 (the stack's SeaweedFS) in every run, HDFS as well with
 ``CDC_TEST_HDFS=1`` (each storage's services started once if they are not running): the raw
 layer and the snapshot table there, two days merged and one merged again on a branch, each
-day's tag equal to MySQL, its files on that storage. The rest of the merge's behaviour does
-not depend on the storage and is tested on local disk (``test_merge.py``); maintenance runs on
-each storage (``test_maintenance.py``), the catalog itself in ``tests/integration/lake``."""
+day's tag equal to MySQL, its files on that storage; and the hourly snapshots' scenario of
+``test_hourly.py`` (the raw commits read incrementally for late rows, the hour tags; without
+its checks and retention, which the storage does not change) in the same Spark session. The rest of the merge's behaviour does not depend on the storage and is
+tested on local disk (``test_merge.py``); maintenance runs on each storage
+(``test_maintenance.py``), the catalog itself in ``tests/integration/lake``."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from merge.job import Merger, MergeRequest
 from tests.integration.lake.conftest import TESTED_STORAGES
 from tests.integration.merge.conftest import lake_on
 from tests.integration.merge.harness import Shop, snapshot_rows
+from tests.integration.merge.test_hourly import hourly_snapshots_scenario
 from tests.integration.merge.test_merge import (
     DAY1,
     DAY2,
@@ -56,3 +59,8 @@ def test_days_merged_and_merged_again_on_a_remote_lake(spark: Any, shop: Shop) -
         f"SELECT file_path FROM {name}.files VERSION AS OF '{day_tag(DAY2)}'"
     ).collect()
     assert paths and all(row["file_path"].startswith(f"{kind}://") for row in paths)
+
+
+def test_hourly_snapshots_on_a_remote_lake(spark: Any, shop: Shop) -> None:
+    assert shop.merge_settings().lake_location.kind != "local"
+    hourly_snapshots_scenario(spark, shop, storage_only=True)
