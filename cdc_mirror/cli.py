@@ -444,6 +444,14 @@ def merge(
             "(recorded in the merge record; merge again once it is ready)."
         ),
     ] = False,
+    remerge: Annotated[
+        bool,
+        typer.Option(
+            "--remerge",
+            help="With --hour: merge the hour again even if it was merged already (its tag "
+            "exists); without it such an hour is reported as already merged and skipped.",
+        ),
+    ] = False,
     result_file: Annotated[
         Path | None,
         typer.Option(
@@ -454,7 +462,8 @@ def merge(
 ) -> None:
     """Daily (or hourly) snapshot from the change layer, a line per table as each ends.
 
-    Exit code 5 if any table failed, else 4 if a table's check against MySQL found a mismatch.
+    Exit code 5 if any table failed, else 4 if a table's check against MySQL found a mismatch,
+    else 6 if a table's day or hour is not ready yet (run again later).
     """
     from merge.app import run_merge_command, write_outcomes  # noqa: PLC0415
 
@@ -473,13 +482,17 @@ def merge(
             skip_readiness,
             hour,
             ready_hours,
+            remerge,
         )
     if result_file is not None:
         write_outcomes(result_file, outcomes)
-    if any(outcome.error is not None for outcome in outcomes):
+    # The worst outcome decides: a failure, then a mismatch, then a table not ready yet.
+    if any(outcome.error is not None and not outcome.not_ready for outcome in outcomes):
         raise typer.Exit(ExitCode.FAILED)
     if any(o.result and o.result.check and not o.result.check.ok for o in outcomes):
         raise typer.Exit(ExitCode.CHECK_FAILED)
+    if any(outcome.not_ready for outcome in outcomes):
+        raise typer.Exit(ExitCode.NOT_READY)
 
 
 @app.command("scheduler")

@@ -68,14 +68,18 @@ def plan_requests(
     config: ConfigSnapshot | None = None,
     hour: str | None = None,
     ready_hours: bool = False,
+    remerge: bool = False,
 ) -> list[MergeRequest]:
     """Pure: the merges a command line asks for (ConfigError when it asks for nonsense), of
     the table mirrors of ``config`` (default: those of ``settings``). ``hour``
     (``2026-11-25T13``) instead of ``dt``: that hour of every named table, which must have
-    hourly snapshots. ``ready_hours``: instead of a day or hour, every ready hour of each
-    named table (one request per table with ``hour`` -1: the merger finds its hours)."""
+    hourly snapshots; one already merged is skipped unless ``remerge``. ``ready_hours``:
+    instead of a day or hour, every ready hour of each named table (one request per table
+    with ``hour`` -1: the merger finds its hours)."""
     config = config or snapshot_from_settings(settings)
     day, index = _when(settings, dt, hour, ready_hours)
+    if remerge and hour is None:
+        raise ConfigError("--remerge merges an hour again: use it with --hour.")
     if ignore_archive_rule and force_archive_rule:
         raise ConfigError("--ignore-archive-rule and --force-archive-rule exclude each other.")
     if bool(tables) == all_tables:
@@ -104,8 +108,12 @@ def plan_requests(
                 "has daily ones (snapshots: hourly in its table mirror)."
             )
         names = [name for name in names if name not in daily]
+    # An hour named by hand or by the scheduler may have been merged already (its tag
+    # exists): reported and skipped, unless --remerge (the web admin's Re-run) asks again.
+    skip_merged = hour is not None and not remerge
     return [
-        MergeRequest(name, day, override, wait_ready_s, skip_readiness, index) for name in names
+        MergeRequest(name, day, override, wait_ready_s, skip_readiness, index, skip_merged)
+        for name in names
     ]
 
 
@@ -143,6 +151,7 @@ def run_merge_command(
     skip_readiness: bool = False,
     hour: str | None = None,
     ready_hours: bool = False,
+    remerge: bool = False,
 ) -> list[TableOutcome]:
     """Run the merges, reporting each table as it starts and ends; returns every outcome.
     The table mirrors are read from the configuration store once, at start."""
@@ -159,6 +168,7 @@ def run_merge_command(
         config,
         hour,
         ready_hours,
+        remerge,
     )
     metrics = MergeMetrics()
     textfile = textfile_path(settings.lake_dir, settings.merge.metrics_textfile)
@@ -203,7 +213,11 @@ def run_merge_command(
 
 
 def record_outcome(metrics: MergeMetrics, outcome: TableOutcome, now: float) -> None:
-    """Pure: one table's merge into the metrics (a failure keeps its last success)."""
+    """Pure: one table's merge into the metrics (a failure keeps its last success). A day or
+    hour not ready yet, or an hour already merged, is no merge: the metrics stay as they were
+    (not ready is waiting, not a failure: no CdcMergeFailed)."""
+    if outcome.not_ready or outcome.skipped is not None:
+        return
     result = outcome.result
     if result is None:
         metrics.failed(outcome.table, now)
@@ -248,8 +262,13 @@ def _write_textfile(metrics: MergeMetrics, path: Path) -> None:
 
 def _report(outcome: TableOutcome, console: Console, err_console: Console) -> None:
     """One line for the table (plain text: names and reasons are never read as markup)."""
+    if outcome.skipped is not None:
+        console.print(f"{outcome.table} {outcome.skipped}", markup=False)
+        return
     if outcome.result is None:
-        err_console.print(f"error: {outcome.table}: {outcome.error}", markup=False)
+        # Not ready is no error: run again later (exit code NOT_READY).
+        kind = "not ready" if outcome.not_ready else "error"
+        err_console.print(f"{kind}: {outcome.table}: {outcome.error}", markup=False)
         return
     result = outcome.result
     check = (
@@ -265,13 +284,16 @@ def _report(outcome: TableOutcome, console: Console, err_console: Console) -> No
 
 
 def write_outcomes(path: Path, outcomes: list[TableOutcome]) -> None:
-    """Every table's outcome as JSON (``{"outcomes": [{"table", "error", "result"}]}``, the
-    result as ``MergeResult.to_json``), written atomically: what a scheduler reads back."""
+    """Every table's outcome as JSON (``{"outcomes": [{"table", "error", "notReady",
+    "skipped", "result"}]}``, the result as ``MergeResult.to_json``), written atomically:
+    what a scheduler reads back."""
     document = {
         "outcomes": [
             {
                 "table": o.table,
                 "error": o.error,
+                "notReady": o.not_ready,
+                "skipped": o.skipped,
                 "result": None if o.result is None else o.result.to_json(),
             }
             for o in outcomes

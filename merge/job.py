@@ -72,6 +72,7 @@ from merge.transform import (
 )
 from merge.types import SchemaChangeError
 from simple_binlog.errors import CdcMirrorError, ConfigError
+from simple_binlog.errors import NotReadyError as DataNotReadyError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -83,8 +84,9 @@ class MergeError(CdcMirrorError):
     """A merge of one table and day failed; the previous snapshot state is intact."""
 
 
-class NotReadyError(MergeError):
-    """The stream writer has not marked the day ready within the wait."""
+class NotReadyError(MergeError, DataNotReadyError):
+    """The stream writer has not made the day (or hour) ready within the wait: nothing was
+    merged; ``cdc-mirror merge`` exits with ``ExitCode.NOT_READY`` (run again later)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +102,9 @@ class MergeRequest:
     # Hourly snapshots (``snapshots: hourly``): merge this hour of ``dt`` (0-based, hours
     # since its midnight); None merges every hour of ``dt`` not merged yet, in order.
     hour: int | None = None
+    # With ``hour``: an hour already merged (its hr- tag exists) is reported as such and not
+    # merged again (``cdc-mirror merge --hour`` without ``--remerge``: a cheap no-op).
+    skip_merged: bool = False
 
 
 @dataclass(slots=True)
@@ -684,6 +689,13 @@ class Merger:
             set(progress.state.get("readyDays", [])),
         )
 
+    def hour_merged(self, request: MergeRequest) -> bool:
+        """Whether the hour ``request`` names has its tag already (table metadata only)."""
+        name = self.config.table(request.table).name
+        if request.hour is None or not self.store.exists(name):
+            return False
+        return Hour(request.dt, request.hour) in self.store.state(name).hours
+
     def _hour_base(
         self, table: str, hour: Hour, state: TableState
     ) -> tuple[int | None, int, str | None]:
@@ -966,6 +978,8 @@ class TableOutcome:
     table: str
     result: MergeResult | None
     error: str | None
+    not_ready: bool = False  # the error: the day or hour is not ready yet (NotReadyError)
+    skipped: str | None = None  # why nothing was merged and nothing failed ("already merged")
 
 
 def merge_tables(merger: Merger, requests: list[MergeRequest]) -> list[TableOutcome]:
@@ -973,7 +987,16 @@ def merge_tables(merger: Merger, requests: list[MergeRequest]) -> list[TableOutc
     outcomes = []
     for request in requests:
         try:
+            if request.skip_merged and merger.hour_merged(request):
+                label = Hour(request.dt, request.hour or 0).label
+                why = f"{label} already merged (its tag exists); --remerge merges it again"
+                log.info("%s: %s", request.table, why)
+                outcomes.append(TableOutcome(request.table, None, None, skipped=why))
+                continue
             outcomes.append(TableOutcome(request.table, merger.merge(request), None))
+        except NotReadyError as exc:
+            log.warning("merge of %s for %s waits: %s", request.table, request.dt, exc)
+            outcomes.append(TableOutcome(request.table, None, str(exc), not_ready=True))
         except (CdcMirrorError, SchemaChangeError) as exc:
             log.error("merge of %s for %s failed: %s", request.table, request.dt, exc)
             outcomes.append(TableOutcome(request.table, None, str(exc)))

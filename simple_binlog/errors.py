@@ -66,6 +66,12 @@ class UnsupportedTypeError(ContractError):
     """A column type the contract cannot carry losslessly."""
 
 
+class NotReadyError(CdcMirrorError):
+    """The data asked for is not complete yet (e.g. the stream writer's watermark has not
+    passed the day or hour to merge): nothing was done, and running again later may succeed.
+    Not a failure: a scheduler waits and asks again (``ExitCode.NOT_READY``)."""
+
+
 class StackError(CdcMirrorError):
     """A local-stack service could not be installed, started or stopped."""
 
@@ -79,6 +85,7 @@ class ExitCode(IntEnum):
     UNAVAILABLE = 3
     CHECK_FAILED = 4
     FAILED = 5
+    NOT_READY = 6
     INTERRUPTED = 130
     TERMINATED = 143  # 128 + SIGTERM, as shells report a process SIGTERM ended
 
@@ -90,9 +97,20 @@ EXIT_CODES: dict[ExitCode, str] = {
     ExitCode.UNAVAILABLE: "a service is unavailable or unhealthy: retrying later may succeed",
     ExitCode.CHECK_FAILED: "a check failed: the data differs from its source or its contract",
     ExitCode.FAILED: "stopped with a reason (fatal error, a table or item that failed)",
+    ExitCode.NOT_READY: "the day or hour is not ready yet (the stream writer's watermark has "
+    "not passed it): run again later",
     ExitCode.INTERRUPTED: "interrupted or cancelled (Ctrl-C); the work can be resumed",
     ExitCode.TERMINATED: "stopped by SIGTERM (kill, docker stop); the work can be resumed",
 }
+
+
+# The first kind an error is of decides its code (ConfigError before FatalError's FAILED).
+_CODE_OF_KIND: tuple[tuple[type[CdcMirrorError], ExitCode], ...] = (
+    (ConfigError, ExitCode.USAGE),
+    (RetriableError, ExitCode.UNAVAILABLE),
+    (ContractError, ExitCode.CHECK_FAILED),
+    (NotReadyError, ExitCode.NOT_READY),
+)
 
 
 def exit_code_for(error: BaseException) -> ExitCode:
@@ -101,10 +119,4 @@ def exit_code_for(error: BaseException) -> ExitCode:
         return ExitCode.INTERRUPTED
     if not isinstance(error, CdcMirrorError):
         return ExitCode.UNEXPECTED
-    if isinstance(error, ConfigError):
-        return ExitCode.USAGE
-    if isinstance(error, RetriableError):
-        return ExitCode.UNAVAILABLE
-    if isinstance(error, ContractError):
-        return ExitCode.CHECK_FAILED
-    return ExitCode.FAILED
+    return next((code for kind, code in _CODE_OF_KIND if isinstance(error, kind)), ExitCode.FAILED)

@@ -20,7 +20,7 @@ from rich.console import Console
 from cdc_mirror import cli
 from cdc_platform.config import ENV_PREFIX
 from merge import app as merge_app
-from merge.job import MergeRequest
+from merge.job import MergeRequest, NotReadyError
 from simple_binlog.errors import (
     EXIT_CODES,
     CdcMirrorError,
@@ -125,6 +125,8 @@ def test_exit_codes_follow_the_error_taxonomy() -> None:
     assert exit_code_for(ContractError("malformed")) == ExitCode.CHECK_FAILED
     assert exit_code_for(FatalError("stop")) == ExitCode.FAILED
     assert exit_code_for(CdcMirrorError("stop")) == ExitCode.FAILED
+    # merge's day or hour not ready yet is its own code: a scheduler waits, it does not fail.
+    assert exit_code_for(NotReadyError("not passed it yet")) == ExitCode.NOT_READY
     assert exit_code_for(KeyboardInterrupt()) == ExitCode.INTERRUPTED
     assert exit_code_for(RuntimeError("bug")) == ExitCode.UNEXPECTED
 
@@ -169,15 +171,30 @@ TABLES = (
 class _FakeMerger:
     """Merges instantly; ``seen`` records what the console held when each merge began."""
 
-    def __init__(self, output: io.StringIO, checks: dict[str, bool | None], fail: str = ""):
+    def __init__(
+        self,
+        output: io.StringIO,
+        checks: dict[str, bool | None],
+        fail: str = "",
+        not_ready: str = "",
+        merged_hours: tuple[int, ...] = (),
+    ):
         self.output, self.checks, self.fail = output, checks, fail
+        self.not_ready, self.merged_hours = not_ready, merged_hours
         self.seen: list[str] = []
+        self.requests: list[MergeRequest] = []
         self.spark = SimpleNamespace(stop=lambda: None)
+
+    def hour_merged(self, request: MergeRequest) -> bool:
+        return request.hour in self.merged_hours
 
     def merge(self, request: MergeRequest) -> Any:
         self.seen.append(self.output.getvalue())
+        self.requests.append(request)
         if request.table == self.fail:
             raise ConfigError(f"schema of [{request.table}] changed.")
+        if request.table == self.not_ready:
+            raise NotReadyError(f"the stream writer has not marked {request.dt} ready.")
         ok = self.checks.get(request.table)
         return SimpleNamespace(
             dt=request.dt,
@@ -188,7 +205,8 @@ class _FakeMerger:
             archive=SimpleNamespace(reason="rule off [test]"),
             check=None if ok is None else SimpleNamespace(ok=ok, mismatches=[] if ok else ["dt"]),
             readiness="ready",
-            hour=None,
+            hour=request.hour,
+            to_json=lambda: {"rows": 10},
         )
 
 
@@ -266,8 +284,76 @@ def test_merge_writes_every_outcome_for_a_scheduler(
             {
                 "table": "ordercenter_orderinfo",
                 "error": None,
+                "notReady": False,
+                "skipped": None,
                 "result": {"rows": 10, "files": 3, "checkOk": False},
             },
-            {"table": "shop_orders", "error": "schema of [shop_orders] changed.", "result": None},
+            {
+                "table": "shop_orders",
+                "error": "schema of [shop_orders] changed.",
+                "notReady": False,
+                "skipped": None,
+                "result": None,
+            },
         ]
     }
+
+
+@pytest.mark.parametrize(
+    ("checks", "fail", "code"),
+    [
+        ({}, "", ExitCode.NOT_READY),
+        ({"shop_orders": False}, "", ExitCode.CHECK_FAILED),
+        ({}, "shop_orders", ExitCode.FAILED),
+    ],
+)
+def test_merge_of_a_day_not_ready_yet_exits_not_ready_unless_worse_happened(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    checks: dict[str, bool | None],
+    fail: str,
+    code: ExitCode,
+) -> None:
+    config = tmp_path / "cdc-mirror.yaml"
+    config.write_text(TABLES)
+    merger = _FakeMerger(io.StringIO(), checks, fail, not_ready="ordercenter_orderinfo")
+    monkeypatch.setattr(merge_app, "build_merger", lambda _settings, _config=None: merger)
+    result_file = tmp_path / "result.json"
+    arguments = ["merge", "--all", "--dt", "2026-11-21", "--result-file", str(result_file)]
+    assert cli.run(["--config", str(config), *arguments]) == code
+    err = capsys.readouterr().err
+    assert "not ready: ordercenter_orderinfo: the stream writer has not marked" in err
+    assert "error: ordercenter_orderinfo" not in err
+    [waiting, _] = json.loads(result_file.read_text())["outcomes"]
+    assert (waiting["notReady"], waiting["result"]) == (True, None)
+
+
+HOURLY = (
+    "tables:\n  - {db_prefix: shop, table_prefix: orders, targets: [hive], snapshots: hourly}\n"
+)
+
+
+def test_merge_hour_already_merged_is_skipped_unless_remerge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An hour whose tag exists (merged by hand, or by an earlier run) is reported and not
+    merged again, exit 0; --remerge (the scheduler's answer to a Re-run) merges it again."""
+    config = tmp_path / "cdc-mirror.yaml"
+    config.write_text(HOURLY)
+    merger = _FakeMerger(io.StringIO(), {}, merged_hours=(13,))
+    monkeypatch.setattr(merge_app, "build_merger", lambda _settings, _config=None: merger)
+    result_file = tmp_path / "result.json"
+    merge = ["--config", str(config), "merge", "--table", "shop_orders", "--hour"]
+    again = [*merge, "2026-11-21T13", "--result-file", str(result_file)]
+    assert cli.run(again) == ExitCode.OK
+    assert merger.requests == []
+    assert "shop_orders 2026-11-21T13 already merged" in capsys.readouterr().out
+    [skipped] = json.loads(result_file.read_text())["outcomes"]
+    assert skipped["skipped"].startswith("2026-11-21T13 already merged")
+    assert skipped["error"] is None
+    assert cli.run([*again, "--remerge"]) == ExitCode.OK
+    assert cli.run([*merge, "2026-11-21T14"]) == ExitCode.OK  # not merged yet: merged
+    assert [(r.hour, r.skip_merged) for r in merger.requests] == [(13, False), (14, True)]
+    assert cli.run([*merge[:-1], "--dt", "2026-11-21", "--remerge"]) == ExitCode.USAGE
+    assert "--remerge merges an hour again" in capsys.readouterr().err

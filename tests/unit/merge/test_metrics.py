@@ -108,3 +108,12 @@ def test_a_first_failure_has_no_success_and_no_figures() -> None:
         ("cdc_merge_last_run_timestamp_seconds", (("table", "orders"),)): 5.0,
         ("cdc_merge_last_run_failed", (("table", "orders"),)): 1.0,
     }
+
+
+def test_a_day_not_ready_or_an_hour_already_merged_changes_no_figure() -> None:
+    """Not ready yet is waiting, not a failed merge (no CdcMergeFailed); an hour skipped as
+    already merged was no merge either."""
+    metrics = MergeMetrics(CollectorRegistry())
+    record_outcome(metrics, TableOutcome("orders", None, "not ready", not_ready=True), now=5.0)
+    record_outcome(metrics, TableOutcome("orders", None, None, skipped="merged"), now=6.0)
+    assert samples(generate_latest(metrics.registry).decode()) == {}
