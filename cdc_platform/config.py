@@ -783,6 +783,12 @@ class SchedulerSettings(_Section):
     first_retry_s: float = Field(60.0, gt=0)
     max_retry_s: float = Field(3600.0, gt=0)
     max_attempts: int = Field(5, ge=1)
+    # A merge that finds its day or hour not ready yet (the stream writer's watermark has not
+    # passed it: exit code NOT_READY) waits: tried again after not_ready_retry_s, neither red
+    # nor counted as an attempt, until max_wait_ready_h after the day or hour closed; from then
+    # on it counts as failed (red: CdcSchedulerRedDay), with the back-off above.
+    not_ready_retry_s: float = Field(120.0, gt=0)
+    max_wait_ready_h: float = Field(3.0, gt=0)
     # One merge, validation or maintenance run may take this long before it is stopped.
     job_timeout_s: float = Field(4 * 3600.0, gt=0)
     # After a day's merge, validate the table's warehouse and Redis mirrors against MySQL

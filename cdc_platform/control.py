@@ -59,10 +59,12 @@ ComponentKind = Literal[
 COMPONENT_KINDS: tuple[str, ...] = ComponentKind.__args__  # type: ignore[attr-defined]
 
 RunKind = Literal["merge", "validation", "maintenance"]
-RunState = Literal["requested", "running", "succeeded", "mismatch", "failed"]
+RunState = Literal["requested", "running", "succeeded", "mismatch", "failed", "waiting"]
 # A run in one of these states is over; "mismatch": the work ended but its check found a
-# difference (the merged day is red).
-FINAL_RUN_STATES: tuple[str, ...] = ("succeeded", "mismatch", "failed")
+# difference (the merged day is red); "waiting": the merge found its day or hour not ready yet
+# (exit code NOT_READY): nothing was done, the scheduler tries again at ``retry_at`` without
+# counting it as a failed attempt (not red).
+FINAL_RUN_STATES: tuple[str, ...] = ("succeeded", "mismatch", "failed", "waiting")
 
 COMPONENTS_PATH = "/api/components"
 RUNS_PATH = "/api/runs"
@@ -184,7 +186,7 @@ class RunRecord(BaseModel):
     files: int | None = None
     check_ok: bool | None = None
     error: str | None = Field(None, max_length=2000)
-    retry_at: float | None = None  # a failed run: when the scheduler tries again
+    retry_at: float | None = None  # a failed or waiting run: when the scheduler tries again
     # A validation run: each target's outcome (None: not a validation, or it wrote none).
     validation: list[ValidationResult] | None = Field(None, max_length=16)
 

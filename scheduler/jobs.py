@@ -5,8 +5,11 @@ merge's public readiness API (``merge.readiness``).
 A child process, not a call: a merge runs Spark, which is best started and ended with its
 process; a scheduler that loses its leadership stops its child at once (``stop``), so two
 schedulers never merge the same day together; and the exit codes are the CLI's
-(``simple_binlog.errors.EXIT_CODES``): 0 done, 4 a check found a mismatch, anything else
-failed. Each run's output goes to ``<stack.home>/scheduler/<kind>-<table>-<dt>.log`` (an
+(``simple_binlog.errors.EXIT_CODES``): 0 done, 4 a check found a mismatch, 6 the day or hour
+is not ready yet (a merge that waits: ``waiting``), anything else failed. An hour's merge
+answering an operator's re-run, or retrying a failed or interrupted one, passes ``--remerge``
+(merge skips an hour whose tag exists otherwise: one merged by hand is not merged twice).
+Each run's output goes to ``<stack.home>/scheduler/<kind>-<table>-<dt>.log`` (an
 hour's merge: ``merge-<table>-<dt>T<hh>.log``, ``cdc-mirror merge --hour``); the
 last line of its errors is the run's error sentence. A merge's and a validation's figures
 come from their ``--result-file`` (``validation_results``: each target's outcome).
@@ -43,7 +46,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class JobResult:
-    state: RunState  # succeeded | mismatch | failed
+    state: RunState  # succeeded | mismatch | failed | waiting (not ready yet)
     rows: int | None = None
     files: int | None = None
     check_ok: bool | None = None
@@ -92,8 +95,9 @@ def _last_error_line(path: Path) -> str | None:
         return None
     for line in reversed(lines):
         text = line.strip()
-        if text.startswith("error:"):
-            return text.removeprefix("error:").strip()[:2000]
+        for prefix in ("error:", "not ready:"):
+            if text.startswith(prefix):
+                return text.removeprefix(prefix).strip()[:2000]
     return None
 
 
@@ -126,6 +130,10 @@ class CommandJobs:
         if due.kind == "merge":
             # An hour of a table with hourly snapshots: merge's own --hour (its readiness too).
             when = ["--dt", day] if due.hour is None else ["--hour", due.when]
+            if due.hour is not None and (due.request is not None or due.attempt > 1):
+                # A re-run must redo the hour; a retry too (the failed attempt may have set
+                # its tag before its check failed to run).
+                when.append("--remerge")
             return self._cli(
                 "merge", "--table", due.table, *when, "--result-file", str(result_file)
             )
@@ -227,6 +235,8 @@ def _outcome(code: int, output: Path, result_file: Path, due: Due) -> JobResult:
         elif any(r.still_differing for r in validation or []):
             error = f"{what} found a difference, and keys still differ after its repair."
         return JobResult("mismatch", rows, files, False, error, validation)
+    if code == ExitCode.NOT_READY and due.kind == "merge":
+        return JobResult("waiting", error=_last_error_line(output) or "not ready yet.")
     unreachable = [r.error for r in validation or [] if r.error]
     error = (
         _last_error_line(output)

@@ -30,8 +30,7 @@ while its day is not ready yet, and still a day at a time once it is:
   hours that has *closed* is merged by itself (``cdc-mirror merge --hour``), in order: an hour
   is closed once the clock passed its end plus the stream writer's lateness budget and
   delays (``HourClosing``: the clock half of merge's hour readiness; merge checks the
-  watermark half itself and refuses an hour the writer has not passed yet, a failed run that
-  is tried again like any other);
+  watermark half itself and refuses an hour the writer has not passed yet: see *waiting*);
 - the day's last hour is not merged by itself: the day's own merge (``cdc-mirror merge
   --dt``) runs once the day is ready, as for every table; for an hourly table it merges the
   hours not merged yet (its last one at least) and sets the day's tag. A day caught up
@@ -41,6 +40,12 @@ while its day is not ready yet, and still a day at a time once it is:
   merges it with them);
 - hours start only after the table's first merged day (a new table starts with a ready day,
   like a daily one), and an hour's run is kept in the history under (table, day, hour).
+
+A merge that finds its day or hour **not ready** yet (exit code NOT_READY: the stream writer
+lags) ends ``waiting``: it is tried again after ``scheduler.not_ready_retry_s``, neither red
+nor counted against ``max_attempts``, and the hours after it wait behind it; once
+``scheduler.max_wait_ready_h`` have passed since that day or hour closed (``overdue``), not
+ready counts as a failed attempt (red, back-off, gave up after ``max_attempts``).
 
 A re-run an operator requested runs first, whatever the order.
 """
@@ -78,6 +83,9 @@ class Due:
         return when(self.dt, self.hour)
 
 
+BlockedReason = Literal["not ready", "waiting for readiness", "retry later", "gave up"]
+
+
 @dataclass(frozen=True, slots=True)
 class Blocked:
     """Why a table's next day does not run now: waiting for its readiness, for its retry
@@ -85,7 +93,7 @@ class Blocked:
 
     table: str
     dt: date
-    reason: Literal["not ready", "retry later", "gave up"]
+    reason: BlockedReason
     retry_at: float | None = None
     hour: int | None = None  # the hour of ``dt`` that waits (hourly snapshots)
 
@@ -194,11 +202,14 @@ def _attempt(
         return Due("merge", table, day, hour=hour)
     if run.state == "running":  # its scheduler died with it: try again now
         return Due("merge", table, day, run.attempt + 1, hour=hour)
-    if run.attempt >= max_attempts:  # failed every time
+    # Not ready yet: the same attempt again after a short delay; it used none up.
+    waiting = run.state == "waiting"
+    if not waiting and run.attempt >= max_attempts:  # failed every time
         return Blocked(table, day, "gave up", hour=hour)
     if run.retry_at is not None and now < run.retry_at:
-        return Blocked(table, day, "retry later", run.retry_at, hour=hour)
-    return Due("merge", table, day, run.attempt + 1, hour=hour)
+        reason: BlockedReason = "waiting for readiness" if waiting else "retry later"
+        return Blocked(table, day, reason, run.retry_at, hour=hour)
+    return Due("merge", table, day, run.attempt if waiting else run.attempt + 1, hour=hour)
 
 
 def next_hourly_merge(
@@ -247,6 +258,15 @@ def _next_hour(
             return Blocked(table, day, "not ready", hour=index)
         return _attempt(table, day, run, now, max_attempts, hour=index)
     return Blocked(table, day, "not ready")  # every hour but the last: the day is next
+
+
+def overdue(due: Due, closing: HourClosing, now: float, max_wait_s: float) -> bool:
+    """Whether a merge its day or hour's readiness still holds back has waited too long: more
+    than ``max_wait_s`` since that hour (a day: its last hour) closed. Not ready then counts
+    as a failure: the stream writer is not lagging a little, it is stuck."""
+    last = due.hour if due.hour is not None else closing.hours(due.dt) - 1
+    closed_at = closing.end(due.dt, last) + closing.settle_ms / 1000
+    return now >= closed_at + max_wait_s
 
 
 def hours_behind(

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, date, datetime
 
 from cdc_platform.config import SchedulerSettings, StreamWriterSettings, TableMirror
@@ -291,8 +292,13 @@ class Scheduler:
                     }
                 )
             )
-        base = due.request or RunRecord(
-            kind=due.kind, table=due.table, dt=due.dt, hour=due.hour, state="running"
+        # A merge that waited for readiness goes on in its own record: one row per day or
+        # hour in the history however often it looked, not one per look.
+        waited = left if left is not None and left.state == "waiting" else None
+        base = (
+            due.request
+            or waited
+            or RunRecord(kind=due.kind, table=due.table, dt=due.dt, hour=due.hour, state="running")
         )
         run = self._runs.save(
             base.model_copy(
@@ -301,6 +307,7 @@ class Scheduler:
                     "attempt": due.attempt,
                     "scheduler": self.identifier,
                     "started_at": started,
+                    "retry_at": None,
                 }
             )
         )
@@ -313,6 +320,14 @@ class Scheduler:
             result = JobResult("failed", error=f"{type(exc).__name__}: {exc}")
         ended = self._clock()
         retry_at = None
+        if result.state == "waiting":
+            max_wait_h = self._settings.max_wait_ready_h
+            if plan.overdue(due, self._closing, ended, max_wait_h * 3600):
+                # Not a writer lagging a little: one that is stuck. Red, like any failure.
+                why = f"still not ready {max_wait_h:g} h after it closed: {result.error}"
+                result = replace(result, state="failed", error=why[:2000])
+            else:
+                retry_at = ended + self._settings.not_ready_retry_s
         if result.state == "failed" and due.kind == "merge":
             retry_at = ended + self._policy.delay(due.attempt)
         run = self._runs.save(
@@ -337,6 +352,15 @@ class Scheduler:
             self.metrics.validated(due.table, result.validation, ended)
         if result.state == "succeeded":
             log.info("%s %s %s: done", due.kind, due.table, due.when)
+        elif result.state == "waiting":
+            log.info(
+                "%s %s %s: not ready yet, looking again at %s UTC (%s)",
+                due.kind,
+                due.table,
+                due.when,
+                f"{datetime.fromtimestamp(retry_at or ended, UTC):%H:%M:%S}",
+                result.error,
+            )
         else:
             log.warning(
                 "%s %s %s: %s%s%s",

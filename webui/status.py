@@ -128,7 +128,7 @@ class MergeRun:
     """The table's last merge, from the scheduler's history or merge's metrics."""
 
     dt: date | None
-    state: str  # succeeded | mismatch | failed | running | requested
+    state: str  # succeeded | mismatch | failed | running | requested | waiting
     rows: int | None = None
     files: int | None = None
     seconds: float | None = None
@@ -324,6 +324,8 @@ def yesterday_verdict(  # noqa: PLR0911 - one return per verdict reads best
             return "red", f"{day.dt} differs from MySQL"
         if merge.state in ("running", "requested"):
             return "warn", f"{day.dt} merging"
+        if merge.state == "waiting":  # merge found it not ready yet: the scheduler looks again
+            return "unknown", f"{day.dt} waiting for readiness"
         if merge.check_ok:
             return "ok", f"{day.dt} merged, checked equal"
         return "ok", f"{day.dt} merged (not checked)"

@@ -20,6 +20,7 @@ from scheduler.plan import (
     latest_runs,
     newest_hour,
     next_hourly_merge,
+    overdue,
     red_hours,
     window,
 )
@@ -178,3 +179,20 @@ def test_hour_runs_are_kept_apart_from_the_days() -> None:
     ]
     assert {k: r.id for k, r in latest_runs(runs).items()} == {("merge", "t", TODAY): 1}
     assert {k: r.id for k, r in latest_hour_runs(runs).items()} == {("t", TODAY, 4): 3}
+
+
+def test_a_waiting_hour_is_looked_at_again_with_the_same_attempt_and_never_gives_up() -> None:
+    now = at(TODAY, 5)
+    waiting = {(TODAY, 0): hour_run(TODAY, 0, "waiting", attempt=5, retry_at=now + 60)}
+    assert step(now, waiting) == Blocked("t", TODAY, "waiting for readiness", now + 60, hour=0)
+    assert step(now + 60, waiting) == Due("merge", "t", TODAY, 5, hour=0)  # max_attempts 5
+
+
+def test_a_merge_is_overdue_max_wait_after_its_hour_or_day_closed() -> None:
+    closing = HourClosing(ZoneInfo("UTC"), 19 * 60 * 1000)
+    hour = Due("merge", "t", TODAY, hour=3)  # closes at 04:19
+    assert not overdue(hour, closing, at(TODAY, 4 + 19 / 60 + 3) - 1, 3 * 3600)
+    assert overdue(hour, closing, at(TODAY, 4 + 19 / 60 + 3), 3 * 3600)
+    whole_day = Due("merge", "t", TODAY)  # its last hour closes at 00:19 the next day
+    assert not overdue(whole_day, closing, at(TODAY, 24 + 19 / 60 + 3) - 1, 3 * 3600)
+    assert overdue(whole_day, closing, at(TODAY, 24 + 19 / 60 + 3), 3 * 3600)

@@ -128,3 +128,82 @@ def test_a_failed_hour_backs_off_and_a_mismatch_is_red_until_a_rerun() -> None:
     answered = store.runs[request.id - 1]
     assert (answered.hour, answered.state, answered.attempt) == (0, "succeeded", 2)
     assert sample("cdc_scheduler_red_hours", {"table": "db_orders"}) == 0
+
+
+def waiting_scene(max_wait_h: float) -> tuple[Scheduler, FakeJobs, MemoryRunStore, Clock]:
+    scheduler, lake, _jobs, store, clock = scene()
+    jobs = FakeJobs(lake)
+    settings = SchedulerSettings(
+        catch_up_days=3,
+        validation=False,
+        max_attempts=2,
+        not_ready_retry_s=60,
+        max_wait_ready_h=max_wait_h,
+    )
+    scheduler = Scheduler(
+        settings,
+        lambda: [mirror("orders")],
+        lake,
+        jobs,
+        store,
+        "test-scheduler",
+        clock=clock,
+        today=lambda: TODAY,
+        policy=RetryPolicy(first_delay_s=10, max_delay_s=40, uniform=lambda _low, high: high),
+        closing=HourClosing(ZoneInfo("UTC"), 0),
+    )
+    return scheduler, jobs, store, clock
+
+
+def not_ready(hour: int) -> JobResult:
+    return JobResult("waiting", error=f"the stream writer has not passed the end of hour {hour}.")
+
+
+def test_an_hour_not_ready_yet_waits_without_going_red_or_using_up_attempts() -> None:
+    """The writer lags a few minutes: merge exits NOT_READY. The hour waits (one run in the
+    history, 'waiting'), is looked at again after not_ready_retry_s, keeps its attempt (three
+    looks with max_attempts 2 do not give up), is not red, and the hours after it wait."""
+    scheduler, jobs, store, clock = waiting_scene(max_wait_h=3)  # 00 closed 2.5 h ago
+    stop = threading.Event()
+    jobs.results[("merge", "db_orders", TODAY, 0)] = [not_ready(0), not_ready(0), not_ready(0)]
+    sample = scheduler.metrics.registry.get_sample_value
+    for look in range(3):
+        assert scheduler.tick(stop) == 1  # hour 00 only: 01 and 02 wait behind it
+        [run] = store.runs
+        assert (run.hour, run.state, run.attempt) == (0, "waiting", 1)
+        assert run.retry_at == clock.now + 60
+        assert run.error == "the stream writer has not passed the end of hour 0."
+        assert sample("cdc_scheduler_red_hours", {"table": "db_orders"}) == 0
+        assert sample("cdc_scheduler_hour_runs_total", {"outcome": "waiting"}) == look + 1
+        blocked = scheduler.blocked["db_orders"]
+        assert (blocked.reason, blocked.hour) == ("waiting for readiness", 0)
+        assert scheduler.tick(stop) == 0  # not before its next look
+        clock.now += 60
+    # The writer caught up: the same run goes on to succeed, then the later hours follow.
+    assert scheduler.tick(stop) == 3
+    assert [(d.hour, d.attempt) for d in jobs.started] == [(0, 1)] * 4 + [(1, 1), (2, 1)]
+    assert [(r.hour, r.state, r.retry_at) for r in store.runs] == [
+        (0, "succeeded", None),
+        (1, "succeeded", None),
+        (2, "succeeded", None),
+    ]
+    assert sample("cdc_scheduler_red_hours", {"table": "db_orders"}) == 0
+
+
+def test_an_hour_still_not_ready_long_after_it_closed_goes_red() -> None:
+    """max_wait_ready_h after the hour closed, not ready is a failure: red, back-off, an
+    attempt used (CdcSchedulerRedDay fires); later still, the attempts run out."""
+    scheduler, jobs, store, clock = waiting_scene(max_wait_h=1)
+    stop = threading.Event()
+    clock.now = MIDNIGHT + 2 * 3600  # 02:00: hour 00 closed an hour ago, hour 01 just now
+    jobs.results[("merge", "db_orders", TODAY, 0)] = [not_ready(0), not_ready(0)]
+    assert scheduler.tick(stop) == 1
+    [run] = store.runs
+    assert (run.state, run.attempt, run.retry_at) == ("failed", 1, clock.now + 10)
+    assert run.error is not None and run.error.startswith("still not ready 1 h after it closed")
+    sample = scheduler.metrics.registry.get_sample_value
+    assert sample("cdc_scheduler_red_hours", {"table": "db_orders"}) == 1
+    clock.now += 10
+    assert scheduler.tick(stop) == 1
+    assert (store.runs[-1].state, store.runs[-1].attempt) == ("failed", 2)
+    assert scheduler.blocked["db_orders"].reason == "gave up"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cdc_platform.config import SchedulerSettings, Settings, StackSettings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot
+from cdc_platform.control import RunRecord
 from scheduler.jobs import CommandJobs
 from scheduler.plan import Due
 
@@ -28,6 +29,7 @@ esac
 echo "merging …"
 [ -n "$SLEEP" ] && sleep "$SLEEP"
 [ "$CODE" = 5 ] && echo "error: db_orders: the stream writer has not marked $DAY ready." >&2
+[ "$CODE" = 6 ] && echo "not ready: db_orders: the stream writer has not passed hour 07." >&2
 exit "$CODE"
 """
 
@@ -206,3 +208,27 @@ def test_an_hours_merge_runs_merge_hour_and_logs_apart_from_its_day(
     assert (outcome.state, outcome.rows, outcome.check_ok) == ("mismatch", 12, False)
     assert (runner.log_dir / "merge-db_orders-2026-11-25T07.log").is_file()
     assert not (runner.log_dir / "merge-db_orders-2026-11-25.log").exists()
+
+
+def test_a_merge_not_ready_yet_waits_and_a_rerun_or_retry_of_an_hour_merges_it_again(
+    tmp_path: Path, monkeypatch
+) -> None:
+    runner = jobs(tmp_path)
+    hour = Due("merge", "db_orders", DAY, hour=7)
+    monkeypatch.setenv("CODE", "6")  # ExitCode.NOT_READY
+    monkeypatch.setenv("CHECK", "null")
+    outcome = runner.run(hour, threading.Event())
+    assert (outcome.state, outcome.error) == (
+        "waiting",
+        "db_orders: the stream writer has not passed hour 07.",
+    )
+    result = tmp_path / "r.json"
+    # The first attempt skips an hour whose tag exists (merged by hand); a re-run an operator
+    # requested, or a retry after a failed attempt, merges it again.
+    assert "--remerge" not in (runner.command(hour, result) or [])
+    rerun = Due(
+        "merge", "db_orders", DAY, 2, RunRecord(dt=DAY, table="db_orders", state="requested"), 7
+    )
+    assert "--remerge" in (runner.command(rerun, result) or [])
+    assert "--remerge" in (runner.command(Due("merge", "db_orders", DAY, 2, hour=7), result) or [])
+    assert "--remerge" not in (runner.command(Due("merge", "db_orders", DAY, 2), result) or [])

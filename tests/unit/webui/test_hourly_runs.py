@@ -99,3 +99,24 @@ def test_the_runs_page_reads_hours_of_its_last_few_days_only(
     assert 'class="day day-red" data-hour="07"' in page
     assert f"{old.isoformat()}T07" not in page
     assert f"listed for the last {RUNS_PAGE_HOUR_DAYS} days" in page
+
+
+def test_an_hour_waiting_for_readiness_is_shown_as_such_and_not_red(
+    client: TestClient, admin_csrf: str
+) -> None:
+    store = _control(client, make_token(client, admin_csrf, "component"))
+    store.save(
+        RunRecord(
+            table="orders",
+            dt=DAY,
+            hour=9,
+            state="waiting",
+            error="the stream writer has not passed the end of hour 09.",
+            retry_at=1_800_000_000.0,
+        )
+    )
+    page = client.get("/runs").text
+    hours = page.split('id="hour-grid"')[1].split("</table>")[0]
+    assert 'class="day day-grey" data-hour="09"' in hours
+    assert "waiting for readiness; next look at" in page
+    assert hour_grid(store.history("merge", DAY), [DAY])[("orders", DAY)][9].colour == "grey"

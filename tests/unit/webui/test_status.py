@@ -159,6 +159,8 @@ def test_yesterday_is_good_red_waiting_or_unknown() -> None:
     assert yesterday_verdict(day, differs, True) == ("red", "2026-11-25 differs from MySQL")
     failed = MergeRun(date(2026, 11, 25), "failed", error="boom")
     assert yesterday_verdict(day, failed, True)[0] == "red"
+    waiting = MergeRun(date(2026, 11, 25), "waiting", error="not passed it yet")
+    assert yesterday_verdict(day, waiting, True) == ("unknown", "2026-11-25 waiting for readiness")
     older = MergeRun(date(2026, 11, 24), "succeeded", check_ok=True)
     assert yesterday_verdict(day, older, True) == ("warn", "2026-11-25 ready, not merged yet")
     not_ready = DayState(date(2026, 11, 25), False)
