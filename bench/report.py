@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.report [--quick] [--out DIR] [--only collector mirror …]
                                      [--note "machine shared with …"]
+                                     [--args "validation=--rows 1000000" …]
 
 Runs each component benchmark (collector, replay, stream_writer, merge, mirror, kudu, webui, and
 governance when ``bench/governance_bench.py`` exists) one after the other, each in its own
@@ -13,6 +14,7 @@ the date and the commit, plus ``throughput.png`` and ``latency.png``.
 ``--quick`` scales every benchmark down (about 15 minutes on 2 cores); without it each runs
 at the issue's sizes, which wants a quiet machine and a few hours. A benchmark that fails or
 times out is reported as failed with its one-line error, and the report is still written.
+``--args NAME=ARGS`` runs one benchmark at sizes of one's own (the run counts as scaled down).
 Ratios are always "better than the baseline" when above 1 (for durations, baseline / ours).
 
 Each run also stores its figures as data, ``DIR/figures.json`` (the run's date, commit,
@@ -29,6 +31,7 @@ import datetime as dt
 import json
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -800,10 +803,17 @@ def module_path(module: str) -> Path:
 
 
 def run_component(
-    component: Component, quick: bool, timeout_s: float, work: Path
+    component: Component,
+    quick: bool,
+    timeout_s: float,
+    work: Path,
+    sizes: Sequence[str] | None = None,
 ) -> ComponentResult:
+    """``sizes``: the benchmark's arguments instead of its quick or full ones (``--args``)."""
     json_path = work / f"{component.name}.json"
-    args = list(component.quick_args if quick else component.full_args)
+    args = list(
+        sizes if sizes is not None else component.quick_args if quick else component.full_args
+    )
     # Someone else's benchmark may not take --json (yet): then it runs, and its output is kept.
     takes_json = "--json" in module_path(component.module).read_text()
     command = [sys.executable, "-m", component.module, *args]
@@ -866,6 +876,20 @@ def git_commit() -> str:
     return f"{head} (plus uncommitted changes in the working tree)" if dirty else head
 
 
+def component_sizes(given: Sequence[str], parser: argparse.ArgumentParser) -> dict[str, list[str]]:
+    """``--args NAME=ARGS`` as each benchmark's arguments (shlex: quoting as in a shell)."""
+    names = {c.name for c in COMPONENTS}
+    sizes: dict[str, list[str]] = {}
+    for item in given:
+        name, _, text = item.partition("=")
+        if name not in names:
+            parser.error(
+                f"--args {item!r}: no benchmark {name!r} (one of {', '.join(sorted(names))})."
+            )
+        sizes[name] = shlex.split(text)
+    return sizes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -884,6 +908,14 @@ def main(argv: list[str] | None = None) -> int:
         "--note", help="a line for the report's header, e.g. what else loaded the machine"
     )
     parser.add_argument(
+        "--args",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        help="run benchmark NAME with ARGS (split as a shell does) instead of its quick or full "
+        "sizes, e.g. validation='--rows 1000000'; the run is then recorded as scaled down",
+    )
+    parser.add_argument(
         "--docs",
         action="store_true",
         help="only render docs/performance.md from bench/results/*/figures.json (runs nothing)",
@@ -894,6 +926,7 @@ def main(argv: list[str] | None = None) -> int:
         logger.info("written %s", write_performance_page())
         return 0
 
+    sizes = component_sizes(args.args, parser)
     started = dt.datetime.now(dt.UTC)
     out: Path = args.out or ROOT / "bench" / "results" / f"{started:%Y-%m-%d}"
     out.mkdir(parents=True, exist_ok=True)
@@ -907,7 +940,9 @@ def main(argv: list[str] | None = None) -> int:
             if component.optional and not module_path(component.module).exists():
                 logger.info("%s: %s does not exist, left out", component.name, component.module)
                 continue
-            result = run_component(component, args.quick, timeout, Path(tmp))
+            result = run_component(
+                component, args.quick, timeout, Path(tmp), sizes.get(component.name)
+            )
             logger.info("%s: %s in %.0f s%s", component.name, result.status, result.seconds,
                         f" ({result.error})" if result.error else "")  # fmt: skip
             results.append(result)
@@ -921,7 +956,8 @@ def main(argv: list[str] | None = None) -> int:
         finished=dt.datetime.now(dt.UTC),
         commit=git_commit(),
         machine=describe_machine(),
-        quick=args.quick,
+        # Sizes of one's own are neither the issues' nor comparable with them.
+        quick=args.quick or bool(sizes),
         load_start=load_start,
         load_end=os.getloadavg(),
         note=args.note,

@@ -3,6 +3,7 @@ and the plots drawn from figures (matplotlib Agg, no benchmark is run)."""
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from bench.report import (
     TARGETS,
     ComponentResult,
     RunInfo,
+    component_sizes,
     error_line,
     module_path,
     plot_latency,
@@ -234,3 +236,11 @@ def test_a_benchmark_past_its_timeout_is_stopped_and_reported(tmp_path: Path) ->
     assert result.status == "failed"
     assert result.error == "timed out after 2 s"
     assert result.seconds < 60
+
+
+def test_args_replace_one_benchmarks_sizes_and_refuse_an_unknown_name() -> None:
+    parser = argparse.ArgumentParser()
+    sizes = component_sizes(["validation=--rows 1000000 --only 'warehouse'"], parser)
+    assert sizes == {"validation": ["--rows", "1000000", "--only", "warehouse"]}
+    with pytest.raises(SystemExit):
+        component_sizes(["no-such-bench=--rows 1"], parser)
