@@ -25,7 +25,7 @@ from cdc_platform.config import TableRetention
 from cdc_platform.config_store import snapshot_from_settings
 from cdc_platform.lake_snapshots import hours_view, snapshot_as_of_hour
 from merge.hours import Hour
-from merge.job import Merger, MergeRequest, NotReadyError
+from merge.job import Merger, MergeRequest, NotReadyError, merge_tables
 from merge.maintenance import Maintainer
 from tests.integration.merge.harness import (
     SNAPSHOT_TEXT,
@@ -113,6 +113,19 @@ def hourly_snapshots_scenario(spark: Any, shop: Shop, storage_only: bool = False
     assert (hour1.mode, hour1.from_hour) == ("merge", 1)
     assert hour_rows(spark, shop, merger, DAY1, 0) == expected[(DAY1, 0)]
     assert hour_rows(spark, shop, merger, DAY1, 1) == expected[(DAY1, 1)]
+    # `merge --hour` of an hour already merged (by hand, --ready-hours, the scheduler) finds
+    # its tag and merges nothing (--remerge would); one not ready yet is no failure either.
+    skipped, waiting = merge_tables(
+        merger,
+        [
+            MergeRequest(shop.table, DAY1, hour=1, skip_merged=True),
+            MergeRequest(shop.table, DAY1, hour=2, wait_ready_s=0, skip_merged=True),
+        ],
+    )
+    assert (skipped.result, skipped.error) == (None, None)
+    assert skipped.skipped is not None and "2026-11-20T01 already merged" in skipped.skipped
+    assert merger.store.state(shop.table).hours[Hour(DAY1, 1)] == hour1.snapshot_id
+    assert (waiting.not_ready, waiting.result, waiting.skipped) == (True, None, None)
 
     # The day's end: hour 23 takes the changes of 02 … 23 (no tags of their own) and the
     # day's tag names its snapshot, the day cut.
