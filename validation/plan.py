@@ -94,6 +94,10 @@ class DescentStats:
     chunks_split: int = 0
     leaves: int = 0
     rows: int = 0  # the source's rows in the top-level chunks
+    # Seconds each side spent hashing the top-level chunks (the scan's; MySQL's runs in its
+    # own thread): the larger one is the scan's critical path.
+    source_s: float = 0.0
+    target_s: float = 0.0
 
 
 def descend(

@@ -179,6 +179,7 @@ def _hash_source(
                     began = clock()
                     digest = source.digest(chunk)
                     took = clock() - began
+                stats.source_s += took
                 rows = next_chunk_rows(rows, took, options) if digest.count else rows
                 window.append((chunk, digest))
                 stats.rows += digest.count
@@ -260,7 +261,7 @@ def scan(
                 watermark.wait(ready_windows[-1].mark)
             for window in ready_windows:
                 ended = _compare_window(
-                    window, shape, source, target, options, stats, store, found, lock
+                    window, shape, source, target, options, stats, store, found, lock, clock
                 )
             if failed is not None:
                 raise failed
@@ -280,13 +281,17 @@ def _compare_window(
     store: ProgressStore,
     found: dict[Key, Difference],
     lock: threading.Lock,
+    clock: Callable[[], float] = time.monotonic,
 ) -> bool:
     """The target's digests of a window's chunks (after its watermark), the descent into
     those that differ, and the progress stored; whether the table ended with it."""
     for chunk, mine in window.chunks:
         stats.chunks += 1
         stats.chunks_compared += 1
-        if target.digest(chunk) != mine:
+        began = clock()
+        theirs = target.digest(chunk)
+        stats.target_s += clock() - began
+        if theirs != mine:
             # Compared afresh, then halved: a chunk that differed only in flight may
             # compare equal now.
             with lock:

@@ -225,6 +225,26 @@ def test_scan_waits_once_per_window_and_finds_the_drift() -> None:
     assert record is not None and record.done and record.after is None
 
 
+def test_scan_counts_each_sides_hashing_time() -> None:
+    import itertools
+
+    from validation.plan import DescentStats
+    from validation.progress import MemoryProgress
+    from validation.run import Options, scan
+
+    source = MemorySide({(i,): _hash(i) for i in range(1, 1001)})
+    target = MemorySide(dict(source.rows))
+    stats = DescentStats()
+    options = Options(chunk_rows=100, chunk_time_s=None, window_s=0.0, leaf_rows=8)
+    ticks = itertools.count()  # each look at the clock: one second later
+    scan(_shape(), source, target, Marks(), options, stats, MemoryProgress(), None,
+         lambda: float(next(ticks)))  # fmt: skip
+    # 11 chunks a side, each digest at least one tick long (the other thread's looks at the
+    # shared clock may fall in between).
+    assert stats.chunks == 11
+    assert stats.source_s >= 11 and stats.target_s >= 11
+
+
 def test_scan_resumes_after_the_stored_key_with_the_stored_candidates() -> None:
     from validation.plan import DescentStats
     from validation.progress import MemoryProgress, ScanProgress
