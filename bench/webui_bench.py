@@ -20,8 +20,9 @@ and the pages an operator opens (issue 22, item 8: p95 under 200 ms with 500 tab
   mirrors, with a series per table and topic partition; one more collector endpoint does
   not answer) scraped by the admin's own scraper every 15 s, which feeds the status snapshot
   as in production; one hour of samples of those series at 15 s already in
-  ``metric_samples``; 200 finished replays (Kafka's offsets are given, not asked: they are
-  gathered off the request path either way);
+  ``metric_samples`` and one hour of the Overview's trends in memory (since 2026-11-26
+  session 11: before, the Overview drew only the rounds of the run); 200 finished replays
+  (Kafka's offsets are given, not asked: they are gathered off the request path either way);
 - baseline: ``/static/style.css`` of the same server in the same run (a page that does nothing).
 
 Run: ``.venv/bin/python -m bench.webui_bench [--requests 2000] [--concurrency 4] [--tables 20]
@@ -330,8 +331,26 @@ def _setup_pages(home: Path, mirrors: int) -> tuple[FastAPI, _Endpoints, list[st
             for t in topics
         }
 
-    app.state.status = StatusService(settings, sessions, offsets=offsets)
+    status = StatusService(settings, sessions, offsets=offsets)
+    _seed_trends(status, now)
+    app.state.status = status
     return app, endpoints, [n for n, _ in names], samples
+
+
+def _seed_trends(status: StatusService, now: float, hours: float = 1.0) -> None:
+    """An hour of the Overview's charts, as an admin that has run for an hour keeps them in
+    memory (a point per scrape round: per instance, per consumer, per target): a fresh admin
+    would draw a few points and understate the page."""
+    from webui.status import Trends
+
+    snapshot = status.refresh_now()  # scrapes the endpoints once, as a round does
+    assert snapshot.metrics is not None
+    status.trends = Trends()  # that round's point is the hour's last
+    scrapes = int(hours * 3600 / SCRAPE_STEP_S)
+    for n in range(scrapes):
+        status.trends.record(
+            snapshot.at - (scrapes - n) * SCRAPE_STEP_S, snapshot.metrics, snapshot.tables.values()
+        )
 
 
 def _latencies(base: str, paths: list[str], requests: int, clients: int) -> list[float]:
