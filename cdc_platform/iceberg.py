@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import re
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -56,6 +57,9 @@ LAYOUT_VERSION = 1
 # The Iceberg format version of every table (row-level deletes, the merge's copy-on-write).
 FORMAT_VERSION = 2
 _EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+# Iceberg's metastore client pool per catalog; the stream writer's concurrent table commits
+# (``stream_writer.writer``) use up to this many.
+METASTORE_CLIENTS = 8
 
 # -- errors ------------------------------------------------------------------------------------
 
@@ -392,6 +396,10 @@ def catalog_conf(catalog: str, storage: LakeStorage) -> dict[str, str]:
         # a column keeps a compatible type at its position refuses Iceberg's own schema
         # evolution (a dropped or moved column), as Iceberg's Hive documentation says.
         "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes": "false",
+        # Metastore clients Iceberg keeps per catalog (its default is 2): the stream writer
+        # commits to many tables at once, and each commit holds a client for its metadata
+        # refresh and its alter_table.
+        f"{prefix}.clients": str(METASTORE_CLIENTS),
         # The metastore clients Iceberg opens pool their connections with DBCP (PySpark ships
         # no BoneCP, Hive's default).
         "spark.hadoop.datanucleus.connectionPoolingType": "DBCP",
@@ -414,6 +422,9 @@ def lake_session(
 
 # -- the catalog -------------------------------------------------------------------------------
 
+# The writer jar's (stack/jvm/writer) one-job write of many tables' data files.
+BATCH_WRITE_CLASS = "io.cdcmirror.spark.IcebergBatchWrite"
+
 
 def _ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
@@ -431,6 +442,9 @@ class LakeCatalog:
         self.spark = spark
         self.storage = storage
         self.catalog = catalog
+        # (namespace, table) → Iceberg's Java table object, for ``write_files``.
+        self._tables_cache: dict[tuple[str, str], Any] = {}
+        self._cache_lock = threading.Lock()
 
     @classmethod
     def open(cls, spark: SparkSession, settings: Settings, check: bool = True) -> LakeCatalog:
@@ -539,6 +553,45 @@ class LakeCatalog:
             writer = writer.option(f"snapshot-property.{key}", value)
         return writer
 
+    def write_files(
+        self, frame: DataFrame, namespace: str, tables: Sequence[str]
+    ) -> StagedFiles | None:
+        """Write the data files of ``frame`` for many ``tables`` of ``namespace`` in ONE Spark
+        job, committing nothing (``StagedFiles.commit`` does, one commit per table).
+
+        ``frame``: column 0 the table's name, column 1 a struct of that table's columns (its
+        schema's names, order and Spark types); all ``tables`` share that struct. None when the
+        stack's writer jar predates ``BATCH_WRITE_CLASS`` (``append`` per table instead)."""
+        from py4j.java_gateway import (  # type: ignore[import-untyped]  # noqa: PLC0415 - pyspark's
+            JavaClass,
+        )
+
+        jvm: Any = self.spark.sparkContext._jvm
+        batch_write: Any = jvm
+        for part in BATCH_WRITE_CLASS.split("."):
+            batch_write = getattr(batch_write, part)
+        if not isinstance(batch_write, JavaClass):  # py4j's view of a class it cannot load
+            return None
+        with self._errors():
+            java_tables = jvm.java.util.HashMap()
+            for table in tables:
+                java_tables.put(table, self._cached_table(namespace, table))
+            java = batch_write.write(frame._jdf, java_tables)
+        return StagedFiles(self, namespace, java)
+
+    def _cached_table(self, namespace: str, table: str) -> Any:
+        """The table's Java object, loaded once per process: an Iceberg commit refreshes its
+        metadata before it applies (and retries on a conflict), so a cached object commits as
+        safely as a fresh one and saves a metastore call and a metadata read per table."""
+        key = (namespace, table)
+        with self._cache_lock:
+            cached = self._tables_cache.get(key)
+        if cached is None:
+            cached = self._table(namespace, table)
+            with self._cache_lock:
+                self._tables_cache[key] = cached
+        return cached
+
     def table_names(self, namespace: str) -> set[str]:
         """The tables of ``namespace`` (one metastore call)."""
         with self._errors():
@@ -608,3 +661,31 @@ class LakeCatalog:
         ``StaticTable.from_metadata``) with ``storage.file_io_properties()``."""
         with self._errors():
             return str(self._table(namespace, table).operations().current().metadataFileLocation())
+
+
+class StagedFiles:
+    """Data files ``LakeCatalog.write_files`` wrote for several tables, not committed yet."""
+
+    def __init__(self, lake: LakeCatalog, namespace: str, java: Any) -> None:
+        self._lake = lake
+        self._namespace = namespace
+        self._java = java
+
+    @property
+    def tables(self) -> set[str]:
+        """The tables that got files."""
+        return {str(name) for name in self._java.tables()}
+
+    def commit(
+        self, table: str, offsets: KafkaOffsets, properties: Mapping[str, str] | None = None
+    ) -> None:
+        """Append the files written for ``table`` as ONE commit whose snapshot summary
+        records ``offsets`` (and ``properties``), as ``LakeCatalog.append`` does; if it fails,
+        the table keeps its previous snapshot. Commits of different tables may run at once."""
+        jvm: Any = self._lake.spark.sparkContext._jvm
+        summary = jvm.java.util.HashMap()
+        summary.put(OFFSETS_PROPERTY, offsets.encode())
+        for key, value in (properties or {}).items():
+            summary.put(key, value)
+        with self._lake._errors():
+            self._java.commit(table, self._lake._cached_table(self._namespace, table), summary)

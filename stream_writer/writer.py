@@ -7,11 +7,14 @@ or state file of our own is written, so it holds on local disk, HDFS and S3 alik
 1. **Transform.** The batch is parsed and routed in one pass (``transform.lake_rows``),
    rows below the writer's committed offsets dropped (a batch Spark replays, or a fresh
    checkpoint started from the lake's offsets), and kept (``persist``) for the steps below.
-2. **One Iceberg commit per table.** For each table the batch touches (the dead-letter table
-   too), one ``append`` whose snapshot summary records the batch's end offsets
-   (``cdc-mirror.kafka-offsets``: every message of every partition below them is in that
-   table, if it belongs there) and the writer's name. A commit is atomic: a reader sees all
-   of a table's rows of the batch or none.
+2. **One Iceberg commit per table.** The data files of every table the batch touches are
+   written by one Spark job (``LakeCatalog.write_files``: per-table Spark writes cost a job,
+   an analysis and a table load each, most of a batch over hundreds of tables); then for
+   each table (the dead-letter table too), one append of its files whose snapshot summary
+   records the batch's end offsets (``cdc-mirror.kafka-offsets``: every message of every
+   partition below them is in that table, if it belongs there) and the writer's name. A
+   commit is atomic: a reader sees all of a table's rows of the batch or none; files of a
+   batch that never committed are referenced by nothing (orphan-file removal deletes them).
 3. **Progress commit.** Then the writer's progress row (``cdc_platform.lake``: offsets,
    watermarks, ready days, late rows) is replaced, one commit of ``_cdc_writer_progress``.
    A day turns ready only there, after the data of the batch that made it ready.
@@ -41,6 +44,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
@@ -49,7 +53,13 @@ from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from cdc_platform.config import StreamWriterSettings
-from cdc_platform.iceberg import WRITER_PROPERTY, KafkaOffsets, LakeCatalog
+from cdc_platform.iceberg import (
+    METASTORE_CLIENTS,
+    WRITER_PROPERTY,
+    KafkaOffsets,
+    LakeCatalog,
+    StagedFiles,
+)
 from cdc_platform.lake import (
     DAY_COLUMN,
     DEAD_LETTER_TABLE,
@@ -67,7 +77,7 @@ from stream_writer.readiness import UNKNOWN_LAG, BatchProgress, ReadinessRule, W
 from stream_writer.routing import WriterRouting
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +85,10 @@ BATCH_PROPERTY = "cdc-mirror.batch-id"
 # Tests only: the writer kills itself (its process group, JVM included) at this point.
 CRASH_ENV = "CDC_STREAM_WRITER_CRASH_AT"
 CRASH_POINTS = ("before-commit", "between-tables", "before-progress", "after-commit")
-# Table commits of one batch that run at once (each is a Spark job and a metastore update).
-_COMMIT_THREADS = 4
+# Table commits of one batch that run at once: each is mostly waiting on the storage and the
+# metastore (a metadata refresh, manifest and metadata files, an alter_table); as many as
+# Iceberg's metastore client pool holds, so none waits for a client.
+_COMMIT_THREADS = METASTORE_CLIENTS
 # Iceberg table properties of the raw tables. Rows are written by the task that read them
 # (no shuffle before the write: ``distribution-mode=none``), each task keeping a file open per
 # day it holds (fanout). Nothing filters on the JSON texts and raw bytes: no column metrics.
@@ -335,10 +347,8 @@ class BatchWriter:
             if DEAD_LETTER_TABLE in by_table:
                 self._log_samples(rows)
             self._crash("before-commit")
-            began = time.monotonic()
             offsets = KafkaOffsets({**committed, **end_offsets})
-            commits = self._commit_tables(rows, batch_id, by_table, committed, offsets)
-            phases["table commits"] = time.monotonic() - began
+            commits = self._commit_tables(rows, batch_id, by_table, committed, offsets, phases)
         finally:
             rows.unpersist()
         self._crash("before-progress")
@@ -395,16 +405,17 @@ class BatchWriter:
         by_table: dict[str, list[_Group]],
         committed: dict[tuple[str, int], int],
         offsets: KafkaOffsets,
+        phases: dict[str, float],
     ) -> int:
-        """One Iceberg commit per table with rows to add (a few at once); returns how many."""
+        """One Iceberg commit per table with rows to add (a few at once); returns how many.
+        Adds its phases' seconds to ``phases``: tables (created or checked), data files (the
+        Spark job writing them), table commits."""
+        began = time.monotonic()
+        written = sorted(t for t in by_table if is_written(t))
+        self._read_own_commits([t for t in written if t in self._tables and t not in self._checked])
         plans: list[tuple[str, dict[tuple[str, int], int] | None]] = []
-        for table in sorted(t for t in by_table if is_written(t)):
+        for table in written:
             floors: dict[tuple[str, int], int] | None = None
-            if table in self._tables and table not in self._checked:
-                mine = self.lake.committed_offsets(self.database, table, writer=self.paths.name)
-                if mine is not None:
-                    self._ahead[table] = mine
-                self._checked.add(table)
             if table in self._ahead:
                 floors = table_floors(committed, self._ahead[table])
                 if floors == committed:
@@ -413,11 +424,73 @@ class BatchWriter:
                 elif not needs_commit(by_table[table], floors):
                     log.info("batch %d: %s holds these rows already", batch_id, table)
                     continue
-            self._ensure_table(table)
             plans.append((table, floors))
+        self._create_tables([table for table, _ in plans if table not in self._tables])
+        phases["tables"] = time.monotonic() - began
+        if not plans:
+            return 0
         properties = {WRITER_PROPERTY: self.paths.name, BATCH_PROPERTY: str(batch_id)}
+        began = time.monotonic()
+        commits = self._stage(rows, plans)
+        if commits is None:  # a writer jar without the one-job write: a Spark write per table
+            commits = {table: self._spark_append(rows, table, floors) for table, floors in plans}
+        phases["data files"] = time.monotonic() - began
+        began = time.monotonic()
 
-        def commit(table: str, floors: dict[tuple[str, int], int] | None) -> None:
+        def commit(table: str) -> None:
+            commits[table](offsets, properties)
+
+        # Commits of different tables are independent and mostly wait on the storage and the
+        # metastore: a few at once.
+        with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="cdc-commit") as pool:
+            futures = [pool.submit(commit, table) for table, _ in plans]
+            for done, future in enumerate(as_completed(futures), start=1):
+                future.result()
+                if done < len(futures):
+                    self._crash("between-tables")
+        phases["table commits"] = time.monotonic() - began
+        return len(plans)
+
+    def _stage(
+        self, rows: DataFrame, plans: Sequence[tuple[str, dict[tuple[str, int], int] | None]]
+    ) -> dict[str, _Commit] | None:
+        """Write the data files of every planned table (rows at or above its floors) without
+        committing: one Spark job per column layout (the raw tables share one, the dead-letter
+        table has its own), instead of a Spark write per table. None when the stack's writer
+        jar lacks the one-job write (``LakeCatalog.write_files``)."""
+        layouts: dict[tuple[tuple[str, str], ...], list[tuple[str, Column | None]]] = {}
+        for table, floors in plans:
+            layouts.setdefault(table_columns(table), []).append(
+                (table, transform.at_or_after(floors or {}))
+            )
+        commits: dict[str, _Commit] = {}
+        for columns, tables in layouts.items():
+            names = [table for table, _ in tables]
+            keep = F.col("_table").isin(names)
+            floor_rules = [
+                (F.col("_table") == table, above) for table, above in tables if above is not None
+            ]
+            if floor_rules:
+                rule: Column = F.lit(True)
+                for is_table, above in reversed(floor_rules):
+                    rule = F.when(is_table, above).otherwise(rule)
+                keep = keep & rule
+            values = [
+                (F.col("_dt") if name == DAY_COLUMN else F.col(name)).cast(kind).alias(name)
+                for name, kind in columns
+            ]
+            frame = rows.where(keep).select(F.col("_table"), F.struct(*values).alias("row"))
+            staged = self.lake.write_files(frame, self.database, names)
+            if staged is None:
+                return None
+            for table in names:
+                commits[table] = partial(_commit_staged, staged, table)
+        return commits
+
+    def _spark_append(
+        self, rows: DataFrame, table: str, floors: dict[tuple[str, int], int] | None
+    ) -> _Commit:
+        def commit(offsets: KafkaOffsets, properties: Mapping[str, str]) -> None:
             frame = rows.where(F.col("_table") == table)
             above = transform.at_or_after(floors or {})
             if above is not None:
@@ -426,29 +499,42 @@ class BatchWriter:
             frame = frame.select(*columns, F.col("_dt").alias(DAY_COLUMN))
             self.lake.append(frame, self.database, table, offsets, properties)
 
-        if not plans:
-            return 0
-        with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="cdc-commit") as pool:
-            futures = [pool.submit(commit, table, floors) for table, floors in plans]
-            for done, future in enumerate(as_completed(futures), start=1):
-                future.result()
-                if done < len(futures):
-                    self._crash("between-tables")
-        return len(plans)
+        return commit
 
-    def _ensure_table(self, table: str) -> None:
-        if table in self._tables:
+    def _read_own_commits(self, tables: Sequence[str]) -> None:
+        """The newest own commit of each of ``tables`` (existing ones this process has not
+        touched yet), into ``_ahead``; a few at once: after a restart, every table's."""
+
+        def read(table: str) -> KafkaOffsets | None:
+            return self.lake.committed_offsets(self.database, table, writer=self.paths.name)
+
+        with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="cdc-offsets") as pool:
+            for table, future in [(table, pool.submit(read, table)) for table in tables]:
+                mine = future.result()
+                if mine is not None:
+                    self._ahead[table] = mine
+                self._checked.add(table)
+
+    def _create_tables(self, tables: Sequence[str]) -> None:
+        """Create the new ``tables`` (a few at once: each is a metastore round of its own)."""
+        if not tables:
             return
-        self.lake.create_table(
-            self.database,
-            table,
-            table_columns(table),
-            partitioned_by=(DAY_COLUMN,),
-            properties=table_properties(
-                self.config.target_file_mb, [name for name, _ in table_columns(table)]
-            ),
-        )
-        self._tables.add(table)
+
+        def create(table: str) -> None:
+            self.lake.create_table(
+                self.database,
+                table,
+                table_columns(table),
+                partitioned_by=(DAY_COLUMN,),
+                properties=table_properties(
+                    self.config.target_file_mb, [name for name, _ in table_columns(table)]
+                ),
+            )
+
+        with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="cdc-create") as pool:
+            for table, future in [(table, pool.submit(create, table)) for table in tables]:
+                future.result()
+                self._tables.add(table)
 
     def _commit_progress(
         self, batch_id: int, groups: list[_Group], end_offsets: dict[tuple[str, int], int]
@@ -654,6 +740,16 @@ class BatchWriter:
             ", ".join(f"{phase} {spent:.1f} s" for phase, spent in phases.items()),
             f", ready: {', '.join(ready)}" if ready else "",
         )
+
+
+# One table's commit of a batch: (the batch's offsets, further summary properties) → None.
+_Commit = Callable[[KafkaOffsets, Mapping[str, str]], None]
+
+
+def _commit_staged(
+    staged: StagedFiles, table: str, offsets: KafkaOffsets, properties: Mapping[str, str]
+) -> None:
+    staged.commit(table, offsets, properties)
 
 
 def _offsets_text(offsets: Mapping[tuple[str, int], int]) -> str:
