@@ -520,13 +520,21 @@ def _validation_targets(form: FormData, targets: list[str]) -> list[str] | None:
     """The targets checked under *Validation*; None when they are the defaults (so a target
     the mirror gains later is validated as the defaults say) or the form had no such boxes
     (``validation_targets_shown``: an unchecked box sends nothing). None checked is kept, and
-    refused by the model with its reason (choose validation off instead)."""
+    refused by the model with its reason (choose validation off instead).
+
+    A default box (checked when the form opens) left checked for a store the mirror does not
+    write, its target unticked in the same form, is dropped rather than refused: unticking a
+    target should not also need unticking its validation. An opt-in box (kudu, lake) checked
+    for a store the mirror lacks is kept, so the model refuses it with the reason."""
     if not _text(form, "validation_targets_shown"):
         return None
     checked = [t for t in form.getlist("validation_targets") if isinstance(t, str)]
-    if checked and set(checked) == set(DEFAULT_VALIDATION_TARGETS) & set(targets):
+    kept = [t for t in checked if t in targets or t not in DEFAULT_VALIDATION_TARGETS]
+    if checked and not kept:
         return None
-    return checked
+    if kept and set(kept) == set(DEFAULT_VALIDATION_TARGETS) & set(targets):
+        return None
+    return kept
 
 
 def _mirror_values(form: FormData) -> dict[str, Any]:

@@ -213,6 +213,16 @@ def test_the_validation_policy_is_set_in_the_form_and_its_repairs_show(
     assert client.post(f"/tables/{NAME}", data=defaults, follow_redirects=False).status_code == 303
     mirror = TableMirror.model_validate(client.get(f"/api/table-mirrors/{NAME}").json()["mirror"])
     assert mirror.validation_targets is None
+    # The warehouse target unticked with its default validation box left checked: the box
+    # goes with the target (saved, not refused), and the warehouse is no longer validated.
+    no_warehouse = {**defaults, "targets": ["hive", "redis"]}
+    saved = client.post(f"/tables/{NAME}", data=no_warehouse, follow_redirects=False)
+    assert saved.status_code == 303, saved.text
+    mirror = TableMirror.model_validate(client.get(f"/api/table-mirrors/{NAME}").json()["mirror"])
+    assert (mirror.targets, mirror.validation_targets) == (["hive", "redis"], None)
+    assert mirror.scheduled_validation_targets == ["redis"]
+    restored = {**defaults, "targets": ["hive", "warehouse", "redis"]}
+    assert client.post(f"/tables/{NAME}", data=restored, follow_redirects=False).status_code == 303
 
     # The scheduler's runs: a repair that converged, then one above the cap.
     status = client.get(f"/status/{NAME}").text
