@@ -56,7 +56,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -257,28 +257,33 @@ def _baseline_warehouse(settings: Settings, cur: Any, batch: int) -> int:
 
     table = sql.Identifier(settings.mirror.warehouse_schema, settings.tables[0].name)
     columns = sql.SQL(", ").join(sql.Identifier(c) for c in TYPES)
-    differing = 0
     with connect_warehouse(settings.postgres) as pg, pg.transaction():
         # A server-side cursor: the rows stream in key order, as MySQL's do.
         theirs = pg.cursor(name="vbench")
         theirs.itersize = batch
         theirs.execute(sql.SQL("SELECT {} FROM {} ORDER BY id").format(columns, table))
-        them = iter(theirs)
-        other = next(them, None)
-        while chunk := cur.fetchmany(batch):
-            for mine in chunk:
-                while other is not None and int(other[0]) < mine[0]:
-                    differing += 1  # extra in the warehouse
-                    other = next(them, None)
-                if other is None or int(other[0]) != mine[0]:
-                    differing += 1  # missing
-                    continue
-                if tuple(other[1:]) != tuple(mine[1:]):
-                    differing += 1
+        return _merge_compare(cur, iter(theirs), batch)
+
+
+def _merge_compare(cur: Any, them: Iterator[Any], batch: int) -> int:
+    """The rows that differ between MySQL's cursor and ``them``, both in key order (the key
+    first): missing, extra and changed rows, found in one merge pass as a plain tool would."""
+    differing = 0
+    other = next(them, None)
+    while chunk := cur.fetchmany(batch):
+        for mine in chunk:
+            while other is not None and int(other[0]) < mine[0]:
+                differing += 1  # extra in the target
                 other = next(them, None)
-        while other is not None:
-            differing += 1
+            if other is None or int(other[0]) != mine[0]:
+                differing += 1  # missing
+                continue
+            if tuple(other[1:]) != tuple(mine[1:]):
+                differing += 1
             other = next(them, None)
+    while other is not None:
+        differing += 1
+        other = next(them, None)
     return differing
 
 
@@ -490,24 +495,7 @@ def _baseline_lake(settings: Settings, cur: Any, batch: int) -> int:
     spark = _spark(settings)
     name = snapshot_table(settings, settings.tables[0].name)
     frame = spark.table(name).select(*TYPES).orderBy("id")
-    them = iter(frame.toLocalIterator(prefetchPartitions=True))
-    differing = 0
-    other = next(them, None)
-    while chunk := cur.fetchmany(batch):
-        for mine in chunk:
-            while other is not None and int(other[0]) < mine[0]:
-                differing += 1  # extra in the lake
-                other = next(them, None)
-            if other is None or int(other[0]) != mine[0]:
-                differing += 1  # missing
-                continue
-            if tuple(other[1:]) != tuple(mine[1:]):
-                differing += 1
-            other = next(them, None)
-    while other is not None:
-        differing += 1
-        other = next(them, None)
-    return differing
+    return _merge_compare(cur, iter(frame.toLocalIterator(prefetchPartitions=True)), batch)
 
 
 def set_up(
