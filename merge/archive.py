@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 from enum import StrEnum
+from typing import Any
 
 from cdc_platform.config import ArchiveDeleteRule, TableMirror
 from simple_binlog.errors import ConfigError
@@ -74,6 +75,17 @@ class ArchiveDecision:
             "cutoff": self.cutoff.isoformat() if self.cutoff else None,
             "override": self.override.value,
         }
+
+
+def recorded_cut(document: dict[str, Any] | None) -> tuple[str, date] | None:
+    """Pure: from a merge's recorded decision (``ArchiveDecision.to_json``), the time column
+    and cut-off of the DELETEs it ignored; None when it ignored none (or there is no record)."""
+    if not document or not document.get("archiving"):
+        return None
+    column, cutoff = document.get("timeColumn"), document.get("cutoff")
+    if not column or not cutoff:
+        return None
+    return str(column), date.fromisoformat(str(cutoff))
 
 
 def time_column(mirror: TableMirror) -> str | None:

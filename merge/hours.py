@@ -98,6 +98,14 @@ def hour_of(instant_ms: int, zone: ZoneInfo) -> Hour:
     return Hour(day, (instant_ms - midnight_ms(day, zone)) // HOUR_MS)
 
 
+def late_fallback(start_ms: int, zone: ZoneInfo) -> int:
+    """Where a merge whose changes start at ``start_ms`` takes them from when it cannot tell
+    which rows arrived late (the raw snapshot of the merge before is unknown or expired): the
+    midnight of the day before ``start_ms`` (for an hour inside a day, that day's midnight;
+    for a day or a day's first hour, the day before's), so rows late for that day are in."""
+    return midnight_ms(hour_of(start_ms - 1, zone).day, zone)
+
+
 @dataclass(frozen=True, slots=True)
 class HourRule:
     """The stream writer's readiness rule (``stream_writer.lateness_budget_s`` and delays)."""

@@ -5,22 +5,24 @@ For one table and day ``dt``:
 1. wait (bounded: ``--wait-ready-s`` / ``merge.wait_ready_s``) until the stream writer's
    committed progress (``cdc_platform.lake``: its row of ``_cdc_writer_progress``) names
    ``dt`` a ready day; fail with one sentence otherwise;
-2. late events: if the writer has since counted late rows for ``dt−1`` beyond what the merge
-   of ``dt−1`` saw, ``dt−1`` is merged again first (its raw partition holds them now);
-3. read ``dt`` of the raw Iceberg table (``lake.ods_binlog_source.<table>``);
-4. live MySQL schema of all shards (``cdc_platform.mysql_schema``; with ``config_store.source:
+2. read the raw Iceberg table (``lake.ods_binlog_source.<table>``), pinned to its current
+   snapshot: partition ``dt``, and, when the raw commits since the snapshot the merge of
+   ``dt−1`` read hold rows before ``dt`` (late rows, of any earlier day), every change from
+   the earliest of them on (``_late_since``: an incremental read of those commits);
+3. live MySQL schema of all shards (``cdc_platform.mysql_schema``; with ``config_store.source:
    webui`` read by the web admin, which keeps the MySQL passwords: ``cdc_platform.live_tables``),
    key (``tables[].key`` or MySQL's), schema plan (``merge.schema``);
-5. flatten ``content`` into typed columns; the archive-delete rule (``merge.archive``);
-6. (changes ∪ snapshot ``dt−1`` as INSERTs) → latest row per key by binlogOffset → DELETEs
-   dropped → partition ``dt`` of ``<merge.database>.<table>``, published atomically
-   (``merge.snapshot``); a re-run overwrites the same partition atomically;
-7. record the merge (``<lake>/_merge/<table>/<dt>.json``) and, with a check column, check
+4. flatten ``content`` into typed columns; the archive-delete rule (``merge.archive``) on the
+   day's own changes, and each earlier day's recorded decision on the changes taken again;
+5. the latest change per key by binlogOffset, MERGEd into ``dt−1``'s tag and tagged ``dt``
+   (``merge.snapshot``); a re-run moves the day's tag atomically;
+6. record the merge (``<lake>/_merge/<table>/<dt>.json``) and, with a check column, check
    the snapshot against MySQL (``<dt>.check.json``).
 
 With no previous snapshot at all, the day's changes (the replayed MOCK rows among them) form
 the first snapshot. A missing ``dt−1`` when older snapshots exist is an error: merging over
-the gap would lose the changes of the missing day.
+the gap would lose the changes of the missing day. A published tag is never changed by a later
+day's merge: a late row is in the tag of every day merged after it reached the lake.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -51,7 +53,7 @@ from cdc_platform.lake_snapshots import day_tag
 from cdc_platform.live_tables import LiveTableSource, open_live_tables
 from cdc_platform.mysql_schema import LiveSchema
 from merge import records
-from merge.archive import ArchiveDecision, ArchiveOverride, decide, time_column
+from merge.archive import ArchiveDecision, ArchiveOverride, decide, recorded_cut, time_column
 from merge.check import CheckResult, check_days, compare, counts_at_cut
 from merge.hours import (
     Hour,
@@ -59,6 +61,7 @@ from merge.hours import (
     day_hours,
     hour_of,
     hours_in_day,
+    late_fallback,
     midnight_ms,
 )
 from merge.schema import SchemaPlan, choose_key, plan_schema
@@ -69,6 +72,7 @@ from merge.transform import (
     flatten,
     latest_change,
     summarize_changes,
+    widen_span,
 )
 from merge.types import SchemaChangeError
 from simple_binlog.errors import CdcMirrorError, ConfigError
@@ -118,8 +122,7 @@ class MergeResult:
     archive: ArchiveDecision
     schema: SchemaPlan
     seconds: float
-    late_rows_seen: int
-    remerged: list[str] = field(default_factory=list)
+    late_rows_seen: int  # the writer's late rows of the day when merged (audit only)
     files_kept: int = 0  # data files of the day before it still shares, unchanged
     files: int = 0  # data files of the day's snapshot
     mode: str = "merge"  # first | merge | re-merge
@@ -156,7 +159,6 @@ class MergeResult:
             "key": self.schema.key,
             "seconds": round(self.seconds, 3),
             "lateRowsSeen": self.late_rows_seen,
-            "remerged": self.remerged,
             "mode": self.mode,
             "filesKept": self.files_kept,
             "files": self.files,
@@ -326,7 +328,7 @@ class Merger:
         the table as it was; the merge then starts again from the table's new state."""
         for attempt in range(1, _CONFLICT_ATTEMPTS + 1):
             try:
-                return self._merge(request, allow_remerge=True)
+                return self._merge(request)
             except CdcMirrorError:
                 raise
             except Exception as exc:
@@ -352,7 +354,7 @@ class Merger:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     # -- one merge --------------------------------------------------------------------------
-    def _merge(self, request: MergeRequest, allow_remerge: bool) -> MergeResult:
+    def _merge(self, request: MergeRequest) -> MergeResult:
         started = time.monotonic()
         mirror = self.config.table(request.table)
         if "hive" not in mirror.targets:
@@ -364,7 +366,7 @@ class Merger:
                 "to merge single hours."
             )
         if mirror.snapshots == "hourly":
-            return self._merge_hours(request, mirror, allow_remerge)
+            return self._merge_hours(request, mirror)
         dt = request.dt.isoformat()
         wait_s = (
             request.wait_ready_s
@@ -387,14 +389,42 @@ class Merger:
                 self.settings.merge.ready_poll_s,
             )
         self._ensure_database()
-        remerged = self._remerge_late_day(request, mirror) if allow_remerge else []
+        # Read before the raw snapshot is pinned (the writer commits its progress after the
+        # rows): the late rows it counts for the day are all in that snapshot (audit only).
         late_seen = late_rows(self.writer_progress(), dt, mirror.name)
-        # Before the rows: a row committed in between is merged now and may be taken again
-        # by the next hour as late (applying a change twice changes nothing), never missed.
+        # The day's partition as of the raw table's current snapshot (pinned: the next day
+        # takes every commit after it), and from earlier when rows arrived late for days
+        # merged before (``_late_since``).
+        start = midnight_ms(request.dt, self.zone)
+        before = request.dt - timedelta(days=1)
+        base = self._base_snapshot(mirror.name, request.dt, self.store.state(mirror.name))
         raw_snapshot = self._raw_snapshot(mirror.name)
-        raw = self._load_raw(mirror.name, dt)
+        late_since = self._late_since(
+            mirror.name,
+            dt,
+            start,
+            None if base is None else before.isoformat(),
+            raw_snapshot,
+        )
+        begin = start if late_since is None else min(start, late_since)
+        raw = self._raw_at(mirror.name, raw_snapshot, f"dt = '{dt}'")
+        earlier = None
+        if begin < start:
+            first_day = hour_of(begin, self.zone).day
+            earlier = (
+                first_day,
+                self._raw_at(
+                    mirror.name,
+                    raw_snapshot,
+                    f"dt >= '{first_day.isoformat()}' AND dt < '{dt}' AND executeTime >= {begin}",
+                ),
+            )
         summary, decision, plan, published = self._apply(
-            mirror, request, raw, lambda state: self._base_snapshot(mirror.name, request.dt, state)
+            mirror,
+            request,
+            raw,
+            lambda state: self._base_snapshot(mirror.name, request.dt, state),
+            earlier=earlier,
         )
         change_count = summary.count
         result = MergeResult(
@@ -408,22 +438,23 @@ class Merger:
             schema=plan,
             seconds=time.monotonic() - started,
             late_rows_seen=late_seen,
-            remerged=remerged,
             files_kept=published.files_kept,
             files=published.files,
             mode=published.mode,
             readiness="skipped by operator" if request.skip_readiness else "ready",
             raw_snapshot_id=raw_snapshot,
+            late_from=None if earlier is None else hour_of(begin, self.zone).label,
         )
         records.write_json(records.merge_record_path(self.lake, mirror.name, dt), result.to_json())
         log.info(
-            "merged %s %s: %d changes → %d rows in %.1f s (archive: %s)",
+            "merged %s %s: %d changes → %d rows in %.1f s (archive: %s)%s",
             mirror.name,
             dt,
             change_count,
             published.rows,
             result.seconds,
             decision.reason,
+            f"; late rows: changes from {result.late_from} on" if result.late_from else "",
         )
         if self.settings.merge.check and mirror.check_column:
             result.check = self.check(mirror, request.dt)
@@ -447,9 +478,17 @@ class Merger:
         raw: DataFrame,
         base_of: Callable[[TableState], int | None],
         hour: Hour | None = None,
+        earlier: tuple[date, DataFrame] | None = None,
     ) -> tuple[ChangeSummary, ArchiveDecision, SchemaPlan, Published]:
         """The changes of ``raw`` applied to the snapshot ``base_of`` names and published
-        (as ``request.dt``'s tag, or ``hour``'s): schema plan, archive rule, MERGE, tag."""
+        (as ``request.dt``'s tag, or ``hour``'s): schema plan, archive rule, MERGE, tag.
+
+        ``earlier`` (a day's merge after late rows): the first day and the raw rows of the
+        days before ``dt`` from the earliest late row on. They are taken again with the day's
+        changes, so that the latest change per key over the whole span decides; the archive
+        rule's decision on ``dt`` applies to ``dt``'s own changes, and each earlier day's
+        recorded decision to that day's (a DELETE its merge ignored as archiving stays
+        ignored)."""
         dt = request.dt.isoformat()
         live = self._live_schema(mirror.name)
         if not live.shards_agree:
@@ -465,11 +504,23 @@ class Merger:
         state = self.store.state(mirror.name)
         base = base_of(state)
         changes = flatten(raw, plan).persist()
+        again = None
         try:
             summary, decision = self._archive_decision(mirror, plan, request, raw, changes)
             applied = changes
             if decision.archiving and decision.time_column and decision.cutoff:
                 applied = drop_archived(changes, decision.time_column, decision.cutoff)
+            if earlier is not None:
+                first_day, rows = earlier
+                again = self._taken_again(mirror.name, plan, rows, first_day, request.dt)
+                again = again.persist()
+                taken = summarize_changes(rows, again, plan.key, None, None)
+                applied = applied.unionByName(again)
+                summary = replace(
+                    summary,
+                    count=summary.count + taken.count,
+                    keys=widen_span(summary.keys, taken.keys),
+                )
             if self.store.evolve(mirror.name, plan, exists=existing is not None):
                 # A column was rewritten on main: main is now the base (widened), and a day
                 # older than main cannot be merged over the new column.
@@ -499,12 +550,45 @@ class Merger:
             )
         finally:
             changes.unpersist()
+            if again is not None:
+                again.unpersist()
         return summary, decision, plan, published
 
+    def _taken_again(
+        self, table: str, plan: SchemaPlan, earlier: DataFrame, first_day: date, dt: date
+    ) -> DataFrame:
+        """The changes of ``earlier`` (raw rows of the days ``first_day`` … ``dt−1``)
+        flattened, without the DELETEs that their own day's merge ignored as archiving (its
+        recorded decision)."""
+        day = first_day
+        cuts: dict[str, tuple[str, date]] = {}
+        while day < dt:
+            cut = recorded_cut(self._merge_facts(table, day.isoformat()).get("archive"))
+            if cut is not None and cut[0] in plan.types:
+                cuts[day.isoformat()] = cut
+            day += timedelta(days=1)
+        plain = earlier.where(~F.col("dt").isin(list(cuts))) if cuts else earlier
+        taken = flatten(plain, plan)
+        for archived_day, (column, cutoff) in cuts.items():
+            log.info(
+                "%s: changes of %s taken again without the DELETEs its merge ignored as "
+                "archiving (rows older than %s by %s)",
+                table,
+                archived_day,
+                cutoff,
+                column,
+            )
+            rows = flatten(earlier.where(F.col("dt") == archived_day), plan)
+            taken = taken.unionByName(drop_archived(rows, column, cutoff))
+        return taken
+
+    def _merge_facts(self, table: str, label: str) -> dict[str, Any]:
+        """What the merge of ``label`` (a day, or an hour ``D``T``HH``) recorded: its raw
+        snapshot and archive decision (empty: no record)."""
+        return records.read_json(records.merge_record_path(self.lake, table, label)) or {}
+
     # -- hourly snapshots -------------------------------------------------------------------
-    def _merge_hours(
-        self, request: MergeRequest, mirror: TableMirror, allow_remerge: bool
-    ) -> MergeResult:
+    def _merge_hours(self, request: MergeRequest, mirror: TableMirror) -> MergeResult:
         """The hour ``request.hour``, or every hour of ``request.dt`` after its newest merged
         one (the last one again when all are), in order; the result of the last."""
         if request.hour is not None:
@@ -513,20 +597,18 @@ class Merger:
                     f"{request.dt} has hours 00 to {hours_in_day(request.dt, self.zone) - 1:02d} "
                     f"in {self.zone.key} (got {request.hour:02d})."
                 )
-            return self._merge_hour(Hour(request.dt, request.hour), request, mirror, allow_remerge)
+            return self._merge_hour(Hour(request.dt, request.hour), request, mirror)
         merged = self.store.state(mirror.name).hours if self.store.exists(mirror.name) else {}
         hours = day_hours(request.dt, self.zone)
         done = [hour for hour in merged if hour.day == request.dt]
         pending = [hour for hour in hours if not done or hour > max(done)] or hours[-1:]
         result: MergeResult | None = None
         for hour in pending:
-            result = self._merge_hour(hour, request, mirror, allow_remerge)
+            result = self._merge_hour(hour, request, mirror)
         assert result is not None
         return result
 
-    def _merge_hour(
-        self, hour: Hour, request: MergeRequest, mirror: TableMirror, allow_remerge: bool
-    ) -> MergeResult:
+    def _merge_hour(self, hour: Hour, request: MergeRequest, mirror: TableMirror) -> MergeResult:
         """One hour: its changes (rows of ``dt`` whose executeTime lies in the hour, and the
         rows that arrived late for hours merged before it) merged over the hour before's tag
         and tagged ``hr-…``; the day's tag at its last hour."""
@@ -560,10 +642,6 @@ class Merger:
                 self.settings.merge.ready_poll_s,
             )
         self._ensure_database()
-        # Late rows of yesterday re-merge it (as a whole) before its first hour builds on it.
-        remerged = (
-            self._remerge_late_day(request, mirror) if allow_remerge and hour.index == 0 else []
-        )
         # Read before the raw snapshot is pinned (the writer commits its progress after the
         # rows): the late rows it counts for the day are all in that snapshot.
         late_seen = late_rows(self.writer_progress(), hour.day.isoformat(), mirror.name)
@@ -573,7 +651,7 @@ class Merger:
         _, start, base_record = self._hour_base(mirror.name, hour, self.store.state(mirror.name))
         end = hour.end_ms(self.zone)
         raw_snapshot = self._raw_snapshot(mirror.name)
-        late_since = self._late_since(mirror.name, hour, start, base_record, raw_snapshot)
+        late_since = self._late_since(mirror.name, hour.label, start, base_record, raw_snapshot)
         begin = start if late_since is None else min(start, late_since)
         first_day = hour_of(begin, self.zone).day.isoformat()
         raw = self._raw_at(
@@ -601,7 +679,6 @@ class Merger:
             schema=plan,
             seconds=time.monotonic() - started,
             late_rows_seen=late_seen,
-            remerged=remerged,
             files_kept=published.files_kept,
             files=published.files,
             mode=published.mode,
@@ -635,9 +712,8 @@ class Merger:
     def _close_day(self, mirror: TableMirror, last: MergeResult) -> MergeResult:
         """The day's tag after its last hour: that hour's snapshot, the day cut. It holds every
         change of the day the lake had committed by then, late rows of earlier hours included
-        (``_late_since``); rows late for the day after this are the writer's late rows, which
-        merge the day's last hour again before the next day builds on it
-        (``_remerge_late_day``)."""
+        (``_late_since``); rows late for the day that reach the lake after this are in the tags
+        of the hours merged after them (the next day's), not in this one."""
         day = last.dt
         label = Hour(day, last.hour or 0).label
         self.store.tag_day(mirror.name, day, last.snapshot_id)
@@ -725,34 +801,36 @@ class Merger:
         return None, midnight, None
 
     def _late_since(
-        self, table: str, hour: Hour, start: int, base_record: str | None, raw_snapshot: int | None
+        self, table: str, label: str, start: int, base_record: str | None, raw_snapshot: int | None
     ) -> int | None:
         """The earliest ``executeTime`` among the raw rows before ``start`` that the merge of
-        the hour's base did not see (committed after its raw snapshot: late rows, of any hour
-        or day), or None when there are none.
+        the base (the day or hour ``base_record``) did not see (committed after its raw
+        snapshot: late rows, of any hour or day), or None when there are none. ``label``: the
+        day or hour being merged, for the log.
 
         Those rows are read from the raw commits since (Iceberg's incremental read of the
-        appends between two snapshots: cost of the commits since, not of the day). The hour
-        then takes every change from that instant on, not only the late rows: a late change
-        older than one merged before (a DELETE of its key) must not win over it, and the
-        latest change per key over the whole span decides that. When the base's raw snapshot
-        is unknown (a record written before merges recorded it) or gone (expired by
-        ``cdc-mirror maintain``), the day is taken from midnight: applying a change twice
-        changes nothing."""
+        appends between two snapshots: cost of the commits since, not of the days before).
+        The merge then takes every change from that instant on, not only the late rows: a
+        late change older than one merged before (a DELETE of its key) must not win over it,
+        and the latest change per key over the whole span decides that. When the base's raw
+        snapshot is unknown (a record written before merges recorded it) or gone (expired by
+        ``cdc-mirror maintain``), the changes are taken from the midnight of the day before
+        ``start`` (``late_fallback``): applying a change twice changes nothing, and rows late
+        for older days are then missed (logged)."""
         if base_record is None or raw_snapshot is None:
-            return None  # nothing merged before: the hour starts at midnight anyway
-        midnight = midnight_ms(hour.day, self.zone)
-        record = records.read_json(records.merge_record_path(self.lake, table, base_record))
-        seen = None if record is None else record.get("rawSnapshotId")
+            return None  # nothing merged before: the changes form the first snapshot
+        fallback = late_fallback(start, self.zone)
+        seen = self._merge_facts(table, base_record).get("rawSnapshotId")
         if seen is None:
             log.warning(
                 "%s: the merge of %s did not record the raw snapshot it read; %s takes the "
-                "day's changes from midnight",
+                "changes from %s on (rows late for older days are not searched)",
                 table,
                 base_record,
-                hour.label,
+                label,
+                hour_of(fallback, self.zone).day,
             )
-            return midnight
+            return fallback
         if int(seen) == raw_snapshot:
             return None
         from py4j.protocol import Py4JError  # noqa: PLC0415
@@ -771,13 +849,14 @@ class Merger:
         except (PySparkException, Py4JError) as exc:
             log.warning(
                 "%s: the raw commits since the merge of %s cannot be read (%s); %s takes the "
-                "day's changes from midnight",
+                "changes from %s on (rows late for older days are not searched)",
                 table,
                 base_record,
                 _spark_sentence(exc),
-                hour.label,
+                label,
+                hour_of(fallback, self.zone).day,
             )
-            return midnight
+            return fallback
         since = None if found is None else found["since"]
         return None if since is None else int(since)
 
@@ -792,28 +871,6 @@ class Merger:
         if not self._database_ready:
             self.store.ensure_database()
             self._database_ready = True
-
-    def _remerge_late_day(self, request: MergeRequest, mirror: TableMirror) -> list[str]:
-        """Merge ``dt−1`` again when late rows arrived for it after its merge (see module doc)."""
-        before = (request.dt - timedelta(days=1)).isoformat()
-        record = records.read_json(records.merge_record_path(self.lake, mirror.name, before))
-        if record is None:
-            return []
-        late_now = late_rows(self.writer_progress(), before, mirror.name)
-        if late_now <= int(record.get("lateRowsSeen", 0)):
-            return []
-        log.warning(
-            "%s: %d late rows arrived for %s after its merge; merging %s again first",
-            mirror.name,
-            late_now - int(record.get("lateRowsSeen", 0)),
-            before,
-            before,
-        )
-        self._merge(
-            MergeRequest(mirror.name, request.dt - timedelta(days=1), request.override, 0),
-            allow_remerge=False,
-        )
-        return [before]
 
     def _base_snapshot(self, table: str, dt: date, state: TableState) -> int | None:
         """The snapshot the day's changes apply to: ``dt−1``'s tag; None when no day before
@@ -890,10 +947,6 @@ class Merger:
             return self._raw(table, where)
         name = self.raw_lake.name(self.settings.stream_writer.database, table)
         return self.spark.sql(f"SELECT * FROM {name} VERSION AS OF {snapshot}").where(where)  # noqa: S608 - quoted names
-
-    def _load_raw(self, table: str, dt: str) -> DataFrame:
-        """``dt`` of the raw table (partition pruning on ``dt``)."""
-        return self._raw(table, f"dt = '{dt}'")
 
     def _archive_decision(
         self,

@@ -92,6 +92,22 @@ class ChangeSummary:
     keys: KeySpan  # over every change, archived DELETEs included
 
 
+def widen_span(first: KeySpan, second: KeySpan) -> KeySpan:
+    """Pure: a span covering both (keys counted in both are counted twice: the count is an
+    upper bound, the MERGE only uses the range)."""
+    if not second.count:
+        return first
+    if not first.count:
+        return second
+    lows = [v for v in (first.low, second.low) if v is not None]
+    highs = [v for v in (first.high, second.high) if v is not None]
+    return KeySpan(
+        first.count + second.count,
+        min(lows) if lows else None,
+        max(highs) if highs else None,
+    )
+
+
 def summarize_changes(
     raw: DataFrame,
     changes: DataFrame,

@@ -6,8 +6,8 @@ committed watermark has passed it, each hour's tag equal to MySQL at the hour's 
 without a tag of their own merged with the next one, the day's tag equal to its last hour
 (the day cut), an hour not ready refused, the hours ``merge --ready-hours`` takes, rows that
 arrive late for a merged hour reaching the tags of the hours merged after they arrived (and
-never undoing a newer change merged before them), a row late for a closed day merging its
-last hour again before the next day starts, and ``cdc-mirror maintain`` dropping the hour
+never undoing a newer change merged before them), a row late for a closed day reaching the
+next day's first hour while the closed day's tags stay as merged, and ``cdc-mirror maintain`` dropping the hour
 tags past ``retention.hourly_days`` while keeping the day tags.
 
 The scenario runs here on local disk and in ``test_merge_remote.py`` on S3 (and HDFS with
@@ -201,24 +201,26 @@ def hourly_snapshots_scenario(spark: Any, shop: Shop, storage_only: bool = False
     assert state.days[DAY1] == hour23.snapshot_id
     assert hour1.snapshot_id == state.hours[Hour(DAY2, 1)]
 
-    # A change of DAY2 23:30 reaches the lake after DAY2 closed, counted late for DAY2 by the
-    # writer: DAY3's first hour merges DAY2's last hour again first (the day's tag, the day
-    # cut, has it), then builds on it (no change of its own: it tags that snapshot).
+    # A change of DAY2 23:30 reaches the lake after DAY2 closed (the writer counts it late
+    # for DAY2): DAY3's first hour has it (its changes start at DAY2 23:30), and DAY2's tags
+    # keep what they were merged with.
     day3 = DAY2 + timedelta(days=1)
     clock_to(shop, at(DAY2, 23, 30))
     shop.update(placed[renamed], renamed)
-    expected[(DAY2, 23)] = shop.mysql_rows()
+    expected[(day3, 0)] = shop.mysql_rows()
     shop.write_raw(spark, DAY2, ready=False)
     shop.watermark_ms = (at(day3, 1) + BUDGET_S) * 1000
     shop.mark_ready(DAY2, {shop.table: 1})
     first = merger.merge(MergeRequest(shop.table, day3, hour=0))
-    assert first.remerged == [str(DAY2)]
+    assert (first.mode, first.late_from) == ("merge", "2026-11-21T23")
+    assert hour_rows(spark, shop, merger, day3, 0) == expected[(day3, 0)]
+    assert expected[(day3, 0)] != expected[(DAY2, 23)]
     assert snapshot_rows(spark, settings, shop.table, DAY2) == expected[(DAY2, 23)]
     assert hour_rows(spark, shop, merger, DAY2, 23) == expected[(DAY2, 23)]
-    assert hour_rows(spark, shop, merger, day3, 0) == expected[(DAY2, 23)]
     assert hour_rows(spark, shop, merger, DAY2, 2) == expected[(DAY2, 2)]
     state = merger.store.state(shop.table)
-    assert state.days[DAY2] == state.hours[Hour(DAY2, 23)] == state.hours[Hour(day3, 0)]
+    assert state.days[DAY2] == state.hours[Hour(DAY2, 23)] == closed.snapshot_id
+    assert state.hours[Hour(day3, 0)] == first.snapshot_id == state.current
 
     if storage_only:
         return

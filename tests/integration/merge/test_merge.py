@@ -35,7 +35,7 @@ from merge.archive import ArchiveOverride
 from merge.job import Merger, MergeRequest, NotReadyError, merge_tables
 from merge.maintenance import Maintainer
 from simple_binlog.errors import ConfigError
-from tests.integration.merge.harness import Shop, history_times, snapshot_rows
+from tests.integration.merge.harness import Shop, day_start, history_times, snapshot_rows
 
 DAY1 = date(2026, 11, 20)
 DAY2 = date(2026, 11, 21)
@@ -363,36 +363,91 @@ def test_command_in_another_process_and_a_killed_merge_leaves_the_previous_state
     assert merger.store.state(shop.table).days[DAY2] == again.snapshot_id != published
 
 
-def test_late_rows_of_yesterday_trigger_a_remerge(spark: Any, shop: Shop) -> None:
+def test_rows_late_for_an_older_day_reach_every_later_merge_and_tags_stay(
+    spark: Any, shop: Shop
+) -> None:
+    """Changes of DAY1 reach the lake after DAY1 and DAY2 were merged: a new key, an update
+    of a key that stays, and an update of a key that DAY2 deleted (older than that DELETE).
+    DAY3's merge takes every change from the earliest late row on: its tag and the current
+    table have the insert and the update and not the deleted key; DAY1's and DAY2's tags stay
+    as merged. DAY2 is an archiving day: its ignored DELETEs, taken again, stay ignored."""
     settings = shop.merge_settings()
     merger = Merger(settings, spark)
-    placed = history(shop, 3)
+    day3 = DAY2 + timedelta(days=1)
+    archived = history(shop, 4, old=True)  # 12 rows from 60 days ago, archived on DAY2
+    placed = history(shop, 2)
     shop.start_day(DAY1)
     shop.mock_replay(shop._second)
-    shop.write_raw(spark, DAY1)
-    merger.merge(MergeRequest(shop.table, DAY1))
-    shop.start_day(DAY2)
+    shop._second += 400
     for shard in range(3):
-        shop.insert(shard, during(DAY2, shop.rng))
+        placed[shop.insert(shard, during(DAY1, shop.rng))] = shard
+    # At DAY1 23:00, three changes whose messages reach the lake only after DAY2's merge.
+    stays, gone = sorted(placed)[:2]
+    shop._second, shop._seq = day_start(DAY1) + 23 * 3600, 0
+    late_new = shop.insert(1, datetime(2026, 11, 20, 23))
+    shop.update(placed[stays], stays)
+    shop.update(placed[gone], gone)
+    held_back = shop.messages[-3:]
+    del shop.messages[-3:]
+    shop.write_raw(spark, DAY1)
+    first = merger.merge(MergeRequest(shop.table, DAY1))
+    day1_rows = snapshot_rows(spark, settings, shop.table, DAY1)
+    assert late_new not in day1_rows
+
+    # DAY2: the key updated late is deleted (a recent row: the DELETE applies), the old rows
+    # are archived (12 DELETEs of old rows > 7 × 1 insert: ignored, kept in the snapshot).
+    shop.start_day(DAY2)
+    shop.delete(placed.pop(gone), gone)
+    for order_no, shard in sorted(archived.items()):
+        shop.delete(shard, order_no)
+    placed[shop.insert(2, during(DAY2, shop.rng))] = 2
     shop.write_raw(spark, DAY2)
-    first = merger.merge(MergeRequest(shop.table, DAY2))
-    assert first.remerged == []
-
-    # A change of DAY1 reaches the lake after DAY1 was ready (and merged): a late row.
-    late_key = sorted(placed)[0]
-    shop.start_day(DAY1)
-    shop._second += 80_000
-    shop.update(placed[late_key], late_key)
-    shop.write_raw(spark, DAY1, ready=False)
-    shop.mark_ready(DAY1, late_rows={shop.table: 1})
-
     second = merger.merge(MergeRequest(shop.table, DAY2))
-    assert second.remerged == [str(DAY1)]
-    day1 = snapshot_rows(spark, settings, shop.table, DAY1)
-    assert day1[late_key] == shop.mysql_rows()[late_key]
-    assert_snapshot_equals_mysql(spark, shop, merger, DAY2)
-    # Seen once, merged once: the next run does not merge DAY1 again.
-    assert merger.merge(MergeRequest(shop.table, DAY2)).remerged == []
+    assert second.archive.archiving and second.archive.ignored_deletes == len(archived)
+    assert second.late_from is None
+    day2_rows = snapshot_rows(spark, settings, shop.table, DAY2)
+    assert gone not in day2_rows and set(archived) <= set(day2_rows)
+
+    # The late changes of DAY1 are committed now (the writer counts them late for DAY1).
+    shop.messages.extend(held_back)
+    shop.write_raw(spark, DAY1, ready=False)
+    shop.mark_ready(DAY1, late_rows={shop.table: 3})
+    shop.start_day(day3)
+    shop.update(placed[sorted(placed)[-1]], sorted(placed)[-1])
+    shop.write_raw(spark, day3)
+    third = merger.merge(MergeRequest(shop.table, day3))
+
+    assert (third.mode, third.late_from) == ("merge", "2026-11-20T23")
+    assert not third.archive.archiving
+    assert third.check is not None and third.check.ok, third.check.to_json()
+    mysql = shop.mysql_rows()
+    expected = {**mysql, **{key: day2_rows[key] for key in archived}}
+    day3_rows = snapshot_rows(spark, settings, shop.table, day3)
+    assert day3_rows == expected
+    assert day3_rows[late_new] == mysql[late_new]
+    assert day3_rows[stays] == mysql[stays] != day2_rows[stays]
+    assert gone not in day3_rows  # the late UPDATE did not bring the deleted key back
+    current = spark.table(merger.store.name(shop.table)).select("order_no").collect()
+    assert sorted(row["order_no"] for row in current) == sorted(expected)
+    # The tags already published stay as they were merged.
+    state = merger.store.state(shop.table)
+    assert state.days == {
+        DAY1: first.snapshot_id,
+        DAY2: second.snapshot_id,
+        day3: third.snapshot_id,
+    }
+    assert state.current == third.snapshot_id
+    assert snapshot_rows(spark, settings, shop.table, DAY1) == day1_rows
+    assert snapshot_rows(spark, settings, shop.table, DAY2) == day2_rows
+    # The next day has them too, without taking the late rows again.
+    day4 = day3 + timedelta(days=1)
+    shop.start_day(day4)
+    shop.insert(0, during(day4, shop.rng))
+    shop.write_raw(spark, day4)
+    fourth = merger.merge(MergeRequest(shop.table, day4))
+    assert (fourth.late_from, fourth.changes) == (None, 1)
+    expected = {**shop.mysql_rows(), **{key: day2_rows[key] for key in archived}}
+    assert snapshot_rows(spark, settings, shop.table, day4) == expected
 
 
 def test_a_day_shares_the_files_it_did_not_change(spark: Any, shop: Shop) -> None:

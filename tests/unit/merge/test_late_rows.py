@@ -1,0 +1,63 @@
+"""Pure rules of merges after late rows: where the changes start when the late rows cannot be
+told, the MERGE's key range over the day's and the re-taken changes, and the DELETEs an
+earlier day's merge ignored as archiving (from its recorded decision)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from merge.archive import recorded_cut
+from merge.hours import late_fallback, midnight_ms
+from merge.transform import KeySpan, widen_span
+
+UTC_ZONE = ZoneInfo("UTC")
+BERLIN = ZoneInfo("Europe/Berlin")
+
+
+def ms(year: int, month: int, day: int, hour: int = 0, zone: ZoneInfo = UTC_ZONE) -> int:
+    return int(datetime(year, month, day, hour, tzinfo=zone).timestamp() * 1000)
+
+
+@pytest.mark.parametrize("zone", [UTC_ZONE, BERLIN])
+def test_late_fallback_is_the_midnight_of_the_day_before_the_start(zone: ZoneInfo) -> None:
+    # A day (or a day's first hour) starts at its midnight: the day before is searched.
+    assert late_fallback(midnight_ms(date(2026, 11, 21), zone), zone) == midnight_ms(
+        date(2026, 11, 20), zone
+    )
+    # An hour inside a day: that day's midnight.
+    assert late_fallback(ms(2026, 11, 21, 14, zone=zone), zone) == midnight_ms(
+        date(2026, 11, 21), zone
+    )
+    # The day after a daylight-saving change (Berlin's 25-hour day, 2026-10-25).
+    assert late_fallback(midnight_ms(date(2026, 10, 26), zone), zone) == midnight_ms(
+        date(2026, 10, 25), zone
+    )
+
+
+def test_late_fallback_in_utc_is_plain_day_arithmetic() -> None:
+    start = ms(2026, 11, 21)
+    assert late_fallback(start, UTC_ZONE) == start - 86_400_000
+    assert datetime.fromtimestamp(late_fallback(start, UTC_ZONE) / 1000, UTC).day == 20
+
+
+def test_widen_span_covers_both_and_ignores_empty_ones() -> None:
+    day = KeySpan(3, "o000010", "o000020")
+    again = KeySpan(2, "o000002", "o000015")
+    assert widen_span(day, again) == KeySpan(5, "o000002", "o000020")
+    assert widen_span(day, KeySpan(0, None, None)) == day
+    assert widen_span(KeySpan(0, None, None), again) == again
+    # A NULL first key column in one span keeps the other's bound.
+    assert widen_span(KeySpan(1, None, None), KeySpan(1, 5, 9)) == KeySpan(2, 5, 9)
+
+
+def test_recorded_cut_names_the_deletes_a_day_ignored() -> None:
+    archiving = {"archiving": True, "timeColumn": "created_at", "cutoff": "2026-10-22"}
+    assert recorded_cut(archiving) == ("created_at", date(2026, 10, 22))
+    assert recorded_cut({**archiving, "archiving": False}) is None
+    assert recorded_cut({**archiving, "cutoff": None}) is None
+    assert recorded_cut({**archiving, "timeColumn": None}) is None
+    assert recorded_cut({}) is None
+    assert recorded_cut(None) is None
