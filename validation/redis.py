@@ -14,18 +14,28 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Annotated, Any, cast, overload
 
+import msgspec
 import orjson
 
 from cdc_platform import redis_store
 from cdc_platform.config import RedisSettings
 from simple_binlog.naming import decode_redis_document, redis_key, redis_key_part_value
 from simple_binlog.values import ColumnType, JsonScalar, Kind, decode
-from validation.canonical import ChunkDigest, RowHasher, python_canonical
+from validation.canonical import (
+    _PREFIXED_KINDS,
+    _TEXT_WIRE_KINDS,
+    NULL_PIECE,
+    ChunkDigest,
+    RowHasher,
+    is_json,
+    piece_of,
+    python_canonical,
+)
 from validation.plan import Chunk, Key
 from validation.table import TableShape
 
@@ -43,11 +53,155 @@ def key_from_parts(types: Sequence[ColumnType], parts: Sequence[str]) -> Key:
     return tuple(values)
 
 
+# A wire integer's range (INT to BIGINT UNSIGNED and BIT(64)): a number outside it is left
+# to the general path (orjson reads it as a float, which ``RowHasher`` refuses), as before.
+# msgspec checks the lower bound; it takes no upper bound above int64's, checked in the text.
+_WIRE_INT_MAX = 2**64 - 1
+_WireInt = Annotated[int, msgspec.Meta(ge=-(2**63))]
+
+
+class DocumentHasher:
+    """The row hashes of a chunk's stored documents, as ``RowHasher`` makes them from the
+    parsed documents, in one pass per row: each document is parsed by msgspec straight into
+    the compared columns typed by Kind (no dict; a column the document lacks is NULL, other
+    keys are skipped), and the row text is one generated f-string over them, so the common
+    kinds cost no call of their own: a wire text that is the canonical text already is taken
+    as it is, an integer printed, a text length-prefixed; the other kinds (a DOUBLE among
+    them) go through ``canonical.piece_of``. A document msgspec does not parse as
+    typed (a wire value of another type, a malformed document) is hashed by ``RowHasher``
+    from ``orjson``'s parse, which hashes it or raises as before: nothing is skipped.
+
+    Generated code, not a loop over the columns: the loop's per-column calls and branches
+    were most of a row's time, and this runs for every row of every chunk."""
+
+    def __init__(self, names: Sequence[str], columns: Sequence[ColumnType]) -> None:
+        self._hasher = RowHasher(names, columns)
+        fields: list[tuple[str, Any, Any]] = []
+        lines: list[str] = []
+        checks: list[str] = []  # a value the general path is to read: no text (None)
+        pieces: list[str] = []
+        scope: dict[str, Any] = {"NULL": NULL_PIECE, "INT_MAX": _WIRE_INT_MAX}
+        for index, (name, column) in enumerate(zip(names, columns, strict=True)):
+            value = f"v{index}"
+            kind = column.kind
+            if kind in _TEXT_WIRE_KINDS:
+                wire: Any = str
+                piece = value
+            elif kind in _PREFIXED_KINDS and not is_json(column):
+                wire = str
+                piece = f"str(len({value})) + ':' + {value}"
+            elif kind in (Kind.INT, Kind.YEAR, Kind.BIT):
+                wire = _WireInt
+                piece = f"str({value})"
+                checks.append(f"    if {value} is not None and {value} > INT_MAX: return None")
+            else:
+                # A DOUBLE or FLOAT parsed as a float (a JSON integer too, as ``piece_of``
+                # reads it; and a number past 2^64 as orjson does).
+                wire = float if kind in (Kind.DOUBLE, Kind.FLOAT) else Any
+                scope[f"piece{index}"] = piece_of(column, name)
+                piece = f"piece{index}({value})"
+            fields.append((f"f{index}", wire | None, msgspec.field(name=name, default=None)))
+            lines.append(f"    {value} = row.f{index}")
+            pieces.append(f"{{NULL if {value} is None else {piece}}}")
+        row_type = msgspec.defstruct("StoredRow", fields, forbid_unknown_fields=False)
+        document_type = msgspec.defstruct(
+            "StoredDocument",
+            [
+                ("shard", str, msgspec.field(name="_shard")),
+                ("row", row_type | None),
+            ],
+        )
+        self._decode: Callable[[bytes], Any] = msgspec.json.Decoder(document_type).decode
+        body = "{len(shard)}:{shard}," + ",".join(pieces)
+        source = "\n".join(
+            ["def row_text(shard, row):", *lines, *checks, f'    return f"{body}".encode()']
+        )
+        exec(source, scope)  # noqa: S102 - code made here from the Kinds alone, no input
+        self._row_text: Callable[[str, Any], bytes | None] = scope["row_text"]
+
+    def chunk(self, raws: Iterable[bytes | None]) -> ChunkDigest:
+        """The digest of the rows among ``raws`` (a missing key or a tombstone is none)."""
+        decode, row_text, md5 = self._decode, self._row_text, hashlib.md5
+        count = total = 0
+        for raw in raws:
+            if raw is None:
+                continue
+            try:
+                document = decode(raw)
+            except msgspec.DecodeError:
+                document = None
+            if document is not None and document.row is None:
+                continue  # a tombstone
+            text = None if document is None else row_text(document.shard, document.row)
+            if text is None:
+                # Not parsed as typed, or a value the general path reads: orjson's parse.
+                parsed = orjson.loads(raw)
+                if parsed["row"] is None:
+                    continue
+                text = self._hasher.text(parsed["_shard"], parsed["row"])
+            count += 1
+            total += int.from_bytes(md5(text).digest()[:8])
+        return ChunkDigest.of(count, total)
+
+
 def _text(column: ColumnType, raw: bytes | None) -> str | bytes | None:
     """Canonical bytes as the SQL engines return them: text, but for binaries."""
     if raw is None or column.kind in (Kind.BINARY, Kind.GEOMETRY):
         return raw
     return raw.decode()
+
+
+class _ChunkReader:
+    """Reads documents by name (MGETs of ``BATCH``, one pipeline: one round trip) and hashes
+    them: one in the command's process, one in each worker process."""
+
+    def __init__(
+        self, settings: RedisSettings, table: str, names: Sequence[str], types: Sequence[ColumnType]
+    ) -> None:
+        self._doing = f"the read of {table}"
+        self._address = redis_store.address(settings)
+        self._client = redis_store.connect(settings, socket_timeout_s=60)
+        self.hasher = DocumentHasher(names, types)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def read(self, names: Sequence[bytes | str]) -> list[bytes | None]:
+        with redis_store.redis_errors(self._doing, self._address):
+            pipe = self._client.pipeline(transaction=False)
+            for start in range(0, len(names), BATCH):
+                pipe.mget(names[start : start + BATCH])
+            return [value for batch in pipe.execute() for value in batch]
+
+    def digest(self, names: Sequence[bytes]) -> ChunkDigest:
+        return self.hasher.chunk(self.read(names))
+
+
+class _IntegerKeys(Sequence[Key]):
+    """The sorted keys of a one-integer-column key as plain ints, each made a key (a
+    1-tuple) when asked for: a tuple per key cost the listing as much as reading the names."""
+
+    def __init__(self, numbers: list[int]) -> None:
+        self._numbers = numbers
+
+    def __len__(self) -> int:
+        return len(self._numbers)
+
+    @overload
+    def __getitem__(self, index: int) -> Key: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Key]: ...
+
+    def __getitem__(self, index: int | slice) -> Key | list[Key]:
+        if isinstance(index, slice):
+            return [(number,) for number in self._numbers[index]]
+        return (self._numbers[index],)
+
+
+# A chunk's documents are read in parts of this many keys, the next part read (in the
+# reader thread) while this one is hashed: Redis looks them up and sends them meanwhile.
+_PART = 5 * BATCH
 
 
 class RedisSide:
@@ -58,16 +212,18 @@ class RedisSide:
         self.queries = 0
         self._prefix = settings.key_prefix
         self._address = redis_store.address(settings)
-        self._client = redis_store.connect(settings, socket_timeout_s=60)
         self._types = [shape.column_type(n) for n in shape.compared_columns]
         self._hasher = RowHasher(shape.compared_columns, self._types)
+        self._reader = _ChunkReader(settings, shape.table, shape.compared_columns, self._types)
+        self._client = redis_store.connect(settings, socket_timeout_s=60)
         # Listed in a thread: MySQL hashes its first chunks meanwhile (the scan starts its
-        # source side at once); the first chunk read here waits for the list.
-        self._lister = ThreadPoolExecutor(1, thread_name_prefix=f"validate-{shape.table}-keys")
-        self._listing = self._lister.submit(self._list_keys)
+        # source side at once); the first chunk read here waits for the list. The same
+        # thread then reads each chunk's next part while this one is hashed.
+        self._reads = ThreadPoolExecutor(1, thread_name_prefix=f"validate-{shape.table}-reads")
+        self._listing = self._reads.submit(self._list_keys)
 
     @property
-    def _keys(self) -> list[Key]:
+    def _keys(self) -> Sequence[Key]:
         return self._listing.result()[0]
 
     @property
@@ -75,13 +231,14 @@ class RedisSide:
         return self._listing.result()[1]
 
     def close(self) -> None:
-        self._lister.shutdown(wait=True, cancel_futures=True)
+        self._reads.shutdown(wait=True, cancel_futures=True)
+        self._reader.close()
         self._client.close()
 
     def _errors(self) -> AbstractContextManager[None]:
         return redis_store.redis_errors(f"the read of {self.shape.table}", self._address)
 
-    def _list_keys(self) -> tuple[list[Key], list[bytes]]:
+    def _list_keys(self) -> tuple[Sequence[Key], list[bytes]]:
         """The typed keys, sorted, and their Redis keys as listed (read again by name)."""
         head = f"{self._prefix}:{self.shape.table}:"
         start, width, types = len(head), len(self.shape.key), self.shape.key_types
@@ -96,25 +253,38 @@ class RedisSide:
         found.sort()  # by key (the names only break ties of keys spelled two ways)
         return [key for key, _ in found], [name for _, name in found]
 
-    def _list_integer_keys(self, head: str) -> tuple[list[Key], list[bytes]]:
-        """``_list_keys`` for a key of one integer column (the common key): the digits read
-        by ``int`` alone, anything else (a sign, an escape) by ``key_from_parts``."""
+    def _list_integer_keys(self, head: str) -> tuple[Sequence[Key], list[bytes]]:
+        """``_list_keys`` for a key of one integer column (the common key): a SCAN reply of
+        digits only read by ``int`` at once, anything else (a sign, an escape) by
+        ``key_from_parts``."""
         start, types = len(head), self.shape.key_types
         numbers: list[int] = []
         names: list[bytes] = []
+        cursor = 0
         with self._errors():
-            for raw in self._client.scan_iter(match=f"{head}*", count=_SCAN_COUNT):
-                part = raw[start:]
-                if part.isdigit():  # ASCII digits only
-                    numbers.append(int(part))
-                    names.append(raw)
-                elif b":" not in part:
-                    numbers.append(key_from_parts(types, [part.decode()])[0])
-                    names.append(raw)
+            while True:
+                cursor, replied = self._client.scan(cursor, match=f"{head}*", count=_SCAN_COUNT)
+                batch = cast(list[bytes], replied)
+                parts = [raw[start:] for raw in batch]
+                if b"".join(parts).isdigit():  # ASCII digits only
+                    numbers.extend(map(int, parts))
+                    names.extend(batch)
+                else:
+                    for raw, part in zip(batch, parts, strict=True):
+                        if part.isdigit():
+                            numbers.append(int(part))
+                            names.append(raw)
+                        elif b":" not in part:
+                            numbers.append(key_from_parts(types, [part.decode()])[0])
+                            names.append(raw)
+                if not cursor:
+                    break
         # Sorted by the number alone, the names taken along: sorting (number, name) pairs
         # compared tuples and cost several times as much.
         order = sorted(range(len(numbers)), key=numbers.__getitem__)
-        return [(numbers[i],) for i in order], [names[i] for i in order]
+        return _IntegerKeys(list(map(numbers.__getitem__, order))), list(
+            map(names.__getitem__, order)
+        )
 
     def _range(self, chunk: Chunk) -> slice:
         start = 0 if chunk.lo is None else bisect.bisect_right(self._keys, chunk.lo)
@@ -122,16 +292,12 @@ class RedisSide:
         return slice(start, stop)
 
     def _in(self, chunk: Chunk) -> list[Key]:
-        return self._keys[self._range(chunk)]
+        return list(self._keys[self._range(chunk)])
 
     def _read(self, names: Sequence[bytes | str]) -> list[bytes | None]:
         """The values of ``names``: MGETs of ``BATCH``, one pipeline (one round trip)."""
-        with self._errors():
-            pipe = self._client.pipeline(transaction=False)
-            for start in range(0, len(names), BATCH):
-                pipe.mget(names[start : start + BATCH])
-            self.queries += 1
-            return [value for batch in pipe.execute() for value in batch]
+        self.queries += 1
+        return self._reader.read(names)
 
     def _documents(self, keys: Sequence[Key]) -> Iterable[tuple[Key, str, dict[str, JsonScalar]]]:
         """(key, shard, row) of the live rows among ``keys``."""
@@ -147,18 +313,19 @@ class RedisSide:
         return self._hasher.hexdigest(shard, row)
 
     def digest(self, chunk: Chunk) -> ChunkDigest:
-        # The listed names, not rebuilt from the keys; each row's first 64 bits summed as
-        # they come (the document parsed here, not by ``decode_redis_document``: its offset
-        # is not needed, and this runs for every row).
-        text, count, total = self._hasher.text, 0, 0
-        for raw in self._read(self._names[self._range(chunk)]):
-            if raw is None:
-                continue
-            document = orjson.loads(raw)
-            row = document["row"]
-            if row is not None:
-                count += 1
-                total += int.from_bytes(hashlib.md5(text(document["_shard"], row)).digest()[:8])  # noqa: S324 - a checksum
+        # The listed names, not rebuilt from the keys, read in parts: each part's read is
+        # under way while the one before is hashed.
+        names = self._names[self._range(chunk)]
+        parts = [names[start : start + _PART] for start in range(0, len(names), _PART)]
+        chunk_of = self._reader.hasher.chunk
+        count = total = 0
+        reading = self._reads.submit(self._read, parts[0] if parts else [])
+        for following in [*parts[1:], None]:
+            raws = reading.result()
+            if following is not None:
+                reading = self._reads.submit(self._read, following)
+            part = chunk_of(raws)
+            count, total = count + part.count, total + part.total
         return ChunkDigest.of(count, total)
 
     def middle_key(self, chunk: Chunk, count: int) -> Key | None:
