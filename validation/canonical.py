@@ -9,11 +9,15 @@ Kind                canonical text (bytes hashed)
 int, year, bit      decimal digits, ``-`` for negatives (no ZEROFILL padding)
 uint64              decimal digits (``18446744073709551615``)
 decimal(p,s)        digits with exactly s decimals (``12.30``)
-float, double       the shortest round-trip digits of the column's own precision
-                    (float32 for FLOAT, float64 for DOUBLE), as ``[-]<digits>e<exp>``
-                    meaning 0.<digits> × 10^exp, digits without leading/trailing
-                    zeros; zero is ``0`` (so ``1e20``, ``1e+20`` and
+float               the shortest round-trip digits of float32, as
+                    ``[-]<digits>e<exp>`` meaning 0.<digits> × 10^exp, digits without
+                    leading/trailing zeros; zero is ``0`` (so ``1e20``, ``1e+20`` and
                     ``100000000000000000000`` all read ``1e21``)
+double              for 2^-10 <= |x| < 2^53 (``double_piece``): ``<w>p<f>``, w the
+                    integer part (toward zero) and f the fraction times 2^62, both
+                    integers (``-1.25``: ``-1p-1152921504606846976``): exact
+                    arithmetic, no decimal printing; else as FLOAT's rule, with
+                    float64's shortest digits (``1e21``, ``0``, ``-25e-299``)
 date, datetime,     MySQL's text: ``YYYY-MM-DD[ HH:MM:SS[.f…]]`` with exactly fsp
 timestamp           fraction digits, TIMESTAMP in UTC; zero-part dates as their text
 time                ``[-]HH:MM:SS[.f…]`` (hours up to 838, fsp digits)
@@ -27,6 +31,14 @@ json                the document with keys sorted, no whitespace (``JSON_NORMALI
 A column's **piece** is its canonical text, or ``n`` for NULL; for text, JSON, ENUM and SET
 it is ``<length in characters>:<text>``. A **row** is the md5 of its pieces joined by ``,``
 after the shard's (``<length>:<schema.table>``): one md5 per row, as pt-table-checksum does.
+A DOUBLE's two forms cannot meet (``p`` in one, ``e`` or ``0`` alone in the other), and
+both are exact: within its range a double is a multiple of 2^-62 (2^-10 × 2^-52) below 2^53,
+so the fraction times 2^62 is an integer below 2^62, and both parts are computed without
+rounding in every engine (truncation, a subtraction of the integer part, a product by a power
+of two). Printing a double's shortest decimal digits was most of a row's text in MySQL
+(``bench/results/2026-11-26-validation-s12/notes.md``); the readable text stays what a
+differing row shows (``Engine.shown``, ``python_canonical``).
+
 The encoding is injective: no piece but a length-prefixed one can hold ``,``, and none reads
 ``n`` but NULL, so NULL, ``""`` and the text ``'NULL'`` differ, and any differing value
 changes the row's bytes (and so its md5, barring a collision). A **chunk** is its row count
@@ -101,6 +113,21 @@ def double_text(value: float) -> str:
         digits = fraction.lstrip("0")
         return f"{sign}{digits}e{len(digits) - len(fraction)}"
     return f"{sign}{(whole + fraction).rstrip('0')}e{len(whole)}"
+
+
+# A DOUBLE of magnitude in [2^-10, 2^53) has the piece ``<integer part>p<fraction × 2^62>``
+# (see the module docstring): every engine's SQL spells these three numbers.
+DOUBLE_EXACT_LOW = 2.0**-10
+DOUBLE_EXACT_HIGH = 2.0**53
+_FRACTION_SCALE = 2.0**62
+
+
+def double_piece(value: float) -> str:
+    """A DOUBLE's piece: ``<w>p<f>`` in the exact range, ``double_text`` outside it."""
+    if DOUBLE_EXACT_LOW <= abs(value) < DOUBLE_EXACT_HIGH:
+        whole = int(value)  # toward zero; exact below 2^53, and so is the subtraction
+        return f"{whole}p{int((value - whole) * _FRACTION_SCALE)}"
+    return double_text(value)
 
 
 def _shortest_float32(value: float) -> str:
@@ -211,7 +238,7 @@ def piece_of(column: ColumnType, name: str = "?") -> PieceOf:
     if kind in _TEXT_WIRE_KINDS:
         return lambda w: w if type(w) is str else str(checked(w))
     if kind is Kind.DOUBLE:
-        return lambda w: double_text(w if type(w) is float else float(decode(column, w, name)))
+        return lambda w: double_piece(w if type(w) is float else float(decode(column, w, name)))
     if kind in (Kind.BINARY, Kind.GEOMETRY):
         return lambda w: bytes(decode(column, w, name)).hex()
     if kind in _PREFIXED_KINDS and not is_json(column):
@@ -318,6 +345,15 @@ class _Sql(KindVisitor[SqlOf]):
     def literal(self, text: str) -> str:
         return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
+    def readable_double(self, reference: str) -> str:
+        """A DOUBLE's readable text (``[-]<digits>e<exp>``, the shortest round-trip digits),
+        as a differing row shows it: the piece of a value outside the exact range."""
+        raise NotImplementedError
+
+
+def _exact_range(absolute: str, low: str, high: str) -> str:
+    return f"{absolute} >= {low} AND {absolute} < {high}"
+
 
 def _mysql_float(column: str, absolute: str) -> str:
     """``float_text`` in MariaDB/MySQL SQL, given ``absolute``, the text of the column's
@@ -343,6 +379,11 @@ def _mysql_float(column: str, absolute: str) -> str:
     )
 
 
+# ``double_piece``'s range and scale as SQL number literals (exact in every engine).
+_LOW_SQL = "0.0009765625"  # 2^-10
+_HIGH_SQL = "9007199254740992"  # 2^53
+_SCALE_SQL = "4611686018427387904"  # 2^62
+
 # Below this a double of at least 1 is printed plainly by MariaDB/MySQL (up to 1e15) and
 # PostgreSQL (up to 1e15): the engines' common fast path (tested at the edges).
 _PLAIN_BELOW = "1e14"
@@ -350,6 +391,13 @@ _PLAIN_BELOW = "1e14"
 
 def _as_char(reference: str) -> str:
     return f"CAST({reference} AS CHAR)"
+
+
+def _own_text(reference: str) -> str:
+    # The column as it is: COALESCE and CONCAT_WS print it with the server's own text, the
+    # same as CAST(… AS CHAR) (DECIMAL's scale digits, DATETIME's fsp digits, TIMESTAMP in
+    # the session's time zone), one call per value fewer (tested in every type's text).
+    return reference
 
 
 def _mysql_digits(reference: str) -> str:
@@ -372,40 +420,50 @@ class MySqlCanonical(_Sql):
         return _mysql_int(column)
 
     def visit_decimal(self, column: ColumnType) -> SqlOf:
-        return _as_char
+        return _own_text
 
     def visit_float(self, column: ColumnType) -> SqlOf:
         # Not ABS(c): it would be a DOUBLE, printed with a double's digits.
         return lambda c: _mysql_float(c, f"TRIM(LEADING '-' FROM CAST({c} AS CHAR))")
 
+    def readable_double(self, reference: str) -> str:
+        c = reference
+        absolute = f"CAST(ABS({c}) AS CHAR)"
+        # 1 <= |c| < 1e14 (most values): printed plainly, the integer digits those of
+        # FLOOR (a shortest round-trip text never rounds across an integer there), so
+        # the text is made once; the rest by the general rule.
+        usual = (
+            f"CONCAT(IF({c} < 0, '-', ''), TRIM(TRAILING '0' FROM REPLACE({absolute}, '.', "
+            f"'')), 'e', LENGTH(CAST(FLOOR(ABS({c})) AS UNSIGNED)))"
+        )
+        return (
+            f"IF(ABS({c}) >= 1 AND ABS({c}) < {_PLAIN_BELOW}, {usual}, {_mysql_float(c, absolute)})"
+        )
+
     def visit_double(self, column: ColumnType) -> SqlOf:
         def text(c: str) -> str:
-            absolute = f"CAST(ABS({c}) AS CHAR)"
-            # 1 <= |c| < 1e14 (most values): printed plainly, the integer digits those of
-            # FLOOR (a shortest round-trip text never rounds across an integer there), so
-            # the text is made once; the rest by the general rule.
-            usual = (
-                f"CONCAT(IF({c} < 0, '-', ''), TRIM(TRAILING '0' FROM REPLACE({absolute}, '.', "
-                f"'')), 'e', LENGTH(CAST(FLOOR(ABS({c})) AS UNSIGNED)))"
+            # TRUNCATE(c, 0) is c toward zero, exact (a DOUBLE, printed through SIGNED).
+            whole = f"TRUNCATE({c}, 0)"
+            exact = (
+                f"CONCAT(CAST({whole} AS SIGNED), 'p', "
+                f"CAST(({c} - {whole}) * {_SCALE_SQL}e0 AS SIGNED))"
             )
-            return (
-                f"IF(ABS({c}) >= 1 AND ABS({c}) < {_PLAIN_BELOW}, {usual}, "
-                f"{_mysql_float(c, absolute)})"
-            )
+            in_range = _exact_range(f"ABS({c})", f"{_LOW_SQL}e0", f"{_HIGH_SQL}e0")
+            return f"IF({in_range}, {exact}, {self.readable_double(c)})"
 
         return text
 
     def visit_date(self, column: ColumnType) -> SqlOf:
-        return _as_char
+        return _own_text
 
     def visit_datetime(self, column: ColumnType) -> SqlOf:
-        return _as_char
+        return _own_text
 
     def visit_timestamp(self, column: ColumnType) -> SqlOf:
-        return _as_char
+        return _own_text
 
     def visit_time(self, column: ColumnType) -> SqlOf:
-        return _as_char
+        return _own_text
 
     def visit_year(self, column: ColumnType) -> SqlOf:
         return _mysql_digits
@@ -431,6 +489,8 @@ class MySqlCanonical(_Sql):
         # The stored bytes: SRID and WKB, as a SELECT returns them.
         return lambda c: f"LOWER(HEX({c}))"
 
+    # MariaDB's UUID and INET types are cast: COALESCE would read its 'n' as one of them
+    # (an invalid one: NULL).
     def visit_uuid(self, column: ColumnType) -> SqlOf:
         return _as_char
 
@@ -570,19 +630,30 @@ class PostgresCanonical(_Sql):
     def visit_float(self, column: ColumnType) -> SqlOf:
         return lambda c: _pg_column_float(f"{c}::real", f"abs({c}::real)::text")
 
+    def readable_double(self, reference: str) -> str:
+        value = f"{reference}::float8"
+        absolute = f"abs({value})::text"
+        usual = (
+            f"(CASE WHEN {value} < 0 THEN '-' ELSE '' END) || "
+            f"rtrim(replace({absolute}, '.', ''), '0') || 'e' || "
+            f"length(floor(abs({value}))::bigint::text)"
+        )
+        return (
+            f"(CASE WHEN abs({value}) >= 1 AND abs({value}) < {_PLAIN_BELOW} THEN {usual} "
+            f"ELSE {_pg_column_float(value, absolute)} END)"
+        )
+
     def visit_double(self, column: ColumnType) -> SqlOf:
         def text(c: str) -> str:
             value = f"{c}::float8"
-            absolute = f"abs({value})::text"
-            usual = (
-                f"(CASE WHEN {value} < 0 THEN '-' ELSE '' END) || "
-                f"rtrim(replace({absolute}, '.', ''), '0') || 'e' || "
-                f"length(floor(abs({value}))::bigint::text)"
+            # float8 → bigint rounds, exact for the integers these are.
+            whole = f"trunc({value})"
+            exact = (
+                f"{whole}::bigint::text || 'p' || "
+                f"(({value} - {whole}) * {_SCALE_SQL}::float8)::bigint::text"
             )
-            return (
-                f"(CASE WHEN abs({value}) >= 1 AND abs({value}) < {_PLAIN_BELOW} THEN {usual} "
-                f"ELSE {_pg_column_float(value, absolute)} END)"
-            )
+            in_range = _exact_range(f"abs({value})", f"{_LOW_SQL}::float8", f"{_HIGH_SQL}::float8")
+            return f"(CASE WHEN {in_range} THEN {exact} ELSE {self.readable_double(c)} END)"
 
         return text
 
@@ -669,6 +740,8 @@ class Engine:
         bytes themselves for a binary."""
         if column.kind in (Kind.BINARY, Kind.GEOMETRY):
             return self.quote(name)
+        if column.kind is Kind.DOUBLE:
+            return self.visitor.as_text(self.visitor.readable_double(self.quote(name)))
         return self.visitor.as_text(self.text(name, column))
 
     def piece(self, name: str | None, column: ColumnType) -> str:
@@ -705,7 +778,7 @@ POSTGRES = Engine(PostgresCanonical(), _double_quote)
 
 def mysql_hash_value(row_hash: str) -> str:
     """The first 64 bits of the md5 ``row_hash`` (hex) as an unsigned number (SQL)."""
-    return f"CAST(CONV(SUBSTRING({row_hash}, 1, 16), 16, 10) AS UNSIGNED)"
+    return f"CAST(CONV(LEFT({row_hash}, 16), 16, 10) AS UNSIGNED)"
 
 
 def mysql_chunk_sums(row_hash: str) -> str:

@@ -11,6 +11,9 @@ What differs from the SQL engines:
   shortest text of a double with ``k <= 15`` digits is the 15-digit rounding with its
   trailing zeros dropped, so this is Python's ``repr`` (a FLOAT: 1 to 9 digits, read back as a
   float32). Then ``float_text``'s normalisation, as in the other engines.
+  A DOUBLE in ``double_piece``'s exact range is not printed at all: its piece is two
+  integers (``<w>p<f>``) from a truncation and a product by 2^62, as in every engine; the
+  digits above are a value's outside that range and what a differing row shows.
 * **Zero-part dates** are stored as years after 99999 (merge's encoding, the warehouse's):
   decoded back to ``YYYY-MM-DD`` text like ``PostgresCanonical`` does.
 * **JSON** has no normaliser in Spark SQL: ``cdc_json_text``, a Python UDF running
@@ -27,7 +30,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from simple_binlog.values import ColumnType
-from validation.canonical import Engine, SqlOf, _Sql, is_json, json_text
+from validation.canonical import (
+    _HIGH_SQL,
+    _LOW_SQL,
+    _SCALE_SQL,
+    Engine,
+    SqlOf,
+    _Sql,
+    is_json,
+    json_text,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -160,14 +172,30 @@ class SparkCanonical(_Sql):
             f"(CASE WHEN {c} IS NULL THEN NULL WHEN {c} = 0 THEN '0' ELSE {_float32(c)} END)"
         )
 
-    def visit_double(self, column: ColumnType) -> SqlOf:
-        return lambda c: (
+    def readable_double(self, reference: str) -> str:
+        c = reference
+        return (
             f"(CASE WHEN {c} IS NULL THEN NULL WHEN {c} = 0 THEN '0' "
             # Subnormals have fewer digits of precision: every length is tried.
             f"WHEN abs({c}) < {_SMALLEST_NORMAL} "
             f"THEN {spark_float_text(_shortest(c, 'DOUBLE', range(17)))} "
             f"ELSE {spark_float_text(_shortest(c, 'DOUBLE', range(14, 17)))} END)"
         )
+
+    def visit_double(self, column: ColumnType) -> SqlOf:
+        def text(c: str) -> str:
+            # CAST(… AS BIGINT) truncates toward zero; exact for the integers these are.
+            whole = f"CAST({c} AS BIGINT)"
+            fraction = f"({c} - CAST({whole} AS DOUBLE)) * {_SCALE_SQL}D"
+            exact = (
+                f"concat(CAST({whole} AS STRING), 'p', CAST(CAST({fraction} AS BIGINT) AS STRING))"
+            )
+            return (
+                f"(CASE WHEN abs({c}) >= {_LOW_SQL}D AND abs({c}) < {_HIGH_SQL}D THEN {exact} "
+                f"ELSE {self.readable_double(c)} END)"
+            )
+
+        return text
 
     def visit_date(self, column: ColumnType) -> SqlOf:
         return _date

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import random
 import struct
@@ -148,7 +149,11 @@ def test_spark_hashes_every_type_like_python(lake: Any, local_stack: Settings) -
         # Random doubles and floats (Java's own float texts are not always the shortest).
         "double": [struct.unpack("<d", rng.randbytes(8))[0] for _ in range(300)]
         + [rng.uniform(-1e6, 1e6) for _ in range(300)]
-        + [2e23, 5e-324, 1e23, 8.41e21, 2.82879384806159e17, 1.0e-5, 9007199254740993.0],
+        + [2e23, 5e-324, 1e23, 8.41e21, 2.82879384806159e17, 1.0e-5, 9007199254740993.0]
+        # Around canonical.double_piece's exact range [2^-10, 2^53), and within it.
+        + [2.0**-10, -(2.0**-10), math.nextafter(2.0**-10, 0), 2.0**53 - 1, 2.0**53, -0.5]
+        + [-4503599627370495.5, -0.0]
+        + [rng.uniform(-1, 1) * 2.0 ** rng.randint(-12, 55) for _ in range(300)],
         "float": [
             struct.unpack("<f", struct.pack("<f", rng.uniform(-1e6, 1e6)))[0] for _ in range(200)
         ]

@@ -7,6 +7,7 @@ import math
 import random
 import re
 import struct
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from validation.canonical import (
     MySqlCanonical,
     PostgresCanonical,
     RowHasher,
+    double_piece,
     double_text,
     float_text,
     json_text,
@@ -82,8 +84,10 @@ PIECES = [
     ("decimal(12,2)", "12.30", "12.30"),
     ("datetime(3)", "2024-01-05 10:11:12.500", "2024-01-05 10:11:12.500"),
     ("date", "0000-00-00", "0000-00-00"),
-    ("double", 1e20, "1e21"),
-    ("double", 3, "3e1"),  # a JSON integer in a DOUBLE column
+    ("double", 1e20, "1e21"),  # outside the exact range: the shortest digits
+    ("double", 3, "3p0"),  # a JSON integer in a DOUBLE column
+    ("double", -1.25, "-1p-1152921504606846976"),  # toward zero, the fraction's sign
+    ("double", 0.0009765625, "0p4503599627370496"),  # 2^-10, the range's lowest
     ("float", 1.100000023841858, "11e1"),
     ("binary(4)", "YWI=", "61620000"),  # hex, the binlog's stripped zero bytes back
     ("blob", "", ""),
@@ -189,6 +193,31 @@ def test_double_text_reads_repr_as_float_text_does() -> None:
     finite = [v for v in values if math.isfinite(v)]
     assert len(finite) > 6000
     assert [double_text(v) for v in finite] == [float_text(repr(v)) for v in finite]
+
+
+def test_double_piece_is_exact_and_tells_every_double_apart() -> None:
+    """In its range ``<w>p<f>`` reads back as the very value (w + f / 2^62, in exact
+    fractions); outside it the shortest digits; no two doubles share a piece."""
+    rng = random.Random(12)
+    values = [2.0**-10, -(2.0**-10), 2.0**53 - 1, -(2.0**53 - 1), 2.0**53, 1e16, 1e-300]
+    values += [0.0, -0.0, 0.1, -0.1, 1.5, -1.5, 0.5, -0.5, 4503599627370495.5, 1e-3, 9.5e-4]
+    values += [math.nextafter(2.0**-10, 0), math.nextafter(2.0**53, 0), 0.9999999999999999]
+    values += [
+        struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(3000)
+    ]
+    values += [rng.uniform(-1, 1) * 2.0 ** rng.randint(-12, 55) for _ in range(5000)]
+    finite = [v for v in values if math.isfinite(v)]
+    pieces: dict[str, float] = {}
+    for value in finite:
+        piece = double_piece(value)
+        if 2.0**-10 <= abs(value) < 2.0**53:
+            whole, fraction = piece.split("p")
+            assert Fraction(int(whole)) + Fraction(int(fraction), 2**62) == Fraction(value)
+            assert abs(int(fraction)) < 2**62
+        else:
+            assert piece == double_text(value)
+        assert pieces.setdefault(piece, value) == value or value == 0  # -0.0 is 0.0
+    assert double_piece(-0.0) == double_piece(0.0) == "0"
 
 
 @pytest.mark.parametrize(
