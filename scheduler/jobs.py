@@ -1,6 +1,7 @@
 """What the scheduler starts and what it asks: each job is a ``cdc-mirror`` command in a child
 process (merge, validate, the configured maintenance command), the lake's state comes from
-merge's public readiness API (``merge.readiness``).
+merge's public readiness API (``merge.readiness``) and the snapshot tables' tags
+(``cdc_platform.snapshot_tags``): a day or hour merged outside the scheduler counts as merged.
 
 A child process, not a call: a merge runs Spark, which is best started and ended with its
 process; a scheduler that loses its leadership stops its child at once (``stop``), so two
@@ -33,13 +34,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cdc_platform.config import Settings
 from cdc_platform.config_store import ConfigSnapshot
 from cdc_platform.control import RunState, ValidationResult, validation_results
+from cdc_platform.snapshot_tags import SnapshotTagReader, SnapshotTags, TagsUnavailableError
 from scheduler.plan import Due
 from simple_binlog.errors import ExitCode
+
+if TYPE_CHECKING:
+    from merge.readiness import MergedDay
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +63,9 @@ class Lake(Protocol):
     def ready_days(self) -> set[date]:
         """The days the stream writer declared ready."""
 
-    def merged_days(self, table: str) -> set[date]:
-        """The days of ``table`` with a final (not provisional) snapshot."""
+    def snapshot_tags(self, tables: list[str]) -> dict[str, SnapshotTags]:
+        """Each table's merged days (a final snapshot, not a provisional one) and hours, as
+        the lake holds them whoever merged them, each with its snapshot's commit time."""
 
 
 class Jobs(Protocol):
@@ -69,23 +75,68 @@ class Jobs(Protocol):
 
 # --- the real ones ------------------------------------------------------------------------
 
+# After the snapshot tables' tags could not be read, the next try (a pass meanwhile goes by
+# the run history and merge's records).
+TAGS_RETRY_S = 600.0
+
 
 class MergeLake:
-    """The lake as merge's public readiness API (``merge.readiness``) reports it."""
+    """The lake as merge's public readiness API (``merge.readiness``) and the snapshot tables'
+    tags (``cdc_platform.snapshot_tags``: one metastore query a pass, a table's metadata file
+    read only when it changed) report it."""
 
-    def __init__(self, settings: Settings, config: Callable[[], ConfigSnapshot]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        config: Callable[[], ConfigSnapshot],
+        tags: SnapshotTagReader | None = None,
+    ) -> None:
         self._settings = settings
         self._config = config
+        self._tags = tags or SnapshotTagReader(settings)
+        self._unavailable: str | None = None  # why the tags cannot be read (said once)
+        self._next_try = 0.0  # monotonic time: after a failed read, not before
 
     def ready_days(self) -> set[date]:
         from merge.readiness import ready_days  # noqa: PLC0415 - merge imports Spark's API
 
         return set(ready_days(self._settings, self._config()))
 
-    def merged_days(self, table: str) -> set[date]:
+    def snapshot_tags(self, tables: list[str]) -> dict[str, SnapshotTags]:
+        """The tags' days and hours, with the days of merge's records: a day whose record says
+        provisional (``--skip-readiness``) is not merged even though its tag exists."""
         from merge.readiness import merged_days  # noqa: PLC0415
 
-        return {d for d, m in merged_days(self._settings, table).items() if not m.provisional}
+        tags: dict[str, SnapshotTags] = {}
+        if time.monotonic() >= self._next_try:
+            try:
+                tags = self._tags.tags(tables)
+                self._unavailable = None
+            except TagsUnavailableError as exc:
+                if str(exc) != self._unavailable:
+                    log.warning(
+                        "%s The scheduler goes by its run history and merge's records, and "
+                        "tries again in %g s.",
+                        exc,
+                        TAGS_RETRY_S,
+                    )
+                self._unavailable = str(exc)
+                # Not every pass: a storage this process cannot reach fails the same way.
+                self._next_try = time.monotonic() + TAGS_RETRY_S
+        found: dict[str, SnapshotTags] = {}
+        for table in tables:
+            records = merged_days(self._settings, table)
+            tagged = tags.get(table, SnapshotTags())
+            days = {d: ms for d, ms in tagged.days.items() if not _provisional(records.get(d))}
+            for day, record in records.items():
+                if not record.provisional:
+                    days.setdefault(day, 0)  # a record without its tag: merged, time unknown
+            found[table] = SnapshotTags(days, tagged.hours)
+        return found
+
+
+def _provisional(record: MergedDay | None) -> bool:
+    return record is not None and record.provisional
 
 
 def _last_error_line(path: Path) -> str | None:
@@ -251,19 +302,42 @@ def _outcome(code: int, output: Path, result_file: Path, due: Due) -> JobResult:
 
 @dataclass
 class MemoryLake:
+    """``merged``: each table's merged days, ``hours``: its merged hours (their tags);
+    ``committed``: when a tag's snapshot was committed (Unix ms, by (table, day, hour); 0
+    when not listed)."""
+
     ready: set[date] = field(default_factory=set)
     merged: dict[str, set[date]] = field(default_factory=dict)
+    hours: dict[str, set[tuple[date, int]]] = field(default_factory=dict)
+    committed: dict[tuple[str, date, int | None], int] = field(default_factory=dict)
 
     def ready_days(self) -> set[date]:
         return set(self.ready)
 
-    def merged_days(self, table: str) -> set[date]:
-        return set(self.merged.get(table, set()))
+    def snapshot_tags(self, tables: list[str]) -> dict[str, SnapshotTags]:
+        def at(table: str, day: date, hour: int | None) -> int:
+            return self.committed.get((table, day, hour), 0)
+
+        return {
+            table: SnapshotTags(
+                {day: at(table, day, None) for day in self.merged.get(table, set())},
+                {(day, h): at(table, day, h) for day, h in self.hours.get(table, set())},
+            )
+            for table in tables
+        }
+
+    def tag(self, table: str, day: date, hour: int | None, committed_ms: int = 0) -> None:
+        """A day's or an hour's tag set (by a merge, the scheduler's or another)."""
+        if hour is None:
+            self.merged.setdefault(table, set()).add(day)
+        else:
+            self.hours.setdefault(table, set()).add((day, hour))
+        self.committed[(table, day, hour)] = committed_ms
 
 
 @dataclass
 class FakeJobs:
-    """Runs nothing: records each job, marks a merged day in ``lake``, and answers with
+    """Runs nothing: records each job, tags a merged day or hour in ``lake``, and answers with
     ``results[(kind, table, dt)]`` (an hour's merge: ``(kind, table, dt, hour)``) when set
     (a list: one per attempt) else success."""
 
@@ -281,6 +355,6 @@ class FakeJobs:
             key = (*key, due.hour)
         queued = self.results.get(key)
         result = queued.pop(0) if queued else JobResult("succeeded", rows=1, files=1)
-        if due.kind == "merge" and due.hour is None and result.state != "failed":
-            self.lake.merged.setdefault(due.table, set()).add(due.dt)
+        if due.kind == "merge" and result.state in ("succeeded", "mismatch"):
+            self.lake.tag(due.table, due.dt, due.hour)  # a check runs after the tag is set
         return result

@@ -48,6 +48,14 @@ nor counted against ``max_attempts``, and the hours after it wait behind it; onc
 ready counts as a failed attempt (red, back-off, gave up after ``max_attempts``).
 
 A re-run an operator requested runs first, whatever the order.
+
+**Merged outside the scheduler.** The lake's tags say which days and hours are merged
+whoever merged them (``cdc-mirror merge`` by hand, a scheduler whose history was lost): a
+day or hour with its tag is merged unless the scheduler's own latest run of it failed (or was
+left running) before the tag's snapshot was committed: that tag may be the failed attempt's
+own, set before its check failed to run, and the retry redoes it (``merged_outside``). A tag
+the runs do not explain is recorded once as a succeeded run "by a merge outside the
+scheduler" (the Runs page shows it; a red day or hour merged again by hand turns green).
 """
 
 from __future__ import annotations
@@ -64,6 +72,10 @@ from merge.hours import HOUR_MS, hours_in_day, midnight_ms
 
 DONE_STATES = ("succeeded", "mismatch")
 RED_STATES = ("failed", "mismatch")
+BUSY_OR_FAILED = ("failed", "running")
+# Who "requested" the succeeded run recorded for a day or hour merged outside the scheduler
+# (the Runs page shows "succeeded (by a merge outside the scheduler)").
+MERGED_OUTSIDE = "a merge outside the scheduler"
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +153,26 @@ def window(today: date, catch_up_days: int, first_day: date | None) -> list[date
     if first_day is not None and first_day > start:
         start = first_day
     return [start + timedelta(days=n) for n in range((today - start).days + 1)]
+
+
+def merged_outside(run: RunRecord | None, committed_ms: int) -> bool:
+    """Whether a day's or hour's tag (its snapshot committed at ``committed_ms``) was set by a
+    merge the scheduler did not run, given the scheduler's latest run of it: none, one that
+    found it not ready, or one that failed or found a mismatch before that snapshot."""
+    if run is None or run.state == "waiting":
+        return True
+    if run.state in ("failed", "mismatch"):
+        return run.ended_at is not None and committed_ms > run.ended_at * 1000
+    return False  # succeeded: its own tag; running (its scheduler died): retried at once
+
+
+def tagged_done(tagged: Iterable[date], runs: Mapping[date, RunRecord]) -> set[date]:
+    """The tagged days that count as merged: all but those whose latest run failed or was
+    left running (a tag such a run may have set itself; ``merged_outside`` recorded the
+    others as succeeded runs before)."""
+    return {
+        day for day in tagged if (run := runs.get(day)) is None or run.state not in BUSY_OR_FAILED
+    }
 
 
 def latest_runs(runs: Iterable[RunRecord]) -> dict[tuple[RunKind, str, date], RunRecord]:

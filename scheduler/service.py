@@ -16,13 +16,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 from cdc_platform.config import SchedulerSettings, StreamWriterSettings, TableMirror
 from cdc_platform.control import RunKind, RunRecord, RunStore
 from cdc_platform.retry import RetryPolicy
+from cdc_platform.snapshot_tags import SnapshotTags
 from scheduler import plan
 from scheduler.jobs import JobResult, Jobs, Lake
 from scheduler.metrics import SchedulerMetrics
@@ -131,7 +132,13 @@ class Scheduler:
                 ended += 1
             # Asked once a tick (a lake with hundreds of tables is not re-read for every run):
             # what this tick merges is known from its own runs.
-            merged = {table: self._lake.merged_days(table) for table in self._hive_tables()}
+            tables = self._hive_tables()
+            tags = self._lake.snapshot_tags(tables)
+            self._record_merged_outside(days, tags)
+            merged = {
+                table: plan.tagged_done(tags[table].days, self._merge_runs(table))
+                for table in tables
+            }
             ended += self._merges(days, merged, stop)
             ended += self._follow_ups(merged, stop)
         except CdcMirrorError as exc:
@@ -140,6 +147,50 @@ class Scheduler:
             self.doing = "idle"
             self.metrics.last_tick.set(self._clock())
         return ended
+
+    def _record_merged_outside(self, days: list[date], tags: Mapping[str, SnapshotTags]) -> None:
+        """A succeeded run for each day of the window, and each hour of a day not merged whole
+        yet (or with a run of its own), whose tag a merge outside the scheduler set."""
+        first, last = days[0], days[-1] + timedelta(days=1)
+        for table, tagged in tags.items():
+            runs = self._merge_runs(table)
+            for day, committed_ms in sorted(tagged.days.items()):
+                if first <= day <= days[-1] and plan.merged_outside(runs.get(day), committed_ms):
+                    self._record_outside(table, day, None, runs.get(day), committed_ms)
+            hour_runs = self._hour_runs(table)
+            for (day, hour), committed_ms in sorted(tagged.hours.items()):
+                run = hour_runs.get((day, hour))
+                if not first <= day <= last or (run is None and day in tagged.days):
+                    continue  # outside the window, or merged with its day: nothing to mend
+                if plan.merged_outside(run, committed_ms):
+                    self._record_outside(table, day, hour, run, committed_ms)
+
+    def _record_outside(
+        self, table: str, day: date, hour: int | None, latest: RunRecord | None, committed_ms: int
+    ) -> None:
+        """Record a day or hour merged outside the scheduler as a succeeded run; a run that
+        waited for its readiness ends so, in its own record."""
+        waited = latest is not None and latest.state == "waiting"
+        base = latest if waited and latest is not None else None
+        run = self._runs.save(
+            (
+                base or RunRecord(kind="merge", table=table, dt=day, hour=hour, state="succeeded")
+            ).model_copy(
+                update={
+                    "state": "succeeded",
+                    "attempt": latest.attempt if latest is not None else 1,
+                    "requested_by": plan.MERGED_OUTSIDE,
+                    "scheduler": self.identifier,
+                    "started_at": None,
+                    # when its tag's snapshot was committed (unknown: now)
+                    "ended_at": committed_ms / 1000 if committed_ms else self._clock(),
+                    "retry_at": None,
+                    "error": None,
+                }
+            )
+        )
+        self._remember(run)
+        log.info("merge %s %s: merged outside the scheduler", table, plan.when(day, hour))
 
     def _hive_tables(self) -> list[str]:
         return sorted(t.name for t in self._tables() if "hive" in t.targets)

@@ -28,6 +28,7 @@ from pydantic import SecretStr
 from cdc_platform.config import SchedulerSettings, TableMirror, ZooKeeperSettings
 from cdc_platform.control import AdminControl, Heartbeat
 from cdc_platform.election import LeaderElection
+from cdc_platform.snapshot_tags import SnapshotTags
 from scheduler.app import run_elected
 from scheduler.jobs import JobResult
 from scheduler.plan import Due, HourClosing
@@ -41,11 +42,15 @@ class FileLake:
     def ready_days(self) -> set[date]:
         return {date.fromisoformat(d) for d in json.loads(self._ready.read_text())}
 
-    def merged_days(self, table: str) -> set[date]:
-        if not self._merged.exists():
-            return set()
-        lines = (line.split() for line in self._merged.read_text().splitlines() if line)
-        return {date.fromisoformat(day) for name, day in lines if name == table}
+    def snapshot_tags(self, tables: list[str]) -> dict[str, SnapshotTags]:
+        lines = self._merged.read_text().splitlines() if self._merged.exists() else []
+        pairs = [line.split() for line in lines if line]
+        return {
+            table: SnapshotTags(
+                {date.fromisoformat(day): 0 for name, day in pairs if name == table}
+            )
+            for table in tables
+        }
 
 
 class FileJobs:

@@ -11,10 +11,10 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from cdc_platform.config import SchedulerSettings, TableMirror
-from cdc_platform.control import MemoryRunStore
+from cdc_platform.control import MemoryRunStore, RunRecord
 from cdc_platform.retry import RetryPolicy
 from scheduler.jobs import FakeJobs, JobResult, MemoryLake
-from scheduler.plan import HourClosing
+from scheduler.plan import MERGED_OUTSIDE, HourClosing
 from scheduler.service import Scheduler
 
 TODAY = date(2026, 11, 26)
@@ -65,16 +65,26 @@ def scene() -> tuple[Scheduler, MemoryLake, FakeJobs, MemoryRunStore, Clock]:
     return scheduler, lake, jobs, store, clock
 
 
+def scheduled(store: MemoryRunStore) -> list[RunRecord]:
+    """The runs the scheduler ran (not those it recorded for the scene's merged days)."""
+    return [r for r in store.runs if r.requested_by != MERGED_OUTSIDE]
+
+
 def test_closed_hours_are_merged_in_order_and_recorded_by_hour() -> None:
     scheduler, lake, jobs, store, clock = scene()
     stop = threading.Event()
     assert scheduler.tick(stop) == 3
+    # The scene's merged day has no run: recorded once as merged outside the scheduler.
+    assert [(r.table, r.dt, r.state) for r in store.runs if r.requested_by == MERGED_OUTSIDE] == [
+        ("db_orders", day(1), "succeeded"),
+        ("db_users", day(1), "succeeded"),
+    ]
     assert [(d.table, d.dt, d.hour) for d in jobs.started] == [
         ("db_orders", TODAY, 0),
         ("db_orders", TODAY, 1),
         ("db_orders", TODAY, 2),
     ]  # the daily table waits for its day
-    assert [(r.dt, r.hour, r.state) for r in store.runs] == [
+    assert [(r.dt, r.hour, r.state) for r in scheduled(store)] == [
         (TODAY, 0, "succeeded"),
         (TODAY, 1, "succeeded"),
         (TODAY, 2, "succeeded"),
@@ -110,7 +120,7 @@ def test_a_failed_hour_backs_off_and_a_mismatch_is_red_until_a_rerun() -> None:
     ]
     jobs.results[("merge", "db_orders", TODAY, 1)] = [JobResult("failed", error="Spark fell.")]
     assert scheduler.tick(stop) == 2  # 00 red but merged; 01 failed: 02 waits behind it
-    failed = store.runs[-1]
+    failed = scheduled(store)[-1]
     assert (failed.hour, failed.state, failed.retry_at) == (1, "failed", clock.now + 10)
     sample = scheduler.metrics.registry.get_sample_value
     assert sample("cdc_scheduler_red_hours", {"table": "db_orders"}) == 2
@@ -169,7 +179,7 @@ def test_an_hour_not_ready_yet_waits_without_going_red_or_using_up_attempts() ->
     sample = scheduler.metrics.registry.get_sample_value
     for look in range(3):
         assert scheduler.tick(stop) == 1  # hour 00 only: 01 and 02 wait behind it
-        [run] = store.runs
+        [run] = scheduled(store)
         assert (run.hour, run.state, run.attempt) == (0, "waiting", 1)
         assert run.retry_at == clock.now + 60
         assert run.error == "the stream writer has not passed the end of hour 0."
@@ -182,7 +192,7 @@ def test_an_hour_not_ready_yet_waits_without_going_red_or_using_up_attempts() ->
     # The writer caught up: the same run goes on to succeed, then the later hours follow.
     assert scheduler.tick(stop) == 3
     assert [(d.hour, d.attempt) for d in jobs.started] == [(0, 1)] * 4 + [(1, 1), (2, 1)]
-    assert [(r.hour, r.state, r.retry_at) for r in store.runs] == [
+    assert [(r.hour, r.state, r.retry_at) for r in scheduled(store)] == [
         (0, "succeeded", None),
         (1, "succeeded", None),
         (2, "succeeded", None),
@@ -198,12 +208,12 @@ def test_an_hour_still_not_ready_long_after_it_closed_goes_red() -> None:
     clock.now = MIDNIGHT + 2 * 3600  # 02:00: hour 00 closed an hour ago, hour 01 just now
     jobs.results[("merge", "db_orders", TODAY, 0)] = [not_ready(0), not_ready(0)]
     assert scheduler.tick(stop) == 1
-    [run] = store.runs
+    [run] = scheduled(store)
     assert (run.state, run.attempt, run.retry_at) == ("failed", 1, clock.now + 10)
     assert run.error is not None and run.error.startswith("still not ready 1 h after it closed")
     sample = scheduler.metrics.registry.get_sample_value
     assert sample("cdc_scheduler_red_hours", {"table": "db_orders"}) == 1
     clock.now += 10
     assert scheduler.tick(stop) == 1
-    assert (store.runs[-1].state, store.runs[-1].attempt) == ("failed", 2)
+    assert (scheduled(store)[-1].state, scheduled(store)[-1].attempt) == ("failed", 2)
     assert scheduler.blocked["db_orders"].reason == "gave up"

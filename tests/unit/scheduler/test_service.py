@@ -13,8 +13,9 @@ from prometheus_client import generate_latest
 from cdc_platform.config import SchedulerSettings, TableMirror
 from cdc_platform.control import MemoryRunStore, ValidationResult
 from cdc_platform.retry import RetryPolicy
+from cdc_platform.snapshot_tags import SnapshotTags
 from scheduler.jobs import FakeJobs, JobResult, MemoryLake
-from scheduler.plan import Due
+from scheduler.plan import MERGED_OUTSIDE, Due
 from scheduler.service import Scheduler
 
 TODAY = date(2026, 11, 26)
@@ -87,8 +88,15 @@ def test_missed_days_are_merged_in_order_and_recorded() -> None:
         ("merge", "db_users", day(2), 1),
         ("merge", "db_users", day(1), 1),
     ]
-    assert all(r.state == "succeeded" and r.started_at and r.ended_at for r in store.runs)
-    assert [r.scheduler for r in store.runs] == ["test-scheduler"] * 5
+    # The lake's day 3 has no run (merged by hand, or the history lost): recorded as such.
+    outside, *ran = store.runs
+    assert (outside.dt, outside.state, outside.requested_by) == (
+        day(3),
+        "succeeded",
+        MERGED_OUTSIDE,
+    )
+    assert all(r.state == "succeeded" and r.started_at and r.ended_at for r in ran)
+    assert [r.scheduler for r in store.runs] == ["test-scheduler"] * 6
     # Nothing more is due until today becomes ready.
     assert scheduler.tick(threading.Event()) == 0
     assert scheduler.blocked["db_orders"].reason == "not ready"
@@ -208,16 +216,16 @@ def test_a_run_left_running_is_retried_by_the_next_leader() -> None:
 def test_the_lake_is_asked_once_a_tick_per_table() -> None:
     scheduler, lake, _jobs, _store, _ = scene([mirror("orders"), mirror("users")])
     lake.ready = {day(3), day(2), day(1)}
-    asked: list[str] = []
-    merged_days = lake.merged_days
+    asked: list[list[str]] = []
+    snapshot_tags = lake.snapshot_tags
 
-    def counting(table: str) -> set[date]:
-        asked.append(table)
-        return merged_days(table)
+    def counting(tables: list[str]) -> dict[str, SnapshotTags]:
+        asked.append(tables)
+        return snapshot_tags(tables)
 
-    lake.merged_days = counting  # type: ignore[method-assign]
+    lake.snapshot_tags = counting  # type: ignore[method-assign]
     assert scheduler.tick(threading.Event()) == 6
-    assert sorted(asked) == ["db_orders", "db_users"]
+    assert asked == [["db_orders", "db_users"]]
 
 
 def test_a_table_with_a_cadence_is_validated_on_it_and_its_outcome_exported() -> None:

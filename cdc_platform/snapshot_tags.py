@@ -1,0 +1,152 @@
+"""Which days and hours of the snapshot tables are merged, told by their Iceberg tags without
+Spark: what the scheduler asks once a pass, so a day or hour merged outside it (``cdc-mirror
+merge`` by hand, or before its run history was lost) is not merged again nor shown behind.
+
+A day is merged when its tag ``dt-YYYY-MM-DD`` exists on the table, an hour when its tag
+``hr-YYYY-MM-DD-HH`` does (``cdc_platform.lake_snapshots``: merge sets them). The tags are
+read from the table's current metadata file, the one the Hive metastore points at
+(``metadata_location`` among the table's parameters), through pyiceberg's FileIO with the
+storage's own properties (``LakeStorage.file_io_properties``): one query of the metastore for
+every table of the database, then one read of a table's metadata file only when it changed
+since the last look (``SnapshotTagReader`` keeps the tags of each metadata file it read).
+
+On HDFS pyiceberg reads through pyarrow's libhdfs (the Hadoop client's native library,
+``ARROW_LIBHDFS_DIR``); where it is missing, or with a Derby metastore, the tags cannot be
+told without Spark and the reader says so (``TagsUnavailableError``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date
+
+from cdc_platform.config import Settings
+from cdc_platform.iceberg import storage_for
+from cdc_platform.lake_location import scrub
+from cdc_platform.lake_snapshots import tag_day, tag_hour
+from simple_binlog.errors import CdcMirrorError
+
+# The table parameter where Iceberg's Hive catalog keeps the current metadata file.
+METADATA_LOCATION_PARAM = "metadata_location"
+
+
+class TagsUnavailableError(CdcMirrorError):
+    """The snapshot tables' tags cannot be read without Spark here (a Derby metastore, or a
+    storage this process cannot reach)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotTags:
+    """The merged days and hours a snapshot table's tags name, each with the time its tagged
+    snapshot was committed (Unix ms): a tag on a snapshot newer than a failed run was set by
+    a merge after it."""
+
+    days: Mapping[date, int] = field(default_factory=dict)
+    hours: Mapping[tuple[date, int], int] = field(default_factory=dict)  # (day, hour) → ms
+
+    @classmethod
+    def of(cls, tags: Iterable[tuple[str, int]]) -> SnapshotTags:
+        """From a table's tags (name, its snapshot's commit time); other references
+        (``main``, branches) and tags of another form are ignored."""
+        days: dict[date, int] = {}
+        hours: dict[tuple[date, int], int] = {}
+        for name, committed_ms in tags:
+            day = tag_day(name)
+            if day is not None:
+                days[day] = committed_ms
+                continue
+            hour = tag_hour(name)
+            if hour is not None:
+                hours[hour] = committed_ms
+        return cls(days, hours)
+
+
+def metadata_locations(settings: Settings, database: str) -> dict[str, str]:
+    """Table name → its current metadata file, for every Iceberg table of ``database`` the
+    Hive metastore (PostgreSQL) knows. TagsUnavailableError with a Derby metastore."""
+    if settings.spark.metastore != "postgres":
+        raise TagsUnavailableError(
+            "the snapshot tables' tags are read from the Hive metastore's PostgreSQL database; "
+            "with a Derby metastore only Spark can read them."
+        )
+    from cdc_platform import warehouse  # noqa: PLC0415 - only this reader needs psycopg
+
+    pg = settings.postgres
+    with (
+        warehouse.warehouse_errors("the read of the snapshot tables' metadata locations"),
+        warehouse.connect(pg, database=pg.metastore_db, autocommit=True) as conn,
+    ):
+        rows = conn.execute(
+            'SELECT t."TBL_NAME", tp."PARAM_VALUE" FROM "TBLS" t '
+            'JOIN "DBS" d ON t."DB_ID" = d."DB_ID" '
+            'JOIN "TABLE_PARAMS" tp ON tp."TBL_ID" = t."TBL_ID" '
+            'WHERE d."NAME" = %s AND tp."PARAM_KEY" = %s',
+            # The metastore keeps database and table names in lower case.
+            (database.lower(), METADATA_LOCATION_PARAM),
+        ).fetchall()
+    return {str(name): str(location) for name, location in rows}
+
+
+class SnapshotTagReader:
+    """The tags of the snapshot tables (``settings.merge.database``), read as the module says;
+    the tags of each metadata file read are kept, so an unchanged table costs no read."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._storage = storage_for(settings)
+        self._read: dict[str, SnapshotTags] = {}  # metadata file → its tags
+        self._lock = threading.Lock()
+
+    def tags(self, tables: Iterable[str]) -> dict[str, SnapshotTags]:
+        """The tags of each of ``tables`` (none for a table not created yet).
+        TagsUnavailableError when they cannot be read here; the metastore's errors as
+        ``cdc_platform.warehouse`` maps them."""
+        locations = metadata_locations(self._settings, self._settings.merge.database)
+        found: dict[str, SnapshotTags] = {}
+        with self._lock:
+            current: dict[str, SnapshotTags] = {}
+            for table in tables:
+                location = locations.get(table.lower())
+                if location is None:
+                    found[table] = SnapshotTags()
+                    continue
+                tags = self._read.get(location)
+                if tags is None:
+                    tags = self._read_tags(location)
+                current[location] = found[table] = tags
+            self._read = current  # forget the files no table points at any more
+        return found
+
+    def _read_tags(self, location: str) -> SnapshotTags:
+        try:
+            from pyiceberg.io import load_file_io  # noqa: PLC0415 - the lake's (spark) extra
+            from pyiceberg.serializers import FromInputFile  # noqa: PLC0415
+            from pyiceberg.table.refs import SnapshotRefType  # noqa: PLC0415
+        except ImportError:
+            raise TagsUnavailableError(
+                "the snapshot tables' tags need pyiceberg, which is not installed "
+                "(pip install 'cdc-mirror[spark]')."
+            ) from None
+        # pyiceberg's FileIO picks its own implementation by scheme: Java's io-impl is not one.
+
+        properties = {
+            key: value
+            for key, value in self._storage.file_io_properties().items()
+            if key != "io-impl"
+        }
+        try:
+            io = load_file_io(properties, location)
+            metadata = FromInputFile.table_metadata(io.new_input(location))
+        except (OSError, ValueError) as exc:
+            cause = scrub(str(exc), self._storage.secrets())
+            raise TagsUnavailableError(
+                f"the snapshot tables' metadata file {location} cannot be read here: {cause}"
+            ) from None
+        committed = {snapshot.snapshot_id: snapshot.timestamp_ms for snapshot in metadata.snapshots}
+        return SnapshotTags.of(
+            (name, committed.get(ref.snapshot_id, 0))
+            for name, ref in metadata.refs.items()
+            if ref.snapshot_ref_type == SnapshotRefType.TAG
+        )
