@@ -28,8 +28,8 @@ kept in the figure's extras). Figures of the local lake are ``stream_writer.thro
 Prints rows/s of both, the ratio, the machine, the writer's peak memory (the JVM's and
 Python's resident sets over the whole run) and the data files of the writer's tables against
 the target size (Iceberg's ``files`` metadata table), and the writer's log of each batch on
-stdout (its phases: describe, table commits, progress commit). The issue's size is 5,000,000
-messages.
+stdout (its phases: own commits, data files, new tables, table commits, progress commit).
+The issue's size is 5,000,000 messages.
 """
 
 from __future__ import annotations
@@ -473,8 +473,8 @@ def main() -> None:
     args = parse_args()
     import logging
 
-    # On stdout, so the writer's per-batch phases (describe, table commits, progress commit)
-    # are in the output bench.report keeps.
+    # On stdout, so the writer's per-batch phases (data files, new tables, table commits,
+    # progress commit) are in the output bench.report keeps.
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s",
                         stream=sys.stdout)
     logging.getLogger("stream_writer").setLevel(logging.INFO)

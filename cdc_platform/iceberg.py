@@ -554,30 +554,87 @@ class LakeCatalog:
         return writer
 
     def write_files(
-        self, frame: DataFrame, namespace: str, tables: Sequence[str]
-    ) -> StagedFiles | None:
-        """Write the data files of ``frame`` for many ``tables`` of ``namespace`` in ONE Spark
-        job, committing nothing (``StagedFiles.commit`` does, one commit per table).
+        self,
+        frame: DataFrame,
+        namespace: str,
+        tables: Sequence[str],
+        layouts: Mapping[str, int],
+    ) -> StagedFiles:
+        """Write the data files of ``frame`` for many ``tables`` of ``namespace`` and count
+        all of its rows, in ONE Spark job, committing nothing (``StagedFiles.commit`` does, one
+        commit per table; ``StagedFiles.counts`` has the counts).
 
-        ``frame``: column 0 the table's name, column 1 a struct of that table's columns (its
-        schema's names, order and Spark types); all ``tables`` share that struct. None when the
-        stack's writer jar predates ``BATCH_WRITE_CLASS`` (``append`` per table instead)."""
+        ``frame``: the input columns of ``BATCH_WRITE_CLASS`` (table, write?, day, topic,
+        partition, offset, event ms, source schema, source table, then one struct column per
+        column layout); ``layouts``: each of ``tables``'s struct column (its schema's names,
+        order and Spark types). Rows of other tables are counted, not written."""
+        jvm: Any = self.spark.sparkContext._jvm
+        with self._errors():
+            java_tables = jvm.java.util.HashMap()
+            java_layouts = jvm.java.util.HashMap()
+            for table in tables:
+                java_tables.put(table, self._cached_table(namespace, table))
+                java_layouts.put(table, layouts[table])
+            java = self._batch_write().write(frame._jdf, java_tables, java_layouts)
+        return StagedFiles(self, namespace, java)
+
+    def create_table_directly(
+        self,
+        namespace: str,
+        table: str,
+        columns: Sequence[tuple[str, str]],
+        partitioned_by: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """``create_table`` through Iceberg's catalog API (``BATCH_WRITE_CLASS``), not a SQL
+        statement: one metastore round, no statement to parse and plan, and calls from several
+        threads run at once (the stream writer creates a batch's new tables so). The created
+        table is kept for ``write_files``; an existing one is loaded instead (repeatable)."""
+        jvm: Any = self.spark.sparkContext._jvm
+        ddl = ", ".join(f"{_ident(name)} {kind}" for name, kind in columns)
+        settings = {**stamp(), **(properties or {})}
+        with self._errors():
+            java_properties = jvm.java.util.HashMap()
+            for key, value in settings.items():
+                java_properties.put(key, value)
+            created = self._batch_write().createTable(
+                self.spark._jsparkSession,
+                self.catalog,
+                namespace,
+                table,
+                jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl),
+                partitioned_by,
+                java_properties,
+            )
+        with self._cache_lock:
+            self._tables_cache[(namespace, table)] = created
+
+    def _batch_write(self) -> Any:
+        """``BATCH_WRITE_CLASS``; ConfigError when the stack's writer jar predates it."""
         from py4j.java_gateway import (  # type: ignore[import-untyped]  # noqa: PLC0415 - pyspark's
             JavaClass,
         )
 
-        jvm: Any = self.spark.sparkContext._jvm
-        batch_write: Any = jvm
+        found: Any = self.spark.sparkContext._jvm
         for part in BATCH_WRITE_CLASS.split("."):
-            batch_write = getattr(batch_write, part)
-        if not isinstance(batch_write, JavaClass):  # py4j's view of a class it cannot load
-            return None
-        with self._errors():
-            java_tables = jvm.java.util.HashMap()
-            for table in tables:
-                java_tables.put(table, self._cached_table(namespace, table))
-            java = batch_write.write(frame._jdf, java_tables)
-        return StagedFiles(self, namespace, java)
+            found = getattr(found, part)
+        if not isinstance(found, JavaClass):  # py4j's view of a class it cannot load
+            raise ConfigError(
+                f"the stack's writer jar has no {BATCH_WRITE_CLASS}; run 'cdc-mirror stack up' "
+                "to build the current one."
+            )
+        return found
+
+    def check_batch_write(self) -> None:
+        """ConfigError (one sentence) when the stack's writer jar lacks ``BATCH_WRITE_CLASS``
+        or an older one is loaded: the stream writer checks before it reads anything."""
+        batch_write = self._batch_write()
+        methods = {str(m.getName()) for m in batch_write._java_lang_class.getMethods()}
+        if not {"countsJson", "createTable"} <= methods:
+            raise ConfigError(
+                f"the stack's writer jar has an older {BATCH_WRITE_CLASS}; run 'cdc-mirror "
+                "stack up' to build the current one."
+            )
 
     def _cached_table(self, namespace: str, table: str) -> Any:
         """The table's Java object, loaded once per process: an Iceberg commit refreshes its
@@ -675,6 +732,14 @@ class StagedFiles:
     def tables(self) -> set[str]:
         """The tables that got files."""
         return {str(name) for name in self._java.tables()}
+
+    def counts(self) -> dict[str, Any]:
+        """The rows' counts (``BATCH_WRITE_CLASS.countsJson``): ``groups``, one ``[table,
+        day, topic, partition, rows, min offset, max offset, newest event ms or None]`` per
+        table, day and Kafka partition; ``sources``, ``[table, topic, schema, table]`` per
+        source table routed to a table."""
+        counts: dict[str, Any] = json.loads(str(self._java.countsJson()))
+        return counts
 
     def commit(
         self, table: str, offsets: KafkaOffsets, properties: Mapping[str, str] | None = None

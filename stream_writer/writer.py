@@ -6,13 +6,17 @@ or state file of our own is written, so it holds on local disk, HDFS and S3 alik
 
 1. **Transform.** The batch is parsed and routed in one pass (``transform.lake_rows``),
    rows below the writer's committed offsets dropped (a batch Spark replays, or a fresh
-   checkpoint started from the lake's offsets), and kept (``persist``) for the steps below.
-2. **One Iceberg commit per table.** The data files of every table the batch touches are
-   written by one Spark job (``LakeCatalog.write_files``: per-table Spark writes cost a job,
-   an analysis and a table load each, most of a batch over hundreds of tables); then for
-   each table (the dead-letter table too), one append of its files whose snapshot summary
-   records the batch's end offsets (``cdc-mirror.kafka-offsets``: every message of every
-   partition below them is in that table, if it belongs there) and the writer's name. A
+   checkpoint started from the lake's offsets). Nothing is cached: one Spark job reads it.
+2. **One Iceberg commit per table.** The data files of every existing table the batch touches
+   are written by one Spark job (``LakeCatalog.write_files``: per-table Spark writes cost a
+   job, an analysis and a table load each, most of a batch over hundreds of tables), whose
+   tasks also count every row (groups per table, day and Kafka partition; the source tables
+   routed to each): the counts drive the steps below, the batch is not read again to describe
+   it. Tables the batch brings are created then (Iceberg's catalog API, a few at once) and a
+   second job writes their files. Then for each table (the dead-letter table too), one append
+   of its files whose snapshot summary records the batch's end offsets
+   (``cdc-mirror.kafka-offsets``: every message of every partition below them is in that
+   table, if it belongs there) and the writer's name. A
    commit is atomic: a reader sees all of a table's rows of the batch or none; files of a
    batch that never committed are referenced by nothing (orphan-file removal deletes them).
 3. **Progress commit.** Then the writer's progress row (``cdc_platform.lake``: offsets,
@@ -20,12 +24,12 @@ or state file of our own is written, so it holds on local disk, HDFS and S3 alik
    A day turns ready only there, after the data of the batch that made it ready.
 
 After a crash anywhere in between, the restarted writer reads its progress P (the last
-progress commit) and, the first time it touches each existing table, that table's own newest
-commit N_T. Rows below P are in every table; a table that committed the interrupted batch has
-its rows below N_T too, so only rows at or above max(P, N_T) of each partition are appended
-to it until the progress passes N_T: a crash between two tables' commits of one batch neither
-loses nor duplicates a row, even when the batches after the restart are cut differently (a
-fresh checkpoint). A table whose rows are all below its N_T gets no commit.
+progress commit) and, before its first batch, each existing table's own newest commit N_T.
+Rows below P are in every table; a table that committed the interrupted batch has its rows
+below N_T too, so only rows at or above max(P, N_T) of each partition are written to it
+(the others are counted) until the progress passes N_T: a crash between two tables' commits
+of one batch neither loses nor duplicates a row, even when the batches after the restart are
+cut differently (a fresh checkpoint). A table whose rows are all below its N_T gets no commit.
 
 ``CDC_STREAM_WRITER_CRASH_AT`` names a point where the writer kills itself (tests only):
 before the first table commit, between two, before the progress commit and after it.
@@ -44,12 +48,10 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo
 
-from pyspark import StorageLevel
 from pyspark.sql import functions as F
 
 from cdc_platform.config import StreamWriterSettings
@@ -93,6 +95,9 @@ _COMMIT_THREADS = METASTORE_CLIENTS
 # (no shuffle before the write: ``distribution-mode=none``), each task keeping a file open per
 # day it holds (fanout). Nothing filters on the JSON texts and raw bytes: no column metrics.
 _NO_METRICS = ("content", "beforeContent", "columnTypes", "position", "raw", "error", "kafkaKey")
+
+# The first struct column of ``LakeCatalog.write_files``'s input (``_write_files``).
+_FIRST_LAYOUT = 9
 
 
 def is_written(table: str) -> bool:
@@ -273,6 +278,8 @@ class BatchWriter:
         with self._lock:
             if self._started:
                 return
+            # A stack jar without the one-job write stops the writer before it reads.
+            self.lake.check_batch_write()
             ensure_progress_table(self.lake, self.database)
             self._tables = self.lake.table_names(self.database)
             # Before anything is read: a table written by an incompatible version (or not by
@@ -335,22 +342,39 @@ class BatchWriter:
         fresh = transform.at_or_after(committed)
         if fresh is not None:
             rows = rows.where(fresh)
-        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         phases: dict[str, float] = {}
-        try:
-            groups, physical = self._describe(rows)
-            phases["describe"] = time.monotonic() - started
-            self._check_routes(physical)
-            by_table: dict[str, list[_Group]] = defaultdict(list)
-            for group in groups:
-                by_table[group.table].append(group)
-            if DEAD_LETTER_TABLE in by_table:
-                self._log_samples(rows)
-            self._crash("before-commit")
-            offsets = KafkaOffsets({**committed, **end_offsets})
-            commits = self._commit_tables(rows, batch_id, by_table, committed, offsets, phases)
-        finally:
-            rows.unpersist()
+        # Existing tables' newest own commits first (after a restart: every table's): rows
+        # below them are counted, not written (``_write_files``).
+        self._read_own_commits(
+            sorted(t for t in self._tables if t not in self._checked and is_written(t))
+        )
+        phases["own commits"] = time.monotonic() - started
+        began = time.monotonic()
+        # One pass writes the existing tables' files and counts the whole batch.
+        staged, counts = self._write_files(rows, sorted(self._writable()), committed)
+        groups, physical = _groups(counts)
+        phases["data files"] = time.monotonic() - began
+        self._check_routes(physical)
+        by_table: dict[str, list[_Group]] = defaultdict(list)
+        for group in groups:
+            by_table[group.table].append(group)
+        plans = self._plans(batch_id, by_table, committed)
+        new_tables = [table for table in plans if table not in self._tables]
+        began = time.monotonic()
+        self._create_tables(new_tables)
+        phases["new tables"] = time.monotonic() - began
+        stages = [staged]
+        if new_tables:
+            # Tables that did not exist during the pass: a second one writes their files (it
+            # reads the batch again; only batches that bring new tables pay it).
+            began = time.monotonic()
+            stages.append(self._write_files(rows, new_tables, committed, only=new_tables)[0])
+            phases["new tables' files"] = time.monotonic() - began
+        if DEAD_LETTER_TABLE in by_table:
+            self._log_samples(rows)
+        self._crash("before-commit")
+        offsets = KafkaOffsets({**committed, **end_offsets})
+        commits = self._commit_tables(batch_id, plans, stages, offsets, phases)
         self._crash("before-progress")
         began = time.monotonic()
         late, ready = self._commit_progress(batch_id, groups, end_offsets)
@@ -358,148 +382,119 @@ class BatchWriter:
         self._crash("after-commit")
         self._observe(batch_id, groups, late, ready, commits, phases, time.monotonic() - started)
 
-    def _describe(
-        self, rows: DataFrame
-    ) -> tuple[list[_Group], dict[str, set[tuple[str, str, str]]]]:
-        """The batch's groups (rows, offsets, newest event) and, per logical table, the
-        physical tables routed to it: one small aggregation over the kept rows."""
-        valid = F.col("error").isNull()
-        routed = valid & ~F.col("_table").startswith("_")
-        summary = (
-            rows.groupBy("_table", "_dt", "kafkaTopic", "kafkaPartition")
-            .agg(
-                F.count(F.lit(1)).alias("rows"),
-                F.min("kafkaOffset").alias("minOffset"),
-                F.max("kafkaOffset").alias("maxOffset"),
-                F.max(F.when(valid, F.col("executeTime"))).alias("maxEventMs"),
-                # As JSON text: PySpark hands an array of structs back as bare Java objects.
-                F.to_json(F.collect_set(F.when(routed, F.struct("schemaName", "tableName")))).alias(
-                    "physical"
-                ),
-            )
-            .collect()
-        )
-        groups = []
-        physical: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
-        for r in summary:
-            groups.append(
-                _Group(
-                    table=r["_table"],
-                    dt=r["_dt"],
-                    topic=r["kafkaTopic"],
-                    partition=int(r["kafkaPartition"]),
-                    rows=int(r["rows"]),
-                    min_offset=int(r["minOffset"]),
-                    max_offset=int(r["maxOffset"]),
-                    max_event_ms=None if r["maxEventMs"] is None else int(r["maxEventMs"]),
-                )
-            )
-            for item in json.loads(r["physical"] or "[]"):
-                physical[r["_table"]].add((r["kafkaTopic"], item["schemaName"], item["tableName"]))
-        return groups, dict(physical)
+    def _writable(self) -> set[str]:
+        """The existing tables a batch's rows may be written to."""
+        return {t for t in self._tables if is_written(t)}
 
-    def _commit_tables(
+    def _write_files(
         self,
         rows: DataFrame,
+        tables: Sequence[str],
+        committed: Mapping[tuple[str, int], int],
+        only: Sequence[str] | None = None,
+    ) -> tuple[StagedFiles, dict[str, Any]]:
+        """Write the data files of ``tables`` (rows at or above each one's floors: see
+        ``table_floors``) without committing, and count ``rows`` (each row once, written or
+        not), in one Spark job (``LakeCatalog.write_files``); ``only``: just those tables'
+        rows. Each column layout has a struct column of its own (the raw tables share one,
+        the dead-letter table has its own)."""
+        layouts: dict[tuple[tuple[str, str], ...], int] = {}
+        layout_of: dict[str, int] = {}
+        for table in sorted({*tables, DEAD_LETTER_TABLE}):
+            layout_of[table] = layouts.setdefault(
+                table_columns(table), _FIRST_LAYOUT + len(layouts)
+            )
+        # Rows below a table's own newest commit (a crash between two tables' commits) are
+        # counted, not written.
+        write: Column = F.lit(True)
+        for table in reversed(sorted(set(tables) & set(self._ahead))):
+            above = transform.at_or_after(table_floors(committed, self._ahead[table]))
+            if above is not None:
+                write = F.when(F.col("_table") == table, above).otherwise(write)
+        if only is not None:
+            rows = rows.where(F.col("_table").isin(list(only)))
+        valid = F.col("error").isNull()
+        routed = valid & ~F.col("_table").startswith("_")
+        structs = [
+            F.struct(
+                *[
+                    (F.col("_dt") if name == DAY_COLUMN else F.col(name)).cast(kind).alias(name)
+                    for name, kind in columns
+                ]
+            ).alias(f"_layout{index}")
+            for columns, index in layouts.items()
+        ]
+        frame = rows.select(
+            F.col("_table"),
+            write.alias("_write"),
+            F.col("_dt"),
+            F.col("kafkaTopic"),
+            F.col("kafkaPartition").cast("int"),
+            F.col("kafkaOffset").cast("long"),
+            F.when(valid, F.col("executeTime")).cast("long").alias("_eventMs"),
+            F.when(routed, F.col("schemaName")).alias("_sourceSchema"),
+            F.when(routed, F.col("tableName")).alias("_sourceTable"),
+            *structs,
+        )
+        staged = self.lake.write_files(frame, self.database, list(tables), layout_of)
+        return staged, staged.counts()
+
+    def _plans(
+        self,
         batch_id: int,
-        by_table: dict[str, list[_Group]],
+        by_table: Mapping[str, Sequence[_Group]],
         committed: dict[tuple[str, int], int],
-        offsets: KafkaOffsets,
-        phases: dict[str, float],
-    ) -> int:
-        """One Iceberg commit per table with rows to add (a few at once); returns how many.
-        Adds its phases' seconds to ``phases``: tables (created or checked), data files (the
-        Spark job writing them), table commits."""
-        began = time.monotonic()
-        written = sorted(t for t in by_table if is_written(t))
-        self._read_own_commits([t for t in written if t in self._tables and t not in self._checked])
-        plans: list[tuple[str, dict[tuple[str, int], int] | None]] = []
-        for table in written:
-            floors: dict[tuple[str, int], int] | None = None
+    ) -> list[str]:
+        """The tables of the batch that get a commit: every written table with a row at or
+        above its floors."""
+        plans = []
+        for table in sorted(t for t in by_table if is_written(t)):
             if table in self._ahead:
                 floors = table_floors(committed, self._ahead[table])
                 if floors == committed:
                     del self._ahead[table]  # the progress has passed it
-                    floors = None  # and the rows below the progress are filtered already
                 elif not needs_commit(by_table[table], floors):
                     log.info("batch %d: %s holds these rows already", batch_id, table)
                     continue
-            plans.append((table, floors))
-        self._create_tables([table for table, _ in plans if table not in self._tables])
-        phases["tables"] = time.monotonic() - began
+            plans.append(table)
+        return plans
+
+    def _commit_tables(
+        self,
+        batch_id: int,
+        plans: Sequence[str],
+        stages: Sequence[StagedFiles],
+        offsets: KafkaOffsets,
+        phases: dict[str, float],
+    ) -> int:
+        """One Iceberg commit per planned table (a few at once); returns how many."""
         if not plans:
             return 0
+        began = time.monotonic()
+        staged_of: dict[str, StagedFiles] = {}
+        for staged in stages:
+            for table in staged.tables:
+                staged_of.setdefault(table, staged)
+        missing = [table for table in plans if table not in staged_of]
+        if missing:  # a planned table has rows to write: its files must be there
+            raise CdcMirrorError(
+                f"batch {batch_id}: no data files were written for {', '.join(missing)}."
+            )
         properties = {WRITER_PROPERTY: self.paths.name, BATCH_PROPERTY: str(batch_id)}
-        began = time.monotonic()
-        commits = self._stage(rows, plans)
-        if commits is None:  # a writer jar without the one-job write: a Spark write per table
-            commits = {table: self._spark_append(rows, table, floors) for table, floors in plans}
-        phases["data files"] = time.monotonic() - began
-        began = time.monotonic()
 
         def commit(table: str) -> None:
-            commits[table](offsets, properties)
+            staged_of[table].commit(table, offsets, properties)
 
         # Commits of different tables are independent and mostly wait on the storage and the
         # metastore: a few at once.
         with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="cdc-commit") as pool:
-            futures = [pool.submit(commit, table) for table, _ in plans]
+            futures = [pool.submit(commit, table) for table in plans]
             for done, future in enumerate(as_completed(futures), start=1):
                 future.result()
                 if done < len(futures):
                     self._crash("between-tables")
         phases["table commits"] = time.monotonic() - began
         return len(plans)
-
-    def _stage(
-        self, rows: DataFrame, plans: Sequence[tuple[str, dict[tuple[str, int], int] | None]]
-    ) -> dict[str, _Commit] | None:
-        """Write the data files of every planned table (rows at or above its floors) without
-        committing: one Spark job per column layout (the raw tables share one, the dead-letter
-        table has its own), instead of a Spark write per table. None when the stack's writer
-        jar lacks the one-job write (``LakeCatalog.write_files``)."""
-        layouts: dict[tuple[tuple[str, str], ...], list[tuple[str, Column | None]]] = {}
-        for table, floors in plans:
-            layouts.setdefault(table_columns(table), []).append(
-                (table, transform.at_or_after(floors or {}))
-            )
-        commits: dict[str, _Commit] = {}
-        for columns, tables in layouts.items():
-            names = [table for table, _ in tables]
-            keep = F.col("_table").isin(names)
-            floor_rules = [
-                (F.col("_table") == table, above) for table, above in tables if above is not None
-            ]
-            if floor_rules:
-                rule: Column = F.lit(True)
-                for is_table, above in reversed(floor_rules):
-                    rule = F.when(is_table, above).otherwise(rule)
-                keep = keep & rule
-            values = [
-                (F.col("_dt") if name == DAY_COLUMN else F.col(name)).cast(kind).alias(name)
-                for name, kind in columns
-            ]
-            frame = rows.where(keep).select(F.col("_table"), F.struct(*values).alias("row"))
-            staged = self.lake.write_files(frame, self.database, names)
-            if staged is None:
-                return None
-            for table in names:
-                commits[table] = partial(_commit_staged, staged, table)
-        return commits
-
-    def _spark_append(
-        self, rows: DataFrame, table: str, floors: dict[tuple[str, int], int] | None
-    ) -> _Commit:
-        def commit(offsets: KafkaOffsets, properties: Mapping[str, str]) -> None:
-            frame = rows.where(F.col("_table") == table)
-            above = transform.at_or_after(floors or {})
-            if above is not None:
-                frame = frame.where(above)
-            columns = [F.col(name) for name, _ in table_columns(table) if name != DAY_COLUMN]
-            frame = frame.select(*columns, F.col("_dt").alias(DAY_COLUMN))
-            self.lake.append(frame, self.database, table, offsets, properties)
-
-        return commit
 
     def _read_own_commits(self, tables: Sequence[str]) -> None:
         """The newest own commit of each of ``tables`` (existing ones this process has not
@@ -516,16 +511,17 @@ class BatchWriter:
                 self._checked.add(table)
 
     def _create_tables(self, tables: Sequence[str]) -> None:
-        """Create the new ``tables`` (a few at once: each is a metastore round of its own)."""
+        """Create the new ``tables`` through Iceberg's catalog API, a few at once (each is a
+        metastore round of its own; a SQL statement each cost several times more)."""
         if not tables:
             return
 
         def create(table: str) -> None:
-            self.lake.create_table(
+            self.lake.create_table_directly(
                 self.database,
                 table,
                 table_columns(table),
-                partitioned_by=(DAY_COLUMN,),
+                partitioned_by=DAY_COLUMN,
                 properties=table_properties(
                     self.config.target_file_mb, [name for name, _ in table_columns(table)]
                 ),
@@ -535,6 +531,8 @@ class BatchWriter:
             for table, future in [(table, pool.submit(create, table)) for table in tables]:
                 future.result()
                 self._tables.add(table)
+                # New since ``start``: no commit of this writer can be in it yet.
+                self._checked.add(table)
 
     def _commit_progress(
         self, batch_id: int, groups: list[_Group], end_offsets: dict[tuple[str, int], int]
@@ -742,14 +740,28 @@ class BatchWriter:
         )
 
 
-# One table's commit of a batch: (the batch's offsets, further summary properties) → None.
-_Commit = Callable[[KafkaOffsets, Mapping[str, str]], None]
-
-
-def _commit_staged(
-    staged: StagedFiles, table: str, offsets: KafkaOffsets, properties: Mapping[str, str]
-) -> None:
-    staged.commit(table, offsets, properties)
+def _groups(
+    counts: Mapping[str, Any],
+) -> tuple[list[_Group], dict[str, set[tuple[str, str, str]]]]:
+    """Pure: the batch's groups and, per table, the source tables (topic, schema, table)
+    routed to it, from ``StagedFiles.counts``."""
+    groups = [
+        _Group(
+            table=table,
+            dt=dt,
+            topic=topic,
+            partition=int(partition),
+            rows=int(rows),
+            min_offset=int(min_offset),
+            max_offset=int(max_offset),
+            max_event_ms=None if max_event is None else int(max_event),
+        )
+        for table, dt, topic, partition, rows, min_offset, max_offset, max_event in counts["groups"]
+    ]
+    physical: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
+    for table, topic, schema_name, table_name in counts["sources"]:
+        physical[table].add((topic, schema_name, table_name))
+    return groups, dict(physical)
 
 
 def _offsets_text(offsets: Mapping[tuple[str, int], int]) -> str:

@@ -14,6 +14,7 @@ from stream_writer import localfs
 from stream_writer.writer import (
     CRASH_ENV,
     _Group,
+    _groups,
     crash_point,
     is_written,
     needs_commit,
@@ -83,3 +84,22 @@ def test_the_nio_filesystems_are_chosen_only_when_their_jar_is_there(tmp_path: P
     assert conf == {"spark.hadoop.fs.file.impl": localfs.NIO_LOCAL_FS}
     assert localfs.nio_in_session(conf["spark.hadoop.fs.file.impl"])
     assert not localfs.nio_in_session(None)
+
+
+def test_the_write_jobs_counts_become_the_batchs_groups_and_routes() -> None:
+    counts = {
+        "groups": [
+            ["shop_orders", "2024-03-01", T, 0, 3, 10, 12, 1_709_251_200_000],
+            ["dead_letter", "2024-03-01", T, 1, 1, 7, 7, None],
+        ],
+        "sources": [
+            ["shop_orders", T, "shop_00", "orders_00"],
+            ["shop_orders", T, "shop_01", "orders_01"],
+        ],
+    }
+    groups, physical = _groups(counts)
+    assert groups == [
+        _Group("shop_orders", "2024-03-01", T, 0, 3, 10, 12, 1_709_251_200_000),
+        _Group("dead_letter", "2024-03-01", T, 1, 1, 7, 7, None),
+    ]
+    assert physical == {"shop_orders": {(T, "shop_00", "orders_00"), (T, "shop_01", "orders_01")}}

@@ -4,27 +4,35 @@ import java.io.IOException;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 import org.apache.iceberg.AppendFiles;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.FileFormat;
 import org.apache.iceberg.PartitionKey;
 import org.apache.iceberg.PartitionSpec;
+import org.apache.iceberg.Schema;
 import org.apache.iceberg.SerializableTable;
 import org.apache.iceberg.StructLike;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableProperties;
+import org.apache.iceberg.catalog.Catalog;
+import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.encryption.EncryptedOutputFile;
+import org.apache.iceberg.exceptions.AlreadyExistsException;
 import org.apache.iceberg.io.DataWriter;
 import org.apache.iceberg.io.OutputFileFactory;
 import org.apache.iceberg.parquet.Parquet;
+import org.apache.iceberg.spark.Spark3Util;
 import org.apache.iceberg.spark.SparkSchemaUtil;
 import org.apache.iceberg.spark.data.SparkParquetWriters;
 import org.apache.iceberg.types.Type;
 import org.apache.iceberg.types.Types;
+import org.apache.iceberg.util.JsonUtil;
 import org.apache.iceberg.util.PropertyUtil;
 import org.apache.iceberg.util.StructLikeMap;
 import org.apache.spark.TaskContext;
@@ -32,6 +40,7 @@ import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructField;
@@ -39,7 +48,9 @@ import org.apache.spark.sql.types.StructType;
 
 /**
  * The stream writer's micro-batch into many Iceberg tables: the data files of EVERY table in
- * ONE Spark job, then one commit per table through Iceberg's Java API.
+ * ONE Spark job, which also counts the batch (rows, offsets, newest event per table, day and
+ * Kafka partition; the source tables routed to each table), then one commit per table through
+ * Iceberg's Java API.
  *
  * <p>Why: Spark's DataFrame write ({@code writeTo(t).append()}) is one Spark job, one query
  * analysis and one table load per table; for a batch over 200 tables those per-table costs, not
@@ -47,33 +58,60 @@ import org.apache.spark.sql.types.StructType;
  * table's data folder with Iceberg's own Parquet writer for Spark rows ({@code
  * SparkParquetWriters}, what Iceberg's Spark sink uses), keeping one file open per table and
  * partition (a fanout write, rolled at the table's {@code write.target-file-size-bytes}), and
- * hands the {@link DataFile}s back to the driver. {@link #commit} then appends a table's files
- * as one snapshot with the given summary properties: the exactly-once commit, as before, one per
- * table, and commits to different tables may run at once (they are independent).
+ * hands the {@link DataFile}s back to the driver with its counts: the batch is read once, not
+ * once to count and once to write. {@link #commit} then appends a table's files as one snapshot
+ * with the given summary properties: the exactly-once commit, one per table, and commits to
+ * different tables may run at once (they are independent).
  *
- * <p>Input: a Dataset whose column 0 is the table's name (a key of {@code tables}) and column 1
- * a struct of exactly that table's columns in its schema's order and Spark types; all tables of
- * one call share that struct type. Files of a failed job or commit are left unreferenced (the
- * table is unchanged); orphan-file removal deletes them.
+ * <p>Input columns: 0 the table's name; 1 whether to write the row (false: counted only, e.g.
+ * below a table's committed offsets); 2 the day; 3 the Kafka topic, 4 partition (int), 5 offset
+ * (long); 6 the event time in ms counted for the newest event (null: not counted); 7 and 8 the
+ * source schema and table counted as routed to the table (null: not counted); from 9 on, one
+ * struct column per column layout: a table of {@code tables} has its row in the struct column
+ * {@code layouts} gives it (exactly its columns in its schema's order and Spark types). Rows of
+ * tables not in {@code tables} are counted and not written. Files of a failed job or commit are
+ * left unreferenced (the table is unchanged); orphan-file removal deletes them.
  */
 public final class IcebergBatchWrite implements Serializable {
   private static final long serialVersionUID = 1L;
   // Writers check their size every so many rows (as Iceberg's rolling writer does): the
   // Parquet writer's size estimate is not free.
   private static final int ROWS_BETWEEN_SIZE_CHECKS = 1000;
+  private static final int TABLE = 0;
+  private static final int WRITE = 1;
+  private static final int DAY = 2;
+  private static final int TOPIC = 3;
+  private static final int PARTITION = 4;
+  private static final int OFFSET = 5;
+  private static final int EVENT_MS = 6;
+  private static final int SOURCE_SCHEMA = 7;
+  private static final int SOURCE_TABLE = 8;
+  private static final int FIRST_LAYOUT = 9;
 
   private final Map<String, List<DataFile>> filesByTable;
+  private final Map<Group, long[]> groups;
+  private final Set<Source> sources;
 
-  private IcebergBatchWrite(Map<String, List<DataFile>> filesByTable) {
+  private IcebergBatchWrite(
+      Map<String, List<DataFile>> filesByTable, Map<Group, long[]> groups, Set<Source> sources) {
     this.filesByTable = filesByTable;
+    this.groups = groups;
+    this.sources = sources;
   }
 
-  /** Write the data files of {@code rows} (see the class) in one Spark job; nothing committed. */
-  public static IcebergBatchWrite write(Dataset<Row> rows, Map<String, Table> tables) {
-    StructType rowType = (StructType) rows.schema().fields()[1].dataType();
+  /** Write and count {@code rows} (see the class) in one Spark job; nothing committed. */
+  public static IcebergBatchWrite write(
+      Dataset<Row> rows, Map<String, Table> tables, Map<String, Integer> layouts) {
+    StructField[] fields = rows.schema().fields();
     Map<String, Table> shipped = new HashMap<>();
+    Map<String, Integer> layoutOf = new HashMap<>();
     for (Map.Entry<String, Table> entry : tables.entrySet()) {
       Table table = entry.getValue();
+      Integer layout = layouts.get(entry.getKey());
+      if (layout == null || layout < FIRST_LAYOUT || layout >= fields.length) {
+        throw new IllegalArgumentException("no struct column is given for " + table.name());
+      }
+      StructType rowType = (StructType) fields[layout].dataType();
       StructType expected = SparkSchemaUtil.convert(table.schema());
       if (!sameTypes(expected, rowType)) {
         throw new IllegalArgumentException(
@@ -81,11 +119,13 @@ public final class IcebergBatchWrite implements Serializable {
                 + " but the table has " + expected.simpleString());
       }
       shipped.put(entry.getKey(), SerializableTable.copyOf(table));
+      layoutOf.put(entry.getKey(), layout);
     }
+    StructType inputType = rows.schema();
     JavaSparkContext context = JavaSparkContext.fromSparkContext(rows.sparkSession().sparkContext());
     Broadcast<Map<String, Table>> broadcast = context.broadcast(shipped);
     String operationId = UUID.randomUUID().toString();
-    List<List<Written>> perTask;
+    List<TaskResult> perTask;
     try {
       perTask =
           rows.queryExecution()
@@ -93,7 +133,10 @@ public final class IcebergBatchWrite implements Serializable {
               .toJavaRDD()
               .mapPartitionsWithIndex(
                   (index, iterator) ->
-                      List.of(writeTask(broadcast.value(), rowType, operationId, index, iterator))
+                      List.of(
+                              writeTask(
+                                  broadcast.value(), layoutOf, inputType, operationId, index,
+                                  iterator))
                           .iterator(),
                   false)
               .collect();
@@ -101,12 +144,48 @@ public final class IcebergBatchWrite implements Serializable {
       broadcast.destroy();
     }
     Map<String, List<DataFile>> files = new HashMap<>();
-    for (List<Written> task : perTask) {
-      for (Written written : task) {
+    Map<Group, long[]> groups = new HashMap<>();
+    Set<Source> sources = new HashSet<>();
+    for (TaskResult task : perTask) {
+      for (Written written : task.files) {
         files.computeIfAbsent(written.table, name -> new ArrayList<>()).add(written.file);
       }
+      task.groups.forEach((group, counts) -> groups.merge(group, counts, Counts::merge));
+      sources.addAll(task.sources);
     }
-    return new IcebergBatchWrite(files);
+    return new IcebergBatchWrite(files, groups, sources);
+  }
+
+  /**
+   * Create the table {@code namespace.name} of {@code columns}, identity-partitioned by {@code
+   * partitionColumn} (null: not partitioned), with {@code properties}, through the Iceberg
+   * catalog {@code catalogName} of the session: one metastore round, no SQL statement to parse
+   * and plan. A table that exists already is loaded instead.
+   */
+  public static Table createTable(
+      SparkSession spark,
+      String catalogName,
+      String namespace,
+      String name,
+      StructType columns,
+      String partitionColumn,
+      Map<String, String> properties) {
+    Catalog catalog = Spark3Util.loadIcebergCatalog(spark, catalogName);
+    Schema schema = SparkSchemaUtil.convert(columns);
+    PartitionSpec spec =
+        partitionColumn == null
+            ? PartitionSpec.unpartitioned()
+            : PartitionSpec.builderFor(schema).identity(partitionColumn).build();
+    TableIdentifier identifier = TableIdentifier.of(namespace, name);
+    try {
+      return catalog
+          .buildTable(identifier, schema)
+          .withPartitionSpec(spec)
+          .withProperties(properties)
+          .create();
+    } catch (AlreadyExistsException e) {
+      return catalog.loadTable(identifier);
+    }
   }
 
   /** The tables that got files. */
@@ -117,6 +196,54 @@ public final class IcebergBatchWrite implements Serializable {
   /** Rows written for {@code name}. */
   public long rows(String name) {
     return filesByTable.getOrDefault(name, List.of()).stream().mapToLong(DataFile::recordCount).sum();
+  }
+
+  /**
+   * The batch's counts as JSON (one string: a py4j call per value would cost more than the
+   * batch): {@code {"groups": [[table, day, topic, partition, rows, minOffset, maxOffset,
+   * maxEventMs or null], ...], "sources": [[table, topic, schema, table], ...]}}.
+   */
+  public String countsJson() {
+    return JsonUtil.generate(
+        generator -> {
+          generator.writeStartObject();
+          generator.writeArrayFieldStart("groups");
+          for (Map.Entry<Group, long[]> entry : groups.entrySet()) {
+            Group group = entry.getKey();
+            long[] counts = entry.getValue();
+            generator.writeStartArray();
+            generator.writeString(group.table());
+            if (group.day() == null) {
+              generator.writeNull();
+            } else {
+              generator.writeString(group.day());
+            }
+            generator.writeString(group.topic());
+            generator.writeNumber(group.partition());
+            generator.writeNumber(counts[Counts.ROWS]);
+            generator.writeNumber(counts[Counts.MIN_OFFSET]);
+            generator.writeNumber(counts[Counts.MAX_OFFSET]);
+            if (counts[Counts.MAX_EVENT] == Counts.NO_EVENT) {
+              generator.writeNull();
+            } else {
+              generator.writeNumber(counts[Counts.MAX_EVENT]);
+            }
+            generator.writeEndArray();
+          }
+          generator.writeEndArray();
+          generator.writeArrayFieldStart("sources");
+          for (Source source : sources) {
+            generator.writeStartArray();
+            generator.writeString(source.table());
+            generator.writeString(source.topic());
+            generator.writeString(source.schema());
+            generator.writeString(source.sourceTable());
+            generator.writeEndArray();
+          }
+          generator.writeEndArray();
+          generator.writeEndObject();
+        },
+        false);
   }
 
   /**
@@ -148,35 +275,43 @@ public final class IcebergBatchWrite implements Serializable {
     return true;
   }
 
-  private static List<Written> writeTask(
+  private static TaskResult writeTask(
       Map<String, Table> tables,
-      StructType rowType,
+      Map<String, Integer> layoutOf,
+      StructType inputType,
       String operationId,
       int partitionId,
       Iterator<InternalRow> rows)
       throws IOException {
     TaskContext task = TaskContext.get();
     long taskId = task == null ? 0 : task.taskAttemptId();
-    int width = rowType.fields().length;
+    StructField[] fields = inputType.fields();
     Map<String, TableWriters> writers = new HashMap<>();
-    List<Written> done = new ArrayList<>();
+    TaskResult result = new TaskResult();
     try {
       while (rows.hasNext()) {
         InternalRow row = rows.next();
-        String name = row.getUTF8String(0).toString();
+        String name = row.getUTF8String(TABLE).toString();
+        result.count(name, row);
+        if (!row.getBoolean(WRITE)) {
+          continue;
+        }
         TableWriters tableWriters = writers.get(name);
         if (tableWriters == null) {
           Table table = tables.get(name);
           if (table == null) {
-            throw new IllegalArgumentException("a row for " + name + ", which is not written");
+            continue; // counted only: a table the driver creates before it writes it
           }
-          tableWriters = new TableWriters(name, table, rowType, operationId, partitionId, taskId);
+          int layout = layoutOf.get(name);
+          StructType rowType = (StructType) fields[layout].dataType();
+          tableWriters =
+              new TableWriters(name, table, rowType, layout, operationId, partitionId, taskId);
           writers.put(name, tableWriters);
         }
-        tableWriters.write(row.getStruct(1, width), done);
+        tableWriters.write(row, result.files);
       }
       for (TableWriters tableWriters : writers.values()) {
-        tableWriters.closeAll(done);
+        tableWriters.closeAll(result.files);
       }
     } catch (IOException | RuntimeException e) {
       for (TableWriters tableWriters : writers.values()) {
@@ -184,7 +319,65 @@ public final class IcebergBatchWrite implements Serializable {
       }
       throw e;
     }
-    return done;
+    return result;
+  }
+
+  /** A table × day × Kafka partition of the batch. */
+  private record Group(String table, String day, String topic, int partition)
+      implements Serializable {}
+
+  /** A source table (topic, schema, table) routed to a table. */
+  private record Source(String table, String topic, String schema, String sourceTable)
+      implements Serializable {}
+
+  /** A group's counts: rows, smallest and largest offset, newest event time. */
+  private static final class Counts {
+    static final int ROWS = 0;
+    static final int MIN_OFFSET = 1;
+    static final int MAX_OFFSET = 2;
+    static final int MAX_EVENT = 3;
+    static final long NO_EVENT = Long.MIN_VALUE;
+
+    private Counts() {}
+
+    static long[] merge(long[] a, long[] b) {
+      a[ROWS] += b[ROWS];
+      a[MIN_OFFSET] = Math.min(a[MIN_OFFSET], b[MIN_OFFSET]);
+      a[MAX_OFFSET] = Math.max(a[MAX_OFFSET], b[MAX_OFFSET]);
+      a[MAX_EVENT] = Math.max(a[MAX_EVENT], b[MAX_EVENT]);
+      return a;
+    }
+  }
+
+  /** What one task hands the driver: its files and its counts. */
+  private static final class TaskResult implements Serializable {
+    private static final long serialVersionUID = 1L;
+    final List<Written> files = new ArrayList<>();
+    final Map<Group, long[]> groups = new HashMap<>();
+    final Set<Source> sources = new HashSet<>();
+
+    void count(String table, InternalRow row) {
+      String day = row.isNullAt(DAY) ? null : row.getUTF8String(DAY).toString();
+      String topic = row.getUTF8String(TOPIC).toString();
+      long offset = row.getLong(OFFSET);
+      long event = row.isNullAt(EVENT_MS) ? Counts.NO_EVENT : row.getLong(EVENT_MS);
+      long[] counts =
+          groups.computeIfAbsent(
+              new Group(table, day, topic, row.getInt(PARTITION)),
+              key -> new long[] {0, Long.MAX_VALUE, Long.MIN_VALUE, Counts.NO_EVENT});
+      counts[Counts.ROWS]++;
+      counts[Counts.MIN_OFFSET] = Math.min(counts[Counts.MIN_OFFSET], offset);
+      counts[Counts.MAX_OFFSET] = Math.max(counts[Counts.MAX_OFFSET], offset);
+      counts[Counts.MAX_EVENT] = Math.max(counts[Counts.MAX_EVENT], event);
+      if (!row.isNullAt(SOURCE_SCHEMA) && !row.isNullAt(SOURCE_TABLE)) {
+        sources.add(
+            new Source(
+                table,
+                topic,
+                row.getUTF8String(SOURCE_SCHEMA).toString(),
+                row.getUTF8String(SOURCE_TABLE).toString()));
+      }
+    }
   }
 
   /** One table's open files in one task: one per partition (fanout), rolled at target size. */
@@ -198,11 +391,14 @@ public final class IcebergBatchWrite implements Serializable {
     private final OutputFileFactory files;
     private final long targetBytes;
     private final StructLikeMap<Open> open;
+    private final int layout;
+    private final int width;
 
     TableWriters(
         String name,
         Table table,
         StructType sparkType,
+        int layout,
         String operationId,
         int partitionId,
         long taskId) {
@@ -223,9 +419,12 @@ public final class IcebergBatchWrite implements Serializable {
               TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
               TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT);
       this.open = StructLikeMap.create(spec.partitionType());
+      this.layout = layout;
+      this.width = sparkType.fields().length;
     }
 
-    void write(InternalRow row, List<Written> done) throws IOException {
+    void write(InternalRow input, List<Written> done) throws IOException {
+      InternalRow row = input.getStruct(layout, width);
       key.partition(wrapper.wrap(row));
       Open current = open.get(key);
       if (current == null) {
