@@ -45,7 +45,8 @@ Figures: ``validation.warehouse``, ``validation.redis`` (and ``validation.kudu``
 chunks (MySQL's and the target's, at the same time: the larger is the run's critical path,
 the rest of the run is set-up, waiting and the last chunk) and the source load as
 extras. ``--keep`` keeps
-the data for another run (``--reuse`` then skips writing it).
+the data for another run (``--reuse`` then skips writing it). Runs on one stack take turns
+(``run_lock``): they all use the same database, Redis prefix and warehouse schema.
 """
 
 from __future__ import annotations
@@ -213,6 +214,25 @@ def drop_targets(settings: Settings) -> None:
             pipe.execute()
     pipe.execute()
     client.close()
+
+
+RUN_LOCK = "cdc-mirror.validation_bench"
+
+
+def run_lock(settings: Settings) -> pymysql.connections.Connection[Any]:
+    """One run at a time on a stack: every run writes and drops the same database, Redis
+    prefix and warehouse schema, so a second run started meanwhile dropped the first one's
+    data under it (two engineers' runs failed so). A MariaDB named lock, held by this
+    connection until the process ends: a second run waits for it."""
+    conn = mysql(settings)
+    with conn.cursor() as cur:
+        cur.execute("SELECT IS_FREE_LOCK(%s)", (RUN_LOCK,))
+        if not cur.fetchone()[0]:
+            print("waiting for another run of this benchmark to end (it uses the same data)")
+        cur.execute("SELECT GET_LOCK(%s, 3600)", (RUN_LOCK,))
+        if cur.fetchone()[0] != 1:
+            raise SystemExit("another run of this benchmark held its lock for an hour")
+    return conn
 
 
 class NoWait:
@@ -500,13 +520,14 @@ def _baseline_lake(settings: Settings, cur: Any, batch: int) -> int:
 
 def set_up(
     settings: Settings, args: argparse.Namespace, targets: list[str]
-) -> tuple[dict[str, Settings], Path | None]:
+) -> tuple[dict[str, Settings], Path | None, pymysql.connections.Connection[Any]]:
     """The services, the data in MySQL and the targets; each target's settings (the lake's
-    in a temporary folder, its root returned)."""
+    in a temporary folder, its root returned) and the run's lock (``run_lock``)."""
     services = ["mariadb", "postgresql", "redis", "kafka"]
     LocalStack(settings).up(
         [*services, *(["kudu-master", "kudu-tserver"] if "kudu" in targets else [])]
     )
+    lock = run_lock(settings)
     print(f"machine: {describe_machine()}")
     print(f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {args.rows} rows")
     lake_root = Path(tempfile.mkdtemp(prefix="vbench-lake-")) if "lake" in targets else None
@@ -518,7 +539,7 @@ def set_up(
         prepare(settings, args.rows, args.batch, [t for t in targets if t != "lake"])
     if lake_root is not None:
         prepare_lake(settings_of["lake"], args.batch)
-    return settings_of, lake_root
+    return settings_of, lake_root, lock
 
 
 def main() -> None:
@@ -544,7 +565,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = scoped(load_settings())
     targets = args.only or ["warehouse", "redis"]
-    settings_of, lake_root = set_up(settings, args, targets)
+    settings_of, lake_root, lock = set_up(settings, args, targets)
     options = Options.from_settings(
         settings, chunk_rows=args.chunk_rows, chunk_time_s=args.chunk_time or None
     )
@@ -613,6 +634,7 @@ def main() -> None:
                 drop_kudu(settings)
         if lake_root is not None:
             drop_lake(settings_of["lake"], lake_root)  # in a temporary folder: never kept
+        lock.close()  # the next run may start
     write_figures(args.json, "validation", figures)
 
 
