@@ -136,7 +136,9 @@ class Scheduler:
             tags = self._lake.snapshot_tags(tables)
             self._record_merged_outside(days, tags)
             merged = {
-                table: plan.tagged_done(tags[table].days, self._merge_runs(table))
+                table: plan.tagged_done(
+                    tags.get(table, SnapshotTags()).days, self._merge_runs(table)
+                )
                 for table in tables
             }
             ended += self._merges(days, merged, stop)
