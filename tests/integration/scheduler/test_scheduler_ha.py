@@ -6,7 +6,8 @@ leads. A table with hourly snapshots has each closed hour of its day in progress
 itself, in order, recorded by hour in the admin's database (a mismatching hour red on the Runs
 page and re-run alone), and its day merged once ready. The lake and the jobs are file-backed
 fakes (scheduler_process.py): what is under test is the election, the hand-over and the run
-history, not Spark."""
+history, not Spark. Days merged outside the scheduler (the lake has them, its history
+not) are recorded as such, not merged again."""
 
 from __future__ import annotations
 
@@ -400,5 +401,44 @@ def test_an_hourly_tables_hours_are_merged_in_order_recorded_and_rerun_by_hour(
                 (yesterday,),
             ).fetchall()
         assert stored == [(5, "mismatch"), (5, "succeeded")]
+    finally:
+        scene.stop()
+
+
+def test_days_merged_outside_the_scheduler_are_not_merged_again_and_recorded_so(
+    services: Settings, admin_on_postgresql: tuple[str, str, str], tmp_path: Path
+) -> None:
+    """Two days merged by hand before the scheduler looks (the lake has them, its history
+    not): only the third is merged; the two are in the admin's database and on the Runs page
+    as succeeded runs by a merge outside the scheduler."""
+    from scheduler.plan import MERGED_OUTSIDE
+
+    url, token, extra = admin_on_postgresql
+    scene = Scene(tmp_path, url, token, services)
+    scene.options["tables"] = ["handmade"]
+    scene.merged.write_text(f"db_handmade {day(3)}\ndb_handmade {day(2)}\n")
+    scene.set_ready(day(3), day(2), day(1))
+    try:
+        scene.start("outside")
+        runs = wait_for(
+            lambda: _if(
+                [
+                    r
+                    for r in _runs(url, token, "db_handmade")
+                    if r["kind"] == "merge" and r["state"] == "succeeded"
+                ],
+                3,
+            ),
+            60,
+            "the two days recorded and the third merged",
+        )
+        assert [(r["dt"], r["requested_by"]) for r in runs] == [
+            (str(day(3)), MERGED_OUTSIDE),
+            (str(day(2)), MERGED_OUTSIDE),
+            (str(day(1)), None),
+        ]
+        assert [(r[2], r[3]) for r in scene.started_runs()] == [("db_handmade", str(day(1)))]
+        page = extra["client"].get("/runs").text
+        assert f"succeeded (by {MERGED_OUTSIDE})" in page
     finally:
         scene.stop()
