@@ -63,6 +63,7 @@ from merge.hours import (
     hours_in_day,
     late_fallback,
     midnight_ms,
+    parse_hour,
 )
 from merge.schema import SchemaPlan, choose_key, plan_schema
 from merge.snapshot import MergeConflictError, Published, SnapshotStore, TableState
@@ -251,6 +252,21 @@ def wait_hour_ready(
         pause(min(poll_s, remaining))
 
 
+def merge_facts(raw_snapshot: int | None, decision: ArchiveDecision) -> dict[str, Any]:
+    """Pure: what the next merge decides by, stored with a merge's tag in the lake
+    (``SnapshotStore.merge_facts``): the raw snapshot the merge read (late rows are the raw
+    commits after it) and the DELETEs its archive decision ignored (kept ignored when a later
+    merge takes the same changes again)."""
+    return {
+        "rawSnapshotId": raw_snapshot,
+        "archive": {
+            "archiving": decision.archiving,
+            "timeColumn": decision.time_column,
+            "cutoff": decision.cutoff.isoformat() if decision.cutoff else None,
+        },
+    }
+
+
 def late_rows(progress: WriterProgress | None, dt: str, table: str) -> int:
     """Rows of ``table`` the stream writer wrote for ``dt`` after marking it ready."""
     return 0 if progress is None else progress.late_rows(dt, table)
@@ -425,6 +441,7 @@ class Merger:
             raw,
             lambda state: self._base_snapshot(mirror.name, request.dt, state),
             earlier=earlier,
+            raw_snapshot=raw_snapshot,
         )
         change_count = summary.count
         result = MergeResult(
@@ -479,6 +496,7 @@ class Merger:
         base_of: Callable[[TableState], int | None],
         hour: Hour | None = None,
         earlier: tuple[date, DataFrame] | None = None,
+        raw_snapshot: int | None = None,
     ) -> tuple[ChangeSummary, ArchiveDecision, SchemaPlan, Published]:
         """The changes of ``raw`` applied to the snapshot ``base_of`` names and published
         (as ``request.dt``'s tag, or ``hour``'s): schema plan, archive rule, MERGE, tag.
@@ -488,7 +506,10 @@ class Merger:
         changes, so that the latest change per key over the whole span decides; the archive
         rule's decision on ``dt`` applies to ``dt``'s own changes, and each earlier day's
         recorded decision to that day's (a DELETE its merge ignored as archiving stays
-        ignored)."""
+        ignored).
+
+        ``raw_snapshot``: the raw table's snapshot ``raw`` was read at, stored with the tag
+        (with the archive decision: ``merge_facts``) for the next merge."""
         dt = request.dt.isoformat()
         live = self._live_schema(mirror.name)
         if not live.shards_agree:
@@ -547,6 +568,7 @@ class Merger:
                 hour=hour,
                 newest=None if hour is None else self._newest_hour(hour, state),
                 empty=hour is not None and summary.count == 0,
+                facts=merge_facts(raw_snapshot, decision),
             )
         finally:
             changes.unpersist()
@@ -583,9 +605,13 @@ class Merger:
         return taken
 
     def _merge_facts(self, table: str, label: str) -> dict[str, Any]:
-        """What the merge of ``label`` (a day, or an hour ``D``T``HH``) recorded: its raw
-        snapshot and archive decision (empty: no record)."""
-        return records.read_json(records.merge_record_path(self.lake, table, label)) or {}
+        """What the merge of ``label`` (a day, or an hour ``D``T``HH``) stored with its tag in
+        the lake: its raw snapshot and archive decision (empty: none). Read from the lake, not
+        from the merge records (local files, audit only), so a merge on any host sees them."""
+        tag = (
+            parse_hour(label, self.zone).tag if "T" in label else day_tag(date.fromisoformat(label))
+        )
+        return self.store.merge_facts(table, tag)
 
     # -- hourly snapshots -------------------------------------------------------------------
     def _merge_hours(self, request: MergeRequest, mirror: TableMirror) -> MergeResult:
@@ -667,6 +693,7 @@ class Merger:
             raw,
             lambda state: self._hour_base(mirror.name, hour, state)[0],
             hour=hour,
+            raw_snapshot=raw_snapshot,
         )
         result = MergeResult(
             table=mirror.name,
@@ -716,7 +743,8 @@ class Merger:
         of the hours merged after them (the next day's), not in this one."""
         day = last.dt
         label = Hour(day, last.hour or 0).label
-        self.store.tag_day(mirror.name, day, last.snapshot_id)
+        facts = self.store.merge_facts(mirror.name, Hour(day, last.hour or 0).tag)
+        self.store.tag_day(mirror.name, day, last.snapshot_id, facts or None)
         last.day_closed = True
         document = {
             **last.to_json(),
@@ -813,8 +841,8 @@ class Merger:
         The merge then takes every change from that instant on, not only the late rows: a
         late change older than one merged before (a DELETE of its key) must not win over it,
         and the latest change per key over the whole span decides that. When the base's raw
-        snapshot is unknown (a record written before merges recorded it) or gone (expired by
-        ``cdc-mirror maintain``), the changes are taken from the midnight of the day before
+        snapshot is unknown (its tag was set before merges stored it there) or gone (expired
+        by ``cdc-mirror maintain``), the changes are taken from the midnight of the day before
         ``start`` (``late_fallback``): applying a change twice changes nothing, and rows late
         for older days are then missed (logged)."""
         if base_record is None or raw_snapshot is None:
@@ -823,7 +851,7 @@ class Merger:
         seen = self._merge_facts(table, base_record).get("rawSnapshotId")
         if seen is None:
             log.warning(
-                "%s: the merge of %s did not record the raw snapshot it read; %s takes the "
+                "%s: the merge of %s did not store the raw snapshot it read; %s takes the "
                 "changes from %s on (rows late for older days are not searched)",
                 table,
                 base_record,

@@ -35,6 +35,7 @@ tags keep their own schema: ``VERSION AS OF`` reads a day as it was merged.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import uuid
@@ -66,6 +67,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Table properties holding, per tag, the facts the next merge decides by (``merge_facts``).
+FACTS_PREFIX = "cdc-mirror.merge."
 _DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
 # Key types whose values become SQL literals for the range condition of the MERGE.
 _RANGE_TYPES = ("int", "bigint", "string", "date")
@@ -77,6 +80,11 @@ def _ident(name: str) -> str:
 
 def _ddl(columns: list[tuple[str, str]]) -> str:
     return ", ".join(f"{_ident(name)} {kind}" for name, kind in columns)
+
+
+def facts_property(tag: str) -> str:
+    """Pure: the table property holding the merge facts of ``tag``."""
+    return FACTS_PREFIX + tag
 
 
 def promotable(old: str, new: str) -> bool:
@@ -297,6 +305,7 @@ class SnapshotStore:
         hour: Hour | None = None,
         newest: bool | None = None,
         empty: bool = False,
+        facts: Mapping[str, Any] | None = None,
     ) -> Published:
         """Apply ``changes`` (the latest change per key, DELETEs included, with
         ``_event_type``) to the snapshot ``base`` (None: none, the changes are the first
@@ -304,7 +313,9 @@ class SnapshotStore:
         moves to it when it is the newest merged state (``newest``, default: ``day`` is the
         newest merged day). ``span``: the lowest and highest changed value of the first key
         column (None: unknown), to prune the files the MERGE reads. ``empty``: there are no
-        changes (an hour without any): the tag names ``base`` itself, nothing is written."""
+        changes (an hour without any): the tag names ``base`` itself, nothing is written.
+        ``facts``: what the next merge needs to know of this one, stored with the tag in the
+        same commit (``merge_facts``)."""
         if empty and base is None and state.current is None:
             # An hour without changes before the table's first snapshot: nothing to tag yet.
             return Published(0, 0, 0, 0, "empty")
@@ -340,9 +351,7 @@ class SnapshotStore:
         finally:
             self.spark.catalog.dropTempView(view)
         tag = day_tag(day) if hour is None else hour.tag
-        self.spark.sql(
-            f"ALTER TABLE {name} CREATE OR REPLACE TAG {_ident(tag)} AS OF VERSION {published}"
-        )
+        self._tag(table, tag, published, facts)
         if newest and self._current(table) != published:
             self.spark.sql(
                 f"CALL {_ident(self.settings.lake.catalog)}.system.set_current_snapshot("
@@ -354,14 +363,52 @@ class SnapshotStore:
             self.refresh_hours_view(table)
         return self._published(table, published, base, mode)
 
-    def tag_day(self, table: str, day: date, snapshot_id: int) -> None:
-        """Tag ``snapshot_id`` as ``day``'s snapshot (the day's last hour: the day cut) and
-        rewrite the dt view; one Iceberg commit."""
-        self.spark.sql(
-            f"ALTER TABLE {self.name(table)} CREATE OR REPLACE TAG {_ident(day_tag(day))} "
-            f"AS OF VERSION {snapshot_id}"
-        )
+    def tag_day(
+        self, table: str, day: date, snapshot_id: int, facts: Mapping[str, Any] | None = None
+    ) -> None:
+        """Tag ``snapshot_id`` as ``day``'s snapshot (the day's last hour: the day cut), with
+        ``facts``, and rewrite the dt view; one Iceberg commit."""
+        self._tag(table, day_tag(day), snapshot_id, facts)
         self.refresh_days_view(table)
+
+    def _tag(self, table: str, tag: str, snapshot_id: int, facts: Mapping[str, Any] | None) -> None:
+        """Create or move ``tag`` to ``snapshot_id`` and store ``facts`` under it, in one
+        Iceberg commit (a transaction of the ref and the table property), so a reader never
+        sees a tag with another merge's facts; the facts of tags dropped since (``cdc-mirror
+        maintain``) are removed in the same commit."""
+        java = self._java(table)
+        refs = java.refs()
+        transaction = java.newTransaction()
+        manage = transaction.manageSnapshots()
+        if refs.containsKey(tag):
+            manage.replaceTag(tag, snapshot_id)
+        else:
+            manage.createTag(tag, snapshot_id)
+        manage.commit()
+        properties = transaction.updateProperties()
+        if facts is not None:
+            properties.set(facts_property(tag), json.dumps(dict(facts), sort_keys=True))
+        else:
+            properties.remove(facts_property(tag))
+        for key in list(java.properties().keySet()):
+            name = str(key)
+            dropped = name.startswith(FACTS_PREFIX) and not refs.containsKey(
+                name[len(FACTS_PREFIX) :]
+            )
+            if dropped and name != facts_property(tag):
+                properties.remove(name)
+        properties.commit()
+        transaction.commitTransaction()
+
+    def merge_facts(self, table: str, tag: str) -> dict[str, Any]:
+        """The facts the merge that set ``tag`` stored with it (empty: none, or no table)."""
+        if not self.exists(table):
+            return {}
+        text = self._java(table).properties().get(facts_property(tag))
+        if text is None:
+            return {}
+        document: dict[str, Any] = json.loads(str(text))
+        return document
 
     def _on_branch(
         self,

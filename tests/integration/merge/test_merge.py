@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -415,6 +416,12 @@ def test_rows_late_for_an_older_day_reach_every_later_merge_and_tags_stay(
     shop.start_day(day3)
     shop.update(placed[sorted(placed)[-1]], sorted(placed)[-1])
     shop.write_raw(spark, day3)
+    # What the next merge decides by is stored with the tags in the lake, not only in the
+    # merge records (local files, audit only): a merge on another host, without them, sees it.
+    facts = merger.store.merge_facts(shop.table, day_tag(DAY2))
+    assert facts["rawSnapshotId"] == second.raw_snapshot_id is not None
+    assert facts["archive"]["archiving"] is True
+    shutil.rmtree(settings.lake_dir / "_merge")
     third = merger.merge(MergeRequest(shop.table, day3))
 
     assert (third.mode, third.late_from) == ("merge", "2026-11-20T23")

@@ -9,8 +9,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from merge.archive import recorded_cut
+from merge.archive import ArchiveDecision, ArchiveOverride, DeleteCounts, recorded_cut
 from merge.hours import late_fallback, midnight_ms
+from merge.job import merge_facts
+from merge.snapshot import facts_property
 from merge.transform import KeySpan, widen_span
 
 UTC_ZONE = ZoneInfo("UTC")
@@ -61,3 +63,26 @@ def test_recorded_cut_names_the_deletes_a_day_ignored() -> None:
     assert recorded_cut({**archiving, "timeColumn": None}) is None
     assert recorded_cut({}) is None
     assert recorded_cut(None) is None
+
+
+def test_merge_facts_carry_the_raw_snapshot_and_the_ignored_deletes() -> None:
+    counts = DeleteCounts(deletes=13, old_deletes=12, increment=1)
+    archiving = ArchiveDecision(
+        True,
+        "13 DELETEs exceed 7",
+        counts,
+        7,
+        "created_at",
+        date(2026, 10, 22),
+        ArchiveOverride.NONE,
+    )
+    facts = merge_facts(42, archiving)
+    assert facts["rawSnapshotId"] == 42
+    # What a later merge taking the same changes again reads back: the same cut.
+    assert recorded_cut(facts["archive"]) == ("created_at", date(2026, 10, 22))
+    applied = ArchiveDecision(
+        False, "rule ignored", counts, 7, "created_at", date(2026, 10, 22), ArchiveOverride.IGNORE
+    )
+    assert recorded_cut(merge_facts(None, applied)["archive"]) is None
+    assert merge_facts(None, applied)["rawSnapshotId"] is None
+    assert facts_property("dt-2026-11-21") == "cdc-mirror.merge.dt-2026-11-21"
