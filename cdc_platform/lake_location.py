@@ -90,6 +90,20 @@ class LakeSettings(BaseModel):
     s3: S3Settings = Field(default_factory=S3Settings)
     # The Iceberg catalog's name in Spark SQL (``lake.<database>.<table>``).
     catalog: str = Field("lake", pattern=r"^[a-z][a-z0-9_]{0,62}$")
+    # An hdfs:// lake: the NameNode's WebHDFS address (``http://namenode:9870``), through which
+    # the processes without Spark (the scheduler's read of the snapshot tags) read its metadata
+    # files. None: through libhdfs (pyarrow; the Hadoop client's native library).
+    webhdfs: str | None = None
+
+    @field_validator("webhdfs")
+    @classmethod
+    def _webhdfs_is_http(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.password:
+            raise ValueError("must be an http:// or https:// URL with a host and no password")
+        return value.rstrip("/")
 
     @field_validator("location")
     @classmethod

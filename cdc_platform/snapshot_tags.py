@@ -10,17 +10,22 @@ storage's own properties (``LakeStorage.file_io_properties``): one query of the 
 every table of the database, then one read of a table's metadata file only when it changed
 since the last look (``SnapshotTagReader`` keeps the tags of each metadata file it read).
 
-On HDFS pyiceberg reads through pyarrow's libhdfs (the Hadoop client's native library,
-``ARROW_LIBHDFS_DIR``); where it is missing, or with a Derby metastore, the tags cannot be
+On HDFS the metadata file is read through the NameNode's WebHDFS API when ``lake.webhdfs``
+names it, else by pyiceberg through pyarrow's libhdfs (the Hadoop client's native library,
+``ARROW_LIBHDFS_DIR``); where neither works, or with a Derby metastore, the tags cannot be
 told without Spark and the reader says so (``TagsUnavailableError``).
 """
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
+from urllib.parse import quote, urlsplit
+
+import httpx
 
 from cdc_platform.config import Settings
 from cdc_platform.iceberg import storage_for
@@ -122,7 +127,11 @@ class SnapshotTagReader:
     def _read_tags(self, location: str) -> SnapshotTags:
         try:
             from pyiceberg.io import load_file_io  # noqa: PLC0415 - the lake's (spark) extra
-            from pyiceberg.serializers import FromInputFile  # noqa: PLC0415
+            from pyiceberg.serializers import (  # noqa: PLC0415
+                Compressor,
+                FromByteStream,
+                FromInputFile,
+            )
             from pyiceberg.table.refs import SnapshotRefType  # noqa: PLC0415
         except ImportError:
             raise TagsUnavailableError(
@@ -130,16 +139,21 @@ class SnapshotTagReader:
                 "(pip install 'cdc-mirror[spark]')."
             ) from None
         # pyiceberg's FileIO picks its own implementation by scheme: Java's io-impl is not one.
-
         properties = {
             key: value
             for key, value in self._storage.file_io_properties().items()
             if key != "io-impl"
         }
+        webhdfs = self._settings.lake.webhdfs
         try:
-            io = load_file_io(properties, location)
-            metadata = FromInputFile.table_metadata(io.new_input(location))
-        except (OSError, ValueError) as exc:
+            if webhdfs is not None and urlsplit(location).scheme == "hdfs":
+                compression = Compressor.get_compressor(location)
+                stream = io.BytesIO(_webhdfs_file(webhdfs, location))
+                metadata = FromByteStream.table_metadata(stream, compression=compression)
+            else:
+                file_io = load_file_io(properties, location)
+                metadata = FromInputFile.table_metadata(file_io.new_input(location))
+        except (OSError, ValueError, httpx.HTTPError) as exc:
             cause = scrub(str(exc), self._storage.secrets())
             raise TagsUnavailableError(
                 f"the snapshot tables' metadata file {location} cannot be read here: {cause}"
@@ -150,3 +164,14 @@ class SnapshotTagReader:
             for name, ref in metadata.refs.items()
             if ref.snapshot_ref_type == SnapshotRefType.TAG
         )
+
+
+def _webhdfs_file(webhdfs: str, location: str) -> bytes:
+    """The bytes of the HDFS file ``location`` through the NameNode's WebHDFS REST API (``OPEN``
+    answers with a redirect to a DataNode holding the file)."""
+    path = quote(urlsplit(location).path)
+    answer = httpx.get(
+        f"{webhdfs}/webhdfs/v1{path}", params={"op": "OPEN"}, follow_redirects=True, timeout=30
+    )
+    answer.raise_for_status()
+    return answer.content

@@ -27,6 +27,11 @@ def uri() -> str:
     return f"hdfs://{HOST}:{LOCAL_PORTS['hdfs_namenode']}"
 
 
+def web_uri() -> str:
+    """The local stack's NameNode WebHDFS address (``lake.webhdfs``)."""
+    return f"http://{HOST}:{LOCAL_PORTS['hdfs_namenode_http']}"
+
+
 def site_files(data_dir: Path) -> dict[str, str]:
     """File name → content of the configuration folder."""
     core = {"fs.defaultFS": uri(), "hadoop.tmp.dir": str(data_dir / "tmp")}

@@ -82,7 +82,11 @@ def storage_settings(settings: Settings, kind: str, local_root: Path, tag: str) 
         "hdfs": f"{hdfs.uri()}/cdc-tests/{tag}",
         "s3": f"s3://{LOCAL_S3_BUCKET}/cdc-tests/{tag}",
     }[kind]
-    return with_lake(settings, location, f"lake_{kind}")
+    found = with_lake(settings, location, f"lake_{kind}")
+    if kind == "hdfs":  # what the processes without Spark read its metadata through
+        webhdfs = found.lake.model_copy(update={"webhdfs": hdfs.web_uri()})
+        found = found.model_copy(update={"lake": webhdfs})
+    return found
 
 
 @dataclass

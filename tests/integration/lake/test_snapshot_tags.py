@@ -1,7 +1,7 @@
 """The snapshot tables' day and hour tags read without Spark (``cdc_platform.snapshot_tags``,
 what the scheduler asks once a pass): the metastore's metadata location and the metadata file
-on the storage, set by Spark's ``CREATE TAG`` as merge sets them. HDFS is left out: pyarrow
-reaches hdfs:// only through libhdfs (not in the local stack's Hadoop jars)."""
+on the storage, set by Spark's ``CREATE TAG`` as merge sets them; on HDFS through the
+NameNode's WebHDFS API (``lake.webhdfs``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tests.integration.lake.conftest import LakeSpark
 COLUMNS = (("id", "BIGINT"), ("name", "STRING"))
 
 
-@pytest.mark.parametrize("kind", ["local", "s3"])
+@pytest.mark.parametrize("kind", ["local", "hdfs", "s3"])
 def test_the_tags_of_each_table_are_read_without_spark(lake_spark: LakeSpark, kind: str) -> None:
     spark = lake_spark.spark
     ns = f"lk_{uuid.uuid4().hex[:10]}"
