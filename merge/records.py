@@ -2,6 +2,10 @@
 the web admin. ``<dt>.json`` is the last merge of a day (archive decision, schema changes,
 counts, where the partition lives); ``<dt>.check.json`` the check against MySQL after it.
 Written atomically (temporary file + rename), so a reader never sees half a record.
+
+They are local files under ``spark.lake_dir`` whatever the lake's storage, so no merge decides
+by them: what the next merge needs (the raw snapshot read, the archive decision) is stored
+with each tag in the lake (``merge.snapshot.SnapshotStore.merge_facts``).
 """
 
 from __future__ import annotations
