@@ -267,6 +267,18 @@ def merge_facts(raw_snapshot: int | None, decision: ArchiveDecision) -> dict[str
     }
 
 
+def stored_or_recorded(stored: dict[str, Any], record: dict[str, Any] | None) -> dict[str, Any]:
+    """Pure: the facts a later merge decides by for a tag: those stored with it in the lake,
+    else, for a tag set before merges stored them there (a table merged by an earlier
+    version), the same facts from that merge's record (``rawSnapshotId``, ``archive``): without
+    them an archiving day taken again would have its ignored DELETEs applied."""
+    if stored:
+        return stored
+    if not record:
+        return {}
+    return {key: record[key] for key in ("rawSnapshotId", "archive") if key in record}
+
+
 def late_rows(progress: WriterProgress | None, dt: str, table: str) -> int:
     """Rows of ``table`` the stream writer wrote for ``dt`` after marking it ready."""
     return 0 if progress is None else progress.late_rows(dt, table)
@@ -585,7 +597,13 @@ class Merger:
         day = first_day
         cuts: dict[str, tuple[str, date]] = {}
         while day < dt:
-            cut = recorded_cut(self._merge_facts(table, day.isoformat()).get("archive"))
+            facts = self._merge_facts(table, day.isoformat())
+            if "archive" in facts:
+                cut = recorded_cut(facts["archive"])
+            else:
+                cut = self._decided_again(
+                    table, plan, earlier.where(F.col("dt") == day.isoformat()), day
+                )
             if cut is not None and cut[0] in plan.types:
                 cuts[day.isoformat()] = cut
             day += timedelta(days=1)
@@ -604,14 +622,45 @@ class Merger:
             taken = taken.unionByName(drop_archived(rows, column, cutoff))
         return taken
 
+    def _decided_again(
+        self, table: str, plan: SchemaPlan, rows: DataFrame, day: date
+    ) -> tuple[str, date] | None:
+        """The archive rule decided again on ``day``'s raw ``rows`` taken again, when its
+        merge's decision is known neither from its tag nor from its record (a merge by an
+        earlier version, on another host): the time column and cut-off of the DELETEs to
+        ignore, or None. Without it every DELETE of an archiving day would apply now."""
+        mirror = self.config.table(table)
+        column = time_column(mirror)
+        if column is None or column not in plan.types:
+            return None
+        from merge.archive import cutoff_day  # noqa: PLC0415
+
+        rule = mirror.archive_delete
+        cutoff = cutoff_day(rule, day)
+        summary = summarize_changes(rows, flatten(rows, plan), plan.key, column, cutoff)
+        decision = decide(rule, column, day, summary.deletes)
+        log.warning(
+            "%s: the merge of %s stored no archive decision; decided again on its changes "
+            "taken again: %s",
+            table,
+            day,
+            decision.reason,
+        )
+        return (column, cutoff) if decision.archiving else None
+
     def _merge_facts(self, table: str, label: str) -> dict[str, Any]:
         """What the merge of ``label`` (a day, or an hour ``D``T``HH``) stored with its tag in
         the lake: its raw snapshot and archive decision (empty: none). Read from the lake, not
-        from the merge records (local files, audit only), so a merge on any host sees them."""
+        from the merge records (local files, audit only), so a merge on any host sees them;
+        from its record only for a tag set before merges stored them (``stored_or_recorded``)."""
         tag = (
             parse_hour(label, self.zone).tag if "T" in label else day_tag(date.fromisoformat(label))
         )
-        return self.store.merge_facts(table, tag)
+        stored = self.store.merge_facts(table, tag)
+        if stored:
+            return stored
+        record = records.read_json(records.merge_record_path(self.lake, table, label))
+        return stored_or_recorded(stored, record)
 
     # -- hourly snapshots -------------------------------------------------------------------
     def _merge_hours(self, request: MergeRequest, mirror: TableMirror) -> MergeResult:

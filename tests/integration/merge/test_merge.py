@@ -35,6 +35,7 @@ from merge import records
 from merge.archive import ArchiveOverride
 from merge.job import Merger, MergeRequest, NotReadyError, merge_tables
 from merge.maintenance import Maintainer
+from merge.snapshot import facts_property
 from simple_binlog.errors import ConfigError
 from tests.integration.merge.harness import Shop, day_start, history_times, snapshot_rows
 
@@ -455,6 +456,53 @@ def test_rows_late_for_an_older_day_reach_every_later_merge_and_tags_stay(
     assert (fourth.late_from, fourth.changes) == (None, 1)
     expected = {**shop.mysql_rows(), **{key: day2_rows[key] for key in archived}}
     assert snapshot_rows(spark, settings, shop.table, day4) == expected
+
+
+def test_an_archiving_day_whose_tag_has_no_stored_facts_keeps_its_deletes_ignored(
+    spark: Any, shop: Shop
+) -> None:
+    """DAY2's tag carries no merge facts (set before merges stored them with the tag, as after
+    an upgrade) and its merge record is not on this host: DAY3's merge takes DAY2's changes
+    again from its midnight. DAY2 was an archiving day; its ignored DELETEs must stay ignored
+    (the rule decided again on them), not delete the archived rows from DAY3's tag and the
+    current table. (With the record on this host its decision comes from there: unit test.)"""
+    settings = shop.merge_settings()
+    merger = Merger(settings, spark)
+    day3 = DAY2 + timedelta(days=1)
+    archived = history(shop, 4, old=True)  # 12 rows from 60 days ago, archived on DAY2
+    history(shop, 2)
+    shop.start_day(DAY1)
+    shop.mock_replay(shop._second)
+    shop._second += 400
+    shop.insert(0, during(DAY1, shop.rng))
+    shop.write_raw(spark, DAY1)
+    merger.merge(MergeRequest(shop.table, DAY1))
+    shop.start_day(DAY2)
+    for order_no, shard in sorted(archived.items()):
+        shop.delete(shard, order_no)
+    shop.insert(2, during(DAY2, shop.rng))
+    shop.write_raw(spark, DAY2)
+    second = merger.merge(MergeRequest(shop.table, DAY2))
+    assert second.archive.archiving and second.archive.ignored_deletes == len(archived)
+    day2_rows = snapshot_rows(spark, settings, shop.table, DAY2)
+    assert set(archived) <= set(day2_rows)
+    spark.sql(
+        f"ALTER TABLE {merger.store.name(shop.table)} "
+        f"UNSET TBLPROPERTIES ('{facts_property(day_tag(DAY2))}')"
+    )
+    assert merger.store.merge_facts(shop.table, day_tag(DAY2)) == {}
+    shutil.rmtree(settings.lake_dir / "_merge")
+    shop.start_day(day3)
+    shop.insert(1, during(day3, shop.rng))
+    shop.write_raw(spark, day3)
+    third = merger.merge(MergeRequest(shop.table, day3))
+    assert third.late_from == "2026-11-21T00"  # DAY2 taken again from its midnight
+    assert not third.archive.archiving
+    day3_rows = snapshot_rows(spark, settings, shop.table, day3)
+    assert set(archived) <= set(day3_rows), sorted(set(archived) - set(day3_rows))
+    assert day3_rows == {**shop.mysql_rows(), **{key: day2_rows[key] for key in archived}}
+    current = spark.table(merger.store.name(shop.table)).select("order_no").collect()
+    assert sorted(row["order_no"] for row in current) == sorted(day3_rows)
 
 
 def test_a_day_shares_the_files_it_did_not_change(spark: Any, shop: Shop) -> None:

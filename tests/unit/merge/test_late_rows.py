@@ -11,7 +11,7 @@ import pytest
 
 from merge.archive import ArchiveDecision, ArchiveOverride, DeleteCounts, recorded_cut
 from merge.hours import late_fallback, midnight_ms
-from merge.job import merge_facts
+from merge.job import merge_facts, stored_or_recorded
 from merge.snapshot import facts_property
 from merge.transform import KeySpan, widen_span
 
@@ -86,3 +86,19 @@ def test_merge_facts_carry_the_raw_snapshot_and_the_ignored_deletes() -> None:
     assert recorded_cut(merge_facts(None, applied)["archive"]) is None
     assert merge_facts(None, applied)["rawSnapshotId"] is None
     assert facts_property("dt-2026-11-21") == "cdc-mirror.merge.dt-2026-11-21"
+
+
+def test_a_tag_without_stored_facts_falls_back_to_its_merge_record() -> None:
+    """A tag set before merges stored their facts with it (a table merged by an earlier
+    version): its merge record's archive decision keeps the day's ignored DELETEs ignored when
+    a later merge takes its changes again; facts stored with the tag win over the record."""
+    archiving = {"archiving": True, "timeColumn": "created_at", "cutoff": "2026-10-22"}
+    record = {"rawSnapshotId": 7, "archive": {**archiving, "reason": "…"}, "rows": 3}
+    facts = stored_or_recorded({}, record)
+    assert facts["rawSnapshotId"] == 7
+    assert recorded_cut(facts["archive"]) == ("created_at", date(2026, 10, 22))
+    stored = {"rawSnapshotId": 9, "archive": {**archiving, "archiving": False}}
+    assert stored_or_recorded(stored, record) == stored
+    assert stored_or_recorded({}, None) == {}
+    # A record without an archive decision: the decision is unknown (decided again), not "none".
+    assert "archive" not in stored_or_recorded({}, {"rawSnapshotId": 7})
