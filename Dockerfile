@@ -19,8 +19,11 @@ RUN mkdir -p /usr/share/man/man1 \
 
 WORKDIR /opt/cdc-mirror/src
 
-# JVM jars first: this layer is rebuilt only when a pom changes. The same command as
-# stack/install.py ensure_jars, into <lib.root>/<module>/ (kafka, zookeeper, spark).
+# JVM jars first: this layer is rebuilt only when stack/jvm changes. The same command as
+# stack/install.py ensure_jars, into <lib.root>/<module>/ (kafka, zookeeper, spark, kudu, hdfs,
+# iceberg); the repository's own classes (stack/jvm/writer: the stream writer's
+# IcebergBatchWrite, the JSON parse, the SQL server's lockdown) are compiled here too and land
+# in <lib.root>/spark/, where every Spark session of the image loads them from.
 COPY stack/jvm/ stack/jvm/
 RUN --mount=type=cache,target=/root/.m2 \
     mvn -q -B -f stack/jvm/pom.xml package -Dlib.root=/opt/cdc-mirror/jars
@@ -33,9 +36,13 @@ RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['p
     && pip install -r /tmp/requirements.txt \
     && rm /tmp/requirements.txt
 
-# The packages themselves. Listed one by one rather than `COPY . .`, so a checkout's .venv and
-# var/ (the local stack's data, jars and logs) never enter the image.
+# The packages themselves: every top-level package of pyproject.toml's
+# [tool.setuptools.packages.find] (tests/unit/docker/test_dockerfile.py checks the two agree).
+# Listed one by one rather than `COPY . .`, so a checkout's .venv and var/ (the local stack's
+# data, jars and logs) never enter the image.
 COPY simple_binlog/ simple_binlog/
+COPY cdc_platform/ cdc_platform/
+COPY governance/ governance/
 COPY cdc_mirror/ cdc_mirror/
 COPY stack/ stack/
 COPY collector/ collector/
@@ -44,11 +51,15 @@ COPY stream_writer/ stream_writer/
 COPY merge/ merge/
 COPY mirror/ mirror/
 COPY webui/ webui/
+COPY validation/ validation/
+COPY scheduler/ scheduler/
 RUN pip install .
 
 # ensure_jars re-resolves (deleting the jars first) unless <jars>/.resolved holds the digest of
 # the installed poms; record it so 'cdc-mirror stack up spark' in a container keeps these jars.
-RUN python -c "from pathlib import Path; from stack.install import _poms_digest; Path('/opt/cdc-mirror/jars/.resolved').write_text(_poms_digest() + '\n')"
+# From / so Python imports the installed stack package (what runs later), not the source copy
+# in the working directory: their stack/jvm trees differ (the wheel holds the poms only).
+RUN cd / && python -c "from pathlib import Path; from stack.install import _poms_digest; Path('/opt/cdc-mirror/jars/.resolved').write_text(_poms_digest() + '\n')"
 
 # An unprivileged user owning the state directory. Spark reads <stack.home>/jars/spark, so
 # <stack.home>/jars links to the build's jars: a new named volume mounted on /var/lib/cdc-mirror

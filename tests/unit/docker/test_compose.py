@@ -3,8 +3,9 @@
 - Host ports are the local stack's (``LOCAL_PORTS``), and the servers' settings are the ones
   ``stack/services.py`` writes into my.cnf, server.properties, zoo.cfg and redis.conf (minus
   paths, bind addresses and the local stack's fsync shortcuts, named below).
-- Every cdc-mirror component runs, with a restart policy and (but the daily merge) a
-  healthcheck on its own port, and its command line is one the CLI accepts.
+- Every cdc-mirror component runs (the scheduler and the replay worker included), with a
+  restart policy and (but the replay worker, which serves no endpoint) a healthcheck on its own
+  port, and its command line is one the CLI accepts; so is the scheduler's maintenance command.
 - The environment of every cdc-mirror container loads as valid ``Settings`` pointing at the
   containers, and the web admin scrapes every component.
 - ``docker compose config`` accepts the file, where the compose client is installed (skipped
@@ -26,13 +27,15 @@ import yaml
 from typer.testing import CliRunner
 
 from cdc_mirror.cli import app as cli_app
-from cdc_platform.config import LOCAL_PORTS, load_settings
+from cdc_platform.config import LOCAL_PORTS, Settings, load_settings
 from stack.services import Kafka, MariaDB, PostgreSQL, Redis, ZooKeeper
 
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSE = ROOT / "docker-compose.yml"
 COMPONENTS = ("collector-a", "collector-b", "stream-writer", "mirror-redis", "mirror-warehouse",
-              "webui", "merge-daily")  # fmt: skip
+              "webui", "scheduler", "replay-worker")  # fmt: skip
+# The components that serve /metrics; the web admin and Prometheus scrape each of them.
+METRICS_PORTS = {39100, 39101, 39102, 39110, 39112, 39104}
 HEALTH_PORT = re.compile(r"http://127\.0\.0\.1:(\d+)/")
 
 
@@ -157,11 +160,14 @@ def test_each_component_checks_its_own_port_and_no_two_share_one(services: dict[
     ports = {}
     for name in COMPONENTS:
         command = services[name]["command"]
-        if name == "merge-daily":
+        if name == "replay-worker":
             assert "healthcheck" not in services[name]
             continue
-        option = "--metrics-port" if "--metrics-port" in command else "--port"
-        port = int(command[command.index(option) + 1])
+        if name == "scheduler":  # no option: its port is a setting
+            port = Settings().scheduler.metrics_port
+        else:
+            option = "--metrics-port" if "--metrics-port" in command else "--port"
+            port = int(command[command.index(option) + 1])
         check = " ".join(services[name]["healthcheck"]["test"])
         match = HEALTH_PORT.search(check)
         assert match is not None and int(match.group(1)) == port, name
@@ -173,11 +179,10 @@ def test_each_component_checks_its_own_port_and_no_two_share_one(services: dict[
 
 def test_every_command_line_is_one_the_cli_accepts(services: dict[str, Any]) -> None:
     runner = CliRunner()
-    for name in (*COMPONENTS, "cdc-mirror"):
-        command = services[name]["command"]
-        if name == "merge-daily":
-            # The loop runs `cdc-mirror merge --all --dt D --wait-ready-s S`.
-            command = ["cdc-mirror", "merge", "--all", "--dt", "D", "--wait-ready-s", "S"]
+    maintenance = load_settings(ROOT / "docker" / "cdc-mirror.yaml").scheduler.maintenance_command
+    commands = {name: services[name]["command"] for name in (*COMPONENTS, "cdc-mirror")}
+    commands["scheduler: maintenance_command"] = maintenance
+    for name, command in commands.items():
         assert command[0] == "cdc-mirror", name
         words = [w for w in command[1:] if not w.startswith("-")]
         options = [w for w in command[1:] if w.startswith("--")]
@@ -219,8 +224,7 @@ def test_every_containers_environment_loads_as_settings_for_the_containers(
         assert {t for table in settings.tables for t in table.targets} == {"hive", "warehouse", "redis"}
         if name == "webui":
             scraped = {int(HEALTH_PORT.search(t.url).group(1)) for t in settings.webui.scrape_targets}  # type: ignore[union-attr]
-            metrics = {39100, 39101, 39102, 39110, 39112}
-            assert scraped == metrics
+            assert scraped == METRICS_PORTS
 
 
 def test_prometheus_scrapes_every_component_and_loads_the_alert_rules(
@@ -231,7 +235,8 @@ def test_prometheus_scrapes_every_component_and_loads_the_alert_rules(
     assert prometheus["network_mode"] == "service:app-net"
     config = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
     targets = {t for job in config["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
-    assert targets == {f"127.0.0.1:{p}" for p in (39100, 39101, 39102, 39110, 39112)}
+    assert targets == {f"127.0.0.1:{p}" for p in METRICS_PORTS}
+    assert "scheduler" in {job["job_name"] for job in config["scrape_configs"]}
     assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
     assert "./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro" in prometheus["volumes"]
 
@@ -269,3 +274,12 @@ def test_docker_compose_config_accepts_the_file(tmp_path: Path) -> None:
     )  # fmt: skip
     assert missing.returncode != 0
     assert "set CDC_" in missing.stderr
+
+
+def test_the_config_file_is_valid_for_the_product() -> None:
+    """docker/cdc-mirror.yaml as ``cdc-mirror config validate`` checks it (unknown keys are
+    refused)."""
+    result = CliRunner().invoke(
+        cli_app, ["config", "validate", str(ROOT / "docker" / "cdc-mirror.yaml")], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 0, result.output
