@@ -2,6 +2,28 @@
 # The cdc-mirror application image (docker-compose.yml builds it as cdc-mirror:local).
 # Java runs Spark (PySpark starts a JVM); Maven resolves the Spark Kafka connector and the JDBC
 # drivers from stack/jvm/pom.xml at build time, so nothing is downloaded at run time.
+
+# Stage "jars": Maven with a JDK. The poms compile the repository's own classes, and Debian's
+# maven package brings only a JRE, which has no compiler; the image itself needs only the JRE.
+FROM python:3.11-slim-bookworm AS jars
+
+# The JDK's post-install step links its man pages into /usr/share/man/man1, which the slim
+# image leaves out.
+RUN mkdir -p /usr/share/man/man1 \
+    && apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jdk-headless maven \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /opt/cdc-mirror/src
+
+# The same command as stack/install.py ensure_jars, into <lib.root>/<module>/ (kafka,
+# zookeeper, spark, kudu, hdfs, iceberg); the repository's own classes (stack/jvm/writer: the
+# stream writer's IcebergBatchWrite, the JSON parse, the SQL server's lockdown) are compiled
+# here too and land in <lib.root>/spark/, where every Spark session of the image loads them from.
+COPY stack/jvm/ stack/jvm/
+RUN --mount=type=cache,target=/root/.m2 \
+    mvn -q -B -f stack/jvm/pom.xml package -Dlib.root=/opt/cdc-mirror/jars
+
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -10,23 +32,16 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore
 
-# The JRE's post-install step links its man pages into /usr/share/man/man1, which the slim
-# image leaves out.
+# The JRE's post-install step links its man pages into /usr/share/man/man1 (as above).
 RUN mkdir -p /usr/share/man/man1 \
     && apt-get update \
-    && apt-get install -y --no-install-recommends openjdk-17-jre-headless maven \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /opt/cdc-mirror/src
 
-# JVM jars first: this layer is rebuilt only when stack/jvm changes. The same command as
-# stack/install.py ensure_jars, into <lib.root>/<module>/ (kafka, zookeeper, spark, kudu, hdfs,
-# iceberg); the repository's own classes (stack/jvm/writer: the stream writer's
-# IcebergBatchWrite, the JSON parse, the SQL server's lockdown) are compiled here too and land
-# in <lib.root>/spark/, where every Spark session of the image loads them from.
-COPY stack/jvm/ stack/jvm/
-RUN --mount=type=cache,target=/root/.m2 \
-    mvn -q -B -f stack/jvm/pom.xml package -Dlib.root=/opt/cdc-mirror/jars
+# The jars first: this layer changes only when stack/jvm does.
+COPY --from=jars /opt/cdc-mirror/jars/ /opt/cdc-mirror/jars/
 
 # Python dependencies next (PySpark is large): rebuilt only when pyproject.toml changes. The
 # image runs the lake's jobs too, so it has the spark extra.

@@ -106,8 +106,10 @@ def ensure_jars(jars_home: Path) -> Path:
 
 
 def _resolve_jars(jars_home: Path, digest: str) -> None:
-    if find_binary("java") is None:
-        apt_install("java", ("openjdk-17-jre-headless",))
+    # A JDK, not only a JRE: the poms compile the repository's own classes (stack/jvm/writer),
+    # and Debian's maven package brings only a JRE.
+    if find_binary("javac") is None:
+        apt_install("java", ("openjdk-17-jdk-headless",))
     if find_binary("mvn") is None:
         apt_install("maven", ("maven",))
     log.info("resolving the stack's jars (%s) with Maven in %s", ", ".join(JVM_MODULES), jars_home)

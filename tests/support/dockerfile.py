@@ -22,11 +22,23 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
     return instructions
 
 
+def dockerfile_stages() -> list[list[tuple[str, str]]]:
+    """The instructions of each build stage (each FROM starts one)."""
+    stages: list[list[tuple[str, str]]] = []
+    for instruction in dockerfile_instructions():
+        if instruction[0] == "FROM":
+            stages.append([])
+        if stages:
+            stages[-1].append(instruction)
+    return stages
+
+
 def copied_sources() -> list[str]:
-    """The sources of every COPY (its last word is the destination)."""
+    """The build context's paths every COPY copies (its last word is the destination; a
+    ``COPY --from=<stage>`` copies from a stage, not the context)."""
     sources = []
     for keyword, arguments in dockerfile_instructions():
-        if keyword == "COPY":
+        if keyword == "COPY" and "--from=" not in arguments:
             words = [w for w in arguments.split() if not w.startswith("--")]
             sources.extend(words[:-1])
     return sources

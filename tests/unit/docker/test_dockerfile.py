@@ -19,6 +19,7 @@ from tests.support.dockerfile import (
     ROOT,
     copied_sources,
     dockerfile_instructions,
+    dockerfile_stages,
     installed_packages,
 )
 
@@ -74,6 +75,17 @@ def test_the_maven_step_is_ensure_jars_and_builds_the_writer_jar_where_spark_loa
     assert writer.findtext("m:artifactId", namespaces=POM_NS) == JAR_GLOB.split("-*")[0]
     outputs = {e.text for e in writer.iter("{http://maven.apache.org/POM/4.0.0}outputDirectory")}
     assert outputs == {"${lib.root}/spark"}
+
+    # The stage that runs Maven has a compiler (Debian's maven brings only a JRE, and the poms
+    # compile Java), and the image copies that stage's lib.root.
+    stages = dockerfile_stages()
+    build = next(stage for stage in stages if any(mvn == a for k, a in stage if k == "RUN"))
+    apt = " ".join(a for k, a in build if k == "RUN" and "apt-get install" in a)
+    assert re.search(r"\bopenjdk-\d+-jdk(-headless)?\b", apt), apt
+    stage_name = build[0][1].split()[-1]
+    assert build[0][1].split()[-2].upper() == "AS", "the Maven stage needs a name to copy from"
+    image = stages[-1]
+    assert ("COPY", f"--from={stage_name} {lib_root}/ {lib_root}/") in image
 
     # The image's <stack.home>/jars is a link to lib.root: the jars the build resolved.
     environment = " ".join(
