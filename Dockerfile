@@ -43,18 +43,19 @@ WORKDIR /opt/cdc-mirror/src
 # The jars first: this layer changes only when stack/jvm does.
 COPY --from=jars /opt/cdc-mirror/jars/ /opt/cdc-mirror/jars/
 
-# Python dependencies next (PySpark is large): rebuilt only when pyproject.toml changes. The
-# image runs the lake's jobs too, so it has the spark extra.
-COPY pyproject.toml README.m[d] ./
-RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print('\n'.join(p['dependencies'] + p['optional-dependencies']['spark']))" \
-        > /tmp/requirements.txt \
-    && pip install -r /tmp/requirements.txt \
-    && rm /tmp/requirements.txt
+# Python dependencies next (PySpark is large): rebuilt only when the runtime lock changes. It
+# holds pyproject.toml's dependencies and the spark extra (the image runs the lake's jobs too)
+# at the versions of requirements.lock, the ones the tests ran with, every one hash-checked and
+# nothing resolved here ('./run lock' writes both; docs/operations.md, Installing).
+COPY requirements-runtime.lock ./
+RUN pip install --require-hashes --no-deps -r requirements-runtime.lock
 
 # The packages themselves: every top-level package of pyproject.toml's
 # [tool.setuptools.packages.find] (tests/unit/docker/test_dockerfile.py checks the two agree).
 # Listed one by one rather than `COPY . .`, so a checkout's .venv and var/ (the local stack's
-# data, jars and logs) never enter the image.
+# data, jars and logs) never enter the image. pip check: the runtime lock satisfies what
+# pyproject.toml asks for.
+COPY pyproject.toml README.m[d] ./
 COPY simple_binlog/ simple_binlog/
 COPY cdc_platform/ cdc_platform/
 COPY governance/ governance/
@@ -68,7 +69,7 @@ COPY mirror/ mirror/
 COPY webui/ webui/
 COPY validation/ validation/
 COPY scheduler/ scheduler/
-RUN pip install .
+RUN pip install --no-deps . && pip check
 
 # ensure_jars re-resolves (deleting the jars first) unless <jars>/.resolved holds the digest of
 # the installed poms; record it so 'cdc-mirror stack up spark' in a container keeps these jars.

@@ -3,9 +3,12 @@ in a temporary build context, ``pip install --no-deps`` of it into a throw-away 
 then ``cdc-mirror --help`` and an import of every package from that virtualenv. A package the
 Dockerfile forgets to copy fails here as it would in the image, without a Docker engine.
 
-The dependencies come from this checkout's .venv (its site-packages on the new virtualenv's
-path, without its .pth files, so the editable install of this checkout is not seen). The build
-is isolated: pyproject.toml needs a newer setuptools than the one in .venv, which pip fetches as
+The dependencies are those of requirements-runtime.lock, the image's, taken from this
+checkout's .venv without downloading them: a folder of links to exactly the runtime lock's
+installed distributions (each at the locked version) goes on the new virtualenv's path, so a
+dependency the runtime lock misses fails the imports, ``--help`` or ``pip check`` here, and
+neither the dev tools nor the editable install of this checkout are seen. The build is
+isolated: pyproject.toml needs a newer setuptools than the one in .venv, which pip fetches as
 ``./run`` does.
 """
 
@@ -14,10 +17,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import sysconfig
+from importlib import metadata
 from pathlib import Path
 
+from packaging.markers import Marker
+
 from tests.support.dockerfile import ROOT, copied_sources, installed_packages
+from tests.unit.packaging.test_lock import lock_pins
 
 
 def dockerignored() -> list[str]:
@@ -43,6 +49,24 @@ def build_context(target: Path) -> None:
                 shutil.copy2(path, destination)
 
 
+def link_runtime_dependencies(target: Path) -> None:
+    """Links in ``target`` to the top-level files and folders (packages, modules, .dist-info)
+    of every distribution requirements-runtime.lock installs on this platform, as .venv has
+    them: the image's dependencies, without a download."""
+    target.mkdir()
+    for name, pin in lock_pins("requirements-runtime.lock").items():
+        if pin.markers and not Marker(pin.markers).evaluate():
+            continue
+        distribution = metadata.distribution(name)
+        assert distribution.version == pin.version, (name, distribution.version, pin.version)
+        site = Path(str(distribution.locate_file("")))
+        for file in distribution.files or []:
+            top = file.parts[0]
+            if top == ".." or (target / top).is_symlink():
+                continue  # scripts outside site-packages; a folder two distributions share
+            (target / top).symlink_to(site / top)
+
+
 def test_what_the_dockerfile_copies_installs_and_runs(tmp_path: Path) -> None:
     context, venv = tmp_path / "context", tmp_path / "venv"
     build_context(context)
@@ -60,9 +84,15 @@ def test_what_the_dockerfile_copies_installs_and_runs(tmp_path: Path) -> None:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert installed.returncode == 0, installed.stderr[-3000:]
-    # The dependencies: a plain path line adds .venv's site-packages after the new one's
-    # without running its .pth files (the checkout's editable finder).
-    (site / "zz_checkout_dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    # The dependencies: a plain path line adds the runtime lock's after the new site-packages.
+    dependencies = tmp_path / "runtime-dependencies"
+    link_runtime_dependencies(dependencies)
+    (site / "zz_runtime_dependencies.pth").write_text(f"{dependencies}\n")
+    check = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "check"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
 
     packages = sorted(installed_packages())
     where = subprocess.run(

@@ -1,5 +1,6 @@
 """The Dockerfile builds the product as it is: every package pyproject.toml installs is copied
-into the image before ``pip install .``, its Maven step is ``ensure_jars``' and puts the
+into the image before ``pip install --no-deps .`` (its dependencies come from the runtime
+lock, hash-checked), its Maven step is ``ensure_jars``' and puts the
 repository's own JVM classes (the stream writer's) where the image's Spark sessions load them.
 
 Parsed from the files themselves, so a new package or module cannot be forgotten by a hand
@@ -24,6 +25,8 @@ from tests.support.dockerfile import (
 )
 
 POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+PROJECT_INSTALL = "pip install --no-deps . && pip check"
+DEPENDENCIES_INSTALL = "pip install --require-hashes --no-deps -r requirements-runtime.lock"
 
 
 def test_every_installed_package_is_copied_before_pip_install() -> None:
@@ -33,7 +36,7 @@ def test_every_installed_package_is_copied_before_pip_install() -> None:
     assert packages <= copied, f"not copied into the image: {sorted(packages - copied)}"
     # ... and before the install step that needs them.
     instructions = dockerfile_instructions()
-    install_at = instructions.index(("RUN", "pip install ."))
+    install_at = instructions.index(("RUN", PROJECT_INSTALL))
     copied_before = {
         word.rstrip("/")
         for keyword, arguments in instructions[:install_at]
@@ -43,6 +46,20 @@ def test_every_installed_package_is_copied_before_pip_install() -> None:
     assert packages <= copied_before
     for package in packages:
         assert (ROOT / package / "__init__.py").is_file(), package
+
+
+def test_the_dependencies_are_the_runtime_lock_hash_checked_before_the_project() -> None:
+    # Exactly the locked pins (tests/unit/packaging/test_lock.py ties them to the tests' lock),
+    # nothing resolved at build time; then the project without dependencies, and pip check.
+    instructions = dockerfile_stages()[-1]
+    runs = [arguments for keyword, arguments in instructions if keyword == "RUN"]
+    assert [run for run in runs if run.startswith("pip install")] == [
+        DEPENDENCIES_INSTALL,
+        PROJECT_INSTALL,
+    ]
+    dependencies_at = instructions.index(("RUN", DEPENDENCIES_INSTALL))
+    assert ("COPY", "requirements-runtime.lock ./") in instructions[:dependencies_at]
+    assert dependencies_at < instructions.index(("RUN", PROJECT_INSTALL))
 
 
 def test_every_copied_source_exists() -> None:
