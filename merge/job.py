@@ -267,6 +267,11 @@ def merge_facts(raw_snapshot: int | None, decision: ArchiveDecision) -> dict[str
     }
 
 
+# A part of the changes a merge takes again: the label of the merge (day or hour) that took
+# it before, that merge's day, and the condition selecting its raw rows.
+Segment = tuple[str, date, "Column"]
+
+
 def stored_or_recorded(stored: dict[str, Any], record: dict[str, Any] | None) -> dict[str, Any]:
     """Pure: the facts a later merge decides by for a tag: those stored with it in the lake,
     else, for a tag set before merges stored them there (a table merged by an earlier
@@ -439,13 +444,14 @@ class Merger:
         earlier = None
         if begin < start:
             first_day = hour_of(begin, self.zone).day
+            days = [first_day + timedelta(days=n) for n in range((request.dt - first_day).days)]
             earlier = (
-                first_day,
                 self._raw_at(
                     mirror.name,
                     raw_snapshot,
                     f"dt >= '{first_day.isoformat()}' AND dt < '{dt}' AND executeTime >= {begin}",
                 ),
+                [(day.isoformat(), day, F.col("dt") == day.isoformat()) for day in days],
             )
         summary, decision, plan, published = self._apply(
             mirror,
@@ -507,7 +513,7 @@ class Merger:
         raw: DataFrame,
         base_of: Callable[[TableState], int | None],
         hour: Hour | None = None,
-        earlier: tuple[date, DataFrame] | None = None,
+        earlier: tuple[DataFrame, list[Segment]] | None = None,
         raw_snapshot: int | None = None,
     ) -> tuple[ChangeSummary, ArchiveDecision, SchemaPlan, Published]:
         """The changes of ``raw`` applied to the snapshot ``base_of`` names and published
@@ -544,9 +550,8 @@ class Merger:
             if decision.archiving and decision.time_column and decision.cutoff:
                 applied = drop_archived(changes, decision.time_column, decision.cutoff)
             if earlier is not None:
-                first_day, rows = earlier
-                again = self._taken_again(mirror.name, plan, rows, first_day, request.dt)
-                again = again.persist()
+                rows, segments = earlier
+                again = self._taken_again(mirror.name, plan, rows, segments).persist()
                 taken = summarize_changes(rows, again, plan.key, None, None)
                 applied = applied.unionByName(again)
                 summary = replace(
@@ -589,38 +594,64 @@ class Merger:
         return summary, decision, plan, published
 
     def _taken_again(
-        self, table: str, plan: SchemaPlan, earlier: DataFrame, first_day: date, dt: date
+        self, table: str, plan: SchemaPlan, earlier: DataFrame, segments: list[Segment]
     ) -> DataFrame:
-        """The changes of ``earlier`` (raw rows of the days ``first_day`` … ``dt−1``)
-        flattened, without the DELETEs that their own day's merge ignored as archiving (its
-        recorded decision)."""
-        day = first_day
-        cuts: dict[str, tuple[str, date]] = {}
-        while day < dt:
-            facts = self._merge_facts(table, day.isoformat())
+        """The changes of ``earlier`` (raw rows merged before, taken again) flattened, without
+        the DELETEs that the merge which took each ``segment`` (a day's, or an hour's: the label
+        of its tag and the condition selecting its rows) ignored as archiving (its recorded
+        decision; decided again when none is known)."""
+        cuts: list[tuple[Column, str, date]] = []
+        for label, day, where in segments:
+            facts = self._merge_facts(table, label)
             if "archive" in facts:
                 cut = recorded_cut(facts["archive"])
             else:
-                cut = self._decided_again(
-                    table, plan, earlier.where(F.col("dt") == day.isoformat()), day
-                )
+                cut = self._decided_again(table, plan, earlier.where(where), day)
             if cut is not None and cut[0] in plan.types:
-                cuts[day.isoformat()] = cut
-            day += timedelta(days=1)
-        plain = earlier.where(~F.col("dt").isin(list(cuts))) if cuts else earlier
-        taken = flatten(plain, plan)
-        for archived_day, (column, cutoff) in cuts.items():
-            log.info(
-                "%s: changes of %s taken again without the DELETEs its merge ignored as "
-                "archiving (rows older than %s by %s)",
-                table,
-                archived_day,
-                cutoff,
-                column,
-            )
-            rows = flatten(earlier.where(F.col("dt") == archived_day), plan)
+                cuts.append((where, *cut))
+                log.info(
+                    "%s: changes of %s taken again without the DELETEs its merge ignored as "
+                    "archiving (rows older than %s by %s)",
+                    table,
+                    label,
+                    cut[1],
+                    cut[0],
+                )
+        if not cuts:
+            return flatten(earlier, plan)
+        archived_any = F.lit(False)
+        for where, _, _ in cuts:
+            archived_any = archived_any | where
+        taken = flatten(earlier.where(~archived_any), plan)
+        for where, column, cutoff in cuts:
+            rows = flatten(earlier.where(where), plan)
             taken = taken.unionByName(drop_archived(rows, column, cutoff))
         return taken
+
+    def _hour_segments(
+        self, hour: Hour, begin: int, start: int, state: TableState
+    ) -> list[Segment]:
+        """The rows between ``begin`` and ``start`` (taken again by ``hour``'s merge) cut by the
+        merges that took them: each tagged hour before ``hour`` (a closed day whose hour tags
+        were dropped: its day tag) takes the rows up to its end since the tag before."""
+        tagged: dict[Hour, str] = {h: h.label for h in state.hours if h < hour}
+        for day in state.days:
+            last = Hour(day, hours_in_day(day, self.zone) - 1)
+            if last < hour and last not in tagged:
+                tagged[last] = day.isoformat()
+        segments: list[Segment] = []
+        previous: int | None = None
+        for tagged_hour in sorted(tagged):
+            until = tagged_hour.end_ms(self.zone)
+            if until > start:
+                break
+            if until > begin:
+                where = F.col("executeTime") < until
+                if previous is not None:
+                    where = where & (F.col("executeTime") >= previous)
+                segments.append((tagged[tagged_hour], tagged_hour.day, where))
+            previous = until
+        return segments
 
     def _decided_again(
         self, table: str, plan: SchemaPlan, rows: DataFrame, day: date
@@ -736,12 +767,20 @@ class Merger:
             f"AND executeTime >= {begin} AND executeTime < {end}",
         )
         raw_count = raw.count()
+        earlier = None
+        if begin < start:
+            # The rows merged before (by earlier hours' merges) keep their merge's archive
+            # decision; the rule decides on the hour's own rows only.
+            segments = self._hour_segments(hour, begin, start, self.store.state(mirror.name))
+            earlier = (raw.where(F.col("executeTime") < start), segments)
+            raw = raw.where(F.col("executeTime") >= start)
         summary, decision, plan, published = self._apply(
             mirror,
             request,
             raw,
             lambda state: self._hour_base(mirror.name, hour, state)[0],
             hour=hour,
+            earlier=earlier,
             raw_snapshot=raw_snapshot,
         )
         result = MergeResult(

