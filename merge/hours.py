@@ -98,12 +98,18 @@ def hour_of(instant_ms: int, zone: ZoneInfo) -> Hour:
     return Hour(day, (instant_ms - midnight_ms(day, zone)) // HOUR_MS)
 
 
-def late_fallback(start_ms: int, zone: ZoneInfo) -> int:
+def late_fallback(start_ms: int, zone: ZoneInfo, oldest_day: date | None = None) -> int:
     """Where a merge whose changes start at ``start_ms`` takes them from when it cannot tell
     which rows arrived late (the raw snapshot of the merge before is unknown or expired): the
-    midnight of the day before ``start_ms`` (for an hour inside a day, that day's midnight;
-    for a day or a day's first hour, the day before's), so rows late for that day are in."""
-    return midnight_ms(hour_of(start_ms - 1, zone).day, zone)
+    midnight of the oldest day the raw table still holds (``oldest_day``), so rows late for
+    any day are in; never later than the midnight of the day before ``start_ms`` (for an hour
+    inside a day, that day's midnight; for a day or a day's first hour, the day before's).
+    Taking older changes again is harmless: the latest change per key decides, and the MERGE
+    applies a change only over an older one (``_binlog_offset``)."""
+    before = midnight_ms(hour_of(start_ms - 1, zone).day, zone)
+    if oldest_day is None:
+        return before
+    return min(before, midnight_ms(oldest_day, zone))
 
 
 @dataclass(frozen=True, slots=True)

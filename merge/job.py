@@ -928,25 +928,25 @@ class Merger:
         appends between two snapshots: cost of the commits since, not of the days before).
         The merge then takes every change from that instant on, not only the late rows: a
         late change older than one merged before (a DELETE of its key) must not win over it,
-        and the latest change per key over the whole span decides that. When the base's raw
-        snapshot is unknown (its tag was set before merges stored it there) or gone (expired
-        by ``cdc-mirror maintain``), the changes are taken from the midnight of the day before
-        ``start`` (``late_fallback``): applying a change twice changes nothing, and rows late
-        for older days are then missed (logged)."""
+        and the latest change per key over the whole span decides that.
+
+        When the base's raw snapshot is unknown (its tag was set before merges stored it
+        there) or gone (expired: ``cdc-mirror maintain`` keeps the raw snapshots the newest
+        tags' facts name, so only for a tag older than those, or facts dropped by hand), the
+        changes are taken from the midnight of the oldest day the raw table holds
+        (``late_fallback``; logged with the rows read again): taking an older change again
+        changes nothing, as the latest change per key decides and the MERGE applies a change
+        only over an older one."""
         if base_record is None or raw_snapshot is None:
             return None  # nothing merged before: the changes form the first snapshot
-        fallback = late_fallback(start, self.zone)
         seen = self._merge_facts(table, base_record).get("rawSnapshotId")
         if seen is None:
-            log.warning(
-                "%s: the merge of %s did not store the raw snapshot it read; %s takes the "
-                "changes from %s on (rows late for older days are not searched)",
+            return self._wide_fallback(
                 table,
-                base_record,
                 label,
-                hour_of(fallback, self.zone).day,
+                start,
+                f"the merge of {base_record} did not store the raw snapshot it read",
             )
-            return fallback
         if int(seen) == raw_snapshot:
             return None
         from py4j.protocol import Py4JError  # noqa: PLC0415
@@ -963,18 +963,39 @@ class Merger:
                 .first()
             )
         except (PySparkException, Py4JError) as exc:
-            log.warning(
-                "%s: the raw commits since the merge of %s cannot be read (%s); %s takes the "
-                "changes from %s on (rows late for older days are not searched)",
+            return self._wide_fallback(
                 table,
-                base_record,
-                _spark_sentence(exc),
                 label,
-                hour_of(fallback, self.zone).day,
+                start,
+                f"the raw commits since the merge of {base_record} cannot be read "
+                f"({_spark_sentence(exc)})",
             )
-            return fallback
         since = None if found is None else found["since"]
         return None if since is None else int(since)
+
+    def _wide_fallback(self, table: str, label: str, start: int, why: str) -> int:
+        """Where ``label``'s changes start when the late rows cannot be told apart (``why``):
+        the midnight of the oldest day the raw table holds (``late_fallback``), logged with
+        the raw rows read again (from the raw table's partition metadata, no scan)."""
+        last_day = hour_of(start - 1, self.zone).day.isoformat()
+        name = self.raw_lake.name(self.settings.stream_writer.database, table)
+        row = self.spark.sql(
+            "SELECT min(partition.dt) AS oldest, coalesce(sum(record_count), 0) AS n "  # noqa: S608 - quoted names
+            f"FROM {name}.partitions WHERE partition.dt <= '{last_day}'"
+        ).first()
+        oldest = None if row is None else row["oldest"]
+        oldest_day = None if oldest is None else date.fromisoformat(str(oldest)[:10])
+        since = late_fallback(start, self.zone, oldest_day)
+        log.warning(
+            "%s: %s; %s takes every change from %s on again (about %d raw rows: the days the "
+            "raw table retains), so that rows late for any older day are in",
+            table,
+            why,
+            label,
+            hour_of(since, self.zone).label,
+            0 if row is None else int(row["n"]),
+        )
+        return since
 
     @staticmethod
     def _newest_hour(hour: Hour, state: TableState) -> bool:

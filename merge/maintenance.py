@@ -15,7 +15,9 @@ For every table mirrored to Hive (or those named), in this order:
   ``maintenance.expire_after_hours`` (``expire_snapshots``, the newest
   ``retain_snapshots`` of main always kept, and on a snapshot table main's lineage back to
   the newest day's tag: tagged days stay readable, and the next merge can tell that main
-  holds the newest day), and files of the
+  holds the newest day; on a raw table main's lineage back to the oldest raw snapshot the
+  merge facts of the newest tags name: the next merge searches the commits since for late
+  rows, whatever the time between merges), and files of the
   table's folder no snapshot references removed once older than
   ``maintenance.orphan_after_hours`` (``remove_orphan_files``: what a killed writer or merge
   left behind).
@@ -44,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot
 from cdc_platform.iceberg import storage_for
+from cdc_platform.lake_snapshots import day_tag
 from merge.hours import expired_hours
 from merge.snapshot import SnapshotStore
 from simple_binlog.errors import ConfigError
@@ -82,6 +85,23 @@ def expired_days(days: list[date], today: date, keep_days: int) -> list[date]:
     kept)."""
     cutoff = today - timedelta(days=keep_days)
     return sorted(day for day in days if day < cutoff)
+
+
+def lineage_to(
+    current: int | None, parent_of: Callable[[int], int | None], wanted: set[int]
+) -> int:
+    """Pure: how many snapshots of main's lineage, from ``current`` back, reach the oldest of
+    ``wanted`` found on it (it included; ``parent_of``: a snapshot's parent, None at the
+    first or where the lineage is cut); 0 when none of ``wanted`` is on it."""
+    snapshot_id, count, reach = current, 0, 0
+    seen: set[int] = set()
+    while snapshot_id is not None and snapshot_id not in seen:
+        seen.add(snapshot_id)
+        count += 1
+        if snapshot_id in wanted:
+            reach = count
+        snapshot_id = parent_of(snapshot_id)
+    return reach
 
 
 def _ident(name: str) -> str:
@@ -132,7 +152,7 @@ class Maintainer:
         self.snapshots.lake.check_compatible(self.settings.merge.database, mirrored)
         for mirror in mirrors:
             raw_days = mirror.retention.raw_days or self.settings.maintenance.raw_days
-            self._raw(report, raw_db, mirror.name, raw_days)
+            self._raw(report, raw_db, mirror.name, raw_days, self._raw_read_by_merges(mirror.name))
             snapshot_days = (
                 mirror.retention.snapshot_days or self.settings.maintenance.snapshot_days
             )
@@ -146,7 +166,14 @@ class Maintainer:
     def _exists(self, database: str, table: str) -> bool:
         return bool(self.spark.catalog.tableExists(f"{self.catalog}.{database}.{table}"))
 
-    def _raw(self, report: MaintenanceReport, database: str, table: str, keep_days: int) -> None:
+    def _raw(
+        self,
+        report: MaintenanceReport,
+        database: str,
+        table: str,
+        keep_days: int,
+        read_by_merges: set[int] | None = None,
+    ) -> None:
         if not self._exists(database, table):
             return
         qualified = f"{database}.{table}"
@@ -158,8 +185,47 @@ class Maintainer:
                 self.spark.sql(f"DELETE FROM {name} WHERE {RAW_DAY_COLUMN} < '{cutoff}'")  # noqa: S608 - quoted names
             detail.append(f"{before} rows of days before {cutoff} deleted")
         self._compact(report, database, table, deletes=False)
-        self._expire(report, database, table)
+        # The raw snapshots the next merges search for late rows from (their incremental
+        # read walks main's lineage from there to now): kept, with every commit since.
+        keep = 0
+        if read_by_merges:
+            java = self._raw_java(database, table)
+
+            def parent_of(snapshot_id: int) -> int | None:
+                snapshot = java.snapshot(snapshot_id)
+                parent = None if snapshot is None else snapshot.parentId()
+                return None if parent is None else int(parent)
+
+            current = java.currentSnapshot()
+            head = None if current is None else int(current.snapshotId())
+            keep = lineage_to(head, parent_of, read_by_merges)
+        self._expire(report, database, table, keep=keep)
         self._orphans(report, database, table)
+
+    def _raw_java(self, database: str, table: str) -> Any:
+        """The raw table's Iceberg Java object, loaded fresh."""
+        jvm: Any = self.spark.sparkContext._jvm
+        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            self.spark._jsparkSession, f"{self.catalog}.{database}.{table}"
+        )
+
+    def _raw_read_by_merges(self, table: str) -> set[int]:
+        """The raw snapshots the merge facts of the snapshot table's two newest day tags and
+        two newest hour tags name (``merge.job.merge_facts``): where the next merge of a day
+        or hour, or a re-run of the newest, searches the raw commits since for late rows.
+        Expiring one would leave that merge to its fallback (a read of every retained raw
+        day); empty when nothing was merged."""
+        if not self._exists(self.settings.merge.database, table):
+            return set()
+        state = self.snapshots.state(table)
+        tags = [day_tag(day) for day in sorted(state.days)[-2:]]
+        tags += [hour.tag for hour in sorted(state.hours)[-2:]]
+        found: set[int] = set()
+        for tag in tags:
+            seen = self.snapshots.merge_facts(table, tag).get("rawSnapshotId")
+            if seen is not None:
+                found.add(int(seen))
+        return found
 
     def _snapshot(
         self, report: MaintenanceReport, table: str, keep_days: int, keep_hourly_days: int

@@ -458,14 +458,72 @@ def test_rows_late_for_an_older_day_reach_every_later_merge_and_tags_stay(
     assert snapshot_rows(spark, settings, shop.table, day4) == expected
 
 
+def test_a_row_late_for_an_older_day_survives_maintenance_between_merges(
+    spark: Any, shop: Shop
+) -> None:
+    """`cdc-mirror maintain` runs between DAY2's merge and DAY3's and expires every raw
+    snapshot it may (``expire_after_hours`` 0, one retained), after a change of DAY1 reached
+    the lake late: it keeps the raw snapshot DAY2's merge read (its tag's facts name it) and
+    the commits since, so DAY3's merge still finds the late row and has it."""
+    settings = shop.merge_settings()
+    maintenance = settings.maintenance.model_copy(
+        update={"expire_after_hours": 0, "retain_snapshots": 1, "raw_days": 365}
+    )
+    merger = Merger(settings, spark)
+    day3 = DAY2 + timedelta(days=1)
+    history(shop, 2)
+    shop.start_day(DAY1)
+    shop.mock_replay(shop._second)
+    shop._second += 400
+    shop.insert(0, during(DAY1, shop.rng))
+    # At DAY1 23:00, a new row whose message reaches the lake only after DAY2's merge.
+    shop._second, shop._seq = day_start(DAY1) + 23 * 3600, 0
+    late_new = shop.insert(1, datetime(2026, 11, 20, 23))
+    held_back = shop.messages[-1:]
+    del shop.messages[-1:]
+    shop.write_raw(spark, DAY1)
+    first = merger.merge(MergeRequest(shop.table, DAY1))
+    shop.start_day(DAY2)
+    shop.insert(2, during(DAY2, shop.rng))
+    shop.write_raw(spark, DAY2)
+    second = merger.merge(MergeRequest(shop.table, DAY2))
+    assert late_new not in snapshot_rows(spark, settings, shop.table, DAY2)
+
+    shop.messages.extend(held_back)
+    shop.write_raw(spark, DAY1, ready=False)
+    shop.mark_ready(DAY1, late_rows={shop.table: 1})
+    shop.start_day(day3)
+    shop.insert(0, during(day3, shop.rng))
+    shop.write_raw(spark, day3)
+    report = Maintainer(
+        settings.model_copy(update={"maintenance": maintenance}), spark, merger.config
+    ).run([shop.table])
+    assert not report.failed, report.failed
+    raw = f"{settings.lake.catalog}.{shop.raw_database}.{shop.table}"
+    kept = {
+        row["snapshot_id"]
+        for row in spark.sql(f"SELECT snapshot_id FROM {raw}.snapshots").collect()
+    }
+    # The raw snapshots the next merge (DAY3) and a re-run of DAY2 search from stay.
+    assert {first.raw_snapshot_id, second.raw_snapshot_id} <= kept
+
+    third = merger.merge(MergeRequest(shop.table, day3))
+    assert third.late_from == "2026-11-20T23"
+    day3_rows = snapshot_rows(spark, settings, shop.table, day3)
+    assert late_new in day3_rows
+    assert day3_rows == shop.mysql_rows()
+
+
 def test_an_archiving_day_whose_tag_has_no_stored_facts_keeps_its_deletes_ignored(
     spark: Any, shop: Shop
 ) -> None:
     """DAY2's tag carries no merge facts (set before merges stored them with the tag, as after
-    an upgrade) and its merge record is not on this host: DAY3's merge takes DAY2's changes
-    again from its midnight. DAY2 was an archiving day; its ignored DELETEs must stay ignored
-    (the rule decided again on them), not delete the archived rows from DAY3's tag and the
-    current table. (With the record on this host its decision comes from there: unit test.)"""
+    an upgrade) and its merge record is not on this host: DAY3's merge cannot tell which raw
+    rows arrived late and takes every change again from the oldest raw day (DAY1), so a row
+    late for DAY1, committed after DAY2's merge, is in. DAY2 was an archiving day; its ignored
+    DELETEs must stay ignored (the rule decided again on them), not delete the archived rows
+    from DAY3's tag and the current table. (With the record on this host its decision comes
+    from there: unit test.)"""
     settings = shop.merge_settings()
     merger = Merger(settings, spark)
     day3 = DAY2 + timedelta(days=1)
@@ -475,6 +533,11 @@ def test_an_archiving_day_whose_tag_has_no_stored_facts_keeps_its_deletes_ignore
     shop.mock_replay(shop._second)
     shop._second += 400
     shop.insert(0, during(DAY1, shop.rng))
+    # At DAY1 23:00, a new row whose message reaches the lake only after DAY2's merge.
+    shop._second, shop._seq = day_start(DAY1) + 23 * 3600, 0
+    late_new = shop.insert(1, datetime(2026, 11, 20, 23))
+    held_back = shop.messages[-1:]
+    del shop.messages[-1:]
     shop.write_raw(spark, DAY1)
     merger.merge(MergeRequest(shop.table, DAY1))
     shop.start_day(DAY2)
@@ -492,15 +555,20 @@ def test_an_archiving_day_whose_tag_has_no_stored_facts_keeps_its_deletes_ignore
     )
     assert merger.store.merge_facts(shop.table, day_tag(DAY2)) == {}
     shutil.rmtree(settings.lake_dir / "_merge")
+    shop.messages.extend(held_back)
+    shop.write_raw(spark, DAY1, ready=False)
+    shop.mark_ready(DAY1, late_rows={shop.table: 1})
     shop.start_day(day3)
     shop.insert(1, during(day3, shop.rng))
     shop.write_raw(spark, day3)
     third = merger.merge(MergeRequest(shop.table, day3))
+    assert third.late_from == "2026-11-20T00"  # every change again from the oldest raw day
     # DAY2 taken again (from its midnight, or from an older day's: where the merge cannot
     # tell the late rows apart, it takes every change from there on again).
     assert third.late_from is not None and third.late_from <= "2026-11-21T00"
     assert not third.archive.archiving
     day3_rows = snapshot_rows(spark, settings, shop.table, day3)
+    assert late_new in day3_rows
     assert set(archived) <= set(day3_rows), sorted(set(archived) - set(day3_rows))
     assert day3_rows == {**shop.mysql_rows(), **{key: day2_rows[key] for key in archived}}
     current = spark.table(merger.store.name(shop.table)).select("order_no").collect()

@@ -1,5 +1,5 @@
 """Pure rules of merges after late rows: where the changes start when the late rows cannot be
-told, the MERGE's key range over the day's and the re-taken changes, and the DELETEs an
+told (from the oldest raw day), the MERGE's key range over the day's and the re-taken changes, and the DELETEs an
 earlier day's merge ignored as archiving (from its recorded decision)."""
 
 from __future__ import annotations
@@ -43,6 +43,19 @@ def test_late_fallback_in_utc_is_plain_day_arithmetic() -> None:
     start = ms(2026, 11, 21)
     assert late_fallback(start, UTC_ZONE) == start - 86_400_000
     assert datetime.fromtimestamp(late_fallback(start, UTC_ZONE) / 1000, UTC).day == 20
+
+
+@pytest.mark.parametrize("zone", [UTC_ZONE, BERLIN])
+def test_late_fallback_reads_from_the_oldest_day_the_raw_table_holds(zone: ZoneInfo) -> None:
+    # The raw snapshot of the merge before is unknown or expired: rows late for any day the
+    # raw table still holds must be in, not only those of the day before.
+    start = midnight_ms(date(2026, 11, 23), zone)
+    assert late_fallback(start, zone, date(2026, 11, 16)) == midnight_ms(date(2026, 11, 16), zone)
+    # An hour inside a day: from the oldest raw day too.
+    hour = ms(2026, 11, 23, 14, zone=zone)
+    assert late_fallback(hour, zone, date(2026, 11, 16)) == midnight_ms(date(2026, 11, 16), zone)
+    # A raw table whose oldest day is the merged one: never later than the day before.
+    assert late_fallback(start, zone, date(2026, 11, 23)) == midnight_ms(date(2026, 11, 22), zone)
 
 
 def test_widen_span_covers_both_and_ignores_empty_ones() -> None:

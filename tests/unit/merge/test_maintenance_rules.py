@@ -1,0 +1,33 @@
+"""Pure rules of ``cdc-mirror maintain``: how much of a raw table's lineage it keeps for the
+next merges' search for late rows, and which days are past their retention."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from merge.maintenance import expired_days, lineage_to
+
+# A raw table's main: 1 ← 2 ← 3 ← 4 ← 5 (5 current), as the writer's appends leave it.
+PARENTS = {5: 4, 4: 3, 3: 2, 2: 1, 1: None}
+
+
+def test_lineage_reaches_back_to_the_oldest_raw_snapshot_a_merge_read() -> None:
+    # The newest day's merge read 4, the day before's read 2: 5, 4, 3 and 2 stay.
+    assert lineage_to(5, PARENTS.get, {4, 2}) == 4
+    assert lineage_to(5, PARENTS.get, {5}) == 1
+
+
+def test_lineage_keeps_nothing_extra_when_no_merge_read_a_snapshot_on_it() -> None:
+    assert lineage_to(5, PARENTS.get, set()) == 0
+    assert lineage_to(5, PARENTS.get, {99}) == 0  # expired before, or not main's
+    assert lineage_to(None, PARENTS.get, {4}) == 0  # no commit yet
+
+
+def test_lineage_stops_where_it_is_cut_or_loops() -> None:
+    assert lineage_to(5, {5: 4, 4: None}.get, {4, 2}) == 2  # 2 is gone: 5 and 4 stay
+    assert lineage_to(5, {5: 4, 4: 5}.get, {4}) == 2
+
+
+def test_expired_days_keep_the_day_at_the_retention_edge() -> None:
+    days = [date(2026, 11, d) for d in (1, 2, 3)]
+    assert expired_days(days, date(2026, 11, 10), 8) == [date(2026, 11, 1)]
