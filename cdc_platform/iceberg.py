@@ -606,8 +606,7 @@ class LakeCatalog:
                 partitioned_by,
                 java_properties,
             )
-        with self._cache_lock:
-            self._tables_cache[(namespace, table)] = created
+        self._keep(namespace, table, created)
 
     def _batch_write(self) -> Any:
         """``BATCH_WRITE_CLASS``; ConfigError when the stack's writer jar predates it."""
@@ -637,9 +636,10 @@ class LakeCatalog:
             )
 
     def _cached_table(self, namespace: str, table: str) -> Any:
-        """The table's Java object, loaded once per process: an Iceberg commit refreshes its
-        metadata before it applies (and retries on a conflict), so a cached object commits as
-        safely as a fresh one and saves a metastore call and a metadata read per table."""
+        """The table's Java object, loaded once per process (or kept from the last fresh load:
+        ``_keep``): an Iceberg commit refreshes its metadata before it applies (and retries on
+        a conflict), so a cached object commits as safely as a fresh one and saves a metastore
+        call and a metadata read per table."""
         key = (namespace, table)
         with self._cache_lock:
             cached = self._tables_cache.get(key)
@@ -648,6 +648,13 @@ class LakeCatalog:
             with self._cache_lock:
                 self._tables_cache[key] = cached
         return cached
+
+    def _keep(self, namespace: str, table: str, java_table: Any) -> None:
+        """Keep a freshly loaded table object for ``_cached_table``: the stream writer loads
+        every table at start (``check_compatible``, ``committed_offsets``), and its first
+        batch would otherwise load each once more, one after another, before its job."""
+        with self._cache_lock:
+            self._tables_cache[(namespace, table)] = java_table
 
     def table_names(self, namespace: str) -> set[str]:
         """The tables of ``namespace`` (one metastore call)."""
@@ -673,6 +680,7 @@ class LakeCatalog:
         committed to. Read fresh from the catalog every time."""
         with self._errors():
             java_table = self._table(namespace, table)
+            self._keep(namespace, table, java_table)
             snapshot = java_table.currentSnapshot()
             while snapshot is not None:
                 summary = snapshot.summary()
@@ -704,6 +712,7 @@ class LakeCatalog:
                 raise IncompatibleTableError(
                     f"the lake table {namespace}.{table} at {where} cannot be used: {cause}."
                 )
+            self._keep(namespace, table, java_table)
 
         if len(names) <= 1:
             for table in names:
