@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 TAG_PREFIX = "dt-"
+# Table properties holding, per tag, the facts its merge stored (JSON: ``merge.job.merge_facts``);
+# the scheduler reads ``provisional`` there (``cdc_platform.snapshot_tags``).
+FACTS_PREFIX = "cdc-mirror.merge."
 _TAG = re.compile(r"^dt-(\d{4}-\d{2}-\d{2})$")
 HOUR_TAG_PREFIX = "hr-"
 _HOUR_TAG = re.compile(r"^hr-(\d{4}-\d{2}-\d{2})-(\d{2})$")

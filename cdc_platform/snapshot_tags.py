@@ -3,7 +3,9 @@ Spark: what the scheduler asks once a pass, so a day or hour merged outside it (
 merge`` by hand, or before its run history was lost) is not merged again nor shown behind.
 
 A day is merged when its tag ``dt-YYYY-MM-DD`` exists on the table, an hour when its tag
-``hr-YYYY-MM-DD-HH`` does (``cdc_platform.lake_snapshots``: merge sets them). The tags are
+``hr-YYYY-MM-DD-HH`` does (``cdc_platform.lake_snapshots``: merge sets them); a day tag's
+merge facts (the table property ``FACTS_PREFIX`` + tag) say whether that merge was
+provisional (``--skip-readiness``). The tags are
 read from the table's current metadata file, the one the Hive metastore points at
 (``metadata_location`` among the table's parameters), through pyiceberg's FileIO with the
 storage's own properties (``LakeStorage.file_io_properties``): one query of the metastore for
@@ -19,6 +21,7 @@ told without Spark and the reader says so (``TagsUnavailableError``).
 from __future__ import annotations
 
 import io
+import json
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +33,7 @@ import httpx
 from cdc_platform.config import Settings
 from cdc_platform.iceberg import storage_for
 from cdc_platform.lake_location import scrub
-from cdc_platform.lake_snapshots import tag_day, tag_hour
+from cdc_platform.lake_snapshots import FACTS_PREFIX, tag_day, tag_hour
 from simple_binlog.errors import CdcMirrorError
 
 # The table parameter where Iceberg's Hive catalog keeps the current metadata file.
@@ -50,22 +53,47 @@ class SnapshotTags:
 
     days: Mapping[date, int] = field(default_factory=dict)
     hours: Mapping[tuple[date, int], int] = field(default_factory=dict)  # (day, hour) → ms
+    # Days whose tag's merge facts say whether the merge was provisional (``--skip-readiness``:
+    # before the day was ready); a day without such facts (a merge by an earlier version) is
+    # not named: its merge record, where there is one, tells.
+    provisional: Mapping[date, bool] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, tags: Iterable[tuple[str, int]]) -> SnapshotTags:
-        """From a table's tags (name, its snapshot's commit time); other references
-        (``main``, branches) and tags of another form are ignored."""
+    def of(
+        cls, tags: Iterable[tuple[str, int]], properties: Mapping[str, str] | None = None
+    ) -> SnapshotTags:
+        """From a table's tags (name, its snapshot's commit time) and its properties (the
+        merge facts stored per tag, ``FACTS_PREFIX``); other references (``main``, branches)
+        and tags of another form are ignored."""
         days: dict[date, int] = {}
         hours: dict[tuple[date, int], int] = {}
+        provisional: dict[date, bool] = {}
         for name, committed_ms in tags:
             day = tag_day(name)
             if day is not None:
                 days[day] = committed_ms
+                said = _provisional(name, properties or {})
+                if said is not None:
+                    provisional[day] = said
                 continue
             hour = tag_hour(name)
             if hour is not None:
                 hours[hour] = committed_ms
-        return cls(days, hours)
+        return cls(days, hours, provisional)
+
+
+def _provisional(tag: str, properties: Mapping[str, str]) -> bool | None:
+    """What the merge facts stored with ``tag`` say of its readiness (None: nothing, or not
+    readable: the merge record decides)."""
+    text = properties.get(FACTS_PREFIX + tag)
+    if text is None:
+        return None
+    try:
+        facts = json.loads(text)
+    except ValueError:
+        return None
+    said = facts.get("provisional") if isinstance(facts, dict) else None
+    return said if isinstance(said, bool) else None
 
 
 def metadata_locations(settings: Settings, database: str) -> dict[str, str]:
@@ -160,9 +188,12 @@ class SnapshotTagReader:
             ) from None
         committed = {snapshot.snapshot_id: snapshot.timestamp_ms for snapshot in metadata.snapshots}
         return SnapshotTags.of(
-            (name, committed.get(ref.snapshot_id, 0))
-            for name, ref in metadata.refs.items()
-            if ref.snapshot_ref_type == SnapshotRefType.TAG
+            (
+                (name, committed.get(ref.snapshot_id, 0))
+                for name, ref in metadata.refs.items()
+                if ref.snapshot_ref_type == SnapshotRefType.TAG
+            ),
+            metadata.properties,
         )
 
 

@@ -252,13 +252,19 @@ def wait_hour_ready(
         pause(min(poll_s, remaining))
 
 
-def merge_facts(raw_snapshot: int | None, decision: ArchiveDecision) -> dict[str, Any]:
+def merge_facts(
+    raw_snapshot: int | None, decision: ArchiveDecision, provisional: bool = False
+) -> dict[str, Any]:
     """Pure: what the next merge decides by, stored with a merge's tag in the lake
     (``SnapshotStore.merge_facts``): the raw snapshot the merge read (late rows are the raw
-    commits after it) and the DELETEs its archive decision ignored (kept ignored when a later
-    merge takes the same changes again)."""
+    commits after it), the DELETEs its archive decision ignored (kept ignored when a later
+    merge takes the same changes again), and whether it was merged before the day or hour was
+    ready (``--skip-readiness``: provisional; a scheduler on any host reads it with the tags,
+    ``cdc_platform.snapshot_tags``, and merges the day again once ready)."""
     return {
         "rawSnapshotId": raw_snapshot,
+        "provisional": provisional,
+        "readiness": "skipped by operator" if provisional else "ready",
         "archive": {
             "archiving": decision.archiving,
             "timeColumn": decision.time_column,
@@ -585,7 +591,7 @@ class Merger:
                 hour=hour,
                 newest=None if hour is None else self._newest_hour(hour, state),
                 empty=hour is not None and summary.count == 0,
-                facts=merge_facts(raw_snapshot, decision),
+                facts=merge_facts(raw_snapshot, decision, request.skip_readiness),
             )
         finally:
             changes.unpersist()

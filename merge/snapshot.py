@@ -49,6 +49,7 @@ from cdc_platform.config import Settings
 from cdc_platform.iceberg import LakeCatalog, stamp, storage_for
 from cdc_platform.lake_snapshots import (
     DAYS_DATABASE_SUFFIX,
+    FACTS_PREFIX,
     HOURS_DATABASE_SUFFIX,
     day_tag,
     days_view,
@@ -67,8 +68,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Table properties holding, per tag, the facts the next merge decides by (``merge_facts``).
-FACTS_PREFIX = "cdc-mirror.merge."
 _DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
 # Key types whose values become SQL literals for the range condition of the MERGE.
 _RANGE_TYPES = ("int", "bigint", "string", "date")

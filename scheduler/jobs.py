@@ -103,8 +103,11 @@ class MergeLake:
         return set(ready_days(self._settings, self._config()))
 
     def snapshot_tags(self, tables: list[str]) -> dict[str, SnapshotTags]:
-        """The tags' days and hours, with the days of merge's records: a day whose record says
-        provisional (``--skip-readiness``) is not merged even though its tag exists."""
+        """The tags' days and hours, with the days of merge's records: a day whose merge was
+        provisional (``--skip-readiness``) is not merged even though its tag exists. Whether
+        it was comes from the facts stored with the tag (the same metadata file, so a merge
+        on any host counts), else from merge's record on this host (a tag set by an earlier
+        version)."""
         from merge.readiness import merged_days  # noqa: PLC0415
 
         tags: dict[str, SnapshotTags] = {}
@@ -127,9 +130,13 @@ class MergeLake:
         for table in tables:
             records = merged_days(self._settings, table)
             tagged = tags.get(table, SnapshotTags())
-            days = {d: ms for d, ms in tagged.days.items() if not _provisional(records.get(d))}
+            days = {
+                d: ms
+                for d, ms in tagged.days.items()
+                if not tagged.provisional.get(d, _provisional(records.get(d)))
+            }
             for day, record in records.items():
-                if not record.provisional:
+                if not record.provisional and not tagged.provisional.get(day, False):
                     days.setdefault(day, 0)  # a record without its tag: merged, time unknown
             found[table] = SnapshotTags(days, tagged.hours)
         return found

@@ -11,6 +11,7 @@ from datetime import date
 import pytest
 
 from cdc_platform.iceberg import LakeCatalog
+from cdc_platform.lake_snapshots import FACTS_PREFIX
 from cdc_platform.snapshot_tags import SnapshotTagReader, SnapshotTags
 from tests.integration.lake.conftest import LakeSpark
 
@@ -54,5 +55,13 @@ def test_the_tags_of_each_table_are_read_without_spark(lake_spark: LakeSpark, ki
         hours = reader.tags(["orders"])["orders"].hours
         assert sorted(hours) == [(date(2026, 11, 26), 3), (date(2026, 11, 26), 4)]
         assert hours[(date(2026, 11, 26), 4)] > hours[(date(2026, 11, 26), 3)]
+
+        # The merge facts stored with a day's tag (a table property of the same metadata
+        # file) say whether its merge was provisional (--skip-readiness).
+        facts = f"{FACTS_PREFIX}dt-2026-11-25"
+        spark.sql(
+            f"""ALTER TABLE {orders} SET TBLPROPERTIES ('{facts}'='{{"provisional": true}}')"""
+        )
+        assert reader.tags(["orders"])["orders"].provisional == {date(2026, 11, 25): True}
     finally:
         catalog.drop_namespace(ns)

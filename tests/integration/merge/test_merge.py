@@ -290,6 +290,10 @@ def test_table_without_key_fails_alone_and_unready_day_is_refused(spark: Any, sh
         provisional = merger.merge(MergeRequest(shop.table, DAY2, skip_readiness=True))
         assert (provisional.rows, provisional.readiness) == (9, "skipped by operator")
         assert provisional.to_json()["readiness"] == "skipped by operator"
+        # Stored with the tag too: a scheduler on any host reads it (cdc_platform.snapshot_tags).
+        facts = merger.store.merge_facts(shop.table, day_tag(DAY2))
+        assert (facts["provisional"], facts["readiness"]) == (True, "skipped by operator")
+        assert merger.store.merge_facts(shop.table, day_tag(DAY1))["provisional"] is False
     finally:
         keyless.drop()
     with pytest.raises(ConfigError, match="no table mirror named"):

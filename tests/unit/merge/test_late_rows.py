@@ -99,6 +99,10 @@ def test_merge_facts_carry_the_raw_snapshot_and_the_ignored_deletes() -> None:
     assert recorded_cut(merge_facts(None, applied)["archive"]) is None
     assert merge_facts(None, applied)["rawSnapshotId"] is None
     assert facts_property("dt-2026-11-21") == "cdc-mirror.merge.dt-2026-11-21"
+    # Readiness, for a scheduler on any host (cdc_platform.snapshot_tags reads it).
+    assert (facts["provisional"], facts["readiness"]) == (False, "ready")
+    skipped = merge_facts(42, archiving, provisional=True)
+    assert (skipped["provisional"], skipped["readiness"]) == (True, "skipped by operator")
 
 
 def test_a_tag_without_stored_facts_falls_back_to_its_merge_record() -> None:

@@ -1,5 +1,5 @@
 """The scheduler's view of the lake (``MergeLake.snapshot_tags``): the snapshot tables' tags,
-less the days merge's records call provisional, plus the days of records without a tag; when
+less the days their merge facts (else merge's records) call provisional, plus the days of records without a tag; when
 the tags cannot be read it says why once, goes by merge's records, and does not try again
 every pass."""
 
@@ -50,6 +50,18 @@ def test_tags_less_provisional_days_plus_the_records_days(tmp_path: Path) -> Non
     # DAY2's tag is a provisional merge's (--skip-readiness); DAY1 has a record, no tag.
     assert found["orders"] == SnapshotTags({DAY1: 0, DAY3: 6}, hours)
     assert found["users"] == SnapshotTags()
+
+
+def test_a_tags_merge_facts_tell_provisional_merges_before_the_local_records(
+    tmp_path: Path,
+) -> None:
+    # DAY1 was merged provisionally on another host (its facts say so; this host's record
+    # says ready), DAY2 merged again once ready elsewhere (its facts say ready; this host's
+    # record still says provisional), DAY3's tag has no facts (an earlier version) and no
+    # record: merged.
+    tags = SnapshotTags({DAY1: 4, DAY2: 5, DAY3: 6}, provisional={DAY1: True, DAY2: False})
+    found = lake(tmp_path, Reader({"orders": tags})).snapshot_tags(["orders"])
+    assert found["orders"] == SnapshotTags({DAY2: 5, DAY3: 6})
 
 
 def test_tags_not_readable_are_said_once_and_not_tried_every_pass(
