@@ -607,12 +607,18 @@ class Merger:
         of its tag and the condition selecting its rows) ignored as archiving (its recorded
         decision; decided again when none is known)."""
         cuts: list[tuple[Column, str, date]] = []
+        state = self.store.state(table)
+        tags = {day_tag(d) for d in state.days} | {h.tag for h in state.hours}
         for label, day, where in segments:
             facts = self._merge_facts(table, label)
             if "archive" in facts:
                 cut = recorded_cut(facts["archive"])
-            else:
+            elif self._tag_of(label) in tags:
                 cut = self._decided_again(table, plan, earlier.where(where), day)
+            else:
+                # Never merged (before the table's first snapshot): no DELETE was ignored, and
+                # ignoring one now could bring back a row the first snapshot did not have.
+                cut = None
             if cut is not None and cut[0] in plan.types:
                 cuts.append((where, *cut))
                 log.info(
@@ -685,15 +691,18 @@ class Merger:
         )
         return (column, cutoff) if decision.archiving else None
 
+    def _tag_of(self, label: str) -> str:
+        """The tag of a day (``D``) or an hour (``D``T``HH``) label."""
+        return (
+            parse_hour(label, self.zone).tag if "T" in label else day_tag(date.fromisoformat(label))
+        )
+
     def _merge_facts(self, table: str, label: str) -> dict[str, Any]:
         """What the merge of ``label`` (a day, or an hour ``D``T``HH``) stored with its tag in
         the lake: its raw snapshot and archive decision (empty: none). Read from the lake, not
         from the merge records (local files, audit only), so a merge on any host sees them;
         from its record only for a tag set before merges stored them (``stored_or_recorded``)."""
-        tag = (
-            parse_hour(label, self.zone).tag if "T" in label else day_tag(date.fromisoformat(label))
-        )
-        stored = self.store.merge_facts(table, tag)
+        stored = self.store.merge_facts(table, self._tag_of(label))
         if stored:
             return stored
         record = records.read_json(records.merge_record_path(self.lake, table, label))
