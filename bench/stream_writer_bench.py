@@ -19,7 +19,8 @@ on the chosen storage (``--storage``: the local folder, the stack's HDFS or Seaw
   name, so its own progress) into the existing tables: the steady state, on which the issue's
   targets are judged.
 
-The baseline runs again after the writer's runs (into a second table): on a shared machine
+A first baseline run, not counted, warms the JVM up. The baseline runs again after the
+writer's runs (into a second table): on a shared machine
 the load drifts within a run, so each figure's baseline is the mean of the two rates (both
 kept in the figure's extras). Figures of the local lake are ``stream_writer.throughput`` and
 ``stream_writer.throughput_first_run``; on S3 and HDFS the keys end in ``_s3`` / ``_hdfs``
@@ -348,6 +349,13 @@ def throughput(spark, settings: Settings, args, topic: str, work: Path, database
         for parse in ("none", "from_json", "jar"):
             run_noop(spark, settings, topic, work / f"noop-{parse}", args.max_offsets_per_trigger,
                      parse)
+    # A first, discarded baseline run: the session's first Kafka → Iceberg job pays the JVM's
+    # warm-up (class loading, JIT, the Kafka source's first connections), and without it the
+    # "before" baseline came out 2-3x slower than the "after" one in the same run.
+    warm_s, warm_rows = run_baseline(spark, settings, topic, work / "baseline-warm-up",
+                                     args.max_offsets_per_trigger, lake, database,
+                                     "kafka_rows_warm_up")
+    print(f"baseline warm-up (not counted): {warm_rows:,} rows in {warm_s:.1f} s", flush=True)
     since = int(time.time() * 1000)
     base_s, base_rows = run_baseline(spark, settings, topic, work / "baseline",
                                      args.max_offsets_per_trigger, lake, database)
