@@ -170,3 +170,28 @@ def build_session(
     for key, value in {**conf, **(extra_conf or {})}.items():
         builder = builder.config(key, value)
     return builder.enableHiveSupport().getOrCreate()
+
+
+def spark_error_sentence(exc: BaseException, limit: int = 400) -> str:
+    """One line saying what Spark, Iceberg or the JVM refused, for a log or a report.
+
+    A PySpark error carries its own message (``desc``). A py4j Java error's text starts with
+    py4j's line "An error occurred while calling o123.sql.", which names only the call: the
+    sentence is then the Java exception's class and message, and its root cause's when that
+    is another one (Iceberg's commit conflicts often arrive wrapped)."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:
+            text = str(java.toString())
+            root, seen = java, 0
+            while root.getCause() is not None and seen < 16:
+                root, seen = root.getCause(), seen + 1
+            if root is not java:
+                text = f"{text} (cause: {root.toString()})"
+        except Exception:  # noqa: BLE001 - a dead gateway: fall back to py4j's own text
+            text = str(exc)
+    else:
+        lines = str(getattr(exc, "desc", None) or exc).strip().splitlines()
+        text = lines[0] if lines else ""  # what follows is Spark's plan or a stack
+    text = " ".join(text.split())
+    return (text or type(exc).__name__)[:limit]

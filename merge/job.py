@@ -52,6 +52,7 @@ from cdc_platform.lake import (
 from cdc_platform.lake_snapshots import day_tag
 from cdc_platform.live_tables import LiveTableSource, open_live_tables
 from cdc_platform.mysql_schema import LiveSchema
+from cdc_platform.spark import spark_error_sentence
 from merge import records
 from merge.archive import ArchiveDecision, ArchiveOverride, decide, recorded_cut, time_column
 from merge.check import CheckResult, check_days, compare, counts_at_cut
@@ -307,12 +308,6 @@ def _commit_conflict(exc: BaseException) -> bool:
     return any(marker in text for marker in _CONFLICTS)
 
 
-def _spark_sentence(exc: BaseException) -> str:
-    text = str(getattr(exc, "desc", None) or exc)
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return first[:400]
-
-
 class Merger:
     """Merges days of configured tables into their snapshots, in one Spark session."""
 
@@ -383,12 +378,12 @@ class Merger:
                         "merging %s %s lost a race with a concurrent commit (%s); again",
                         request.table,
                         request.dt,
-                        _spark_sentence(exc),
+                        spark_error_sentence(exc),
                     )
                     continue
                 raise MergeError(
                     f"merging {request.table} for {request.dt} failed in Spark: "
-                    f"{_spark_sentence(exc)}"
+                    f"{spark_error_sentence(exc)}"
                 ) from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -983,7 +978,7 @@ class Merger:
                 label,
                 start,
                 f"the raw commits since the merge of {base_record} cannot be read "
-                f"({_spark_sentence(exc)})",
+                f"({spark_error_sentence(exc)})",
             )
         since = None if found is None else found["since"]
         return None if since is None else int(since)

@@ -47,6 +47,7 @@ from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot
 from cdc_platform.iceberg import storage_for
 from cdc_platform.lake_snapshots import day_tag
+from cdc_platform.spark import spark_error_sentence
 from merge.hours import expired_hours
 from merge.snapshot import SnapshotStore
 from simple_binlog.errors import ConfigError
@@ -108,9 +109,6 @@ def _ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _sentence(exc: BaseException) -> str:
-    text = str(getattr(exc, "desc", None) or exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:400]
 
 
 class Maintainer:
@@ -380,7 +378,7 @@ class Maintainer:
 
             if not isinstance(exc, PySparkException | Py4JError):
                 raise
-            error = _sentence(exc)
+            error = spark_error_sentence(exc)
             log.error("maintenance of %s (%s) failed: %s", table, action, error)
         step = Step(
             f"{self.catalog}.{table}",
