@@ -62,6 +62,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -345,10 +346,10 @@ class _Sql(KindVisitor[SqlOf]):
     def literal(self, text: str) -> str:
         return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
+    @abstractmethod
     def readable_double(self, reference: str) -> str:
         """A DOUBLE's readable text (``[-]<digits>e<exp>``, the shortest round-trip digits),
         as a differing row shows it: the piece of a value outside the exact range."""
-        raise NotImplementedError
 
 
 def _exact_range(absolute: str, low: str, high: str) -> str:
