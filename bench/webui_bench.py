@@ -130,7 +130,7 @@ def _setup(home: Path, tables: int) -> tuple[FastAPI, str, dict]:
             json={
                 "name": "orders",
                 "host": "127.0.0.1",
-                "port": 33306,
+                "port": 23306,
                 "user": "cdc",
                 "password": "bench-mysql-password",
             },

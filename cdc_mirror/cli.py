@@ -565,7 +565,7 @@ def mirror_run(
 @mirror_app.command("backend")
 def mirror_backend(
     host: Annotated[str, typer.Option(help="Listen address.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port.")] = 39111,
+    port: Annotated[int, typer.Option(help="Port.")] = 29111,
 ) -> None:
     """Serve the mirror backend: live MySQL schemas, daily counts, lineage (HTTP)."""
     from mirror.app import serve_backend  # noqa: PLC0415

@@ -47,34 +47,37 @@ CONFIG_ENV_VAR = "CDC_MIRROR_CONFIG"
 ENV_PREFIX = "CDC_MIRROR_"
 
 # The local stack's own ports: away from the services' usual ports so a developer's
-# MySQL, Kafka or Redis on this machine is never touched.
+# MySQL, Kafka or Redis on this machine is never touched, and each below 32768: Linux hands
+# out 32768-60999 as the local ports of outgoing connections, so a port of that range can be
+# held by any client's connection at the moment its service restarts ("Address already in
+# use"; it failed a CI run). The usual port behind a 2, gRPC ports behind a 1.
 LOCAL_PORTS = {
-    "mariadb": 33306,
-    "kafka": 39092,
-    "kafka_controller": 39093,
-    "zookeeper": 32181,
-    "redis": 36379,
-    "postgresql": 35432,
-    # Kudu's defaults (7051/8051 master, 7050/8050 tablet server) behind a 3, as above.
-    "kudu_master": 37051,
-    "kudu_master_web": 38051,
-    "kudu_tserver": 37050,
-    "kudu_tserver_web": 38050,
+    "mariadb": 23306,
+    "kafka": 29092,
+    "kafka_controller": 29093,
+    "zookeeper": 22181,
+    "redis": 26379,
+    "postgresql": 25432,
+    # Kudu's defaults (7051/8051 master, 7050/8050 tablet server) behind a 2, as above.
+    "kudu_master": 27051,
+    "kudu_master_web": 28051,
+    "kudu_tserver": 27050,
+    "kudu_tserver_web": 28050,
     # HDFS's (8020/9870 NameNode; 9866/9864/9867 DataNode) and SeaweedFS's (9333 master,
-    # 8080 volume, 8888 filer, 8333 S3; each gRPC port at +10000), behind a 3 likewise.
-    "hdfs_namenode": 38020,
-    "hdfs_namenode_http": 39870,
-    "hdfs_datanode": 39866,
-    "hdfs_datanode_http": 39864,
-    "hdfs_datanode_ipc": 39867,
-    "seaweedfs_master": 39333,
-    "seaweedfs_master_grpc": 49333,
-    "seaweedfs_volume": 38080,
-    "seaweedfs_volume_grpc": 48080,
-    "seaweedfs_filer": 38888,
-    "seaweedfs_filer_grpc": 48888,
+    # 8080 volume, 8888 filer, 8333 S3; each gRPC port at +10000), behind a 2 (gRPC a 1).
+    "hdfs_namenode": 28020,
+    "hdfs_namenode_http": 29870,
+    "hdfs_datanode": 29866,
+    "hdfs_datanode_http": 29864,
+    "hdfs_datanode_ipc": 29867,
+    "seaweedfs_master": 29333,
+    "seaweedfs_master_grpc": 19333,
+    "seaweedfs_volume": 28080,
+    "seaweedfs_volume_grpc": 18080,
+    "seaweedfs_filer": 28888,
+    "seaweedfs_filer_grpc": 18888,
     "seaweedfs_s3": LOCAL_S3_PORT,
-    "seaweedfs_s3_grpc": 48333,
+    "seaweedfs_s3_grpc": 18333,
 }
 # Passwords of the local stack only. Refused for any host that is not loopback.
 LOCAL_PASSWORDS = frozenset({"cdc-local", "cdc-admin-local", "cdc-pg-local"})
@@ -293,7 +296,7 @@ class CollectorSettings(_Section):
     # MySQL GTID set such as "uuid:1-42" (tagged, MySQL 8.4+: "uuid:1-42:tag:1-3"), or a
     # binlog file and position such as "mariadb-bin.000042:4".
     start: str = "current"
-    metrics_port: int = Field(39100, ge=0, le=65535)
+    metrics_port: int = Field(29100, ge=0, le=65535)
     # Where /metrics and /health listen (cdc_platform.observability); loopback by default.
     metrics_host: BindAddress = METRICS_HOST
     reconnect_backoff_max_s: float = Field(30.0, gt=0)
@@ -503,7 +506,7 @@ class WebUISettings(_Section):
     # carry a database password.
     database_url: SecretStr | None = None
     host: str = "127.0.0.1"
-    port: int = Field(39200, ge=0, le=65535)
+    port: int = Field(29200, ge=0, le=65535)
     # Master secret for signing session cookies and encrypting stored MySQL passwords. When
     # unset it is read from ``secret_key_file`` (default <stack.home>/webui.key), which is
     # created with mode 0600 on first start.
@@ -521,9 +524,9 @@ class WebUISettings(_Section):
     initial_admin_password: SecretStr | None = None
     scrape_targets: list[ScrapeTarget] = Field(
         default_factory=lambda: [
-            ScrapeTarget(name="collector", url="http://127.0.0.1:39100/metrics"),
-            ScrapeTarget(name="stream_writer", url="http://127.0.0.1:39102/metrics"),
-            ScrapeTarget(name="mirror", url="http://127.0.0.1:39110/metrics"),
+            ScrapeTarget(name="collector", url="http://127.0.0.1:29100/metrics"),
+            ScrapeTarget(name="stream_writer", url="http://127.0.0.1:29102/metrics"),
+            ScrapeTarget(name="mirror", url="http://127.0.0.1:29110/metrics"),
         ]
     )
     scrape_interval_s: float = Field(15.0, gt=0)
@@ -563,7 +566,7 @@ class MirrorSettings(_Section):
     redis_keys_per_call: int = Field(2_000, ge=1, le=100_000)
     # PostgreSQL schema of the warehouse tables (one per deployment).
     warehouse_schema: str = "cdc_mirror"
-    metrics_port: int = Field(39110, ge=0, le=65535)
+    metrics_port: int = Field(29110, ge=0, le=65535)
     # Where /metrics and /health listen (cdc_platform.observability); loopback by default.
     metrics_host: BindAddress = METRICS_HOST
 
@@ -647,7 +650,7 @@ class StreamWriterSettings(_Section):
     collector_delay_s: float = Field(60.0, ge=0)
     kafka_delay_s: float = Field(60.0, ge=0)
     writer_delay_s: float = Field(120.0, ge=0)
-    metrics_port: int = Field(39102, ge=0, le=65535)
+    metrics_port: int = Field(29102, ge=0, le=65535)
     # Where /metrics and /health listen (cdc_platform.observability); loopback by default.
     metrics_host: BindAddress = METRICS_HOST
     # Dead-lettered messages logged per batch (all are written and counted).
@@ -705,7 +708,7 @@ class MergeSettings(_Section):
     # also writes its results to metrics_textfile (default <lake>/_merge/cdc_merge.prom) for
     # node-exporter's textfile collector, so the last run's verdicts outlive the process.
     metrics_host: BindAddress = METRICS_HOST
-    metrics_port: int = Field(39103, ge=0, le=65535)
+    metrics_port: int = Field(29103, ge=0, le=65535)
     metrics_textfile: Path | None = None
 
     @field_validator("database")
@@ -798,7 +801,7 @@ class SchedulerSettings(_Section):
     # {table} and {dt} filled in; empty: maintenance is not scheduled.
     maintenance_command: list[str] = Field(default_factory=list)
     metrics_host: BindAddress = METRICS_HOST
-    metrics_port: int = Field(39104, ge=0, le=65535)
+    metrics_port: int = Field(29104, ge=0, le=65535)
 
 
 class ConfigStoreSettings(_Section):
@@ -807,7 +810,7 @@ class ConfigStoreSettings(_Section):
     admin's database through its API (``webui``, polled with ETags)."""
 
     source: Literal["file", "webui"] = "file"
-    webui_url: str = "http://127.0.0.1:39200"
+    webui_url: str = "http://127.0.0.1:29200"
     # A web admin token of role 'component' (reads the table configuration, no secrets).
     token: SecretStr | None = None
     # By instance name, a web admin token of role 'source_reader' made for that instance: its

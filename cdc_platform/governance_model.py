@@ -217,7 +217,7 @@ class StandardiseRule(_Model):
 class GovernanceWebUISource(_Model):
     """Where ``source: webui`` polls the policy set (``GET /api/collector-config/{instance}``)."""
 
-    url: str = "http://127.0.0.1:39200"
+    url: str = "http://127.0.0.1:29200"
     # A token of role 'collector' (made in the web admin). A secret: never logged.
     token: SecretStr | None = None
     poll_interval_s: float = Field(5.0, gt=0)

@@ -26,7 +26,7 @@ StorageKind = Literal["local", "hdfs", "s3"]
 
 # The local stack's S3 endpoint (SeaweedFS; config.LOCAL_PORTS names the same port) and its
 # identity, whose secret is refused for any endpoint off this machine.
-LOCAL_S3_PORT = 38333
+LOCAL_S3_PORT = 28333
 LOCAL_S3_ACCESS_KEY = "cdc-local"
 LOCAL_S3_SECRET_KEY = "cdc-s3-local"  # noqa: S105 - the local stack's, like LOCAL_PASSWORDS
 # The bucket the local stack creates when the lake is not on S3 (the S3 tests use it).

@@ -1,6 +1,6 @@
 """The failover pair: two MariaDB servers beside the stack's own, a primary and its replica.
 
-``mariadb-primary`` (port 33307, server id 11) and ``mariadb-replica`` (33308, server id 12)
+``mariadb-primary`` (port 23307, server id 11) and ``mariadb-replica`` (23308, server id 12)
 are opt-in services (``stack.services``); the tests that kill a primary and promote its
 replica start them by name. The replica follows the primary by GTID
 (``MASTER_USE_GTID=slave_pos``) with ``log_slave_updates``, so its binlog carries the
@@ -25,8 +25,8 @@ from simple_binlog.errors import StackError
 
 log = logging.getLogger(__name__)
 
-PRIMARY_PORT = 33307
-REPLICA_PORT = 33308
+PRIMARY_PORT = 23307
+REPLICA_PORT = 23308
 PRIMARY_SERVER_ID = 11
 REPLICA_SERVER_ID = 12
 # Databases of the tests (dropped by reset_pair): every other database is left alone.

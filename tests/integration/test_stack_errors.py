@@ -19,7 +19,7 @@ def test_a_port_taken_by_another_process_is_named(local_stack: Settings, tmp_pat
     with pytest.raises(StackError) as error:
         other.up()
     message = str(error.value)
-    assert message.startswith("redis: port 36379 is in use by a process the stack did not start")
+    assert message.startswith("redis: port 26379 is in use by a process the stack did not start")
     assert "\n" not in message
     assert other.down() == "not started by the stack"
     assert LocalStack(local_stack).select(["redis"])[0].healthy()

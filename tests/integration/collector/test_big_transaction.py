@@ -72,7 +72,7 @@ def test_million_row_transaction_in_bounded_memory(scene: CollectorScene) -> Non
         conn.commit()
     end = scene.position_now()
 
-    collector = scene.collector(39145).start()
+    collector = scene.collector(29145).start()
     collector.wait_for(
         lambda: reached(collector.committed_gtid(), end.gtid), "the million rows", timeout_s=900
     )

@@ -21,7 +21,7 @@ RESTARTS = os.environ.get("CDC_TEST_COLLECTOR_RESTARTS", "1") != "0"
 
 @pytest.mark.skipif(not RESTARTS, reason="restarts a shared service: CDC_TEST_COLLECTOR_RESTARTS=0")
 def test_broker_restart_loses_and_duplicates_nothing(scene: CollectorScene) -> None:
-    collector = scene.collector(39161).start()
+    collector = scene.collector(29161).start()
     thread, stop, failures = background(scene, big_every=0, pace_s=0.05)
     try:
         collector.wait_for(

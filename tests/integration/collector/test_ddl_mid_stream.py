@@ -27,7 +27,7 @@ def test_rows_keep_the_schema_they_were_written_under(scene: CollectorScene) -> 
         for statement in STATEMENTS:
             cursor.execute(statement.format(db=scene.db))
     end = scene.position_now()
-    collector = scene.collector(39141).start()
+    collector = scene.collector(29141).start()
     collector.wait_for(lambda: reached(collector.committed_gtid(), end.gtid), "the collector")
     collector.stop()
 
@@ -80,7 +80,7 @@ def test_ddl_is_published_in_order_with_secrets_redacted(scene: CollectorScene) 
         cursor.execute("DROP USER IF EXISTS 'ddl_probe'@'localhost'")
         cursor.execute(f"DROP TABLE {scene.db}.m")
     end = scene.position_now()
-    collector = scene.collector(39143).start()
+    collector = scene.collector(29143).start()
     collector.wait_for(lambda: reached(collector.committed_gtid(), end.gtid), "the collector")
     collector.stop()
 

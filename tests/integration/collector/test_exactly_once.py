@@ -18,7 +18,7 @@ from tests.integration.collector.harness import CollectorScene, admin, assert_ex
 
 KILLS = int(os.environ.get("CDC_TEST_COLLECTOR_KILLS", "20"))
 ROWS = int(os.environ.get("CDC_TEST_COLLECTOR_ROWS", "200000"))
-PORT = 39121
+PORT = 29121
 
 
 def run_workload(

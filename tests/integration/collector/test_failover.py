@@ -28,7 +28,7 @@ def _active(processes):
 
 
 def test_failover_and_a_paused_leader_cannot_publish(scene: CollectorScene) -> None:
-    first, second, third = (scene.collector(39131 + i, ha=True, name=f"c{i}") for i in range(3))
+    first, second, third = (scene.collector(29131 + i, ha=True, name=f"c{i}") for i in range(3))
     for process in (first, second, third):
         process.start()
     everyone = [first, second, third]

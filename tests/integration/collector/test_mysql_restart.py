@@ -28,7 +28,7 @@ RESTARTS = os.environ.get("CDC_TEST_COLLECTOR_RESTARTS", "1") != "0"
 
 @pytest.mark.skipif(not RESTARTS, reason="restarts a shared service: CDC_TEST_COLLECTOR_RESTARTS=0")
 def test_mysql_restart_is_survived(scene: CollectorScene) -> None:
-    collector = scene.collector(39171).start()
+    collector = scene.collector(29171).start()
     _write(scene, 1, 500)
     middle = scene.position_now()
     collector.wait_for(lambda: reached(collector.committed_gtid(), middle.gtid), "the first batch")

@@ -20,7 +20,7 @@ def test_an_oversized_row_is_dead_lettered_and_the_rest_flows(scene: CollectorSc
         cursor.execute(f"INSERT INTO {scene.db}.blobs VALUES (2, REPEAT('y', 2000000))")
         cursor.execute(f"INSERT INTO {scene.db}.blobs VALUES (3, REPEAT('z', 100))")
     end = scene.position_now()
-    collector = scene.collector(39151).start()
+    collector = scene.collector(29151).start()
     collector.wait_for(lambda: reached(collector.committed_gtid(), end.gtid), "the collector")
     metrics = collector.metrics()
     collector.stop()

@@ -16,7 +16,7 @@ from tests.integration.collector.harness import (
 )
 from tests.integration.collector.test_exactly_once import background
 
-PORT = 39181
+PORT = 29181
 
 
 def test_the_python_paths_alone_capture_a_workload_exactly_once(scene: CollectorScene) -> None:

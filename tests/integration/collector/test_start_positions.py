@@ -20,7 +20,7 @@ def test_start_from_a_file_and_position(scene: CollectorScene) -> None:
     end = scene.position_now()
     scene.env["CDC_MIRROR_COLLECTOR__START"] = f"{file}:{pos}"
 
-    collector = scene.collector(39147).start()
+    collector = scene.collector(29147).start()
     collector.wait_for(lambda: reached(collector.committed_gtid(), end.gtid), "the collector")
     collector.stop()
 

@@ -93,7 +93,7 @@ def test_a_second_engine_reads_the_same_rows(lake_spark: LakeSpark, kind: str) -
 
 
 def _closed_port() -> int:
-    port = 39999
+    port = 29999
     assert not port_open(port), "the test needs a port nothing listens on"
     return port
 
@@ -157,4 +157,4 @@ def test_an_unwritable_local_location_is_refused(lake_spark: LakeSpark) -> None:
     assert str(raised.value) == (
         "the lake at file:///dev/null/lake cannot be used: Not a directory."
     )
-    assert LOCAL_PORTS["seaweedfs_s3"] != 39999
+    assert LOCAL_PORTS["seaweedfs_s3"] != 29999

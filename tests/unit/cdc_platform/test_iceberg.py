@@ -42,7 +42,7 @@ BASE = __import__("pathlib").Path("/")
 def test_s3_gets_s3fileio_and_s3a_for_the_metastore() -> None:
     conf = catalog_conf("lake", storage_for(_settings("s3://cdc-lake/lake"), env={}))
     assert conf["spark.sql.catalog.lake.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
-    assert conf["spark.sql.catalog.lake.s3.endpoint"] == "http://127.0.0.1:38333"
+    assert conf["spark.sql.catalog.lake.s3.endpoint"] == "http://127.0.0.1:28333"
     assert conf["spark.sql.catalog.lake.s3.path-style-access"] == "true"
     assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
     assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"

@@ -66,7 +66,7 @@ def test_the_boundary_raises_the_mapped_error_and_lets_others_pass() -> None:
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
-        ("redis://127.0.0.1:36379/0", "127.0.0.1:36379"),
+        ("redis://127.0.0.1:26379/0", "127.0.0.1:26379"),
         ("redis://:s3cret@cache.internal/2", "cache.internal:6379"),
         ("rediss://user:s3cret@cache.internal:6380/0", "cache.internal:6380"),
         ("unix:///run/redis.sock?db=0", "/run/redis.sock"),

@@ -35,7 +35,7 @@ COMPOSE = ROOT / "docker-compose.yml"
 COMPONENTS = ("collector-a", "collector-b", "stream-writer", "mirror-redis", "mirror-warehouse",
               "webui", "scheduler", "replay-worker")  # fmt: skip
 # The components that serve /metrics; the web admin and Prometheus scrape each of them.
-METRICS_PORTS = {39100, 39101, 39102, 39110, 39112, 39104}
+METRICS_PORTS = {29100, 29101, 29102, 29110, 29112, 29104}
 HEALTH_PORT = re.compile(r"http://127\.0\.0\.1:(\d+)/")
 
 
@@ -66,7 +66,7 @@ def written_config(method: Any, start: str) -> dict[str, str]:
 
 
 def published(service: dict[str, Any]) -> dict[int, str]:
-    """container port → the host side, e.g. 3306 → '127.0.0.1:33306'."""
+    """container port → the host side, e.g. 3306 → '127.0.0.1:23306'."""
     ports = {}
     for entry in service.get("ports", []):
         host, port, container = str(entry).split("#")[0].strip().rsplit(":", 2)
@@ -80,12 +80,12 @@ def test_host_ports_are_the_local_stacks_on_loopback(services: dict[str, Any]) -
         "postgres": (5432, LOCAL_PORTS["postgresql"]),
         "redis": (6379, LOCAL_PORTS["redis"]),
         "zookeeper": (2181, LOCAL_PORTS["zookeeper"]),
-        "kafka": (39092, LOCAL_PORTS["kafka"]),
+        "kafka": (29092, LOCAL_PORTS["kafka"]),
     }
     for name, (container, host) in expected.items():
         assert published(services[name]) == {container: f"127.0.0.1:{host}"}, name
     # The web admin's port is its default, published by the namespace holder.
-    assert published(services["app-net"])[39200] == "127.0.0.1:39200"
+    assert published(services["app-net"])[29200] == "127.0.0.1:29200"
 
 
 def test_mariadb_runs_with_the_local_stacks_server_settings(services: dict[str, Any]) -> None:
@@ -174,7 +174,7 @@ def test_each_component_checks_its_own_port_and_no_two_share_one(services: dict[
         ports[name] = port
     assert len(set(ports.values())) == len(ports), ports
     # The mirror backend's default port stays free for `cdc-mirror mirror backend`.
-    assert 39111 not in ports.values()
+    assert 29111 not in ports.values()
 
 
 def test_every_command_line_is_one_the_cli_accepts(services: dict[str, Any]) -> None:

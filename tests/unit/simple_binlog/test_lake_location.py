@@ -30,7 +30,7 @@ BASE = Path("/srv/cdc")
         ("file:///data/lake", "local", "file:///data/lake"),
         ("file:/data/lake", "local", "file:///data/lake"),
         ("hdfs://nn1.corp:8020/warehouse/cdc", "hdfs", "hdfs://nn1.corp:8020/warehouse/cdc"),
-        ("hdfs://127.0.0.1:38020/", "hdfs", "hdfs://127.0.0.1:38020"),
+        ("hdfs://127.0.0.1:28020/", "hdfs", "hdfs://127.0.0.1:28020"),
         ("s3://cdc-lake/prod/lake/", "s3", "s3://cdc-lake/prod/lake"),
         ("s3a://cdc-lake", "s3", "s3://cdc-lake"),
     ],
@@ -113,7 +113,7 @@ def test_s3_access_prefers_the_config_then_the_aws_variables_then_the_defaults()
         "AWS_ENDPOINT_URL_S3": "https://s3.example.net",
     }
     defaults = resolve_s3_access(S3Settings(), {})
-    assert defaults.endpoint == "http://127.0.0.1:38333" and defaults.region == "us-east-1"
+    assert defaults.endpoint == "http://127.0.0.1:28333" and defaults.region == "us-east-1"
     from_env = resolve_s3_access(S3Settings(), env)
     assert from_env.endpoint == "https://s3.example.net" and from_env.region == "eu-west-1"
     assert from_env.secrets() == ("AKIAENV", "env-secret")

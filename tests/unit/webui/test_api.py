@@ -89,7 +89,7 @@ def test_instance_form_with_bad_input_rerenders_and_saves_nothing(
         "csrf_token": admin_csrf,
         "name": "Bad Name!",
         "host": "127.0.0.1",
-        "port": "33306",
+        "port": "23306",
         "user": "cdc",
         "password": MYSQL_PASSWORD,
         "include": ".*",

@@ -162,10 +162,10 @@ def _events() -> list[dict]:
     tables = _lineage().tables
     namespaces = Namespaces(
         mysql={"orders": "mysql://10.0.0.1:3306", "users": "mysql://10.0.0.2:3306"},
-        kafka="kafka://127.0.0.1:39092",
-        hive="hive://127.0.0.1:35432",
-        postgres="postgres://127.0.0.1:35432",
-        redis="redis://127.0.0.1:36379",
+        kafka="kafka://127.0.0.1:29092",
+        hive="hive://127.0.0.1:25432",
+        postgres="postgres://127.0.0.1:25432",
+        redis="redis://127.0.0.1:26379",
     )
     return openlineage_events(tables, namespaces, datetime(2026, 11, 22, 12, 0, tzinfo=UTC))
 
@@ -197,13 +197,13 @@ def test_openlineage_column_lineage_covers_every_shard_and_the_policies():
     ]
     outputs = {(d["namespace"], d["name"]): d["facets"] for d in event["outputs"]}
     assert set(outputs) == {
-        ("kafka://127.0.0.1:39092", "cdc.binlog.orders"),
-        ("hive://127.0.0.1:35432", "ods_binlog_source.ordercenter_orderinfo"),
-        ("hive://127.0.0.1:35432", "ods_snapshot.ordercenter_orderinfo"),
-        ("postgres://127.0.0.1:35432", "cdc_warehouse.cdc_mirror.ordercenter_orderinfo"),
-        ("redis://127.0.0.1:36379", "cdc:ordercenter_orderinfo:"),
+        ("kafka://127.0.0.1:29092", "cdc.binlog.orders"),
+        ("hive://127.0.0.1:25432", "ods_binlog_source.ordercenter_orderinfo"),
+        ("hive://127.0.0.1:25432", "ods_snapshot.ordercenter_orderinfo"),
+        ("postgres://127.0.0.1:25432", "cdc_warehouse.cdc_mirror.ordercenter_orderinfo"),
+        ("redis://127.0.0.1:26379", "cdc:ordercenter_orderinfo:"),
     }
-    snapshot = outputs[("hive://127.0.0.1:35432", "ods_snapshot.ordercenter_orderinfo")]
+    snapshot = outputs[("hive://127.0.0.1:25432", "ods_snapshot.ordercenter_orderinfo")]
     schema_fields = [f["name"] for f in snapshot["schema"]["fields"]]
     assert schema_fields == ["id", "user_id", "phone", "email", "amount"], "id_card is dropped"
     lineage = snapshot["columnLineage"]["fields"]
@@ -221,13 +221,13 @@ def test_openlineage_column_lineage_covers_every_shard_and_the_policies():
         assert (transformation["subtype"], transformation["masking"]) == ("TRANSFORMATION", True)
         assert lineage[masked]["transformationType"] == "MASKED"
     warehouse = outputs[
-        ("postgres://127.0.0.1:35432", "cdc_warehouse.cdc_mirror.ordercenter_orderinfo")
+        ("postgres://127.0.0.1:25432", "cdc_warehouse.cdc_mirror.ordercenter_orderinfo")
     ]
     types = {f["name"]: f["type"] for f in warehouse["schema"]["fields"]}
     assert types["id"] == "numeric(20)" and types["phone"] == "text"
-    redis = outputs[("redis://127.0.0.1:36379", "cdc:ordercenter_orderinfo:")]
+    redis = outputs[("redis://127.0.0.1:26379", "cdc:ordercenter_orderinfo:")]
     assert list(redis["columnLineage"]["fields"]) == ["row.id", "row.phone"]
-    raw = outputs[("hive://127.0.0.1:35432", "ods_binlog_source.ordercenter_orderinfo")]
+    raw = outputs[("hive://127.0.0.1:25432", "ods_binlog_source.ordercenter_orderinfo")]
     content_inputs = {i["field"] for i in raw["columnLineage"]["fields"]["content"]["inputFields"]}
     assert content_inputs == set(COLUMNS) - {"id_card"}
 
