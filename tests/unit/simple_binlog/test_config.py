@@ -64,6 +64,23 @@ def test_defaults_load_without_a_file():
     assert settings.instance("local") is settings.instances[0]
 
 
+def test_every_port_the_stack_or_a_component_listens_on_by_default_is_below_linuxs_ephemeral_range():
+    """32768-60999 are handed to outgoing connections' local ports: a default there could be
+    held by a client at the moment its service restarts."""
+    settings = Settings()
+    defaults = {
+        **LOCAL_PORTS,
+        "collector metrics": settings.collector.metrics_port,
+        "mirror metrics": settings.mirror.metrics_port,
+        "stream writer metrics": settings.stream_writer.metrics_port,
+        "merge metrics": settings.merge.metrics_port,
+        "scheduler metrics": settings.scheduler.metrics_port,
+        "web admin": settings.webui.port,
+    }
+    assert {name: port for name, port in defaults.items() if port >= 32768} == {}
+    assert len(set(defaults.values())) == len(defaults)
+
+
 def test_file_values_override_defaults(write_config):
     path = write_config(
         """
