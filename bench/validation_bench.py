@@ -5,9 +5,10 @@ differs, against a plain full-table SELECT compared in Python, in the same run.
     .venv/bin/python -m bench.validation_bench [--rows 10000000]
                                                [--only warehouse|redis|kudu|lake …]
                                                [--chunk-rows 10000] [--chunk-time 0.5]
-                                               [--repeat 3]
+                                               [--repeat 3] [--keep | --reuse | --drop]
+                                               [--name vbench] [--redis-db N]
 
-Workload: one MariaDB table ``vbench_00.orders_00`` of ``--rows`` rows (BIGINT UNSIGNED key,
+Workload: one MariaDB table ``<name>_00.orders_00`` (``--name``, default ``vbench``) of ``--rows`` rows (BIGINT UNSIGNED key,
 DECIMAL, VARCHAR, INT, DATETIME(3), DOUBLE), written with the sequence engine, and the same
 rows applied to the warehouse and to Redis by the mirror's own appliers (``mirror.app.
 build_applier``), so both targets equal MySQL. Nothing is written while it is measured.
@@ -45,28 +46,39 @@ Figures: ``validation.warehouse``, ``validation.redis`` (and ``validation.kudu``
 chunks (MySQL's and the target's, at the same time: the larger is the run's critical path,
 the rest of the run is set-up, waiting and the last chunk) and the source load as
 extras. ``--keep`` keeps
-the data for another run (``--reuse`` then skips writing it). Runs on one stack take turns
-(``run_lock``): they all use the same database, Redis prefix and warehouse schema.
+the data for another run (``--reuse`` then skips writing it; ``--drop`` only drops it).
+
+Names: runs under one ``--name`` use the same MySQL database, warehouse schema, Redis key
+prefix (and Kudu table prefix and lake databases), so they take turns (``run_lock``, a MariaDB
+named lock per name); runs under different names go on at the same time. ``--redis-db`` puts
+the run's Redis keys in a logical database of their own: validation lists a table's keys with
+SCAN, which walks the whole database, so a 10M-key run beside a 1M-key one would slow the
+other's Redis figures (and the reverse). ``--keep``/``--reuse``/``--drop`` need the same
+``--name`` and ``--redis-db``.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import re
 import shutil
 import statistics
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 import pymysql
 import pymysql.cursors
 import redis
 from psycopg import sql
+from pydantic import SecretStr
 
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
@@ -79,7 +91,7 @@ from stack.manager import LocalStack
 from validation.progress import MemoryProgress
 from validation.run import Options, validate_table
 
-DB, SHARD = "vbench_00", "orders_00"
+DEFAULT_NAME, SHARD = "vbench", "orders_00"
 TYPES = {
     "id": "bigint(20) unsigned",
     "amount": "decimal(12,2)",
@@ -88,7 +100,7 @@ TYPES = {
     "created": "datetime(3)",
     "ratio": "double",
 }
-DDL = f"""CREATE TABLE {DB}.{SHARD} (
+DDL = """CREATE TABLE {db}.{shard} (
   id BIGINT UNSIGNED NOT NULL PRIMARY KEY,
   amount DECIMAL(12,2) NOT NULL,
   note VARCHAR(64) NULL,
@@ -96,25 +108,80 @@ DDL = f"""CREATE TABLE {DB}.{SHARD} (
   created DATETIME(3) NOT NULL,
   ratio DOUBLE NULL
 )"""
-FILL = f"""INSERT INTO {DB}.{SHARD}
+FILL = """INSERT INTO {db}.{shard}
 SELECT seq, (seq % 100000) / 100, IF(seq % 7 = 0, NULL, CONCAT('note-', seq % 1000)), seq % 5,
        '2026-01-01 00:00:00.000' + INTERVAL seq SECOND, IF(seq % 11 = 0, NULL, seq / 7)
-FROM {DB}.seq_{{lo}}_to_{{hi}}"""
+FROM {db}.seq_{lo}_to_{hi}"""
+RUN_LOCK = "cdc-mirror.validation_bench"
+# Letters and digits only: the name is a MySQL database prefix (``<name>_00``, which the shard
+# rules must read back as ``<name>``), a PostgreSQL schema and a Redis key prefix.
+NAME_PATTERN = re.compile(r"[a-z][a-z0-9]{0,29}")
 
 
-def scoped(settings: Settings) -> Settings:
+@dataclass(frozen=True)
+class Names:
+    """Where one run's data lives, so runs under different names never touch each other's:
+    the MySQL database, the warehouse schema, the Redis key prefix (and Redis logical database
+    when ``redis_db`` is set: validation's key listing SCANs a whole Redis database, so a big
+    run's keys beside another run's would slow and distort its Redis figures), Kudu's table
+    prefix, the lake's databases and the run lock. The default name is the one every run used
+    before names existed (same data, same lock)."""
+
+    name: str = DEFAULT_NAME
+    redis_db: int | None = None
+
+    def __post_init__(self) -> None:
+        if not NAME_PATTERN.fullmatch(self.name):
+            raise ValueError(
+                f"--name {self.name!r}: use 1-30 lowercase letters and digits, starting "
+                "with a letter"
+            )
+        if self.redis_db is not None and not 0 <= self.redis_db <= 15:
+            raise ValueError(f"--redis-db {self.redis_db}: Redis has databases 0-15")
+
+    @property
+    def database(self) -> str:
+        return f"{self.name}_00"
+
+    @property
+    def table(self) -> str:
+        """The source table, ``database.shard``."""
+        return f"{self.database}.{SHARD}"
+
+    @property
+    def lock(self) -> str:
+        return RUN_LOCK if self.name == DEFAULT_NAME else f"{RUN_LOCK}.{self.name}"
+
+
+def with_redis_db(url: str, db: int) -> str:
+    """``url`` with its logical database (the path) set to ``db``; the rest kept."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{db}"))
+
+
+def names_of(settings: Settings) -> Names:
+    """The run's names, from its scoped settings (the table's database prefix is the name)."""
+    return Names(settings.tables[0].db_prefix)
+
+
+def scoped(settings: Settings, names: Names = Names()) -> Settings:
+    redis_update: dict[str, Any] = {"key_prefix": names.name}
+    if names.redis_db is not None:
+        redis_update["url"] = SecretStr(
+            with_redis_db(settings.redis.url.get_secret_value(), names.redis_db)
+        )
     return settings.model_copy(
         update={
             "tables": [
                 TableMirror(
-                    db_prefix="vbench",
+                    db_prefix=names.name,
                     table_prefix="orders",
                     targets=["hive", "warehouse", "redis", "kudu"],
                 )
             ],
-            "redis": settings.redis.model_copy(update={"key_prefix": "vbench"}),
-            "kudu": settings.kudu.model_copy(update={"table_prefix": "vbench."}),
-            "mirror": settings.mirror.model_copy(update={"warehouse_schema": "vbench"}),
+            "redis": settings.redis.model_copy(update=redis_update),
+            "kudu": settings.kudu.model_copy(update={"table_prefix": f"{names.name}."}),
+            "mirror": settings.mirror.model_copy(update={"warehouse_schema": names.name}),
         }
     )
 
@@ -148,14 +215,16 @@ def prepare(
     settings: Settings, rows: int, batch: int, targets: Sequence[str] = ("warehouse", "redis")
 ) -> None:
     """The table in MySQL and the same rows in ``targets`` (the mirror's appliers)."""
+    names = names_of(settings)
+    db = names.database
     started = time.monotonic()
     conn = mysql(settings)
     with conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {DB}")
-        cur.execute(f"CREATE DATABASE {DB}")
-        cur.execute(DDL)
+        cur.execute(f"DROP DATABASE IF EXISTS {db}")
+        cur.execute(f"CREATE DATABASE {db}")
+        cur.execute(DDL.format(db=db, shard=SHARD))
         for lo in range(1, rows + 1, 500_000):
-            cur.execute(FILL.format(lo=lo, hi=min(lo + 499_999, rows)))
+            cur.execute(FILL.format(db=db, shard=SHARD, lo=lo, hi=min(lo + 499_999, rows)))
     conn.close()
     print(f"MySQL: {rows} rows written in {time.monotonic() - started:.0f} s")
     drop_targets(settings)
@@ -170,7 +239,7 @@ def prepare(
     reader = mysql(settings, cursorclass=pymysql.cursors.SSCursor)
     try:
         with reader.cursor() as cur:
-            cur.execute(f"SELECT * FROM {DB}.{SHARD}")
+            cur.execute(f"SELECT * FROM {names.table}")
             while chunk := cur.fetchmany(batch):
                 changes = []
                 for row in chunk:
@@ -184,7 +253,7 @@ def prepare(
                             content,
                             TYPES,
                             ("id",),
-                            f"{DB}.{SHARD}",
+                            names.table,
                             now_ms,
                         )
                     )
@@ -216,20 +285,18 @@ def drop_targets(settings: Settings) -> None:
     client.close()
 
 
-RUN_LOCK = "cdc-mirror.validation_bench"
-
-
 def run_lock(settings: Settings) -> pymysql.connections.Connection[Any]:
-    """One run at a time on a stack: every run writes and drops the same database, Redis
-    prefix and warehouse schema, so a second run started meanwhile dropped the first one's
-    data under it (two engineers' runs failed so). A MariaDB named lock, held by this
-    connection until the process ends: a second run waits for it."""
+    """One run at a time per name on a stack: runs under one name write and drop the same
+    database, Redis prefix and warehouse schema, so a second run started meanwhile dropped the
+    first one's data under it (two engineers' runs failed so). A MariaDB named lock (one per
+    ``--name``), held by this connection until the process ends: a second run waits for it."""
+    lock = names_of(settings).lock
     conn = mysql(settings)
     with conn.cursor() as cur:
-        cur.execute("SELECT IS_FREE_LOCK(%s)", (RUN_LOCK,))
+        cur.execute("SELECT IS_FREE_LOCK(%s)", (lock,))
         if not cur.fetchone()[0]:
             print("waiting for another run of this benchmark to end (it uses the same data)")
-        cur.execute("SELECT GET_LOCK(%s, 3600)", (RUN_LOCK,))
+        cur.execute("SELECT GET_LOCK(%s, 3600)", (lock,))
         if cur.fetchone()[0] != 1:
             raise SystemExit("another run of this benchmark held its lock for an hour")
     return conn
@@ -335,7 +402,7 @@ def baseline(settings: Settings, target: str, batch: int) -> dict[str, float]:
     try:
         with conn.cursor() as cur:
             before = rows_read(cur)
-            cur.execute(f"SELECT * FROM {DB}.{SHARD} ORDER BY id")
+            cur.execute(f"SELECT * FROM {names_of(settings).table} ORDER BY id")
             compare = {
                 "warehouse": _baseline_warehouse,
                 "redis": _baseline_redis,
@@ -361,7 +428,7 @@ def drop_kudu(settings: Settings) -> None:
     applier = build_applier(settings, "kudu")
     try:
         assert isinstance(applier, KuduApplier)
-        applier.drop_tables()  # the tables under kudu.table_prefix ("vbench."): the bench's
+        applier.drop_tables()  # the tables under kudu.table_prefix ("<name>."): the bench's
     finally:
         applier.close()
 
@@ -427,14 +494,15 @@ def _baseline_kudu(settings: Settings, cur: Any, batch: int) -> int:
 
 def lake_scoped(settings: Settings, root: Path) -> Settings:
     """The lake in ``root`` (an Iceberg catalog on local disk) with the bench's own databases."""
+    name = names_of(settings).name
     return settings.model_copy(
         update={
             "spark": settings.spark.model_copy(update={"lake_dir": root / "hive"}),
             "lake": settings.lake.model_copy(update={"location": str(root / "lake")}),
             "stream_writer": settings.stream_writer.model_copy(
-                update={"database": "vbench_raw", "name": "vbench-writer"}
+                update={"database": f"{name}_raw", "name": f"{name}-writer"}
             ),
-            "merge": settings.merge.model_copy(update={"database": "vbench_snapshot"}),
+            "merge": settings.merge.model_copy(update={"database": f"{name}_snapshot"}),
         }
     )
 
@@ -477,7 +545,7 @@ def prepare_lake(settings: Settings, batch: int) -> None:
     written = 0
     try:
         with reader.cursor() as cur:
-            cur.execute(f"SELECT * FROM {DB}.{SHARD}")
+            cur.execute(f"SELECT * FROM {names_of(settings).table}")
             while chunk := cur.fetchmany(max(batch, 50_000)):
                 content = [(orjson.dumps(_wire(types, row)).decode(),) for row in chunk]
                 frame = spark.createDataFrame(content, "content STRING").select(
@@ -488,7 +556,7 @@ def prepare_lake(settings: Settings, batch: int) -> None:
                         for n, s in TYPES.items()
                     ],
                     F.lit(1).cast("bigint").alias("_binlog_offset"),
-                    F.lit(f"{DB}.{SHARD}").alias("_shard"),
+                    F.lit(names_of(settings).table).alias("_shard"),
                 )
                 frame.writeTo(name).append()
                 written += len(chunk)
@@ -518,6 +586,42 @@ def _baseline_lake(settings: Settings, cur: Any, batch: int) -> int:
     return _merge_compare(cur, iter(frame.toLocalIterator(prefetchPartitions=True)), batch)
 
 
+def check_reusable(settings: Settings, rows: int) -> None:
+    """``--reuse``: the source table a ``--keep`` run left under this name, of ``rows`` rows
+    (keys 1..rows; MAX(id) reads one index entry, a COUNT(*) would read them all)."""
+    names = names_of(settings)
+    conn = mysql(settings)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT COUNT(*) FROM information_schema.tables "
+                "WHERE table_schema = %s AND table_name = %s",
+                (names.database, SHARD),
+            )
+            if not cur.fetchone()[0]:
+                raise SystemExit(
+                    f"--reuse: no table {names.table}; run once with --keep --name {names.name} "
+                    "first"
+                )
+            cur.execute(f"SELECT COALESCE(MAX(id), 0) FROM {names.table}")
+            kept = int(cur.fetchone()[0])
+    finally:
+        conn.close()
+    if kept != rows:
+        raise SystemExit(f"--reuse: {names.table} holds {kept} rows, not --rows {rows}")
+
+
+def drop_all(settings: Settings, targets: Sequence[str]) -> None:
+    """Everything of this name in MySQL, the warehouse and Redis (and Kudu if measured)."""
+    conn = mysql(settings)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS {names_of(settings).database}")
+    conn.close()
+    drop_targets(settings)
+    if "kudu" in targets:
+        drop_kudu(settings)
+
+
 def set_up(
     settings: Settings, args: argparse.Namespace, targets: list[str]
 ) -> tuple[dict[str, Settings], Path | None, pymysql.connections.Connection[Any]]:
@@ -535,14 +639,17 @@ def set_up(
         t: lake_scoped(settings, lake_root) if t == "lake" and lake_root else settings
         for t in targets
     }
-    if not args.reuse:
+    if args.reuse:
+        check_reusable(settings, args.rows)
+    else:
         prepare(settings, args.rows, args.batch, [t for t in targets if t != "lake"])
     if lake_root is not None:
         prepare_lake(settings_of["lake"], args.batch)
     return settings_of, lake_root, lock
 
 
-def main() -> None:
+def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, Names]:
+    """The command line and the run's names (a bad ``--name``/``--redis-db`` exits with usage)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument(
@@ -560,11 +667,44 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the data afterwards")
     parser.add_argument("--reuse", action="store_true", help="use the data a --keep run left")
     parser.add_argument(
+        "--drop",
+        action="store_true",
+        help="only drop the data a --keep run left under --name (and --redis-db), then exit",
+    )
+    parser.add_argument(
+        "--name",
+        default=DEFAULT_NAME,
+        help="the run's own MySQL database (NAME_00), warehouse schema, Redis key prefix and "
+        f"lock, so runs under other names go on meanwhile (default: {DEFAULT_NAME})",
+    )
+    parser.add_argument(
+        "--redis-db",
+        type=int,
+        help="the run's own Redis logical database (0-15; default: redis.url's): "
+        "validation SCANs a whole database, so a big run's keys beside others' slow theirs",
+    )
+    parser.add_argument(
         "--json", metavar="PATH", help="also write the figures to PATH (for bench.report)"
     )
-    args = parser.parse_args()
-    settings = scoped(load_settings())
+    args = parser.parse_args(argv)
+    if args.drop and (args.keep or args.reuse):
+        parser.error("--drop only drops the kept data: leave out --keep and --reuse")
+    try:
+        return args, Names(args.name, args.redis_db)
+    except ValueError as error:
+        parser.error(str(error))
+
+
+def main() -> None:
+    args, names = parse_args()
+    settings = scoped(load_settings(), names)
     targets = args.only or ["warehouse", "redis"]
+    if args.drop:
+        lock = run_lock(settings)
+        drop_all(settings, targets)
+        lock.close()
+        print(f"dropped the data of --name {names.name}")
+        return
     settings_of, lake_root, lock = set_up(settings, args, targets)
     options = Options.from_settings(
         settings, chunk_rows=args.chunk_rows, chunk_time_s=args.chunk_time or None
@@ -625,13 +765,7 @@ def main() -> None:
             figures.append(figure)
     finally:
         if not args.keep:
-            conn = mysql(settings)
-            with conn.cursor() as cur:
-                cur.execute(f"DROP DATABASE IF EXISTS {DB}")
-            conn.close()
-            drop_targets(settings)
-            if "kudu" in targets:
-                drop_kudu(settings)
+            drop_all(settings, targets)
         if lake_root is not None:
             drop_lake(settings_of["lake"], lake_root)  # in a temporary folder: never kept
         lock.close()  # the next run may start
