@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cdc_platform.config import Settings
+from cdc_platform.hive_metastore import CURRENT_SNAPSHOT_SUMMARY, table_parameter
 from cdc_platform.iceberg import WRITER_PROPERTY, KafkaOffsets, LakeCatalog
 
 if TYPE_CHECKING:
@@ -193,24 +194,19 @@ def ready_days_from_metastore(settings: Settings, database: str, writer: str) ->
     summary of the progress table's current snapshot, for a process without Spark. None when
     that snapshot is another writer's (several writers share the database: ask Spark,
     ``read_writer_progress``) or the metastore is not PostgreSQL; [] before any commit."""
-    if settings.spark.metastore != "postgres":
+    summaries = table_parameter(
+        settings,
+        database,
+        CURRENT_SNAPSHOT_SUMMARY,
+        table=PROGRESS_TABLE,
+        what="the read of the metastore's progress",
+    )
+    if summaries is None:
         return None
-    from cdc_platform import warehouse  # noqa: PLC0415 - only this reader needs psycopg
-
-    pg = settings.postgres
-    with (
-        warehouse.warehouse_errors("the read of the metastore's progress"),
-        warehouse.connect(pg, database=pg.metastore_db, autocommit=True) as conn,
-    ):
-        row = conn.execute(
-            'SELECT tp."PARAM_VALUE" FROM "TBLS" t JOIN "DBS" d ON t."DB_ID" = d."DB_ID" '
-            'JOIN "TABLE_PARAMS" tp ON tp."TBL_ID" = t."TBL_ID" '
-            'WHERE d."NAME" = %s AND t."TBL_NAME" = %s AND tp."PARAM_KEY" = %s',
-            (database, PROGRESS_TABLE, "current-snapshot-summary"),
-        ).fetchone()
-    if row is None:
+    text = summaries.get(PROGRESS_TABLE)
+    if text is None:
         return []
-    summary = json.loads(row[0])
+    summary = json.loads(text)
     if summary.get(WRITER_PROPERTY) != writer:
         return None
     return [day for day in str(summary.get(READY_DAYS_PROPERTY, "")).split(",") if day]

@@ -31,13 +31,11 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from cdc_platform.config import Settings
+from cdc_platform.hive_metastore import METADATA_LOCATION, table_parameter
 from cdc_platform.iceberg import storage_for
 from cdc_platform.lake_location import scrub
 from cdc_platform.lake_snapshots import FACTS_PREFIX, tag_day, tag_hour
 from simple_binlog.errors import CdcMirrorError
-
-# The table parameter where Iceberg's Hive catalog keeps the current metadata file.
-METADATA_LOCATION_PARAM = "metadata_location"
 
 
 class TagsUnavailableError(CdcMirrorError):
@@ -99,27 +97,18 @@ def _provisional(tag: str, properties: Mapping[str, str]) -> bool | None:
 def metadata_locations(settings: Settings, database: str) -> dict[str, str]:
     """Table name → its current metadata file, for every Iceberg table of ``database`` the
     Hive metastore (PostgreSQL) knows. TagsUnavailableError with a Derby metastore."""
-    if settings.spark.metastore != "postgres":
+    locations = table_parameter(
+        settings,
+        database,
+        METADATA_LOCATION,
+        what="the read of the snapshot tables' metadata locations",
+    )
+    if locations is None:
         raise TagsUnavailableError(
             "the snapshot tables' tags are read from the Hive metastore's PostgreSQL database; "
             "with a Derby metastore only Spark can read them."
         )
-    from cdc_platform import warehouse  # noqa: PLC0415 - only this reader needs psycopg
-
-    pg = settings.postgres
-    with (
-        warehouse.warehouse_errors("the read of the snapshot tables' metadata locations"),
-        warehouse.connect(pg, database=pg.metastore_db, autocommit=True) as conn,
-    ):
-        rows = conn.execute(
-            'SELECT t."TBL_NAME", tp."PARAM_VALUE" FROM "TBLS" t '
-            'JOIN "DBS" d ON t."DB_ID" = d."DB_ID" '
-            'JOIN "TABLE_PARAMS" tp ON tp."TBL_ID" = t."TBL_ID" '
-            'WHERE d."NAME" = %s AND tp."PARAM_KEY" = %s',
-            # The metastore keeps database and table names in lower case.
-            (database.lower(), METADATA_LOCATION_PARAM),
-        ).fetchall()
-    return {str(name): str(location) for name, location in rows}
+    return locations
 
 
 class SnapshotTagReader:
