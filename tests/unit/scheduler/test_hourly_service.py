@@ -7,62 +7,33 @@ merge once the day is ready."""
 from __future__ import annotations
 
 import threading
-from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from cdc_platform.config import SchedulerSettings, TableMirror
+from cdc_platform.config import TableMirror
 from cdc_platform.control import MemoryRunStore, RunRecord
-from cdc_platform.retry import RetryPolicy
-from scheduler.jobs import FakeJobs, JobResult, MemoryLake
+from scheduler.jobs import JobResult, MemoryLake
 from scheduler.plan import MERGED_OUTSIDE, HourClosing
-from scheduler.service import Scheduler
-
-TODAY = date(2026, 11, 26)
-MIDNIGHT = datetime(2026, 11, 26, tzinfo=UTC).timestamp()
-
-
-def day(n: int) -> date:
-    return TODAY - timedelta(days=n)
-
-
-def mirror(name: str, snapshots: str = "hourly") -> TableMirror:
-    return TableMirror.model_validate(
-        {
-            "instance": "local",
-            "db_prefix": "db",
-            "table_prefix": name,
-            "targets": ["hive"],
-            "snapshots": snapshots,
-        }
-    )
+from tests.unit.scheduler.conftest import (
+    MIDNIGHT,
+    THREE_THIRTY,
+    TODAY,
+    Scene,
+    day,
+    make_scene,
+    mirror,
+)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = MIDNIGHT + 3.5 * 3600  # 03:30 UTC: hours 00 to 02 have ended
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def scene() -> tuple[Scheduler, MemoryLake, FakeJobs, MemoryRunStore, Clock]:
-    lake = MemoryLake(ready={day(1)}, merged={"db_orders": {day(1)}, "db_users": {day(1)}})
-    jobs = FakeJobs(lake)
-    store = MemoryRunStore()
-    clock = Clock()
-    scheduler = Scheduler(
-        SchedulerSettings(catch_up_days=3, validation=False, max_attempts=2),
-        lambda: [mirror("orders"), mirror("users", "daily")],
-        lake,
-        jobs,
-        store,
-        "test-scheduler",
-        clock=clock,
-        today=lambda: TODAY,
-        policy=RetryPolicy(first_delay_s=10, max_delay_s=40, uniform=lambda _low, high: high),
+def scene(tables: list[TableMirror] | None = None, **settings: object) -> Scene:
+    """An hourly table and a daily one (unless ``tables``), yesterday ready and merged."""
+    return make_scene(
+        tables or [mirror("orders", snapshots="hourly"), mirror("users")],
+        now=THREE_THIRTY,
+        lake=MemoryLake(ready={day(1)}, merged={"db_orders": {day(1)}, "db_users": {day(1)}}),
         closing=HourClosing(ZoneInfo("UTC"), 0),
+        max_attempts=2,
+        **settings,
     )
-    return scheduler, lake, jobs, store, clock
 
 
 def scheduled(store: MemoryRunStore) -> list[RunRecord]:
@@ -140,29 +111,10 @@ def test_a_failed_hour_backs_off_and_a_mismatch_is_red_until_a_rerun() -> None:
     assert sample("cdc_scheduler_red_hours", {"table": "db_orders"}) == 0
 
 
-def waiting_scene(max_wait_h: float) -> tuple[Scheduler, FakeJobs, MemoryRunStore, Clock]:
-    scheduler, lake, _jobs, store, clock = scene()
-    jobs = FakeJobs(lake)
-    settings = SchedulerSettings(
-        catch_up_days=3,
-        validation=False,
-        max_attempts=2,
-        not_ready_retry_s=60,
-        max_wait_ready_h=max_wait_h,
+def waiting_scene(max_wait_h: float) -> Scene:
+    return scene(
+        [mirror("orders", snapshots="hourly")], not_ready_retry_s=60, max_wait_ready_h=max_wait_h
     )
-    scheduler = Scheduler(
-        settings,
-        lambda: [mirror("orders")],
-        lake,
-        jobs,
-        store,
-        "test-scheduler",
-        clock=clock,
-        today=lambda: TODAY,
-        policy=RetryPolicy(first_delay_s=10, max_delay_s=40, uniform=lambda _low, high: high),
-        closing=HourClosing(ZoneInfo("UTC"), 0),
-    )
-    return scheduler, jobs, store, clock
 
 
 def not_ready(hour: int) -> JobResult:
@@ -173,7 +125,7 @@ def test_an_hour_not_ready_yet_waits_without_going_red_or_using_up_attempts() ->
     """The writer lags a few minutes: merge exits NOT_READY. The hour waits (one run in the
     history, 'waiting'), is looked at again after not_ready_retry_s, keeps its attempt (three
     looks with max_attempts 2 do not give up), is not red, and the hours after it wait."""
-    scheduler, jobs, store, clock = waiting_scene(max_wait_h=3)  # 00 closed 2.5 h ago
+    scheduler, _lake, jobs, store, clock = waiting_scene(max_wait_h=3)  # 00 closed 2.5 h ago
     stop = threading.Event()
     jobs.results[("merge", "db_orders", TODAY, 0)] = [not_ready(0), not_ready(0), not_ready(0)]
     sample = scheduler.metrics.registry.get_sample_value
@@ -203,7 +155,7 @@ def test_an_hour_not_ready_yet_waits_without_going_red_or_using_up_attempts() ->
 def test_an_hour_still_not_ready_long_after_it_closed_goes_red() -> None:
     """max_wait_ready_h after the hour closed, not ready is a failure: red, back-off, an
     attempt used (CdcSchedulerRedDay fires); later still, the attempts run out."""
-    scheduler, jobs, store, clock = waiting_scene(max_wait_h=1)
+    scheduler, _lake, jobs, store, clock = waiting_scene(max_wait_h=1)
     stop = threading.Event()
     clock.now = MIDNIGHT + 2 * 3600  # 02:00: hour 00 closed an hour ago, hour 01 just now
     jobs.results[("merge", "db_orders", TODAY, 0)] = [not_ready(0), not_ready(0)]

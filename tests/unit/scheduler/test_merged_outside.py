@@ -6,26 +6,17 @@ scheduler's own failed attempt may have set does not count (the retry redoes it)
 from __future__ import annotations
 
 import threading
-from datetime import UTC, date, datetime, timedelta
+from datetime import date
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from cdc_platform.config import SchedulerSettings, TableMirror
 from cdc_platform.control import MemoryRunStore, RunRecord
-from cdc_platform.retry import RetryPolicy
 from cdc_platform.snapshot_tags import SnapshotTags
 from scheduler import plan
-from scheduler.jobs import FakeJobs, JobResult, MemoryLake
+from scheduler.jobs import JobResult
 from scheduler.plan import MERGED_OUTSIDE, HourClosing
-from scheduler.service import Scheduler
-
-TODAY = date(2026, 11, 26)
-MIDNIGHT = datetime(2026, 11, 26, tzinfo=UTC).timestamp()
-
-
-def day(n: int) -> date:
-    return TODAY - timedelta(days=n)
+from tests.unit.scheduler.conftest import THREE_THIRTY, TODAY, Scene, day, make_scene, mirror
 
 
 def run(state: str, ended_at: float | None = 100.0) -> RunRecord:
@@ -72,46 +63,13 @@ def test_snapshot_tags_name_days_and_hours_and_ignore_other_refs() -> None:
     assert tags.hours == {(date(2026, 11, 26), 3): 2}
 
 
-def mirror(name: str, snapshots: str = "daily") -> TableMirror:
-    return TableMirror.model_validate(
-        {
-            "instance": "local",
-            "db_prefix": "db",
-            "table_prefix": name,
-            "targets": ["hive"],
-            "snapshots": snapshots,
-        }
-    )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = MIDNIGHT + 3.5 * 3600  # 03:30 UTC: hours 00 to 02 have ended
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def scene(
-    snapshots: str = "daily", max_attempts: int = 2
-) -> tuple[Scheduler, MemoryLake, FakeJobs, MemoryRunStore, Clock]:
-    lake = MemoryLake()
-    jobs = FakeJobs(lake)
-    store = MemoryRunStore()
-    clock = Clock()
-    scheduler = Scheduler(
-        SchedulerSettings(catch_up_days=3, validation=False, max_attempts=max_attempts),
-        lambda: [mirror("orders", snapshots)],
-        lake,
-        jobs,
-        store,
-        "test-scheduler",
-        clock=clock,
-        today=lambda: TODAY,
-        policy=RetryPolicy(first_delay_s=10, max_delay_s=40, uniform=lambda _low, high: high),
+def scene(snapshots: str = "daily", max_attempts: int = 2) -> Scene:
+    return make_scene(
+        [mirror("orders", snapshots=snapshots)],
+        now=THREE_THIRTY,
         closing=HourClosing(ZoneInfo("UTC"), 0),
+        max_attempts=max_attempts,
     )
-    return scheduler, lake, jobs, store, clock
 
 
 def outside(store: MemoryRunStore) -> list[tuple[date, int | None, str]]:

@@ -6,69 +6,21 @@ follow-ups, and a stop between runs."""
 from __future__ import annotations
 
 import threading
-from datetime import date, timedelta
+from datetime import date
+from typing import Any
 
 from prometheus_client import generate_latest
 
-from cdc_platform.config import SchedulerSettings, TableMirror
-from cdc_platform.control import MemoryRunStore, ValidationResult
-from cdc_platform.retry import RetryPolicy
+from cdc_platform.config import TableMirror
+from cdc_platform.control import ValidationResult
 from cdc_platform.snapshot_tags import SnapshotTags
-from scheduler.jobs import FakeJobs, JobResult, MemoryLake
+from scheduler.jobs import FakeJobs, JobResult
 from scheduler.plan import MERGED_OUTSIDE, Due
-from scheduler.service import Scheduler
-
-TODAY = date(2026, 11, 26)
+from tests.unit.scheduler.conftest import TODAY, Scene, day, make_scene, mirror
 
 
-def day(n: int) -> date:
-    return TODAY - timedelta(days=n)
-
-
-def mirror(
-    name: str, targets: tuple[str, ...] = ("hive",), every_h: float | None = None, **more: object
-) -> TableMirror:
-    return TableMirror.model_validate(
-        {
-            "instance": "local",
-            "db_prefix": "db",
-            "table_prefix": name,
-            "targets": list(targets),
-            "validation_every_h": every_h,
-            **more,
-        }
-    )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def scene(
-    tables: list[TableMirror] | None = None, **settings: object
-) -> tuple[Scheduler, MemoryLake, FakeJobs, MemoryRunStore, Clock]:
-    lake = MemoryLake()
-    jobs = FakeJobs(lake)
-    store = MemoryRunStore()
-    clock = Clock()
-    options = {"catch_up_days": 3, "validation": False, **settings}
-    scheduler = Scheduler(
-        SchedulerSettings.model_validate(options),
-        lambda: tables or [mirror("orders")],
-        lake,
-        jobs,
-        store,
-        "test-scheduler",
-        clock=clock,
-        today=lambda: TODAY,
-        # Jitter drawn at the top of its range: the waits are 10, 20, 40 s.
-        policy=RetryPolicy(first_delay_s=10, max_delay_s=40, uniform=lambda _low, high: high),
-    )
-    return scheduler, lake, jobs, store, clock
+def scene(tables: list[TableMirror] | None = None, **settings: Any) -> Scene:
+    return make_scene(tables or [mirror("orders")], now=1_000.0, **settings)
 
 
 def started(jobs: FakeJobs) -> list[tuple[str, str, date, int]]:
