@@ -211,10 +211,23 @@ def _wire(types: dict[str, Any], row: tuple[Any, ...]) -> dict[str, Any]:
     }
 
 
+# The offset of every row the bench writes (one write of each key, before the targets are
+# dropped and written again): fixed, so the appliers' rows and the fast path's are the same.
+OFFSET = 1_764_000_000_000_001
+EPOCH = dt.datetime(2026, 1, 1)
+
+
 def prepare(
-    settings: Settings, rows: int, batch: int, targets: Sequence[str] = ("warehouse", "redis")
+    settings: Settings,
+    rows: int,
+    batch: int,
+    targets: Sequence[str] = ("warehouse", "redis"),
+    *,
+    fast: bool = True,
 ) -> None:
-    """The table in MySQL and the same rows in ``targets`` (the mirror's appliers)."""
+    """The table in MySQL and the same rows in ``targets``: the first ``batch`` rows (all of
+    them without ``fast``, or for Kudu) through the mirror's appliers, which create the
+    tables as the mirror does, the rest by ``fill_fast``."""
     names = names_of(settings)
     db = names.database
     started = time.monotonic()
@@ -230,16 +243,30 @@ def prepare(
     drop_targets(settings)
     if not targets:
         return
+    fast = fast and "kudu" not in targets
+    through_appliers = min(rows, batch) if fast else rows
+    started = time.monotonic()
+    apply_rows(settings, through_appliers, batch, targets)
+    if through_appliers < rows:
+        fill_fast(settings, through_appliers + 1, rows, targets)
+    print(
+        f"targets: {rows} rows written in {time.monotonic() - started:.0f} s "
+        f"({through_appliers} through the mirror's appliers)"
+    )
+
+
+def apply_rows(settings: Settings, upto: int, batch: int, targets: Sequence[str]) -> None:
+    """MySQL's rows of keys 1..``upto`` through the mirror's appliers, as the mirror applies
+    them (values encoded by ``simple_binlog.values.encode``, as the collector does)."""
+    names = names_of(settings)
     table = settings.tables[0].name
     types = {name: parse_column_type(spec) for name, spec in TYPES.items()}
     appliers = {target: build_applier(settings, target) for target in targets}  # type: ignore[arg-type]
-    offset = int(time.time()) * 1_000_000 + 1
     now_ms = int(time.time() * 1000)
-    started = time.monotonic()
     reader = mysql(settings, cursorclass=pymysql.cursors.SSCursor)
     try:
         with reader.cursor() as cur:
-            cur.execute(f"SELECT * FROM {names.table}")
+            cur.execute(f"SELECT * FROM {names.table} WHERE id <= %s ORDER BY id", (upto,))
             while chunk := cur.fetchmany(batch):
                 changes = []
                 for row in chunk:
@@ -248,7 +275,7 @@ def prepare(
                         RowChange(
                             table,
                             (content["id"],),
-                            offset,
+                            OFFSET,
                             False,
                             content,
                             TYPES,
@@ -263,7 +290,98 @@ def prepare(
         reader.close()
         for applier in appliers.values():
             applier.close()
-    print(f"targets: {rows} rows applied in {time.monotonic() - started:.0f} s")
+
+
+# The fast path: the rows FILL wrote, computed again from the key instead of read back from
+# MySQL and encoded row by row (at 10M rows that took most of half an hour). The formulas are
+# FILL's; where MariaDB's arithmetic has a rule of its own it is spelt out. Rows that differed
+# from MySQL's would fail the run (both sides raise on any difference), and
+# tests/integration/bench/test_validation_bench_fill.py checks that they equal the appliers'.
+# id's and amount's division, note, status and created are exact in both; ratio is MariaDB's
+# ``seq / 7`` stored in a DOUBLE: the quotient as MariaDB's decimal division computes it
+# internally, truncated after 9 digits (one decimal word; div_precision_increment only
+# rounds what is shown: SELECT 1002/7 shows 143.1429, the DOUBLE holds 143.142857142), then
+# the nearest double of that decimal.
+WAREHOUSE_FILL = """INSERT INTO {table} (id, amount, note, status, created, ratio,
+    _binlog_offset, _shard)
+SELECT seq, (seq %% 100000) / 100.0,
+       CASE WHEN seq %% 7 = 0 THEN NULL ELSE 'note-' || (seq %% 1000) END, seq %% 5,
+       timestamp '2026-01-01 00:00:00' + seq * interval '1 second',
+       CASE WHEN seq %% 11 = 0 THEN NULL ELSE trunc(seq::numeric / 7, 9)::float8 END,
+       %(offset)s, %(shard)s
+FROM generate_series(%(lo)s::bigint, %(hi)s::bigint) AS seq"""
+
+
+def wire_row(seq: int) -> dict[str, Any]:
+    """Row ``seq`` of FILL as SimpleBinlog wire values (what ``encode`` gives MySQL's row)."""
+    cents = seq % 100_000
+    ratio = None
+    if seq % 11:
+        billionths = seq * 1_000_000_000 // 7  # truncated after 9 digits, as MariaDB does
+        ratio = float(f"{billionths // 1_000_000_000}.{billionths % 1_000_000_000:09d}")
+    created = EPOCH + dt.timedelta(seconds=seq)
+    return {
+        "id": str(seq),
+        "amount": f"{cents // 100}.{cents % 100:02d}",
+        "note": None if seq % 7 == 0 else f"note-{seq % 1000}",
+        "status": seq % 5,
+        "created": f"{created.isoformat(sep=' ')}.000",
+        "ratio": ratio,
+    }
+
+
+def fill_fast(settings: Settings, lo: int, hi: int, targets: Sequence[str]) -> None:
+    """Keys ``lo``..``hi`` written straight into the tables the appliers made: the warehouse
+    by one INSERT … SELECT per million keys in PostgreSQL, Redis by pipelined MSETs of the
+    applier's own documents (``encode_value``). Both at once: PostgreSQL works in its own
+    process while this one packs Redis's documents."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mirror.warehouse import connect_warehouse
+
+    names = names_of(settings)
+    table = settings.tables[0].name
+
+    def warehouse() -> None:
+        target = sql.Identifier(settings.mirror.warehouse_schema, table)
+        statement = sql.SQL(WAREHOUSE_FILL).format(table=target)
+        with connect_warehouse(settings.postgres) as pg:
+            for start in range(lo, hi + 1, 1_000_000):
+                params = {"offset": OFFSET, "shard": names.table, "lo": start}
+                pg.execute(statement, {**params, "hi": min(start + 999_999, hi)})
+                pg.commit()
+
+    with ThreadPoolExecutor(1, thread_name_prefix="vbench-fill") as pool:
+        if "warehouse" in targets:
+            done = pool.submit(warehouse)
+        if "redis" in targets:
+            _fill_redis(settings, lo, hi)
+        if "warehouse" in targets:
+            done.result()  # its error, if any, raised here
+
+
+def _fill_redis(settings: Settings, lo: int, hi: int) -> None:
+    """Keys ``lo``..``hi`` as the Redis applier's documents (``encode_value``), 1,000 per MSET,
+    50 MSETs per round trip (no offset guard needed: the keys are new)."""
+    from mirror.redis_applier import encode_value
+
+    shard, table = names_of(settings).table, settings.tables[0].name
+    prefix = settings.redis.key_prefix
+    client = redis.Redis.from_url(settings.redis.url.get_secret_value())
+    pipe = client.pipeline(transaction=False)
+    for start in range(lo, hi + 1, 1000):
+        documents = {}
+        for seq in range(start, min(start + 999, hi) + 1):
+            key = str(seq)
+            change = RowChange(
+                table, (key,), OFFSET, False, wire_row(seq), TYPES, ("id",), shard, 0
+            )
+            documents[redis_key(prefix, table, [key])] = encode_value(change, None)
+        pipe.mset(documents)
+        if len(pipe) == 50:
+            pipe.execute()
+    pipe.execute()
+    client.close()
 
 
 def drop_targets(settings: Settings) -> None:
@@ -302,6 +420,38 @@ def run_lock(settings: Settings) -> pymysql.connections.Connection[Any]:
     return conn
 
 
+class PeakRss:
+    """The process's largest resident set while the block runs, in MiB, sampled every 20 ms
+    from /proc/self/statm (Linux). Why not ``getrusage``'s ru_maxrss: it is the peak of the
+    whole process so far, so the second side measured could never show less than the first."""
+
+    def __init__(self) -> None:
+        import os
+        import threading
+
+        self._page = os.sysconf("SC_PAGE_SIZE")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="vbench-rss", daemon=True)
+        self.peak_mib = self._rss_mib()
+
+    def _rss_mib(self) -> float:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * self._page / 2**20
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.02):
+            self.peak_mib = max(self.peak_mib, self._rss_mib())
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_mib = max(self.peak_mib, self._rss_mib())
+
+
 class NoWait:
     """Nothing is written while the bench measures: nothing is in flight to wait for."""
 
@@ -314,14 +464,15 @@ class NoWait:
 
 def ours(settings: Settings, target: str, options: Options) -> dict[str, float]:
     started = time.monotonic()
-    result = validate_table(
-        settings,
-        settings.tables[0].name,
-        [target],  # type: ignore[list-item]
-        options,
-        watermarks={target: NoWait()},
-        store=MemoryProgress(),
-    )
+    with PeakRss() as memory:
+        result = validate_table(
+            settings,
+            settings.tables[0].name,
+            [target],  # type: ignore[list-item]
+            options,
+            watermarks={target: NoWait()},
+            store=MemoryProgress(),
+        )
     seconds = time.monotonic() - started
     [report] = result.reports
     if not result.equal:
@@ -336,6 +487,7 @@ def ours(settings: Settings, target: str, options: Options) -> dict[str, float]:
         # in a thread of its own); the rest is setup, waiting for the other side and the end.
         "mysql hashing seconds": report.stats.source_s,
         "target hashing seconds": report.stats.target_s,
+        "peak RSS MiB": memory.peak_mib,
     }
 
 
@@ -400,7 +552,7 @@ def baseline(settings: Settings, target: str, batch: int) -> dict[str, float]:
     started = time.monotonic()
     conn = mysql(settings, cursorclass=pymysql.cursors.SSCursor)
     try:
-        with conn.cursor() as cur:
+        with PeakRss() as memory, conn.cursor() as cur:
             before = rows_read(cur)
             cur.execute(f"SELECT * FROM {names_of(settings).table} ORDER BY id")
             compare = {
@@ -416,7 +568,12 @@ def baseline(settings: Settings, target: str, batch: int) -> dict[str, float]:
     seconds = time.monotonic() - started
     if differing:
         raise SystemExit(f"the baseline found {differing} differences where there are none")
-    return {"seconds": seconds, "source queries": 1, "source rows read": read}
+    return {
+        "seconds": seconds,
+        "source queries": 1,
+        "source rows read": read,
+        "peak RSS MiB": memory.peak_mib,
+    }
 
 
 # -- Kudu and the lake ------------------------------------------------------------------------
@@ -642,7 +799,13 @@ def set_up(
     if args.reuse:
         check_reusable(settings, args.rows)
     else:
-        prepare(settings, args.rows, args.batch, [t for t in targets if t != "lake"])
+        prepare(
+            settings,
+            args.rows,
+            args.batch,
+            [t for t in targets if t != "lake"],
+            fast=args.setup == "fast",
+        )
     if lake_root is not None:
         prepare_lake(settings_of["lake"], args.batch)
     return settings_of, lake_root, lock
@@ -665,6 +828,13 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, N
         "--repeat", type=int, default=3, help="runs of each side, taking turns (median)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the data afterwards")
+    parser.add_argument(
+        "--setup",
+        choices=("fast", "appliers"),
+        default="fast",
+        help="fast: the first --batch rows through the mirror's appliers, the rest computed "
+        "into the targets directly (the same rows); appliers: every row through them",
+    )
     parser.add_argument("--reuse", action="store_true", help="use the data a --keep run left")
     parser.add_argument(
         "--drop",
@@ -751,6 +921,10 @@ def main() -> None:
                     "target hashing seconds": round(mine["target hashing seconds"], 2),
                     "baseline source queries": plain["source queries"],
                     "baseline source rows read": plain["source rows read"],
+                    # The whole process's resident set (the data it holds, plus Python,
+                    # drivers and what an earlier side left in the allocator).
+                    "peak RSS MiB": round(max(m["peak RSS MiB"] for m, _ in runs)),
+                    "baseline peak RSS MiB": round(max(p["peak RSS MiB"] for _, p in runs)),
                 },
             )
             print(
@@ -760,7 +934,8 @@ def main() -> None:
                 f"{target} {mine['target hashing seconds']:.1f} s; "
                 f"source: {mine['source queries']:.0f} queries, "
                 f"{mine['source rows read']:,.0f} rows read (baseline "
-                f"{plain['source rows read']:,.0f})"
+                f"{plain['source rows read']:,.0f}); peak RSS {figure.extra['peak RSS MiB']:.0f} "
+                f"MiB (baseline {figure.extra['baseline peak RSS MiB']:.0f} MiB)"
             )
             figures.append(figure)
     finally:
