@@ -549,7 +549,11 @@ def open_config_store(settings: Settings, config_file: Path | None = None) -> Co
 def load_snapshot(settings: Settings, config_file: Path | None = None) -> ConfigSnapshot:
     """The current snapshot of ``config_store``, once: for batch jobs (merge, replay) that
     read their instances and table mirrors at start. ConfigError when it is unusable."""
-    store = open_config_store(settings, config_file)
+    return _load_once(open_config_store(settings, config_file))
+
+
+def _load_once(store: ConfigStore) -> ConfigSnapshot:
+    """``store``'s snapshot, the store closed after; ConfigError when it is unusable."""
     try:
         snapshot = store.load()
     finally:
@@ -586,23 +590,19 @@ def load_source_snapshot(
                 f"{setting}: a web admin token of role 'source_reader' made for that instance "
                 "(the web admin keeps the passwords)."
             )
-        store = AdminConfigStore(
-            chosen.webui_url,
-            token,
-            chosen.timeout_s,
-            transport,
-            setting_name=setting,
-            refusal_advice=(
-                f"use an unexpired web admin token of role 'source_reader' made for {instance!r}."
-            ),
+        snapshot = _load_once(
+            AdminConfigStore(
+                chosen.webui_url,
+                token,
+                chosen.timeout_s,
+                transport,
+                setting_name=setting,
+                refusal_advice=(
+                    f"use an unexpired web admin token of role 'source_reader' made for "
+                    f"{instance!r}."
+                ),
+            )
         )
-        try:
-            snapshot = store.load()
-        finally:
-            store.close()
-        problems = validate_snapshot(snapshot)
-        if problems:
-            raise ConfigError(f"the configuration from {store.where} is refused: {problems[0]}")
     found = [i for i in snapshot.instances if i.name == instance]
     if not found or found[0].password is None:
         raise ConfigError(

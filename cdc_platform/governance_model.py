@@ -18,10 +18,11 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 import orjson
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -48,6 +49,16 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _TABLE_NAME = re.compile(r"^[a-z0-9_]{1,128}$")
 _COLUMN_NAME = re.compile(r"^[A-Za-z0-9_$]{1,64}$")
 _DOTTED_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+
+
+def _logical_table_name(value: str) -> str:
+    if not _TABLE_NAME.match(value):
+        raise ValueError(f"{value!r} is not a logical table name (lowercase, digits, '_')")
+    return value
+
+
+# The logical table (``TableMirror.name``, shard-merged) a column policy or rule is for.
+LogicalTableName = Annotated[str, AfterValidator(_logical_table_name)]
 
 
 class PolicyAction(StrEnum):
@@ -126,17 +137,10 @@ class ColumnPolicy(_Model):
     (e-mails keep their first character and the domain instead).
     """
 
-    table: str
+    table: LogicalTableName
     column: str
     action: PolicyAction
     keep_last: int = Field(4, ge=0, le=8)
-
-    @field_validator("table")
-    @classmethod
-    def _table(cls, value: str) -> str:
-        if not _TABLE_NAME.match(value):
-            raise ValueError(f"{value!r} is not a logical table name (lowercase, digits, '_')")
-        return value
 
     @field_validator("column")
     @classmethod
@@ -171,19 +175,12 @@ class StandardiseRule(_Model):
     turn ciphertext of an old scheme into the new one. NULL stays NULL in both.
     """
 
-    table: str
+    table: LogicalTableName
     column: str
     kind: Literal["lookup", "recrypt"]
     lookup: str | None = None
     function: str | None = None
     on_missing: Literal["keep", "null"] = "keep"
-
-    @field_validator("table")
-    @classmethod
-    def _table(cls, value: str) -> str:
-        if not _TABLE_NAME.match(value):
-            raise ValueError(f"{value!r} is not a logical table name (lowercase, digits, '_')")
-        return value
 
     @field_validator("column")
     @classmethod
