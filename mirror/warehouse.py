@@ -37,12 +37,28 @@ are compared with it (and with the column's PostgreSQL type, ``format_type`` of 
 - a column the batch no longer carries (a MySQL DROP, or the old name of a RENAME, which row
   events show as a drop and an add) is kept, NULL in rows written since; logged once.
 
+**The stored row hash** ``_cdc_row_hash``: a ``bigint GENERATED ALWAYS AS (…) STORED`` column,
+the first 64 bits of the md5 of the row's canonical text over MySQL's columns in MySQL's
+order (``cdc_platform.canonical_sql.stored_row_hash``, the encoding validation compares every
+store with). PostgreSQL computes it on every INSERT and UPDATE, whoever writes the row, and it
+cannot be written, so validation can sum it instead of hashing each row and still find a value
+changed behind the mirror's back. Its expression calls the encoding's IMMUTABLE functions,
+created in the warehouse schema when the applier starts. When MySQL's columns change (a column
+added, dropped or retyped, or a changed encoding), the column is dropped and added again with
+the new expression, in the batch's transaction: **that rewrites the whole table** (PostgreSQL
+computes the new value of every row), holding its lock meanwhile. A type change drops it
+first (PostgreSQL does not retype a column a generated column reads). The column's comment
+holds the md5 of its expression, so the applier knows whether it is current. If PostgreSQL
+refuses the expression (a column whose type is not the one the mirror makes for its MySQL
+type), the table goes without it, logged once; validation then hashes its rows.
+
 Adapters for other warehouses (Kudu, StarRocks, …) implement ``mirror.applier.ChangeApplier``
 the same way; see ``docs/warehouse-adapters.md``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +67,7 @@ from typing import TypeVar
 import psycopg
 
 from cdc_platform import warehouse
+from cdc_platform.canonical_sql import ROW_HASH_COLUMN, pg_functions, stored_row_hash
 from cdc_platform.config import MirrorSettings, PostgresSettings, TableMirror
 from cdc_platform.warehouse import Connection, reason_without_values, sql
 from mirror.applier import ApplyResult, ChangeApplier
@@ -58,6 +75,7 @@ from mirror.pg_schema import Alter, Keep, Stop, decide
 from mirror.pgtypes import RowConverters, pg_type
 from mirror.plan import RowChange, RowKey, latest_per_key
 from simple_binlog.errors import CdcMirrorError, ConfigError
+from simple_binlog.values import parse_column_type
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +86,9 @@ SHARD_COLUMN = "_shard"
 DELETED_COLUMN = "_deleted"
 TOMBSTONE_SUFFIX = "__tombstone"
 _STAGE_DELETE = "_cdc_delete"
-_BOOKKEEPING = (OFFSET_COLUMN, SHARD_COLUMN, DELETED_COLUMN)
+_BOOKKEEPING = (OFFSET_COLUMN, SHARD_COLUMN, DELETED_COLUMN, ROW_HASH_COLUMN)
 _COMMENT = "MySQL type: "  # each mirrored column's comment: the MySQL type it was made for
+_ROW_HASH_COMMENT = "cdc-mirror row hash, expression md5 "  # the row hash column's comment
 
 
 class _TableStopped(CdcMirrorError):
@@ -109,6 +128,8 @@ class WarehouseApplier(ChangeApplier):
         self._absent: set[tuple[str, str]] = set()  # (table, column) logged as absent
         # The staging table of each logical table in this session, by the columns it holds.
         self._stages: dict[str, list[str]] = {}
+        # The MySQL columns (name, type) each table's row hash is known to cover.
+        self._hashed: dict[str, tuple[tuple[str, str], ...]] = {}
         self._conn = connect_warehouse(postgres)
         self._run(self._ensure_schema)
 
@@ -196,6 +217,12 @@ class WarehouseApplier(ChangeApplier):
     def _ensure_schema(self, conn: Connection) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(hashtext('cdc-mirror-ddl'))")
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self._schema)))
+        # The row hash's functions: a name is its definition's, so this never changes one.
+        for statement in pg_functions(self._functions_schema(conn)):
+            conn.execute(statement)
+
+    def _functions_schema(self, conn: Connection) -> str:
+        return sql.Identifier(self._schema).as_string(conn)
 
     # -- DDL ----------------------------------------------------------------------------------
     def _load_columns(self, conn: Connection, table: str) -> dict[str, _Column]:
@@ -225,8 +252,10 @@ class WarehouseApplier(ChangeApplier):
         known = self._columns.get(table)
         if known is None:
             known = self._columns[table] = self._load_columns(conn, table)
-        if known and all(
-            name in known and spec in known[name].seen for name, spec in types.items()
+        if (
+            known
+            and all(name in known and spec in known[name].seen for name, spec in types.items())
+            and self._hashed.get(table) == tuple(types.items())
         ):
             return self._data_columns(table, known, types)
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{self._schema}.{table}",))
@@ -235,6 +264,7 @@ class WarehouseApplier(ChangeApplier):
             self._create(conn, table, key_columns, types, soft)
         else:
             self._evolve(conn, table, known, key_columns, types)
+        self._ensure_row_hash(conn, table, types)
         known = self._columns[table] = self._load_columns(conn, table)
         for name, spec in types.items():
             known[name].seen.add(spec)
@@ -292,6 +322,20 @@ class WarehouseApplier(ChangeApplier):
                 self._comment(conn, table, name, spec)
         if any(isinstance(d, Alter) for d in decisions.values()):
             self._stages.pop(table, None)  # the staging table copies the target's types
+            # PostgreSQL retypes no column a generated column reads: the row hash goes first
+            # and is added again after (_ensure_row_hash).
+            try:
+                with conn.transaction():  # a savepoint: a refusal stops this table only
+                    conn.execute(
+                        sql.SQL("ALTER TABLE {} DROP COLUMN IF EXISTS {}").format(
+                            target, sql.Identifier(ROW_HASH_COLUMN)
+                        )
+                    )
+            except psycopg.errors.DependentObjectsStillExist as exc:
+                raise _TableStopped(
+                    f"PostgreSQL refused to drop its row hash column before retyping "
+                    f"({reason_without_values(exc)})"
+                ) from None
         for name, decision in decisions.items():
             if not isinstance(decision, Stop):  # none is, see above
                 self._follow(conn, table, name, known[name], types[name], decision, key_columns)
@@ -339,6 +383,53 @@ class WarehouseApplier(ChangeApplier):
                 column.pg,
             )
         self._comment(conn, table, name, spec)
+
+    def _ensure_row_hash(self, conn: Connection, table: str, types: Mapping[str, str]) -> None:
+        """Give the table the row hash of MySQL's columns ``types`` (in their order), unless
+        its comment says it has it already: the old one dropped and the new one added in one
+        ALTER, which rewrites the table (the module docstring)."""
+        covered = tuple(types.items())
+        columns = [(name, parse_column_type(spec)) for name, spec in types.items()]
+        expression = stored_row_hash(self._functions_schema(conn), columns)
+        marker = _ROW_HASH_COMMENT + hashlib.md5(expression.encode()).hexdigest()  # noqa: S324
+        found = conn.execute(
+            "SELECT col_description(a.attrelid, a.attnum) FROM pg_attribute a "
+            "WHERE a.attrelid = %s::regclass AND a.attname = %s AND NOT a.attisdropped",
+            (sql.Identifier(self._schema, table).as_string(conn), ROW_HASH_COLUMN),
+        ).fetchone()
+        if found is not None and found[0] == marker:
+            self._hashed[table] = covered
+            return
+        target = sql.Identifier(self._schema, table)
+        column = sql.Identifier(ROW_HASH_COLUMN)
+        log.info(
+            "warehouse table %s.%s: %s its row hash (rewrites the table)",
+            self._schema,
+            table,
+            "adding" if found is None else "redefining",
+        )
+        try:
+            with conn.transaction():  # a savepoint: a refusal leaves the table without it
+                conn.execute(
+                    sql.SQL(
+                        "ALTER TABLE {} DROP COLUMN IF EXISTS {}, "
+                        "ADD COLUMN {} bigint GENERATED ALWAYS AS ({}) STORED"
+                    ).format(target, column, column, sql.SQL(expression))
+                )
+                conn.execute(
+                    sql.SQL("COMMENT ON COLUMN {}.{} IS {}").format(
+                        target, column, sql.Literal(marker)
+                    )
+                )
+        except psycopg.Error as exc:
+            log.warning(
+                "warehouse table %s.%s: PostgreSQL refused its row hash (%s); validation "
+                "hashes its rows instead",
+                self._schema,
+                table,
+                reason_without_values(exc),
+            )
+        self._hashed[table] = covered
 
     def _alter_type(self, conn: Connection, table: str, name: str, to: str) -> None:
         column = sql.Identifier(name)

@@ -17,7 +17,9 @@ from cdc_platform.config import Settings
 from mirror.metrics import MirrorMetrics
 from mirror.plan import RowChange
 from mirror.warehouse import WarehouseApplier
+from simple_binlog.values import parse_column_type
 from tests.integration.mirror.targets import pg_connect, pg_rows
+from validation.canonical import python_row_hash
 
 
 class Table:
@@ -351,3 +353,71 @@ def test_the_consumer_exports_a_stopped_table_for_the_alert(
     assert metrics.registry.get_sample_value(gauge, labels) == 1
     assert metrics.registry.get_sample_value(gauge, {**labels, "table": "t_other"}) is None
     assert set(pg_rows(mirror_settings, "t_other")) == {"1"}
+
+
+def _stored_hashes(settings: Settings, table: str) -> dict[int, int]:
+    """Each row's ``_cdc_row_hash`` as the unsigned 64 bits validation sums."""
+    with pg_connect(settings) as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT id, _cdc_row_hash FROM {}").format(
+                sql.Identifier(settings.mirror.warehouse_schema, table)
+            )
+        ).fetchall()
+    return {int(key): int(value) & (2**64 - 1) for key, value in rows}
+
+
+def _canonical_hashes(
+    table: Table, rows: dict[int, dict[str, Any]], types: dict[str, str]
+) -> dict[int, int]:
+    """The first 64 bits of each row's canonical md5 (validation's Python reference)."""
+    names = ["id", *types]
+    columns = [parse_column_type(spec) for spec in ("int(11)", *types.values())]
+    return {
+        key: int(
+            python_row_hash(
+                f"shop_00.{table.name}", columns, [{"id": key, **row}.get(n) for n in names]
+            )[:16],
+            16,
+        )
+        for key, row in rows.items()
+    }
+
+
+def test_the_row_hash_follows_column_changes_and_a_write_behind_the_mirrors_back(
+    mirror_settings: Settings, applier
+) -> None:
+    """The stored row hash equals validation's canonical hash of each row after the table is
+    created, after MySQL adds a column (rows written before it: NULL there) and after a
+    column is retyped; a value changed directly in PostgreSQL changes it."""
+    t = Table("t_hash")
+    types = {"v": "int(11)", "d": "datetime(3)", "x": "double", "doc": "json"}
+    rows: dict[int, dict[str, Any]] = {
+        1: {"v": 7, "d": "2024-01-05 10:11:12.500", "x": 0.1, "doc": '{"b": 1, "a": [1.5]}'},
+        2: {"v": -1, "d": "0000-00-00 00:00:00.000", "x": 1e300, "doc": None},
+    }
+    applier.apply_batch([t.write(k, r, types) for k, r in rows.items()])
+    assert _stored_hashes(mirror_settings, "t_hash") == _canonical_hashes(t, rows, types)
+
+    types = {**types, "note": "varchar(10)"}  # MySQL added a column
+    rows[3] = {**rows[1], "note": "new"}
+    applier.apply_batch([t.write(3, rows[3], types)])
+    assert _stored_hashes(mirror_settings, "t_hash") == _canonical_hashes(t, rows, types)
+
+    types = {**types, "v": "bigint(20)"}  # and widened one
+    rows[4] = {**rows[2], "v": 2**40, "note": None}
+    applier.apply_batch([t.write(4, rows[4], types)])
+    assert _column(mirror_settings, "t_hash", "v")[0] == "bigint"
+    assert _stored_hashes(mirror_settings, "t_hash") == _canonical_hashes(t, rows, types)
+
+    with pg_connect(mirror_settings) as conn:
+        conn.execute(
+            sql.SQL("UPDATE {} SET note = 'drift' WHERE id = 3").format(
+                sql.Identifier(mirror_settings.mirror.warehouse_schema, "t_hash")
+            )
+        )
+    stored = _stored_hashes(mirror_settings, "t_hash")
+    expected = _canonical_hashes(t, rows, types)
+    assert stored[3] != expected[3]
+    assert {k: v for k, v in stored.items() if k != 3} == {
+        k: v for k, v in expected.items() if k != 3
+    }

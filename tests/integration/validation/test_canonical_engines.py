@@ -1,7 +1,12 @@
 """The canonical encoding gives the same piece and row hash on MySQL, on PostgreSQL (stored
 as the warehouse stores it) and in Python (from the wire value Redis holds), for every type
 of the type table's REPRESENTATIVE_TYPES, NULL included; and distinct values (floats one unit
-in the last place apart, NULL, '' and 'NULL') give distinct pieces."""
+in the last place apart, NULL, '' and 'NULL') give distinct pieces.
+
+PostgreSQL's spelling is IMMUTABLE: PostgreSQL accepts it as a stored generated column (the
+warehouse's row hash, ``cdc_platform.canonical_sql``), and the session writing and reading
+the rows has settings unlike the defaults (DateStyle, IntervalStyle, extra_float_digits,
+TimeZone), which change neither the pieces nor the stored hashes."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import pymysql
 import pytest
 from psycopg import sql
 
+from cdc_platform.canonical_sql import pg_functions, pg_hash_value, pg_row_hash
 from cdc_platform.config import Settings
 from mirror.pgtypes import pg_text, pg_type
 from simple_binlog.type_table import REPRESENTATIVE_TYPES
@@ -130,10 +136,12 @@ def databases(
     with mysql.cursor() as cursor:
         cursor.execute(f"CREATE DATABASE {name}")
     pg.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
-    pg.execute("SET TIME ZONE 'UTC'")
-    pg.execute("SET extra_float_digits = 1")
-    pg.execute("SET DateStyle = 'ISO, YMD'")
-    for statement in PG_JSON_FUNCTIONS:
+    # Settings the canonical SQL must not depend on (each changes a value's ::text).
+    pg.execute("SET TIME ZONE 'Asia/Kathmandu'")
+    pg.execute("SET extra_float_digits = -3")
+    pg.execute("SET DateStyle = 'SQL, DMY'")
+    pg.execute("SET IntervalStyle = 'sql_standard'")
+    for statement in [*PG_JSON_FUNCTIONS, *pg_functions(name)]:
         pg.execute(statement)
     yield mysql, pg, name
     with mysql.cursor() as cursor:
@@ -164,7 +172,13 @@ def test_every_representative_type_hashes_alike_on_mysql_postgres_and_python(dat
             )
             rows = cursor.fetchall()
         target = sql.Identifier(name, table)
-        pg.execute(sql.SQL("CREATE TABLE {} (id int, v {})").format(target, sql.SQL(pg_type(spec))))
+        # The stored row hash as the warehouse mirror defines it, its functions in the schema.
+        stored = pg_hash_value(pg_row_hash(name, [("v", column)], POSTGRES.shard_piece("d.t")))
+        pg.execute(
+            sql.SQL(
+                "CREATE TABLE {} (id int, v {}, h bigint GENERATED ALWAYS AS ({}) STORED)"
+            ).format(target, sql.SQL(pg_type(spec)), sql.SQL(stored))
+        )
         wires = {}
         with (
             pg.cursor() as cursor,
@@ -174,14 +188,15 @@ def test_every_representative_type_hashes_alike_on_mysql_postgres_and_python(dat
                 wires[row_id] = encode(column, value)
                 copy.write_row((row_id, pg_text(spec, wires[row_id])))
         pg_hash = POSTGRES.row_hash(POSTGRES.shard_piece("d.t"), [POSTGRES.piece("v", column)])
-        stored = {
-            row_id: (piece, row_hash)
-            for row_id, piece, row_hash in pg.execute(
-                sql.SQL("SELECT id, {}, {} FROM {}").format(
-                    sql.SQL(POSTGRES.piece("v", column)), sql.SQL(pg_hash), target
-                )
-            ).fetchall()
-        }
+        stored = {}
+        kept = {}
+        for row_id, piece, row_hash, value in pg.execute(
+            sql.SQL("SELECT id, {}, {}, h FROM {}").format(
+                sql.SQL(POSTGRES.piece("v", column)), sql.SQL(pg_hash), target
+            )
+        ).fetchall():
+            stored[row_id] = (piece, row_hash)
+            kept[row_id] = value
         pieces: dict[str, object] = {}
         for row_id, _, mysql_piece, mysql_hash in rows:
             compared += 1
@@ -189,6 +204,9 @@ def test_every_representative_type_hashes_alike_on_mysql_postgres_and_python(dat
             python_hash = python_row_hash("d.t", [column], [wires[row_id]])
             if not ((mysql_piece, mysql_hash) == stored[row_id] == (python, python_hash)):
                 mismatches.append((spec, literals[row_id], mysql_piece, stored[row_id], python))
+            # The stored hash is the md5's first 64 bits, as a signed bigint.
+            if kept[row_id] & (2**64 - 1) != int(python_hash[:16], 16):
+                mismatches.append((spec, literals[row_id], "stored", kept[row_id], python_hash))
             if pieces.setdefault(python, wires[row_id]) != wires[row_id]:
                 collisions.append((spec, pieces[python], wires[row_id]))
     assert compared > 2 * len(REPRESENTATIVE_TYPES)
