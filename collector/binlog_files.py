@@ -26,7 +26,6 @@ from typing import Any, BinaryIO
 
 from collector import binlog_events as ev
 from collector import mysql_events as mev
-from collector.ddl import TRANSACTION_STARTS
 from collector.decoding import TableSchema
 from collector.position import CollectorPosition
 from collector.schema import BinlogTableSchemas
@@ -55,14 +54,6 @@ class BinlogFileError(ContractError):
 def open_file(path: str) -> BinaryIO:
     """The bytes of one archived binlog file (a local path)."""
     return open(path, "rb")
-
-
-def _ends_transaction(header: ev.EventHeader, body: bytes) -> bool:
-    if header.type in (ev.XID, mev.XA_PREPARE):
-        return True
-    if header.type != ev.QUERY:
-        return False
-    return ev.query_event(body).query.strip().upper() not in TRANSACTION_STARTS
 
 
 class BinlogFiles:
@@ -121,7 +112,7 @@ class BinlogFiles:
         held: list[tuple[ev.EventHeader, bytes, str, int, int]] = []
         for header, body in events:
             held.append((header, body, self.log_file, self.log_pos, self.event_offset))
-            if not _ends_transaction(header, body):
+            if not mev.ends_transaction(header, body):
                 continue
             if (self.log_file, self.log_pos) <= (start.file, start.pos):
                 held = []

@@ -23,6 +23,7 @@ from typing import Any
 
 from collector import binlog_events as ev
 from collector import mysql_gtid, mysql_json
+from collector.ddl import TRANSACTION_STARTS
 from collector.mysql_gtid import uuid_text
 from simple_binlog.errors import ContractError
 
@@ -100,6 +101,16 @@ _STATEMENT_DML = re.compile(
     r"^\s*(?:/\*.*?\*/\s*)*(?:INSERT|UPDATE|DELETE|REPLACE|LOAD\s+DATA|LOAD\s+XML)\b",
     re.IGNORECASE | re.DOTALL,
 )
+
+
+def ends_transaction(header: ev.EventHeader, body: bytes) -> bool:
+    """Whether the event ends a transaction: an XID (commit), an XA PREPARE, or a query that
+    is not one of ``TRANSACTION_STARTS`` (COMMIT, ROLLBACK, a DDL statement)."""
+    if header.type in (ev.XID, XA_PREPARE):
+        return True
+    if header.type != ev.QUERY:
+        return False
+    return ev.query_event(body).query.strip().upper() not in TRANSACTION_STARTS
 
 
 def is_statement_dml(query: str) -> bool:

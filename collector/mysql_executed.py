@@ -15,19 +15,10 @@ from collections.abc import Iterable
 
 from collector import binlog_events as ev
 from collector import mysql_events as mev
-from collector.ddl import TRANSACTION_STARTS
 from collector.mysql_gtid import Gtid, GtidSet
 
 _OPENS = (mev.GTID, mev.GTID_TAGGED, mev.ANONYMOUS_GTID)
 _SKIPPED = (ev.HEARTBEAT, mev.HEARTBEAT_V2)
-
-
-def _ends_transaction(header: ev.EventHeader, body: bytes) -> bool:
-    if header.type in (ev.XID, mev.XA_PREPARE):
-        return True
-    if header.type != ev.QUERY:
-        return False
-    return ev.query_event(body).query.strip().upper() not in TRANSACTION_STARTS
 
 
 def _begins_transaction(header: ev.EventHeader, body: bytes) -> bool:
@@ -61,7 +52,7 @@ def executed_at(events: Iterable[tuple[ev.EventHeader, bytes]], pos: int) -> str
                 text = mev.gtid_text(kind, body)
                 pending = Gtid.parse(text) if text else None
             open_transaction = True
-        elif open_transaction and _ends_transaction(header, body):
+        elif open_transaction and mev.ends_transaction(header, body):
             if pending is not None:
                 executed = executed.add(pending)
             pending, open_transaction = None, False
