@@ -43,7 +43,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from cdc_platform.config import Settings, SqlServerSettings
+from cdc_platform.config import Settings, SqlServerSettings, is_loopback
 from simple_binlog.errors import CdcMirrorError, ConfigError
 
 log = logging.getLogger(__name__)
@@ -73,18 +73,9 @@ def hash_password(password: SecretStr) -> PasswordHash:
     )
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a name other than localhost may resolve anywhere
-
-
 def check_bind(host: str, auth: SqlServerSettings) -> None:
     """Pure: refuse an address other machines reach when no login is checked."""
-    if not auth.authenticates and not _is_loopback(host):
+    if not auth.authenticates and not is_loopback(host):
         raise ConfigError(
             f"the SQL server would listen on {host!r}, which other machines can reach, "
             "without checking logins; set sql_server.user and sql_server.password (the "

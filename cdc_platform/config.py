@@ -114,7 +114,9 @@ def check_patterns(value: list[str]) -> list[str]:
     return value
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback IP literal (another name may resolve
+    anywhere)."""
     if host == "localhost":
         return True
     try:
@@ -180,7 +182,7 @@ class MySQLInstance(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        if self.password.get_secret_value() in LOCAL_PASSWORDS and not _is_loopback(self.host):
+        if self.password.get_secret_value() in LOCAL_PASSWORDS and not is_loopback(self.host):
             raise ValueError(
                 f"instance {self.name!r} uses a local-stack default password for the "
                 f"non-loopback host {self.host!r}; set a real password"
@@ -250,7 +252,7 @@ class PostgresSettings(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        if self.password.get_secret_value() in LOCAL_PASSWORDS and not _is_loopback(self.host):
+        if self.password.get_secret_value() in LOCAL_PASSWORDS and not is_loopback(self.host):
             raise ValueError(
                 f"postgres uses a local-stack default password for the non-loopback host "
                 f"{self.host!r}; set a real password"
