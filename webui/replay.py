@@ -47,6 +47,16 @@ class ReplayRequest(BaseModel):
         return value if value and value.strip() else None
 
 
+def percent_done(state: str, rows_done: int, rows_total: int | None) -> float | None:
+    """A replay's progress: 100 once it succeeded, else its rows done of the total, at most
+    100 (None while the total is not known)."""
+    if state == "succeeded":
+        return 100.0
+    if not rows_total:
+        return None
+    return min(100.0, 100.0 * rows_done / rows_total)
+
+
 class ReplayStatus(BaseModel):
     run_id: str
     request: ReplayRequest
@@ -60,11 +70,7 @@ class ReplayStatus(BaseModel):
 
     @property
     def percent(self) -> float | None:
-        if self.state == "succeeded":
-            return 100.0
-        if not self.rows_total:
-            return None
-        return min(100.0, 100.0 * self.rows_done / self.rows_total)
+        return percent_done(self.state, self.rows_done, self.rows_total)
 
 
 class ReplayNotFoundError(CdcMirrorError):

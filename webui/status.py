@@ -32,6 +32,8 @@ from itertools import pairwise
 from typing import Literal
 from zoneinfo import ZoneInfo
 
+from webui.replay import percent_done
+
 Health = Literal["ok", "warn", "red", "unknown"]
 
 
@@ -203,11 +205,7 @@ class InitialLoad:
 
     @property
     def percent(self) -> float | None:
-        if self.state == "succeeded":
-            return 100.0
-        if not self.rows_total:
-            return None
-        return min(100.0, 100.0 * self.rows_done / self.rows_total)
+        return percent_done(self.state, self.rows_done, self.rows_total)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from cdc_platform.config import (
 from simple_binlog.errors import ConfigError
 from tests.unit.webui.harness import ORDERS_SCHEMA
 from webui.monitoring import Series, parse_samples, render_svg
-from webui.replay import ReplayRequest, SimulatedReplayService
+from webui.replay import ReplayRequest, SimulatedReplayService, percent_done
 from webui.schema_source import LiveTableSchema, mirror_problems
 from webui.security import Keys, hash_password, load_keys, verify_password
 
@@ -181,3 +181,11 @@ def test_bad_or_unreachable_admin_database_is_one_sentence_without_the_password(
     message = str(error.value)
     assert message.startswith("the web admin's database (postgresql+psycopg://user:***@127.0.0.1:1")
     assert "Pw-secret-1" not in message and "\n" not in message
+
+
+def test_a_replays_percent_is_rows_done_of_the_total_and_100_once_it_succeeded() -> None:
+    assert percent_done("running", 250, 1000) == 25.0
+    assert percent_done("running", 5, None) is None  # the total is not known yet
+    assert percent_done("running", 5, 0) is None
+    assert percent_done("running", 1200, 1000) == 100.0  # rows added while it ran
+    assert percent_done("succeeded", 0, None) == 100.0
