@@ -195,6 +195,22 @@ class Series:
     points: list[tuple[float, float]]  # (unix seconds, value), time ascending
 
 
+# What a chart reads of each stored sample.
+_SAMPLE_COLUMNS = (
+    MetricSample.target,
+    MetricSample.name,
+    MetricSample.labels,
+    MetricSample.at,
+    MetricSample.value,
+)
+
+
+def _series_label(target: str, metric: str, labels: str) -> str:
+    """A chart line's name: the target, the metric without the product's prefix, its labels."""
+    short = metric.removeprefix(METRIC_PREFIX)
+    return f"{target} {short}{{{labels}}}" if labels else f"{target} {short}"
+
+
 def load_series(db: Session, panel: Panel, since: float) -> list[Series]:
     if panel.mean_of is not None:
         return _histogram_means(db, panel.mean_of, since)
@@ -204,21 +220,12 @@ def load_series(db: Session, panel: Panel, since: float) -> list[Series]:
         return []
     grouped: dict[str, list[tuple[float, float]]] = defaultdict(list)
     rows = db.execute(
-        select(
-            MetricSample.target,
-            MetricSample.name,
-            MetricSample.labels,
-            MetricSample.at,
-            MetricSample.value,
-        )
+        select(*_SAMPLE_COLUMNS)
         .where(MetricSample.name.in_(wanted), MetricSample.at >= since)
         .order_by(MetricSample.at)
     )
     for target, name, labels, at, value in rows:
-        short = name.removeprefix(METRIC_PREFIX)
-        grouped[f"{target} {short}{{{labels}}}" if labels else f"{target} {short}"].append(
-            (at, value)
-        )
+        grouped[_series_label(target, name, labels)].append((at, value))
     return [Series(label, points) for label, points in sorted(grouped.items())]
 
 
@@ -228,25 +235,17 @@ def _histogram_means(db: Session, histogram: str, since: float) -> list[Series]:
         lambda: defaultdict(dict)
     )
     rows = db.execute(
-        select(
-            MetricSample.target,
-            MetricSample.name,
-            MetricSample.labels,
-            MetricSample.at,
-            MetricSample.value,
-        ).where(
+        select(*_SAMPLE_COLUMNS).where(
             MetricSample.name.in_([f"{histogram}_sum", f"{histogram}_count"]),
             MetricSample.at >= since,
         )
     )
     for target, name, labels, at, value in rows:
         totals[(target, labels)][at][name.rsplit("_", 1)[-1]] = value
-    short = histogram.removeprefix(METRIC_PREFIX)
     found: list[Series] = []
     for (target, labels), by_time in sorted(totals.items()):
         points = _means(sorted((at, v) for at, v in by_time.items() if len(v) == 2))
-        label = f"{target} {short}{{{labels}}}" if labels else f"{target} {short}"
-        found.append(Series(label, points))
+        found.append(Series(_series_label(target, histogram, labels), points))
     return found
 
 
