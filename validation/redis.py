@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import sys
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -27,11 +29,15 @@ from cdc_platform.config import RedisSettings
 from simple_binlog.naming import decode_redis_document, redis_key, redis_key_part_value
 from simple_binlog.values import ColumnType, JsonScalar, Kind, decode
 from validation.canonical import (
+    _FRACTION_SCALE,
     _PREFIXED_KINDS,
     _TEXT_WIRE_KINDS,
+    DOUBLE_EXACT_HIGH,
+    DOUBLE_EXACT_LOW,
     NULL_PIECE,
     ChunkDigest,
     RowHasher,
+    double_text,
     is_json,
     piece_of,
     python_canonical,
@@ -73,43 +79,67 @@ class DocumentHasher:
     the compared columns typed by Kind (no dict; a column the document lacks is NULL, other
     keys are skipped), and the row text is one generated f-string over them, so the common
     kinds cost no call of their own: a wire text that is the canonical text already is taken
-    as it is, an integer printed, a text length-prefixed; the other kinds (a DOUBLE among
-    them) go through ``canonical.piece_of``. A document msgspec does not parse as
-    typed (a wire value of another type, a malformed document) is hashed by ``RowHasher``
-    from ``orjson``'s parse, which hashes it or raises as before: nothing is skipped.
+    as it is, an integer printed, a text length-prefixed, a DOUBLE's ``<w>p<f>`` written out
+    as ``canonical.double_piece`` does; the other kinds go through ``canonical.piece_of``. A
+    document msgspec does not parse as typed (a wire value of another type, a malformed
+    document) is hashed by ``RowHasher`` from ``orjson``'s parse, which hashes it or raises
+    as before: nothing is skipped.
 
     Generated code, not a loop over the columns: the loop's per-column calls and branches
-    were most of a row's time, and this runs for every row of every chunk."""
+    were most of a row's time, and this runs for every row of every chunk. The loop over the
+    rows is generated too (a call per row cost as much as a column's piece), and the rows'
+    first 64 bits are summed by ``array`` in C, not read by an ``int.from_bytes`` per row."""
 
     def __init__(self, names: Sequence[str], columns: Sequence[ColumnType]) -> None:
         self._hasher = RowHasher(names, columns)
         fields: list[tuple[str, Any, Any]] = []
         lines: list[str] = []
-        checks: list[str] = []  # a value the general path is to read: no text (None)
+        checks: list[str] = []  # a value the general path is to read
         pieces: list[str] = []
-        scope: dict[str, Any] = {"NULL": NULL_PIECE, "INT_MAX": _WIRE_INT_MAX}
+        scope: dict[str, Any] = {
+            "NULL": NULL_PIECE,
+            "INT_MAX": _WIRE_INT_MAX,
+            "LOW": DOUBLE_EXACT_LOW,
+            "HIGH": DOUBLE_EXACT_HIGH,
+            "SCALE": _FRACTION_SCALE,
+            "double_text": double_text,
+            "DecodeError": msgspec.DecodeError,
+            "md5": _row_md5,
+        }
         for index, (name, column) in enumerate(zip(names, columns, strict=True)):
             value = f"v{index}"
             kind = column.kind
+            lines.append(f"        {value} = row.f{index}")
             if kind in _TEXT_WIRE_KINDS:
                 wire: Any = str
-                piece = value
+                piece = f"NULL if {value} is None else {value}"
             elif kind in _PREFIXED_KINDS and not is_json(column):
                 wire = str
-                piece = f"str(len({value})) + ':' + {value}"
+                piece = f"NULL if {value} is None else f'{{len({value})}}:{{{value}}}'"
             elif kind in (Kind.INT, Kind.YEAR, Kind.BIT):
                 wire = _WireInt
-                piece = f"str({value})"
-                checks.append(f"    if {value} is not None and {value} > INT_MAX: return None")
+                piece = f"NULL if {value} is None else {value}"
+                checks.append(f"{value} is not None and {value} > INT_MAX")
+            elif kind is Kind.DOUBLE:
+                # ``double_piece`` written out (a call per row saved): msgspec reads a JSON
+                # integer as a float, as ``piece_of`` does.
+                wire = float
+                lines += [
+                    f"        if {value} is None: p{index} = NULL",
+                    f"        elif LOW <= abs({value}) < HIGH:",
+                    f"            w = int({value})",
+                    f"            p{index} = f'{{w}}p{{int(({value} - w) * SCALE)}}'",
+                    f"        else: p{index} = double_text({value})",
+                ]
+                piece = f"p{index}"
             else:
-                # A DOUBLE or FLOAT parsed as a float (a JSON integer too, as ``piece_of``
-                # reads it; and a number past 2^64 as orjson does).
-                wire = float if kind in (Kind.DOUBLE, Kind.FLOAT) else Any
+                # A FLOAT parsed as a float (and a number past 2^64 as orjson does); the
+                # other kinds as they come.
+                wire = float if kind is Kind.FLOAT else Any
                 scope[f"piece{index}"] = piece_of(column, name)
-                piece = f"piece{index}({value})"
+                piece = f"NULL if {value} is None else piece{index}({value})"
             fields.append((f"f{index}", wire | None, msgspec.field(name=name, default=None)))
-            lines.append(f"    {value} = row.f{index}")
-            pieces.append(f"{{NULL if {value} is None else {piece}}}")
+            pieces.append(f"{{{piece}}}")
         row_type = msgspec.defstruct("StoredRow", fields, forbid_unknown_fields=False)
         document_type = msgspec.defstruct(
             "StoredDocument",
@@ -118,36 +148,63 @@ class DocumentHasher:
                 ("row", row_type | None),
             ],
         )
-        self._decode: Callable[[bytes], Any] = msgspec.json.Decoder(document_type).decode
+        scope["decode"] = msgspec.json.Decoder(document_type).decode
         body = "{len(shard)}:{shard}," + ",".join(pieces)
+        checked = (
+            [
+                f"        if {' or '.join(checks)}:",
+                "            general.append(raw)",
+                "            continue",
+            ]
+            if checks
+            else []
+        )
         source = "\n".join(
-            ["def row_text(shard, row):", *lines, *checks, f'    return f"{body}".encode()']
+            [
+                "def digests(raws):",
+                "    found = []",
+                "    found_one, general = found.append, []",
+                "    for raw in raws:",
+                "        if raw is None:",
+                "            continue",
+                "        try:",
+                "            document = decode(raw)",
+                "        except DecodeError:",
+                "            general.append(raw)",
+                "            continue",
+                "        row = document.row",
+                "        if row is None:",
+                "            continue  # a tombstone",
+                "        shard = document.shard",
+                *lines,
+                *checked,
+                f'        found_one(md5(f"{body}".encode()).digest())',
+                "    return found, general",
+            ]
         )
         exec(source, scope)  # noqa: S102 - code made here from the Kinds alone, no input
-        self._row_text: Callable[[str, Any], bytes | None] = scope["row_text"]
+        self._digests: Callable[[Iterable[bytes | None]], tuple[list[bytes], list[bytes]]] = scope[
+            "digests"
+        ]
 
     def chunk(self, raws: Iterable[bytes | None]) -> ChunkDigest:
         """The digest of the rows among ``raws`` (a missing key or a tombstone is none)."""
-        decode, row_text, md5 = self._decode, self._row_text, _row_md5
-        count = total = 0
-        for raw in raws:
-            if raw is None:
+        digests, general = self._digests(raws)
+        # Each md5's first 8 bytes, big-endian, summed in C: the digests as 64-bit words
+        # (byte-swapped on a little-endian machine), every other one.
+        words = array("Q", b"".join(digests))
+        if sys.byteorder == "little":
+            words.byteswap()
+        count, total = len(digests), sum(words[::2])
+        for raw in general:
+            # Not parsed as typed, or a value the general path reads: orjson's parse.
+            parsed = orjson.loads(raw)
+            if parsed["row"] is None:
                 continue
-            try:
-                document = decode(raw)
-            except msgspec.DecodeError:
-                document = None
-            if document is not None and document.row is None:
-                continue  # a tombstone
-            text = None if document is None else row_text(document.shard, document.row)
-            if text is None:
-                # Not parsed as typed, or a value the general path reads: orjson's parse.
-                parsed = orjson.loads(raw)
-                if parsed["row"] is None:
-                    continue
-                text = self._hasher.text(parsed["_shard"], parsed["row"])
             count += 1
-            total += int.from_bytes(md5(text).digest()[:8])
+            total += int.from_bytes(
+                _row_md5(self._hasher.text(parsed["_shard"], parsed["row"])).digest()[:8]
+            )
         return ChunkDigest.of(count, total)
 
 
@@ -189,10 +246,10 @@ class _IntegerKeys(Sequence[Key]):
     1-tuple) when asked for: a tuple per key cost the listing as much as reading the names."""
 
     def __init__(self, numbers: list[int]) -> None:
-        self._numbers = numbers
+        self.numbers = numbers
 
     def __len__(self) -> int:
-        return len(self._numbers)
+        return len(self.numbers)
 
     @overload
     def __getitem__(self, index: int) -> Key: ...
@@ -202,13 +259,52 @@ class _IntegerKeys(Sequence[Key]):
 
     def __getitem__(self, index: int | slice) -> Key | list[Key]:
         if isinstance(index, slice):
-            return [(number,) for number in self._numbers[index]]
-        return (self._numbers[index],)
+            return [(number,) for number in self.numbers[index]]
+        return (self.numbers[index],)
+
+
+def _plain_numbers(parts: Sequence[bytes]) -> bool:
+    """Whether each of ``parts`` is a number's own text (ASCII digits, no leading zero), so
+    that its name is the table's head and the number printed; checked on one joined text."""
+    spaced = b" " + b" ".join(parts) + b" "
+    return spaced.replace(b" ", b"").isdigit() and b"  " not in spaced and b" 0" not in spaced
+
+
+class _IntegerNames:
+    """The Redis keys of a span of ``_IntegerKeys``, printed from the numbers when asked for
+    (a name kept per key, sorted along with the numbers, cost the listing more than printing
+    the names of each chunk as it is read); a name SCAN listed that is not the head and the
+    number printed (a key written behind the mirror's back as ``007``, or an escape) is
+    kept and read as it was listed, beside the number's own name if that was listed too."""
+
+    def __init__(self, head: str, keys: _IntegerKeys, odd: dict[int, list[bytes]]) -> None:
+        self._head, self._numbers, self._odd = head, keys.numbers, odd
+        self._odd_numbers = sorted(odd)
+
+    def __getitem__(self, span: slice) -> list[bytes | str]:
+        numbers = self._numbers[span]
+        head = self._head
+        names: list[bytes | str] = [f"{head}{number}" for number in numbers]
+        if not numbers or not self._odd:
+            return names
+        first = bisect.bisect_left(self._odd_numbers, numbers[0])
+        last = bisect.bisect_right(self._odd_numbers, numbers[-1])
+        for number in self._odd_numbers[first:last]:
+            # Every listing of the number (they are adjacent): its odd names, then its own
+            # name for each listing left (the number's own name, if SCAN listed it).
+            start = bisect.bisect_left(numbers, number)
+            stop = bisect.bisect_right(numbers, number)
+            spelled: list[bytes | str] = list(self._odd[number])
+            names[start:stop] = spelled + names[start : stop - len(spelled)]
+        return names
 
 
 # A chunk's documents are read in parts of this many keys, the next part read (in the
 # reader thread) while this one is hashed: Redis looks them up and sends them meanwhile.
 _PART = 5 * BATCH
+
+# The Redis keys of a span of the sorted keys: as listed, or printed from integer keys.
+_Names = list[bytes] | _IntegerNames
 
 
 class RedisSide:
@@ -234,7 +330,7 @@ class RedisSide:
         return self._listing.result()[0]
 
     @property
-    def _names(self) -> list[bytes]:
+    def _names(self) -> _Names:
         return self._listing.result()[1]
 
     def close(self) -> None:
@@ -245,7 +341,7 @@ class RedisSide:
     def _errors(self) -> AbstractContextManager[None]:
         return redis_store.redis_errors(f"the read of {self.shape.table}", self._address)
 
-    def _list_keys(self) -> tuple[Sequence[Key], list[bytes]]:
+    def _list_keys(self) -> tuple[Sequence[Key], _Names]:
         """The typed keys, sorted, and their Redis keys as listed (read again by name)."""
         head = f"{self._prefix}:{self.shape.table}:"
         start, width, types = len(head), len(self.shape.key), self.shape.key_types
@@ -260,38 +356,39 @@ class RedisSide:
         found.sort()  # by key (the names only break ties of keys spelled two ways)
         return [key for key, _ in found], [name for _, name in found]
 
-    def _list_integer_keys(self, head: str) -> tuple[Sequence[Key], list[bytes]]:
+    def _list_integer_keys(self, head: str) -> tuple[_IntegerKeys, _IntegerNames]:
         """``_list_keys`` for a key of one integer column (the common key): a SCAN reply of
-        digits only read by ``int`` at once, anything else (a sign, an escape) by
-        ``key_from_parts``."""
+        numbers' own texts only read by ``int`` at once and kept as plain ints, sorted, the
+        names printed again when read (``_IntegerNames``); anything else (a sign, a leading
+        zero, an escape) read by ``key_from_parts`` and its name kept."""
         start, types = len(head), self.shape.key_types
+        spelled = head.encode()
         numbers: list[int] = []
-        names: list[bytes] = []
+        odd: dict[int, list[bytes]] = {}
         cursor = 0
         with self._errors():
             while True:
                 cursor, replied = self._client.scan(cursor, match=f"{head}*", count=_SCAN_COUNT)
                 batch = cast(list[bytes], replied)
                 parts = [raw[start:] for raw in batch]
-                if b"".join(parts).isdigit():  # ASCII digits only
+                if _plain_numbers(parts):
                     numbers.extend(map(int, parts))
-                    names.extend(batch)
                 else:
                     for raw, part in zip(batch, parts, strict=True):
                         if part.isdigit():
-                            numbers.append(int(part))
-                            names.append(raw)
+                            number = int(part)
                         elif b":" not in part:
-                            numbers.append(key_from_parts(types, [part.decode()])[0])
-                            names.append(raw)
+                            number = key_from_parts(types, [part.decode()])[0]
+                        else:
+                            continue  # a name of more parts: not a key of this table
+                        numbers.append(number)
+                        if raw != b"%b%d" % (spelled, number):
+                            odd.setdefault(number, []).append(raw)
                 if not cursor:
                     break
-        # Sorted by the number alone, the names taken along: sorting (number, name) pairs
-        # compared tuples and cost several times as much.
-        order = sorted(range(len(numbers)), key=numbers.__getitem__)
-        return _IntegerKeys(list(map(numbers.__getitem__, order))), list(
-            map(names.__getitem__, order)
-        )
+        numbers.sort()
+        keys = _IntegerKeys(numbers)
+        return keys, _IntegerNames(head, keys, odd)
 
     def _range(self, chunk: Chunk) -> slice:
         start = 0 if chunk.lo is None else bisect.bisect_right(self._keys, chunk.lo)
