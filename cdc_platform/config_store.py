@@ -558,9 +558,14 @@ def _load_once(store: ConfigStore) -> ConfigSnapshot:
         snapshot = store.load()
     finally:
         store.close()
+    return _usable(snapshot, store.where)
+
+
+def _usable(snapshot: ConfigSnapshot, where: str) -> ConfigSnapshot:
+    """``snapshot``, or ConfigError naming its first problem and where it came from."""
     problems = validate_snapshot(snapshot)
     if problems:
-        raise ConfigError(f"the configuration from {store.where} is refused: {problems[0]}")
+        raise ConfigError(f"the configuration from {where} is refused: {problems[0]}")
     return snapshot
 
 
@@ -653,12 +658,7 @@ class ConfigWatch:
         return self._current
 
     def start(self, poll: bool = True) -> ConfigSnapshot:
-        first = self._store.load()
-        problems = validate_snapshot(first)
-        if problems:
-            raise ConfigError(
-                f"the configuration from {self._store.where} is refused: {problems[0]}"
-            )
+        first = _usable(self._store.load(), self._store.where)
         self._current = first
         log.debug("configuration version %d from %s", first.version, self._store.where)
         if poll:
