@@ -13,11 +13,12 @@ counts are refreshed by the mirror's nightly job, not by the merge). The days co
   counts still differ is a **mismatch**; a change not yet in the lake when MySQL was counted
   can show up as one, and the record keeps both numbers for a person to judge.
 * Late events (rows of ``dt`` written by the stream writer after ``dt`` was ready) are not
-  guessed from counts: the stream writer counts them in ``_ready/<writer>/<dt>_late.json``,
-  and the next merge re-merges ``dt`` when that count grew since ``dt`` was merged
-  (``merge.job``).
+  guessed from counts: they are in the tags of the days merged after they reached the lake
+  (``merge.job``), and a check of such a day counts them.
 * A table is **stalled** when its snapshot counts did not move since the previous check
-  while MySQL's did: the changes stopped reaching the lake.
+  while MySQL's did: the changes stopped reaching the lake. The previous check is the one
+  stored with the previous day's (or hour's) tag in the lake (``check_facts``, with the
+  tag's merge facts), so a check on any host, whatever the lake's storage, compares with it.
 """
 
 from __future__ import annotations
@@ -61,6 +62,19 @@ class CheckResult:
             ],
             "mismatches": [day.isoformat() for day in self.mismatches],
         }
+
+
+def check_facts(result: CheckResult) -> dict[str, Any]:
+    """Pure: what the next check compares with (``compare``'s ``previous_check``), stored
+    with the checked tag's merge facts in the lake: both counts of each day."""
+    document = result.to_json()
+    return {
+        "ok": document["ok"],
+        "days": [
+            {"day": day["day"], "snapshot": day["snapshot"], "mysql": day["mysql"]}
+            for day in document["days"]
+        ],
+    }
 
 
 def counts_at_cut(

@@ -112,6 +112,18 @@ def late_fallback(start_ms: int, zone: ZoneInfo, oldest_day: date | None = None)
     return min(before, midnight_ms(oldest_day, zone))
 
 
+def first_from(start_ms: int, zone: ZoneInfo, oldest_day: date | None) -> int | None:
+    """Where a table's first snapshot, whose own changes start at ``start_ms`` (a day's or an
+    hour's midnight), takes its changes from: the midnight of ``oldest_day``, the oldest day
+    the raw table holds, when it lies before ``start_ms`` (None otherwise), so that rows of
+    days before the first merged one (a history replayed with its rows' own times, changes
+    collected before the first merge) are in it."""
+    if oldest_day is None:
+        return None
+    since = midnight_ms(oldest_day, zone)
+    return since if since < start_ms else None
+
+
 @dataclass(frozen=True, slots=True)
 class HourRule:
     """The stream writer's readiness rule (``stream_writer.lateness_budget_s`` and delays)."""

@@ -8,7 +8,10 @@ For one table and day ``dt``:
 2. read the raw Iceberg table (``lake.ods_binlog_source.<table>``), pinned to its current
    snapshot: partition ``dt``, and, when the raw commits since the snapshot the merge of
    ``dt−1`` read hold rows before ``dt`` (late rows, of any earlier day), every change from
-   the earliest of them on (``_late_since``: an incremental read of those commits);
+   the earliest of them on (``_late_since``: an incremental read of those commits), plus
+   the changes merged before that win over one taken now by offset although their time is
+   earlier (``_overtaking``: binlog times are not monotonic); for the table's first snapshot,
+   every raw day before ``dt`` too (``_first_since``);
 3. live MySQL schema of all shards (``cdc_platform.mysql_schema``; with ``config_store.source:
    webui`` read by the web admin, which keeps the MySQL passwords: ``cdc_platform.live_tables``),
    key (``tables[].key`` or MySQL's), schema plan (``merge.schema``);
@@ -19,10 +22,11 @@ For one table and day ``dt``:
 6. record the merge (``<lake>/_merge/<table>/<dt>.json``) and, with a check column, check
    the snapshot against MySQL (``<dt>.check.json``).
 
-With no previous snapshot at all, the day's changes (the replayed MOCK rows among them) form
-the first snapshot. A missing ``dt−1`` when older snapshots exist is an error: merging over
-the gap would lose the changes of the missing day. A published tag is never changed by a later
-day's merge: a late row is in the tag of every day merged after it reached the lake.
+With no previous snapshot at all, every raw change before the day's end (the replayed MOCK
+rows among them, whatever day they carry) forms the first snapshot. A missing ``dt−1`` when
+older snapshots exist is an error: merging over the gap would lose the changes of the missing
+day. A published tag is never changed by a later day's merge: a late row is in the tag of
+every day merged after it reached the lake.
 """
 
 from __future__ import annotations
@@ -55,11 +59,12 @@ from cdc_platform.mysql_schema import LiveSchema
 from cdc_platform.spark import spark_error_sentence
 from merge import records
 from merge.archive import ArchiveDecision, ArchiveOverride, decide, recorded_cut, time_column
-from merge.check import CheckResult, check_days, compare, counts_at_cut
+from merge.check import CheckResult, check_days, check_facts, compare, counts_at_cut
 from merge.hours import (
     Hour,
     HourRule,
     day_hours,
+    first_from,
     hour_of,
     hours_in_day,
     late_fallback,
@@ -274,6 +279,17 @@ def merge_facts(
     }
 
 
+def overtaking_where(floor: int, begin: int, last_day: date) -> str:
+    """Pure: the raw rows (days up to ``last_day``, ``executeTime`` before ``begin``: merged
+    before) whose ``binlogOffset`` is at least ``floor`` (the lowest of the changes a merge
+    takes now): changes that win over some of those by offset although their time is earlier
+    (``Merger._overtaking``)."""
+    return (
+        f"dt <= '{last_day.isoformat()}' AND executeTime < {int(begin)} "
+        f"AND binlogOffset >= {int(floor)}"
+    )
+
+
 # A part of the changes a merge takes again: the label of the merge (day or hour) that took
 # it before, that merge's day, and the condition selecting its raw rows.
 Segment = tuple[str, date, "Column"]
@@ -430,30 +446,9 @@ class Merger:
         # takes every commit after it), and from earlier when rows arrived late for days
         # merged before (``_late_since``).
         start = midnight_ms(request.dt, self.zone)
-        before = request.dt - timedelta(days=1)
         base = self._base_snapshot(mirror.name, request.dt, self.store.state(mirror.name))
         raw_snapshot = self._raw_snapshot(mirror.name)
-        late_since = self._late_since(
-            mirror.name,
-            dt,
-            start,
-            None if base is None else before.isoformat(),
-            raw_snapshot,
-        )
-        begin = start if late_since is None else min(start, late_since)
-        raw = self._raw_at(mirror.name, raw_snapshot, f"dt = '{dt}'")
-        earlier = None
-        if begin < start:
-            first_day = hour_of(begin, self.zone).day
-            days = [first_day + timedelta(days=n) for n in range((request.dt - first_day).days)]
-            earlier = (
-                self._raw_at(
-                    mirror.name,
-                    raw_snapshot,
-                    f"dt >= '{first_day.isoformat()}' AND dt < '{dt}' AND executeTime >= {begin}",
-                ),
-                [(day.isoformat(), day, F.col("dt") == day.isoformat()) for day in days],
-            )
+        begin, raw, earlier = self._day_changes(mirror.name, request.dt, base, raw_snapshot)
         summary, decision, plan, published = self._apply(
             mirror,
             request,
@@ -479,7 +474,7 @@ class Merger:
             mode=published.mode,
             readiness="skipped by operator" if request.skip_readiness else "ready",
             raw_snapshot_id=raw_snapshot,
-            late_from=None if earlier is None else hour_of(begin, self.zone).label,
+            late_from=None if base is None or begin >= start else hour_of(begin, self.zone).label,
         )
         records.write_json(records.merge_record_path(self.lake, mirror.name, dt), result.to_json())
         log.info(
@@ -498,6 +493,61 @@ class Merger:
                 records.merge_record_path(self.lake, mirror.name, dt), result.to_json()
             )
         return result
+
+    def _day_changes(
+        self, table: str, day: date, base: int | None, raw_snapshot: int | None
+    ) -> tuple[int, DataFrame, tuple[DataFrame, list[Segment]] | None]:
+        """Where a day's changes start (epoch ms), the day's own raw rows, and the rows of
+        earlier days taken again with them and the segments of the merges that took them
+        (None: none): rows late for days merged before (``_late_since``), changes merged
+        before that win over a change taken now by offset although their time is earlier
+        (``_overtaking``), and, for the table's first snapshot, every older raw day
+        (``_first_since``). All read as of the raw table's ``raw_snapshot``."""
+        dt = day.isoformat()
+        start = midnight_ms(day, self.zone)
+        before = day - timedelta(days=1)
+        if base is None:
+            # The first snapshot: every change before the day's end, also those of older
+            # days (history replayed with its own executeTimes, days never merged).
+            late_since = self._first_since(table, dt, start)
+        else:
+            late_since = self._late_since(table, dt, start, before.isoformat(), raw_snapshot)
+        begin = start if late_since is None else min(start, late_since)
+        raw = self._raw_at(table, raw_snapshot, f"dt = '{dt}'")
+        earlier_rows: DataFrame | None = None
+        earlier_days: set[date] = set()
+        if begin < start:
+            first_day = hour_of(begin, self.zone).day
+            earlier_days = {first_day + timedelta(days=n) for n in range((day - first_day).days)}
+            earlier_rows = self._raw_at(
+                table,
+                raw_snapshot,
+                f"dt >= '{first_day.isoformat()}' AND dt < '{dt}' AND executeTime >= {begin}",
+            )
+        if base is not None and raw_snapshot is not None:
+            taken = raw if earlier_rows is None else raw.unionByName(earlier_rows)
+            lowest = taken.agg(F.min("binlogOffset").alias("floor")).first()
+            overtaking = self._overtaking(
+                table,
+                raw_snapshot,
+                None if lowest is None else lowest["floor"],
+                begin,
+                before,
+            )
+            if overtaking is not None:
+                rows, days, _ = overtaking
+                earlier_rows = rows if earlier_rows is None else earlier_rows.unionByName(rows)
+                earlier_days |= days
+        earlier = None
+        if earlier_rows is not None:
+            earlier = (
+                earlier_rows,
+                [
+                    (taken_day.isoformat(), taken_day, F.col("dt") == taken_day.isoformat())
+                    for taken_day in sorted(earlier_days)
+                ],
+            )
+        return begin, raw, earlier
 
     def _check_layouts(self, table: str) -> None:
         """Before anything is read or written: the raw table, the writer's progress and the
@@ -764,10 +814,15 @@ class Merger:
         # From the newest merged hour of the day before this one (or midnight) to its end, as
         # the raw table holds it now; from earlier when rows arrived late for hours merged
         # before (``_late_since``).
-        _, start, base_record = self._hour_base(mirror.name, hour, self.store.state(mirror.name))
+        base, start, base_record = self._hour_base(mirror.name, hour, self.store.state(mirror.name))
         end = hour.end_ms(self.zone)
         raw_snapshot = self._raw_snapshot(mirror.name)
-        late_since = self._late_since(mirror.name, hour.label, start, base_record, raw_snapshot)
+        if base is None:
+            # The first snapshot: every change before the hour's end, also those of older
+            # days (history replayed with its own executeTimes, days never merged).
+            late_since = self._first_since(mirror.name, hour.label, start)
+        else:
+            late_since = self._late_since(mirror.name, hour.label, start, base_record, raw_snapshot)
         begin = start if late_since is None else min(start, late_since)
         first_day = hour_of(begin, self.zone).day.isoformat()
         raw = self._raw_at(
@@ -776,13 +831,25 @@ class Merger:
             f"dt >= '{first_day}' AND dt <= '{hour.day.isoformat()}' "
             f"AND executeTime >= {begin} AND executeTime < {end}",
         )
-        raw_count = raw.count()
+        counted = raw.agg(
+            F.count(F.lit(1)).alias("n"), F.min("binlogOffset").alias("floor")
+        ).first()
+        raw_count = 0 if counted is None else int(counted["n"])
+        overtaking = None
+        if base_record is not None and raw_snapshot is not None and counted is not None:
+            overtaking = self._overtaking(
+                mirror.name, raw_snapshot, counted["floor"], begin, hour.day
+            )
         earlier = None
-        if begin < start:
+        if begin < start or overtaking is not None:
             # The rows merged before (by earlier hours' merges) keep their merge's archive
             # decision; the rule decides on the hour's own rows only.
-            segments = self._hour_segments(hour, begin, start, self.store.state(mirror.name))
-            earlier = (raw.where(F.col("executeTime") < start), segments)
+            since = begin if overtaking is None else min(begin, overtaking[2])
+            segments = self._hour_segments(hour, since, start, self.store.state(mirror.name))
+            rows = raw.where(F.col("executeTime") < start)
+            if overtaking is not None:
+                rows = rows.unionByName(overtaking[0])
+            earlier = (rows, segments)
             raw = raw.where(F.col("executeTime") >= start)
         summary, decision, plan, published = self._apply(
             mirror,
@@ -812,7 +879,7 @@ class Merger:
             raw_rows=raw_count,
             from_hour=hour_of(start, self.zone).index,
             raw_snapshot_id=raw_snapshot,
-            late_from=None if begin == start else hour_of(begin, self.zone).label,
+            late_from=None if base is None or begin == start else hour_of(begin, self.zone).label,
         )
         path = records.merge_record_path(self.lake, mirror.name, hour.label)
         records.write_json(path, result.to_json())
@@ -987,14 +1054,7 @@ class Merger:
         """Where ``label``'s changes start when the late rows cannot be told apart (``why``):
         the midnight of the oldest day the raw table holds (``late_fallback``), logged with
         the raw rows read again (from the raw table's partition metadata, no scan)."""
-        last_day = hour_of(start - 1, self.zone).day.isoformat()
-        name = self.raw_lake.name(self.settings.stream_writer.database, table)
-        row = self.spark.sql(
-            "SELECT min(partition.dt) AS oldest, coalesce(sum(record_count), 0) AS n "  # noqa: S608 - quoted names
-            f"FROM {name}.partitions WHERE partition.dt <= '{last_day}'"
-        ).first()
-        oldest = None if row is None else row["oldest"]
-        oldest_day = None if oldest is None else date.fromisoformat(str(oldest)[:10])
+        oldest_day, rows = self._oldest_raw_day(table, start)
         since = late_fallback(start, self.zone, oldest_day)
         log.warning(
             "%s: %s; %s takes every change from %s on again (about %d raw rows: the days the "
@@ -1003,9 +1063,83 @@ class Merger:
             why,
             label,
             hour_of(since, self.zone).label,
-            0 if row is None else int(row["n"]),
+            rows,
         )
         return since
+
+    def _first_since(self, table: str, label: str, start: int) -> int | None:
+        """Where the changes of a table's first snapshot (``label``, whose own changes start at
+        ``start``) start: the midnight of the oldest day before ``start`` the raw table holds
+        (``first_from``), so the rows of the days before it are in the snapshot (a history
+        replayed with its rows' own executeTimes, changes collected before the first merged
+        day); None when the raw table holds no older day."""
+        if not self._raw_exists(table):
+            return None
+        oldest_day, rows = self._oldest_raw_day(table, start)
+        since = first_from(start, self.zone, oldest_day)
+        if since is not None:
+            log.info(
+                "%s: the first snapshot (%s) takes every change from %s on (about %d raw rows)",
+                table,
+                label,
+                hour_of(since, self.zone).label,
+                rows,
+            )
+        return since
+
+    def _oldest_raw_day(self, table: str, start: int) -> tuple[date | None, int]:
+        """The oldest raw day before ``start`` and the raw rows from it to ``start``'s day
+        (from the raw table's partition metadata, no scan)."""
+        last_day = hour_of(start - 1, self.zone).day.isoformat()
+        name = self.raw_lake.name(self.settings.stream_writer.database, table)
+        row = self.spark.sql(
+            "SELECT min(partition.dt) AS oldest, coalesce(sum(record_count), 0) AS n "  # noqa: S608 - quoted names
+            f"FROM {name}.partitions WHERE partition.dt <= '{last_day}'"
+        ).first()
+        oldest = None if row is None else row["oldest"]
+        oldest_day = None if oldest is None else date.fromisoformat(str(oldest)[:10])
+        return oldest_day, 0 if row is None else int(row["n"])
+
+    def _overtaking(
+        self, table: str, snapshot: int, floor: int | None, begin: int, last_day: date
+    ) -> tuple[DataFrame, set[date], int] | None:
+        """The raw rows merged before (``executeTime`` before ``begin``, raw days up to
+        ``last_day``) whose ``binlogOffset`` is at least ``floor``, the lowest among the changes
+        a merge takes now: their raw days and earliest ``executeTime``; None when there are none.
+
+        Binlog times are not monotonic in offset order (a server's clock stepped back, two
+        instances' clocks differ): a DELETE can carry a higher offset than a change taken now
+        and an earlier time. Its day's merge removed the key, and the snapshot keeps no trace
+        of a removed key, so the older change taken now would bring it back; taken again with
+        it, the latest change per key (by offset) decides. The condition on ``binlogOffset``
+        lets Iceberg skip every raw file whose offsets all lie below ``floor`` (its column
+        statistics): with monotonic clocks, every file of the days merged before."""
+        if floor is None:
+            return None
+        rows = self._raw_at(
+            table,
+            snapshot,
+            overtaking_where(int(floor), begin, last_day),
+        )
+        found = (
+            rows.groupBy("dt")
+            .agg(F.min("executeTime").alias("since"), F.count(F.lit(1)).alias("n"))
+            .collect()
+        )
+        if not found:
+            return None
+        since = min(int(row["since"]) for row in found)
+        log.info(
+            "%s: %d raw rows before %s carry a higher binlogOffset than changes taken now "
+            "(binlog times are not monotonic); taken again so that the latest change decides",
+            table,
+            sum(int(row["n"]) for row in found),
+            hour_of(begin, self.zone).label,
+        )
+        return rows, {date.fromisoformat(str(row["dt"])[:10]) for row in found}, since
+
+    def _raw_exists(self, table: str) -> bool:
+        return table in self.raw_lake.table_names(self.settings.stream_writer.database)
 
     @staticmethod
     def _newest_hour(hour: Hour, state: TableState) -> bool:
@@ -1148,11 +1282,12 @@ class Merger:
         )
         mysql_counts = counts_at_cut(mysql_now, self._changes_after(mirror, after))
         name = dt.isoformat() if hour is None else hour.label
-        before = (
-            (dt - timedelta(days=1)).isoformat() if hour is None else hour.previous(self.zone).label
+        result = compare(
+            dt, snapshot_counts, mysql_counts, self._previous_check(mirror.name, dt, hour)
         )
-        previous = records.read_json(records.check_record_path(self.lake, mirror.name, before))
-        result = compare(dt, snapshot_counts, mysql_counts, previous)
+        self.store.add_facts(
+            mirror.name, day_tag(dt) if hour is None else hour.tag, {"check": check_facts(result)}
+        )
         records.write_json(
             records.check_record_path(self.lake, mirror.name, name),
             {
@@ -1171,6 +1306,26 @@ class Merger:
                 "; counts stopped moving while MySQL's did" if result.stalled else "",
             )
         return result
+
+    def _previous_check(self, table: str, dt: date, hour: Hour | None) -> dict[str, Any] | None:
+        """The check before the one of ``dt`` (or ``hour``), for the stalled flag: the one
+        stored with the previous day's tag (the previous hour's; for a day's first hour, the
+        day before's last hour's, or that day's tag once its hour tags were dropped) in the
+        lake, like every fact a merge decides by. From its check record on this host only
+        for a tag set by an earlier version, without stored facts."""
+        if hour is None:
+            labels = [(dt - timedelta(days=1)).isoformat()]
+        else:
+            previous = hour.previous(self.zone)
+            labels = [previous.label]
+            if previous.is_last(self.zone):
+                labels.append(previous.day.isoformat())
+        for label in labels:
+            facts = self.store.merge_facts(table, self._tag_of(label))
+            if facts:
+                stored: dict[str, Any] | None = facts.get("check")
+                return stored
+        return records.read_json(records.check_record_path(self.lake, table, labels[0]))
 
 
 @dataclass(frozen=True, slots=True)

@@ -399,6 +399,18 @@ class SnapshotStore:
         properties.commit()
         transaction.commitTransaction()
 
+    def add_facts(self, table: str, tag: str, facts: Mapping[str, Any]) -> None:
+        """Add ``facts`` to those stored with ``tag`` (the check after the merge: one commit
+        of the table property; Iceberg retries it over a concurrent commit). Nothing when the
+        tag is gone."""
+        java = self._java(table)
+        if not java.refs().containsKey(tag):
+            return
+        text = java.properties().get(facts_property(tag))
+        stored: dict[str, Any] = {} if text is None else json.loads(str(text))
+        document = json.dumps({**stored, **facts}, sort_keys=True)
+        java.updateProperties().set(facts_property(tag), document).commit()
+
     def merge_facts(self, table: str, tag: str) -> dict[str, Any]:
         """The facts the merge that set ``tag`` stored with it (empty: none, or no table)."""
         if not self.exists(table):

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -577,6 +577,139 @@ def test_an_archiving_day_whose_tag_has_no_stored_facts_keeps_its_deletes_ignore
     assert day3_rows == {**shop.mysql_rows(), **{key: day2_rows[key] for key in archived}}
     current = spark.table(merger.store.name(shop.table)).select("order_no").collect()
     assert sorted(row["order_no"] for row in current) == sorted(day3_rows)
+
+
+def _stamp_last(shop: Shop, execute: datetime) -> None:
+    """The last recorded change carries ``execute`` (UTC) as its binlog time and keeps its
+    offset: a server's clock stepped back, or the clocks of two instances differ."""
+    shop.messages[-1]["executeTime"] = int(execute.replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def test_a_delete_with_a_higher_offset_but_an_earlier_time_is_never_undone(
+    spark: Any, shop: Shop
+) -> None:
+    """Binlog times are not monotonic in offset order (docs/simplebinlog.md): which day a
+    change belongs to is its executeTime's, which change wins is its offset.
+
+    * ``moved``: updated at DAY2 00:00:02, then deleted by a change whose time reads DAY1
+      23:59:59 (a higher offset, so DAY1's change). DAY1's tag lacks the key; DAY2's merge,
+      which takes the UPDATE (older offset), must not bring it back.
+    * ``late``: updated at DAY1 23:00 by a change that reaches the lake only after DAY2's
+      merge, then deleted by a change whose time reads DAY1 22:00 (higher offset, on time).
+      DAY3's merge takes the late UPDATE (every change from DAY1 23:00 on): it must not bring
+      the key back either."""
+    settings = shop.merge_settings()
+    merger = Merger(settings, spark)
+    day3 = DAY2 + timedelta(days=1)
+    history(shop, 2)
+    shop.start_day(DAY1)
+    shop.mock_replay(shop._second)
+    shop._second += 400
+    moved, late, kept = (shop.insert(shard, during(DAY1, shop.rng)) for shard in range(3))
+    shop._second, shop._seq = day_start(DAY1) + 23 * 3600, 0
+    shop.update(1, late)
+    held_back = shop.messages.pop()
+    shop.delete(1, late)
+    _stamp_last(shop, datetime(2026, 11, 20, 22))
+    shop._second, shop._seq = day_start(DAY2) + 2, 0
+    shop.update(0, moved)
+    update_on_day2 = shop.messages.pop()
+    shop.delete(0, moved)
+    _stamp_last(shop, datetime(2026, 11, 20, 23, 59, 59))
+    shop.write_raw(spark, DAY1)
+    first = merger.merge(MergeRequest(shop.table, DAY1))
+    day1_rows = snapshot_rows(spark, settings, shop.table, DAY1)
+    assert kept in day1_rows and moved not in day1_rows and late not in day1_rows
+
+    shop.start_day(DAY2)
+    shop.messages.append(update_on_day2)
+    shop.insert(2, during(DAY2, shop.rng))
+    shop.write_raw(spark, DAY2)
+    second = merger.merge(MergeRequest(shop.table, DAY2))
+    day2_rows = snapshot_rows(spark, settings, shop.table, DAY2)
+    assert moved not in day2_rows, "the UPDATE older than the DELETE brought the key back"
+    assert day2_rows == shop.mysql_rows()
+
+    shop.messages.append(held_back)
+    shop.write_raw(spark, DAY1, ready=False)
+    shop.mark_ready(DAY1, late_rows={shop.table: 1})
+    shop.start_day(day3)
+    shop.insert(0, during(day3, shop.rng))
+    shop.write_raw(spark, day3)
+    third = merger.merge(MergeRequest(shop.table, day3))
+    assert third.late_from == "2026-11-20T23"
+    day3_rows = snapshot_rows(spark, settings, shop.table, day3)
+    assert late not in day3_rows, "the late UPDATE brought back a key a newer DELETE removed"
+    assert day3_rows == shop.mysql_rows()
+    assert third.check is not None and third.check.ok, third.check.to_json()
+    state = merger.store.state(shop.table)
+    assert state.days == {
+        DAY1: first.snapshot_id,
+        DAY2: second.snapshot_id,
+        day3: third.snapshot_id,
+    }
+    assert snapshot_rows(spark, settings, shop.table, DAY1) == day1_rows
+
+
+def test_a_first_merge_of_a_later_day_has_the_rows_of_the_days_before(
+    spark: Any, shop: Shop
+) -> None:
+    """History replayed and changes collected on DAY1 (rows of the raw partition DAY1), the
+    table's first merge run for DAY2: its snapshot has every change before DAY2's end, the
+    replayed rows and DAY1's changes included."""
+    settings = shop.merge_settings()
+    merger = Merger(settings, spark)
+    history(shop, 3)
+    shop.start_day(DAY1)
+    shop.mock_replay(shop._second)
+    shop._second += 400
+    placed = {shop.insert(shard, during(DAY1, shop.rng)): shard for shard in range(3)}
+    gone = sorted(placed)[0]
+    shop.delete(placed.pop(gone), gone)
+    shop.write_raw(spark, DAY1)
+    shop.start_day(DAY2)
+    changed = sorted(placed)[-1]
+    shop.update(placed[changed], changed)
+    shop.insert(0, during(DAY2, shop.rng))
+    shop.write_raw(spark, DAY2)
+
+    result = merger.merge(MergeRequest(shop.table, DAY2))
+    assert result.mode == "first"
+    day2_rows = snapshot_rows(spark, settings, shop.table, DAY2)
+    assert len(day2_rows) == 3 * 3 + 3 - 1 + 1
+    assert day2_rows == shop.mysql_rows()
+    assert result.check is not None and result.check.ok, result.check.to_json()
+
+
+def test_the_check_is_stalled_by_the_previous_tag_without_local_records(
+    spark: Any, shop: Shop
+) -> None:
+    stalled_without_local_records(spark, shop)
+
+
+def stalled_without_local_records(spark: Any, shop: Shop) -> None:
+    """The check's ``stalled`` flag (snapshot counts unchanged since the previous check while
+    MySQL's moved) compares with the check stored with the previous day's tag in the lake, so
+    a merge on another host, or with the lake on HDFS/S3, sees it: the local records are
+    deleted before DAY2's merge (``test_merge_remote.py`` runs it on the remote storages)."""
+    settings = shop.merge_settings()
+    merger = Merger(settings, spark)
+    merged_first_day(spark, shop, merger, 10)
+    # MySQL moves on a day both checks cover; the change never reaches the lake.
+    shop.insert(0, during(DAY1, shop.rng))
+    shop.messages.clear()
+    shutil.rmtree(settings.lake_dir / "_merge")
+    shop.start_day(DAY2)
+    shop.insert(1, during(DAY2, shop.rng))
+    shop.write_raw(spark, DAY2)
+    second = merger.merge(MergeRequest(shop.table, DAY2))
+    assert second.check is not None
+    assert second.check.stalled, second.check.to_json()
+    assert second.check.mismatches == [DAY1]
+    record = records.read_json(
+        records.check_record_path(settings.lake_dir, shop.table, "2026-11-21")
+    )
+    assert record is not None and record["stalled"] is True
 
 
 def test_a_day_shares_the_files_it_did_not_change(spark: Any, shop: Shop) -> None:

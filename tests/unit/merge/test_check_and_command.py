@@ -12,7 +12,7 @@ from cdc_platform.lake import WriterProgress
 from merge import records
 from merge.app import plan_requests
 from merge.archive import ArchiveOverride
-from merge.check import check_days, compare, counts_at_cut
+from merge.check import check_days, check_facts, compare, counts_at_cut
 from merge.job import NotReadyError, late_rows, wait_ready
 from simple_binlog.errors import ConfigError
 
@@ -50,6 +50,20 @@ def test_stalled_when_snapshot_counts_stop_while_mysql_moves() -> None:
     assert compare(DT, snapshot_now, mysql_now, previous).stalled
     snapshot_moving = dict(snapshot_now) | {before_day: 12}
     assert not compare(DT, snapshot_moving, mysql_now, previous).stalled
+
+
+def test_the_check_stored_with_a_tag_is_enough_for_the_next_stalled_flag() -> None:
+    # Stored with the tag's merge facts in the lake (the local records may be absent): the
+    # counts of both sides per day, compact, and the next comparison reads them as before.
+    before_day = DT - timedelta(days=1)
+    counts = {day: 10 for day in check_days(before_day)}
+    stored = check_facts(compare(before_day, counts, counts))
+    assert set(stored) == {"ok", "days"}
+    assert stored["days"][-1] == {"day": "2026-11-20", "snapshot": 10, "mysql": 10}
+    mysql_now = {day: 10 for day in check_days(DT)} | {before_day: 12}
+    snapshot_now = {day: 10 for day in check_days(DT)}
+    assert compare(DT, snapshot_now, mysql_now, stored).stalled
+    assert not compare(DT, snapshot_now, mysql_now, None).stalled
 
 
 class FakeClock:

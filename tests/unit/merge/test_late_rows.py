@@ -10,8 +10,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from merge.archive import ArchiveDecision, ArchiveOverride, DeleteCounts, recorded_cut
-from merge.hours import late_fallback, midnight_ms
-from merge.job import merge_facts, stored_or_recorded
+from merge.hours import first_from, late_fallback, midnight_ms
+from merge.job import merge_facts, overtaking_where, stored_or_recorded
 from merge.snapshot import facts_property
 from merge.transform import KeySpan, widen_span
 
@@ -36,6 +36,29 @@ def test_late_fallback_is_the_midnight_of_the_day_before_the_start(zone: ZoneInf
     # The day after a daylight-saving change (Berlin's 25-hour day, 2026-10-25).
     assert late_fallback(midnight_ms(date(2026, 10, 26), zone), zone) == midnight_ms(
         date(2026, 10, 25), zone
+    )
+
+
+@pytest.mark.parametrize("zone", [UTC_ZONE, BERLIN])
+def test_a_first_snapshot_takes_every_older_raw_day(zone: ZoneInfo) -> None:
+    # The table's first merge (a day or an hour) reads from the oldest raw day before it, so a
+    # history replayed with its rows' own times, or days collected before, are in it.
+    start = midnight_ms(date(2026, 11, 23), zone)
+    assert first_from(start, zone, date(2026, 11, 16)) == midnight_ms(date(2026, 11, 16), zone)
+    hour = ms(2026, 11, 23, 14, zone=zone)
+    assert first_from(hour, zone, date(2026, 11, 23)) == start
+    # Nothing older than its own changes: nothing more to take.
+    assert first_from(start, zone, date(2026, 11, 23)) is None
+    assert first_from(start, zone, None) is None
+
+
+def test_changes_that_overtake_by_offset_are_those_merged_before_with_a_higher_offset() -> None:
+    # A DELETE merged before (earlier time) with a higher offset than a change taken now wins
+    # over it: the raw rows before the merge's start whose offset is at least the lowest taken.
+    where = overtaking_where(1_795_000_000_000_001, ms(2026, 11, 21), date(2026, 11, 20))
+    assert where == (
+        f"dt <= '2026-11-20' AND executeTime < {ms(2026, 11, 21)} "
+        "AND binlogOffset >= 1795000000000001"
     )
 
 
