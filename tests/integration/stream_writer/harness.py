@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from cdc_platform.config import Settings
+from cdc_platform.hive_metastore import METADATA_LOCATION, table_parameter
 from cdc_platform.iceberg import storage_for
 from cdc_platform.kafka import admin_config, ensure_topic, producer_config
 from cdc_platform.lake import PROGRESS_TABLE
@@ -200,22 +200,10 @@ class WriterEnv:
 
 def metadata_location(settings: Settings, database: str, table: str) -> str | None:
     """The table's current metadata file, as the Hive metastore (PostgreSQL) records it."""
-    pg = settings.postgres
-    with psycopg.connect(
-        host=pg.host,
-        port=pg.port,
-        user=pg.user,
-        password=pg.password.get_secret_value(),
-        dbname=pg.metastore_db,
-        autocommit=True,
-    ) as conn:
-        row = conn.execute(
-            'SELECT tp."PARAM_VALUE" FROM "TBLS" t JOIN "DBS" d ON t."DB_ID" = d."DB_ID" '
-            'JOIN "TABLE_PARAMS" tp ON tp."TBL_ID" = t."TBL_ID" '
-            'WHERE d."NAME" = %s AND t."TBL_NAME" = %s AND tp."PARAM_KEY" = %s',
-            (database, table, "metadata_location"),
-        ).fetchone()
-    return None if row is None else str(row[0])
+    locations = table_parameter(
+        settings, database, METADATA_LOCATION, table=table, what="the test's read of the lake"
+    )
+    return (locations or {}).get(table.lower())
 
 
 def iceberg_table(settings: Settings, database: str, table: str) -> Any:
