@@ -48,6 +48,7 @@ from cdc_platform.config import (
     named_instance,
     named_table,
 )
+from cdc_platform.periodic import Periodic
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 from simple_binlog.routing import ShardRouter, ShardRule
 
@@ -643,9 +644,7 @@ class ConfigWatch:
 
     def __init__(self, store: ConfigStore, interval_s: float) -> None:
         self._store = store
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._polling = Periodic("config-watch", interval_s, self.poll_once)
         self._lock = threading.Lock()
         self._current: ConfigSnapshot | None = None
         self._offered: ConfigSnapshot | None = None
@@ -662,8 +661,7 @@ class ConfigWatch:
         self._current = first
         log.debug("configuration version %d from %s", first.version, self._store.where)
         if poll:
-            self._thread = threading.Thread(target=self._loop, name="config-watch", daemon=True)
-            self._thread.start()
+            self._polling.start()
         return first
 
     def poll_once(self) -> bool:
@@ -703,14 +701,8 @@ class ConfigWatch:
             self._last_problem = problem
             log.warning("%s", problem)
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            self.poll_once()
-
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        self._polling.stop()
         self._store.close()
 
 

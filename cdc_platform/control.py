@@ -42,6 +42,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from cdc_platform.config import Settings
+from cdc_platform.periodic import Periodic
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 
 log = logging.getLogger(__name__)
@@ -414,15 +415,13 @@ class Heartbeat:
         self._registry = registry
         self._kind: ComponentKind = kind
         self._instance = instance
-        self._interval_s = interval_s
         self._role = role
         self._detail = detail
         self.id = f"{kind}-{uuid.uuid4().hex[:16]}"
         self._host = socket.gethostname()
         self._started = time.time()
         self._version = package_version()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._beating = Periodic("heartbeat", interval_s, self.beat_once)
         self._failing: str | None = None
 
     def current(self) -> ComponentBeat:
@@ -454,18 +453,11 @@ class Heartbeat:
 
     def start(self) -> Heartbeat:
         self.beat_once()
-        self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
-        self._thread.start()
+        self._beating.start()
         return self
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            self.beat_once()
-
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        self._beating.stop()
         try:
             self._registry.leave(self.id)
         except CdcMirrorError as exc:

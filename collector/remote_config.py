@@ -62,6 +62,7 @@ from cdc_platform.governance_model import (
     GovernanceWebUISource,
     describe_governance_error,
 )
+from cdc_platform.periodic import Periodic
 from collector.metrics import CollectorMetrics
 from governance.policy import Governance, compile_governance
 from governance.source import GovernanceRuntime, StaticPolicySource
@@ -341,9 +342,12 @@ class RemoteConfigRuntime:
         self._instance = instance_name
         self._metrics = metrics
         self._on_deleted = on_deleted
-        self._poll_interval_s = poll_interval_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._poller = Periodic(
+            "collector-config-poll",
+            poll_interval_s,
+            self.poll_once,
+            done=lambda: self.failure is not None,
+        )
         self._last_problem: str | None = None
         self._refused_etag: str | None = None
         self._governance: GovernanceRuntime | None = None
@@ -399,10 +403,7 @@ class RemoteConfigRuntime:
 
     def start_polling(self) -> None:
         """Poll in a thread from now on (after ``start_governance``, so no set is missed)."""
-        self._thread = threading.Thread(
-            target=self._poll_loop, name="collector-config-poll", daemon=True
-        )
-        self._thread.start()
+        self._poller.start()
 
     def start_governance(self) -> GovernanceRuntime | None:
         """The policy set served in the same reply (``governance.source: webui``), compiled
@@ -503,16 +504,8 @@ class RemoteConfigRuntime:
                 ours,
             )
 
-    def _poll_loop(self) -> None:
-        while not self._stop.wait(self._poll_interval_s):
-            self.poll_once()
-            if self.failure is not None:
-                return
-
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        self._poller.stop()
         self._feed.close()
 
 

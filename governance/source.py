@@ -35,6 +35,7 @@ import orjson
 from pydantic import ValidationError
 
 from cdc_platform.governance_model import GovernanceSettings, describe_governance_error
+from cdc_platform.periodic import Periodic
 from governance.policy import DetectionBatch, Governance, compile_governance
 from simple_binlog.errors import CdcMirrorError, ConfigError, ServiceUnavailableError
 from simple_binlog.routing import ShardRouter
@@ -290,11 +291,9 @@ class GovernanceRuntime:
     ) -> None:
         self._source = source
         self._compile = compile_set
-        self._poll_interval_s = poll_interval_s
         self._lock = threading.Lock()
         self._pending: tuple[Governance | None, int] | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._polling = Periodic("governance-poll", poll_interval_s, self._poll_once)
         self.current: Governance | None = None
         self.version = 0
         self.batch: DetectionBatch | None = None
@@ -310,8 +309,7 @@ class GovernanceRuntime:
             "on" if self.current is not None else "off",
         )
         if poll:
-            self._thread = threading.Thread(target=self._poll, name="governance-poll", daemon=True)
-            self._thread.start()
+            self._polling.start()
         return self.current
 
     def at_boundary(self) -> Governance | None:
@@ -356,16 +354,13 @@ class GovernanceRuntime:
             compiled.batch = self.batch
         return compiled
 
-    def _poll(self) -> None:
-        while not self._stop.wait(self._poll_interval_s):
-            fresh = self._source.poll()
-            if fresh is not None:
-                self.offer(fresh)
+    def _poll_once(self) -> None:
+        fresh = self._source.poll()
+        if fresh is not None:
+            self.offer(fresh)
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        self._polling.stop()
         self._source.close()
 
 
