@@ -38,6 +38,7 @@ import org.apache.iceberg.util.StructLikeMap;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.sql.connector.catalog.TableCatalog;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
@@ -45,6 +46,7 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.Utils;
 
 /**
  * The stream writer's micro-batch into many Iceberg tables: the data files of EVERY table in
@@ -160,7 +162,9 @@ public final class IcebergBatchWrite implements Serializable {
    * Create the table {@code namespace.name} of {@code columns}, identity-partitioned by {@code
    * partitionColumn} (null: not partitioned), with {@code properties}, through the Iceberg
    * catalog {@code catalogName} of the session: one metastore round, no SQL statement to parse
-   * and plan. A table that exists already is loaded instead.
+   * and plan. A table that exists already is loaded instead. Like a table Spark creates, it gets
+   * the {@code owner} property (the session's user, as Spark's {@code CREATE TABLE} sets it)
+   * unless {@code properties} name one.
    */
   public static Table createTable(
       SparkSession spark,
@@ -177,11 +181,14 @@ public final class IcebergBatchWrite implements Serializable {
             ? PartitionSpec.unpartitioned()
             : PartitionSpec.builderFor(schema).identity(partitionColumn).build();
     TableIdentifier identifier = TableIdentifier.of(namespace, name);
+    Map<String, String> withOwner = new HashMap<>(properties);
+    // What Spark's CatalogV2Util.withDefaultOwnership adds to every table it creates.
+    withOwner.putIfAbsent(TableCatalog.PROP_OWNER, Utils.getCurrentUserName());
     try {
       return catalog
           .buildTable(identifier, schema)
           .withPartitionSpec(spec)
-          .withProperties(properties)
+          .withProperties(withOwner)
           .create();
     } catch (AlreadyExistsException e) {
       return catalog.loadTable(identifier);
