@@ -154,6 +154,27 @@ def _dataset(namespace: str, name: str, facets: dict[str, Any]) -> dict[str, Any
     return {"namespace": namespace, "name": name, "facets": facets}
 
 
+def _target(
+    namespace: str,
+    name: str,
+    table: TableLineage,
+    mysql_namespace: str,
+    fields: list[tuple[str, str, ColumnLineage]],
+) -> dict[str, Any]:
+    """A mirror target's dataset: its fields (name, type, the column it holds) and where in
+    MySQL each comes from."""
+    return _dataset(
+        namespace,
+        name,
+        {
+            "schema": _schema((field, kind) for field, kind, _ in fields),
+            "columnLineage": _column_lineage(
+                table, mysql_namespace, [(field, column) for field, _, column in fields]
+            ),
+        },
+    )
+
+
 def run_event(table: TableLineage, namespaces: Namespaces, event_time: datetime) -> dict[str, Any]:
     """The RunEvent of one table mirror."""
     mysql = namespaces.mysql.get(table.instance, f"mysql://{table.instance}")
@@ -180,49 +201,14 @@ def run_event(table: TableLineage, namespaces: Namespaces, event_time: datetime)
             )
         )
     if table.hive_snapshot:
-        columns = [c for c in kept if c.snapshot_column]
-        outputs.append(
-            _dataset(
-                namespaces.hive,
-                table.hive_snapshot,
-                {
-                    "schema": _schema(
-                        (c.snapshot_column or c.name, _hive_type(c)) for c in columns
-                    ),
-                    "columnLineage": _column_lineage(
-                        table, mysql, [(c.snapshot_column or c.name, c) for c in columns]
-                    ),
-                },
-            )
-        )
+        snapshot = [(c.snapshot_column, _hive_type(c), c) for c in kept if c.snapshot_column]
+        outputs.append(_target(namespaces.hive, table.hive_snapshot, table, mysql, snapshot))
     if table.warehouse_table:
-        columns = [c for c in kept if c.warehouse_column]
-        outputs.append(
-            _dataset(
-                namespaces.postgres,
-                table.warehouse_table,
-                {
-                    "schema": _schema((c.warehouse_column or c.name, _pg_type(c)) for c in columns),
-                    "columnLineage": _column_lineage(
-                        table, mysql, [(c.warehouse_column or c.name, c) for c in columns]
-                    ),
-                },
-            )
-        )
+        warehouse = [(c.warehouse_column, _pg_type(c), c) for c in kept if c.warehouse_column]
+        outputs.append(_target(namespaces.postgres, table.warehouse_table, table, mysql, warehouse))
     if table.redis_prefix:
-        columns = [c for c in kept if c.redis_field]
-        outputs.append(
-            _dataset(
-                namespaces.redis,
-                table.redis_prefix,
-                {
-                    "schema": _schema((c.redis_field or c.name, "json") for c in columns),
-                    "columnLineage": _column_lineage(
-                        table, mysql, [(c.redis_field or c.name, c) for c in columns]
-                    ),
-                },
-            )
-        )
+        redis = [(c.redis_field, "json", c) for c in kept if c.redis_field]
+        outputs.append(_target(namespaces.redis, table.redis_prefix, table, mysql, redis))
     job = f"{table.instance}.{table.logical_table}"
     body = {"job": job, "inputs": inputs, "outputs": outputs}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
