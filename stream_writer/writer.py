@@ -12,8 +12,11 @@ or state file of our own is written, so it holds on local disk, HDFS and S3 alik
    job, an analysis and a table load each, most of a batch over hundreds of tables), whose
    tasks also count every row (groups per table, day and Kafka partition; the source tables
    routed to each): the counts drive the steps below, the batch is not read again to describe
-   it. Tables the batch brings are created then (Iceberg's catalog API, a few at once) and a
-   second job writes their files. Then for each table (the dead-letter table too), one append
+   it. While the lake has no raw table yet, the tables the batch's Kafka keys name are drafted
+   before that job (``_draft_tables``: Iceberg create transactions, written like existing
+   tables and created with their first commit); other tables the batch brings are created
+   after it (Iceberg's catalog API, a few at once) and a second job writes their files.
+   Then for each table (the dead-letter table too), one append
    of its files whose snapshot summary records the batch's end offsets
    (``cdc-mirror.kafka-offsets``: every message of every partition below them is in that
    table, if it belongs there) and the writer's name. A
@@ -45,7 +48,7 @@ import signal
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +64,7 @@ from cdc_platform.iceberg import (
     KafkaOffsets,
     LakeCatalog,
     StagedFiles,
+    TableDraft,
 )
 from cdc_platform.lake import (
     DAY_COLUMN,
@@ -71,6 +75,7 @@ from cdc_platform.lake import (
     read_writer_progress,
     table_columns,
 )
+from simple_binlog.control import is_control
 from simple_binlog.errors import CdcMirrorError, ConfigError
 from simple_binlog.routing import ShardRouter, ShardRule
 from stream_writer import layout, transform
@@ -343,44 +348,67 @@ class BatchWriter:
         if fresh is not None:
             rows = rows.where(fresh)
         phases: dict[str, float] = {}
-        # Existing tables' newest own commits first (after a restart: every table's): rows
-        # below them are counted, not written (``_write_files``).
-        self._read_own_commits(
-            sorted(t for t in self._tables if t not in self._checked and is_written(t))
-        )
-        phases["own commits"] = time.monotonic() - started
-        began = time.monotonic()
-        # One pass writes the existing tables' files and counts the whole batch.
-        staged, counts = self._write_files(rows, sorted(self._writable()), committed)
-        groups, physical = _groups(counts)
-        phases["data files"] = time.monotonic() - began
-        self._check_routes(physical)
-        by_table: dict[str, list[_Group]] = defaultdict(list)
-        for group in groups:
-            by_table[group.table].append(group)
-        plans = self._plans(batch_id, by_table, committed)
-        new_tables = [table for table in plans if table not in self._tables]
-        began = time.monotonic()
-        self._create_tables(new_tables)
-        phases["new tables"] = time.monotonic() - began
-        stages = [staged]
-        if new_tables:
-            # Tables that did not exist during the pass: a second one writes their files (it
-            # reads the batch again; only batches that bring new tables pay it).
+        drafts: dict[str, TableDraft] = {}
+        try:
+            drafts = self._before_pass(batch, phases)
+            phases["own commits"] = time.monotonic() - started
             began = time.monotonic()
-            stages.append(self._write_files(rows, new_tables, committed)[0])
-            phases["new tables' files"] = time.monotonic() - began
-        if DEAD_LETTER_TABLE in by_table:
-            self._log_samples(rows)
-        self._crash("before-commit")
-        offsets = KafkaOffsets({**committed, **end_offsets})
-        commits = self._commit_tables(batch_id, plans, stages, offsets, phases)
+            # One pass writes the files of the existing and drafted tables and counts the
+            # whole batch.
+            staged, counts = self._write_files(
+                rows, sorted(self._writable() | drafts.keys()), committed
+            )
+            groups, physical = _groups(counts)
+            phases["data files"] = time.monotonic() - began
+            self._check_routes(physical)
+            by_table: dict[str, list[_Group]] = defaultdict(list)
+            for group in groups:
+                by_table[group.table].append(group)
+            plans = self._plans(batch_id, by_table, committed)
+            new_tables = [t for t in plans if t not in self._tables and t not in drafts]
+            stages = [staged]
+            if new_tables:
+                # Tables that neither existed nor were drafted (their rows' Kafka keys did not
+                # name them): created now, and a second pass writes their files (it reads the
+                # batch again; only batches that bring such tables pay it).
+                began = time.monotonic()
+                self._create_tables(new_tables)
+                phases["new tables"] = time.monotonic() - began
+                began = time.monotonic()
+                stages.append(self._write_files(rows, new_tables, committed)[0])
+                phases["new tables' files"] = time.monotonic() - began
+            if DEAD_LETTER_TABLE in by_table:
+                self._log_samples(rows)
+            self._crash("before-commit")
+            offsets = KafkaOffsets({**committed, **end_offsets})
+            commits = self._commit_tables(batch_id, plans, stages, offsets, phases, drafts)
+        finally:
+            for table, draft in drafts.items():
+                if table not in self._tables:  # not created: no rows, or the batch failed
+                    draft.discard()
         self._crash("before-progress")
         began = time.monotonic()
         late, ready = self._commit_progress(batch_id, groups, end_offsets)
         phases["progress commit"] = time.monotonic() - began
         self._crash("after-commit")
         self._observe(batch_id, groups, late, ready, commits, phases, time.monotonic() - started)
+
+    def _before_pass(self, batch: DataFrame, phases: dict[str, float]) -> dict[str, TableDraft]:
+        """Existing tables' newest own commits (after a restart: every table's; rows below
+        them are counted, not written: ``_write_files``) and, while the lake has no raw table
+        yet (a first run: every table of the batch is new), drafts of the tables the batch
+        brings (``_draft_tables``), made while the own commits are read. Once tables exist a
+        batch rarely brings one, and learning its tables would cost every batch a read of
+        its keys: a new table then costs its batch a second pass instead."""
+        unchecked = sorted(t for t in self._tables if t not in self._checked and is_written(t))
+        if self._writable() - {DEAD_LETTER_TABLE}:
+            self._read_own_commits(unchecked)
+            return {}
+        with ThreadPoolExecutor(1, thread_name_prefix="cdc-offsets") as side:
+            reading = side.submit(self._read_own_commits, unchecked)
+            drafts = self._draft_tables(batch, phases)
+            reading.result()
+        return drafts
 
     def _writable(self) -> set[str]:
         """The existing tables a batch's rows may be written to."""
@@ -467,8 +495,10 @@ class BatchWriter:
         stages: Sequence[StagedFiles],
         offsets: KafkaOffsets,
         phases: dict[str, float],
+        drafts: Mapping[str, TableDraft],
     ) -> int:
-        """One Iceberg commit per planned table (a few at once); returns how many."""
+        """One Iceberg commit per planned table (a few at once); a drafted table is created
+        with it, in one metastore operation. Returns how many."""
         if not plans:
             return 0
         began = time.monotonic()
@@ -485,13 +515,19 @@ class BatchWriter:
 
         def commit(table: str) -> None:
             staged_of[table].commit(table, offsets, properties)
+            if table in drafts:
+                drafts[table].create()
 
         # Commits of different tables are independent and mostly wait on the storage and the
         # metastore: a few at once.
         with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="cdc-commit") as pool:
-            futures = [pool.submit(commit, table) for table in plans]
+            futures = {pool.submit(commit, table): table for table in plans}
             for done, future in enumerate(as_completed(futures), start=1):
                 future.result()
+                if futures[future] in drafts:
+                    self._tables.add(futures[future])
+                    # New since ``start``: no commit of this writer can be in it yet.
+                    self._checked.add(futures[future])
                 if done < len(futures):
                     self._crash("between-tables")
         phases["table commits"] = time.monotonic() - began
@@ -510,6 +546,52 @@ class BatchWriter:
                 if mine is not None:
                     self._ahead[table] = mine
                 self._checked.add(table)
+
+    def _draft_tables(self, batch: DataFrame, phases: dict[str, float]) -> dict[str, TableDraft]:
+        """Drafts (``LakeCatalog.draft_table``) of the tables the batch brings, so that its one
+        pass writes their files too and each is created with its first commit. The tables are
+        learnt from the Kafka keys (``partition_key``: ``schema.table``; one small job, no
+        parse): a guess, never trusted for a row: a drafted table without rows is never
+        created, and a table the keys missed is created after the pass as before."""
+        began = time.monotonic()
+        found = batch.groupBy().agg(F.collect_set(F.struct("topic", "key"))).first()
+        sources = [(str(item[0]), item[1]) for item in (found[0] if found is not None else [])]
+        tables = sorted(
+            table
+            for table in keyed_tables(sources, self._route_quietly)
+            if table not in self._tables and is_written(table)
+        )
+        phases["batch's tables"] = time.monotonic() - began
+        if not tables:
+            return {}
+        began = time.monotonic()
+
+        def draft(table: str) -> TableDraft | None:
+            return self.lake.draft_table(
+                self.database,
+                table,
+                table_columns(table),
+                partitioned_by=DAY_COLUMN,
+                properties=table_properties(
+                    self.config.target_file_mb, [name for name, _ in table_columns(table)]
+                ),
+            )
+
+        drafts: dict[str, TableDraft] = {}
+        with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="cdc-draft") as pool:
+            for table, future in [(table, pool.submit(draft, table)) for table in tables]:
+                drafted = future.result()
+                if drafted is not None:  # None: created meanwhile by another process
+                    drafts[table] = drafted
+        phases["drafts"] = time.monotonic() - began
+        return drafts
+
+    def _route_quietly(self, topic: str, schema_name: str, table_name: str) -> str | None:
+        """The logical table of a source table, None if the shard rules route it nowhere."""
+        try:
+            return layout.logical_table(self._router(topic), schema_name, table_name)
+        except CdcMirrorError:
+            return None
 
     def _create_tables(self, tables: Sequence[str]) -> None:
         """Create the new ``tables`` through Iceberg's catalog API, a few at once (each is a
@@ -763,6 +845,31 @@ def _groups(
     for table, topic, schema_name, table_name in counts["sources"]:
         physical[table].add((topic, schema_name, table_name))
     return groups, dict(physical)
+
+
+def keyed_tables(
+    keys: Iterable[tuple[str, bytes | None]],
+    route: Callable[[str, str, str], str | None],
+) -> set[str]:
+    """Pure: the logical tables the Kafka keys (topic, key) of a batch name, by ``route``
+    (topic, schema, table → logical table, None for none). A row's key is its physical
+    table's ``partition_key`` (``schema.table``); control messages and keys of another form
+    name none."""
+    tables = set()
+    for topic, key in keys:
+        if key is None or is_control(key):
+            continue
+        try:
+            text = bytes(key).decode()
+        except UnicodeDecodeError:
+            continue
+        schema_name, dot, table_name = text.partition(".")
+        if not dot or not schema_name or not table_name:
+            continue
+        logical = route(topic, schema_name, table_name)
+        if logical is not None:
+            tables.add(logical)
+    return tables
 
 
 def _offsets_text(offsets: Mapping[tuple[str, int], int]) -> str:

@@ -17,6 +17,7 @@ from stream_writer.writer import (
     _groups,
     crash_point,
     is_written,
+    keyed_tables,
     needs_commit,
     table_floors,
     table_properties,
@@ -103,3 +104,21 @@ def test_the_write_jobs_counts_become_the_batchs_groups_and_routes() -> None:
         _Group("dead_letter", "2024-03-01", T, 1, 1, 7, 7, None),
     ]
     assert physical == {"shop_orders": {(T, "shop_00", "orders_00"), (T, "shop_01", "orders_01")}}
+
+
+def test_the_kafka_keys_name_the_logical_tables_a_batch_brings() -> None:
+    def route(topic: str, schema: str, table: str) -> str | None:
+        assert topic == T
+        return None if schema == "nowhere" else f"{schema.rstrip('0123456789_')}_{table}"
+
+    keys = [
+        (T, b"shop_01.orders"),
+        (T, b"shop_02.orders"),  # the same logical table
+        (T, b"shop_01.users"),
+        (T, b"nowhere.orders"),  # routed nowhere: a dead letter
+        (T, b"\x00heartbeat"),  # a control message
+        (T, None),
+        (T, b"no-dot"),
+        (T, b"\xff\xfe.x"),  # not UTF-8
+    ]
+    assert keyed_tables(keys, route) == {"shop_orders", "shop_users"}
