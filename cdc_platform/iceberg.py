@@ -735,15 +735,20 @@ class LakeCatalog:
         )
 
     def committed_offsets(
-        self, namespace: str, table: str, writer: str | None = None
+        self, namespace: str, table: str, writer: str | None = None, fresh: bool = True
     ) -> KafkaOffsets | None:
         """The offsets of the newest commit in the table's current lineage that recorded
         some (commits without, e.g. compaction, are passed over) and, given ``writer``, was
         made by that writer (``WRITER_PROPERTY``); None for a table no such ``append`` has
-        committed to. Read fresh from the catalog every time."""
+        committed to. Read fresh from the catalog, or with ``fresh=False`` from the table as
+        this process last loaded or committed it (``check_compatible`` loads every table):
+        enough for a writer's own commits, which only that writer makes."""
         with self._errors():
-            java_table = self._table(namespace, table)
-            self._keep(namespace, table, java_table)
+            if fresh:
+                java_table = self._table(namespace, table)
+                self._keep(namespace, table, java_table)
+            else:
+                java_table = self._cached_table(namespace, table)
             snapshot = java_table.currentSnapshot()
             while snapshot is not None:
                 summary = snapshot.summary()

@@ -535,10 +535,14 @@ class BatchWriter:
 
     def _read_own_commits(self, tables: Sequence[str]) -> None:
         """The newest own commit of each of ``tables`` (existing ones this process has not
-        touched yet), into ``_ahead``; a few at once: after a restart, every table's."""
+        touched yet), into ``_ahead``; a few at once: after a restart, every table's. Read
+        from the tables as ``start`` loaded them (``check_compatible``), not loaded again:
+        only this writer makes its own commits, and it has made none since ``start``."""
 
         def read(table: str) -> KafkaOffsets | None:
-            return self.lake.committed_offsets(self.database, table, writer=self.paths.name)
+            return self.lake.committed_offsets(
+                self.database, table, writer=self.paths.name, fresh=False
+            )
 
         with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="cdc-offsets") as pool:
             for table, future in [(table, pool.submit(read, table)) for table in tables]:
