@@ -16,10 +16,10 @@ import bisect
 import hashlib
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from typing import Annotated, Any, cast, overload
+from typing import Annotated, Any, overload
 
 import msgspec
 import orjson
@@ -341,6 +341,30 @@ class RedisSide:
     def _errors(self) -> AbstractContextManager[None]:
         return redis_store.redis_errors(f"the read of {self.shape.table}", self._address)
 
+    def _scan(self, pattern: str) -> Iterator[list[bytes]]:
+        """SCAN's replies of the names matching ``pattern``, each next step sent before the
+        last reply is handed on, so Redis walks the next keys while this process reads the
+        last ones (redis-py's ``scan_iter`` waits for each reply before it asks again)."""
+        pool = self._client.connection_pool
+        connection: Any = pool.get_connection()  # redis-py's Connection is untyped
+        steps = ("MATCH", pattern, "COUNT", _SCAN_COUNT)
+        try:
+            connection.send_command("SCAN", 0, *steps)
+            while True:
+                replied, batch = connection.read_response()
+                cursor = int(replied)
+                if cursor:
+                    connection.send_command("SCAN", cursor, *steps)
+                yield batch
+                if not cursor:
+                    break
+        except BaseException:
+            # A reply may be under way: the connection is closed, not handed back with it.
+            connection.disconnect()
+            raise
+        finally:
+            pool.release(connection)
+
     def _list_keys(self) -> tuple[Sequence[Key], _Names]:
         """The typed keys, sorted, and their Redis keys as listed (read again by name)."""
         head = f"{self._prefix}:{self.shape.table}:"
@@ -349,10 +373,11 @@ class RedisSide:
             return self._list_integer_keys(head)
         found: list[tuple[Key, bytes]] = []
         with self._errors():
-            for raw in self._client.scan_iter(match=f"{head}*", count=_SCAN_COUNT):
-                parts = raw.decode()[start:].split(":")
-                if len(parts) == width:
-                    found.append((key_from_parts(types, parts), raw))
+            for batch in self._scan(f"{head}*"):
+                for raw in batch:
+                    parts = raw.decode()[start:].split(":")
+                    if len(parts) == width:
+                        found.append((key_from_parts(types, parts), raw))
         found.sort()  # by key (the names only break ties of keys spelled two ways)
         return [key for key, _ in found], [name for _, name in found]
 
@@ -365,15 +390,13 @@ class RedisSide:
         spelled = head.encode()
         numbers: list[int] = []
         odd: dict[int, list[bytes]] = {}
-        cursor = 0
         with self._errors():
-            while True:
-                cursor, replied = self._client.scan(cursor, match=f"{head}*", count=_SCAN_COUNT)
-                batch = cast(list[bytes], replied)
+            for batch in self._scan(f"{head}*"):
                 parts = [raw[start:] for raw in batch]
                 if _plain_numbers(parts):
-                    numbers.extend(map(int, parts))
+                    found = list(map(int, parts))
                 else:
+                    found = []
                     for raw, part in zip(batch, parts, strict=True):
                         if part.isdigit():
                             number = int(part)
@@ -381,11 +404,13 @@ class RedisSide:
                             number = key_from_parts(types, [part.decode()])[0]
                         else:
                             continue  # a name of more parts: not a key of this table
-                        numbers.append(number)
+                        found.append(number)
                         if raw != b"%b%d" % (spelled, number):
                             odd.setdefault(number, []).append(raw)
-                if not cursor:
-                    break
+                # Each reply sorted while Redis walks the next keys: sorting the sorted
+                # runs at the end costs about half a sort of the whole.
+                found.sort()
+                numbers += found
         numbers.sort()
         keys = _IntegerKeys(numbers)
         return keys, _IntegerNames(head, keys, odd)
