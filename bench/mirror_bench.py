@@ -14,7 +14,12 @@ applied in batches of ``--batch`` (``mirror.batch_size``).
   check. Target ≥ 100,000 rows/s and ≥ 60 % of the baseline.
 - PostgreSQL: ``WarehouseApplier`` (COPY into staging + guarded upsert + hard deletes with
   tombstones, one transaction per batch) vs plain ``COPY`` of the same rows into a staging
-  table. Target ≥ 50,000 rows/s.
+  table. Target ≥ 50,000 rows/s. Then the write cost of the stored row hash
+  (``_cdc_row_hash``, which PostgreSQL computes on every INSERT and UPDATE): the same changes
+  applied by the applier into a fresh table with it and into one without it (its column
+  dropped after the applier made the table, as a table made before it had none), taking
+  turns ``--row-hash-rounds`` times; figure ``mirror.warehouse_row_hash``, the rate with it
+  against the rate without it (medians).
 
 Only the apply calls are timed (the changes are generated outside the timers).
 
@@ -51,6 +56,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import statistics
 import time
 import uuid
 from collections.abc import Iterator
@@ -322,6 +328,65 @@ def bench_warehouse(settings: Settings, args: argparse.Namespace) -> Figure:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
         conn.close()
     return figure
+
+
+def bench_warehouse_row_hash(settings: Settings, args: argparse.Namespace) -> Figure:
+    """The applier's rate into a table with the stored row hash against one without it."""
+    conn = connect_warehouse(settings.postgres)
+    conn.autocommit = True
+    table_mirror = TableMirror(db_prefix="bench", table_prefix="orders")  # name: TABLE
+
+    def applied(row_hash: bool) -> float:
+        schema = f"bench_{uuid.uuid4().hex[:6]}"
+        mirror = settings.mirror.model_copy(update={"warehouse_schema": schema})
+        applier = WarehouseApplier(settings.postgres, mirror, [table_mirror])
+        try:
+            applier.prepare_table(table_mirror, TYPES, KEY)
+            if not row_hash:
+                # The applier knows its table has the current row hash and does not look
+                # again until the columns change: the batches below run without it.
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} DROP COLUMN _cdc_row_hash").format(
+                        sql.Identifier(schema, TABLE)
+                    )
+                )
+
+            def run() -> float:
+                busy = 0.0
+                for chunk in batches(args.changes, args.keys, args.batch):
+                    started = time.perf_counter()
+                    applier.apply_batch(chunk)
+                    busy += time.perf_counter() - started
+                return busy
+
+            label = "with the stored row hash" if row_hash else "without the stored row hash"
+            return _timed(f"WarehouseApplier {label}", args.changes, run)
+        finally:
+            applier.close()
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+    print(f"PostgreSQL, the stored row hash's write cost ({args.row_hash_rounds} rounds):")
+    try:
+        without, with_hash = [], []
+        for _ in range(args.row_hash_rounds):
+            without.append(applied(row_hash=False))
+            with_hash.append(applied(row_hash=True))
+    finally:
+        conn.close()
+    value, base = statistics.median(with_hash), statistics.median(without)
+    print(f"  with / without: {value / base:.0%}")
+    return Figure(
+        "mirror.warehouse_row_hash",
+        f"PostgreSQL: {args.changes:,} changes over {args.keys:,} keys, with the stored row hash",
+        value,
+        "rows/s",
+        base,
+        "the same applier into a table without it",
+        extra={
+            **{f"with, round {i + 1}": r for i, r in enumerate(with_hash)},
+            **{f"without, round {i + 1}": r for i, r in enumerate(without)},
+        },
+    )
 
 
 def _produce_stamped(
@@ -1018,6 +1083,12 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=5_000)
     parser.add_argument("--only", choices=("redis", "warehouse", "freshness"))
+    parser.add_argument(
+        "--row-hash-rounds",
+        type=int,
+        default=2,
+        help="rounds of the warehouse's stored row hash write cost (0: skip)",
+    )
     parser.add_argument("--freshness-seconds", type=float, default=20)
     parser.add_argument("--rate", type=int, default=5000)
     parser.add_argument(
@@ -1052,6 +1123,8 @@ def main() -> None:
         figures.append(bench_redis(settings, args))
     if args.only in (None, "warehouse"):
         figures.append(bench_warehouse(settings, args))
+        if args.row_hash_rounds:
+            figures.append(bench_warehouse_row_hash(settings, args))
     if args.only in (None, "freshness") and args.freshness_seconds > 0:
         if args.freshness_source in ("kafka", "both"):
             freshness = bench_freshness(settings, args)
