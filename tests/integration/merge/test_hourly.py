@@ -286,3 +286,41 @@ def test_an_archiving_hour_taken_again_keeps_its_deletes_ignored(spark: Any, sho
     hour2_rows = hour_rows(spark, shop, merger, DAY1, 2)
     assert set(archived) <= set(hour2_rows), sorted(set(archived) - set(hour2_rows))
     assert hour2_rows == {**shop.mysql_rows(), **{key: hour1_rows[key] for key in archived}}
+
+
+def test_a_first_hour_has_the_days_before_and_an_earlier_timed_delete_wins(
+    spark: Any, shop: Shop
+) -> None:
+    """The table's first merged hour is DAY2 00: it has DAY1's replayed rows and changes. Then
+    binlog times that are not monotonic: a key updated at DAY2 01:00:05 and then deleted by a
+    change whose time reads 00:59:59 (a higher offset: hour 00's change, winning over the
+    UPDATE). Hour 00's tag lacks the key; hour 01's merge, which takes the UPDATE, must not
+    bring it back."""
+    settings = shop.merge_settings([shop.mirror(snapshots="hourly")], check=False)
+    merger = Merger(settings, spark)
+    history = {shop.insert(n % 3, history_times(DAY1, shop.rng)): n % 3 for n in range(6)}
+    shop.messages.clear()  # history before the stream: only the MOCK replay carries it
+    clock_to(shop, at(DAY1, 0, 5))
+    shop.mock_replay(shop._second)
+    clock_to(shop, at(DAY1, 3))
+    moved = shop.insert(0, datetime(2026, 11, 20, 3))
+    gone = sorted(history)[0]
+    shop.delete(history[gone], gone)
+    shop.write_raw(spark, DAY1)
+    clock_to(shop, at(DAY2, 0, 10))
+    shop.insert(1, datetime(2026, 11, 21, 0, 10))
+    clock_to(shop, at(DAY2, 1) + 5)
+    shop.update(0, moved)
+    shop.delete(0, moved)
+    shop.messages[-1]["executeTime"] = (at(DAY2, 1) - 1) * 1000
+    shop.write_raw(spark, DAY2)
+
+    hour0 = merger.merge(MergeRequest(shop.table, DAY2, hour=0))
+    assert hour0.mode == "first"
+    rows0 = hour_rows(spark, shop, merger, DAY2, 0)
+    assert len(rows0) == 6 - 1 + 1 + 1 - 1
+    assert rows0 == shop.mysql_rows()
+    merger.merge(MergeRequest(shop.table, DAY2, hour=1))
+    rows1 = hour_rows(spark, shop, merger, DAY2, 1)
+    assert moved not in rows1, "the UPDATE older than the DELETE brought the key back"
+    assert rows1 == shop.mysql_rows()
