@@ -140,13 +140,16 @@ class DocumentHasher:
                 piece = f"NULL if {value} is None else piece{index}({value})"
             fields.append((f"f{index}", wire | None, msgspec.field(name=name, default=None)))
             pieces.append(f"{{{piece}}}")
-        row_type = msgspec.defstruct("StoredRow", fields, forbid_unknown_fields=False)
+        # gc=False: a parsed document holds no reference cycle (texts, numbers, the row),
+        # and two tracked objects a row made the collector run every few hundred rows.
+        row_type = msgspec.defstruct("StoredRow", fields, forbid_unknown_fields=False, gc=False)
         document_type = msgspec.defstruct(
             "StoredDocument",
             [
                 ("shard", str, msgspec.field(name="_shard")),
                 ("row", row_type | None),
             ],
+            gc=False,
         )
         scope["decode"] = msgspec.json.Decoder(document_type).decode
         body = "{len(shard)}:{shard}," + ",".join(pieces)
