@@ -11,6 +11,8 @@ import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
 import org.apache.iceberg.AppendFiles;
+import org.apache.iceberg.BaseMetastoreTableOperations;
+import org.apache.iceberg.BaseTable;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.FileFormat;
 import org.apache.iceberg.PartitionKey;
@@ -19,12 +21,17 @@ import org.apache.iceberg.Schema;
 import org.apache.iceberg.SerializableTable;
 import org.apache.iceberg.StructLike;
 import org.apache.iceberg.Table;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.TableProperties;
 import org.apache.iceberg.catalog.Catalog;
 import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.encryption.EncryptedOutputFile;
+import org.apache.iceberg.encryption.EncryptionManager;
 import org.apache.iceberg.exceptions.AlreadyExistsException;
 import org.apache.iceberg.io.DataWriter;
+import org.apache.iceberg.io.FileIO;
+import org.apache.iceberg.io.LocationProvider;
 import org.apache.iceberg.io.OutputFileFactory;
 import org.apache.iceberg.parquet.Parquet;
 import org.apache.iceberg.spark.Spark3Util;
@@ -256,15 +263,107 @@ public final class IcebergBatchWrite implements Serializable {
   /**
    * Append the files written for {@code name} to {@code table} as ONE snapshot whose summary
    * holds {@code summary}; returns its id. Atomic: if it fails, the table keeps its snapshot.
+   *
+   * <p>The commit starts from the table's metadata as this process last saw it (its last
+   * commit, or its load), not from a fresh read of the metastore: an Iceberg commit begins with
+   * a metastore {@code get_table} (and a metadata read if the table changed) that the stream
+   * writer, committing to the same tables batch after batch, almost never needs. Validation is
+   * unchanged: the metastore swaps the table's metadata location only if it is still the one
+   * the commit started from (Iceberg's check before {@code alter_table}, and the metastore's
+   * expected-parameter check inside it); if another process committed meanwhile (maintenance,
+   * another writer), the commit fails with Iceberg's CommitFailedException, which Iceberg
+   * retries from a fresh read, as it retries any lost race. Manifests are merged on the commit
+   * as before ({@code newAppend()}: measured, a fast append saved nothing per commit here, and
+   * merging keeps the manifests readers open bounded between maintenance runs).
    */
   public long commit(String name, Table table, Map<String, String> summary) {
-    AppendFiles append = table.newAppend();
+    AppendFiles append = startingFromLastSeen(table).newAppend();
     for (DataFile file : filesByTable.getOrDefault(name, List.of())) {
       append.appendFile(file);
     }
     summary.forEach(append::set);
     append.commit();
     return table.currentSnapshot().snapshotId();
+  }
+
+  /**
+   * {@code table} whose next commit's first refresh is its current metadata (see {@link
+   * #commit}); every later refresh (a retry, the one after the commit) reads the metastore.
+   * Only a plain catalog table: any other (a transaction's table) is returned as it is.
+   */
+  public static Table startingFromLastSeen(Table table) {
+    if (!(table instanceof BaseTable)
+        || !(((BaseTable) table).operations() instanceof BaseMetastoreTableOperations)) {
+      return table;
+    }
+    TableOperations operations = ((BaseTable) table).operations();
+    return new BaseTable(new FirstRefreshFromCurrent(operations), table.name());
+  }
+
+  /** Table operations whose first {@code refresh()} is {@code current()}; all else delegated. */
+  private static final class FirstRefreshFromCurrent implements TableOperations {
+    private final TableOperations delegate;
+    private boolean refreshed;
+
+    FirstRefreshFromCurrent(TableOperations delegate) {
+      this.delegate = delegate;
+    }
+
+    @Override
+    public TableMetadata current() {
+      return delegate.current();
+    }
+
+    @Override
+    public TableMetadata refresh() {
+      if (!refreshed) {
+        refreshed = true;
+        // current() itself reads the metastore when a refresh was requested (after a commit
+        // whose refresh failed): only metadata this process saw as current is started from.
+        return delegate.current();
+      }
+      return delegate.refresh();
+    }
+
+    @Override
+    public void commit(TableMetadata base, TableMetadata metadata) {
+      delegate.commit(base, metadata);
+    }
+
+    @Override
+    public FileIO io() {
+      return delegate.io();
+    }
+
+    @Override
+    public EncryptionManager encryption() {
+      return delegate.encryption();
+    }
+
+    @Override
+    public String metadataFileLocation(String fileName) {
+      return delegate.metadataFileLocation(fileName);
+    }
+
+    @Override
+    public LocationProvider locationProvider() {
+      return delegate.locationProvider();
+    }
+
+    @Override
+    public TableOperations temp(TableMetadata uncommittedMetadata) {
+      return delegate.temp(uncommittedMetadata);
+    }
+
+    @Override
+    public long newSnapshotId() {
+      return delegate.newSnapshotId();
+    }
+
+    @Override
+    public boolean requireStrictCleanup() {
+      return delegate.requireStrictCleanup();
+    }
   }
 
   private static boolean sameTypes(StructType left, StructType right) {
