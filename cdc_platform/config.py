@@ -568,6 +568,11 @@ class MirrorSettings(_Section):
     redis_keys_per_call: int = Field(2_000, ge=1, le=100_000)
     # PostgreSQL schema of the warehouse tables (one per deployment).
     warehouse_schema: str = "cdc_mirror"
+    # Each warehouse table keeps a stored row hash PostgreSQL computes on every write
+    # (``_cdc_row_hash``), which validation sums instead of hashing each row; it costs the
+    # warehouse's writes (bench: mirror.warehouse_row_hash). false: tables go without it (a
+    # present one is dropped) and validation hashes their rows.
+    warehouse_row_hash: bool = True
     metrics_port: int = Field(29110, ge=0, le=65535)
     # Where /metrics and /health listen (cdc_platform.observability); loopback by default.
     metrics_host: BindAddress = METRICS_HOST

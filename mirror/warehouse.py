@@ -50,7 +50,10 @@ computes the new value of every row), holding its lock meanwhile. A type change 
 first (PostgreSQL does not retype a column a generated column reads). The column's comment
 holds the md5 of its expression, so the applier knows whether it is current. If PostgreSQL
 refuses the expression (a column whose type is not the one the mirror makes for its MySQL
-type), the table goes without it, logged once; validation then hashes its rows.
+type), the table goes without it, logged once; validation then hashes its rows. The hash costs
+the warehouse's writes (``bench.mirror_bench``'s ``mirror.warehouse_row_hash`` figure):
+``mirror.warehouse_row_hash: false`` leaves it out (a present one is dropped when the mirror next
+writes the table; a drop does not rewrite it), and validation hashes the rows.
 
 Adapters for other warehouses (Kudu, StarRocks, …) implement ``mirror.applier.ChangeApplier``
 the same way; see ``docs/warehouse-adapters.md``.
@@ -130,6 +133,7 @@ class WarehouseApplier(ChangeApplier):
         self._stages: dict[str, list[str]] = {}
         # The MySQL columns (name, type) each table's row hash is known to cover.
         self._hashed: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._row_hash = mirror_settings.warehouse_row_hash
         self._conn = connect_warehouse(postgres)
         self._run(self._ensure_schema)
 
@@ -389,19 +393,31 @@ class WarehouseApplier(ChangeApplier):
         its comment says it has it already: the old one dropped and the new one added in one
         ALTER, which rewrites the table (the module docstring)."""
         covered = tuple(types.items())
-        columns = [(name, parse_column_type(spec)) for name, spec in types.items()]
-        expression = stored_row_hash(self._functions_schema(conn), columns)
-        marker = _ROW_HASH_COMMENT + hashlib.md5(expression.encode()).hexdigest()  # noqa: S324
+        target = sql.Identifier(self._schema, table)
+        column = sql.Identifier(ROW_HASH_COLUMN)
         found = conn.execute(
             "SELECT col_description(a.attrelid, a.attnum) FROM pg_attribute a "
             "WHERE a.attrelid = %s::regclass AND a.attname = %s AND NOT a.attisdropped",
-            (sql.Identifier(self._schema, table).as_string(conn), ROW_HASH_COLUMN),
+            (target.as_string(conn), ROW_HASH_COLUMN),
         ).fetchone()
+        if not self._row_hash:
+            if found is not None:
+                # Dropping a column does not rewrite the table; its writes stop paying for it.
+                log.info(
+                    "warehouse table %s.%s: dropping its row hash (mirror.warehouse_row_hash "
+                    "is off)",
+                    self._schema,
+                    table,
+                )
+                conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN {}").format(target, column))
+            self._hashed[table] = covered
+            return
+        columns = [(name, parse_column_type(spec)) for name, spec in types.items()]
+        expression = stored_row_hash(self._functions_schema(conn), columns)
+        marker = _ROW_HASH_COMMENT + hashlib.md5(expression.encode()).hexdigest()  # noqa: S324
         if found is not None and found[0] == marker:
             self._hashed[table] = covered
             return
-        target = sql.Identifier(self._schema, table)
-        column = sql.Identifier(ROW_HASH_COLUMN)
         log.info(
             "warehouse table %s.%s: %s its row hash (rewrites the table)",
             self._schema,

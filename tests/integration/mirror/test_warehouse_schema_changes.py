@@ -421,3 +421,36 @@ def test_the_row_hash_follows_column_changes_and_a_write_behind_the_mirrors_back
     assert {k: v for k, v in stored.items() if k != 3} == {
         k: v for k, v in expected.items() if k != 3
     }
+
+
+def test_without_the_row_hash_a_table_has_none_and_a_present_one_is_dropped(
+    mirror_settings: Settings, applier
+) -> None:
+    """``mirror.warehouse_row_hash: false``: a new table gets no hash column, and a table that
+    has one loses it when the mirror next writes it (the rows themselves unchanged)."""
+    off = mirror_settings.mirror.model_copy(update={"warehouse_row_hash": False})
+    types = {"v": "int(11)"}
+    new, hashed = Table("t_no_hash"), Table("t_hash_dropped")
+    applier.apply_batch([hashed.write(1, {"v": 1}, types)])
+    assert _stored_hashes(mirror_settings, "t_hash_dropped")  # made with it
+
+    without = WarehouseApplier(mirror_settings.postgres, off, [])
+    try:
+        without.apply_batch([new.write(1, {"v": 5}, types), hashed.write(2, {"v": 2}, types)])
+    finally:
+        without.close()
+    for table in ("t_no_hash", "t_hash_dropped"):
+        with pg_connect(mirror_settings) as conn:
+            found = conn.execute(
+                "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = %s "
+                "AND NOT attisdropped",
+                (
+                    sql.Identifier(mirror_settings.mirror.warehouse_schema, table).as_string(conn),
+                    "_cdc_row_hash",
+                ),
+            ).fetchone()
+        assert found is None, table
+    assert {r["id"]: r["v"] for r in pg_rows(mirror_settings, "t_hash_dropped").values()} == {
+        1: 1,
+        2: 2,
+    }
