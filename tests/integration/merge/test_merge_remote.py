@@ -3,7 +3,8 @@
 layer and the snapshot table there, two days merged and one merged again on a branch, each
 day's tag equal to MySQL, its files on that storage; and the hourly snapshots' scenario of
 ``test_hourly.py`` (the raw commits read incrementally for late rows, the hour tags; without
-its checks and retention, which the storage does not change) in the same Spark session. The rest of the merge's behaviour does not depend on the storage and is
+its checks and retention, which the storage does not change) in the same Spark session,
+and the check's ``stalled`` flag from the check stored with the previous tag there. The rest of the merge's behaviour does not depend on the storage and is
 tested on local disk (``test_merge.py``); maintenance runs on each storage
 (``test_maintenance.py``), the catalog itself in ``tests/integration/lake``."""
 
@@ -27,6 +28,7 @@ from tests.integration.merge.test_merge import (
     assert_snapshot_equals_mysql,
     merged_first_day,
     random_day,
+    stalled_without_local_records,
 )
 
 
@@ -64,3 +66,8 @@ def test_days_merged_and_merged_again_on_a_remote_lake(spark: Any, shop: Shop) -
 def test_hourly_snapshots_on_a_remote_lake(spark: Any, shop: Shop) -> None:
     assert shop.merge_settings().lake_location.kind != "local"
     hourly_snapshots_scenario(spark, shop, storage_only=True)
+
+
+def test_the_check_is_stalled_by_the_previous_tag_on_a_remote_lake(spark: Any, shop: Shop) -> None:
+    assert shop.merge_settings().lake_location.kind != "local"
+    stalled_without_local_records(spark, shop)
