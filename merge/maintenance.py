@@ -109,8 +109,6 @@ def _ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-
-
 class Maintainer:
     """Runs the steps of the module for the tables of ``config`` in one Spark session."""
 
