@@ -325,6 +325,15 @@ class CollectorSettings(_Section):
         return check_patterns(value)
 
 
+class ValidationSettings(_Section):
+    """How ``cdc-mirror validate`` reads the source (docs/validation.md)."""
+
+    # MySQL connections a chunk is hashed on at once: the chunk is cut at middle keys into
+    # that many parts (each at least 1,000 rows), one statement each, their sums added; each
+    # part uses one of the server's cores. 1: one connection, one statement per chunk.
+    source_connections: int = Field(2, ge=1, le=16)
+
+
 class ReplaySettings(_Section):
     """How ``cdc-mirror replay`` reads history from MySQL and publishes it as MOCK rows."""
 
@@ -878,6 +887,7 @@ class Settings(BaseSettings):
     maintenance: MaintenanceSettings = MaintenanceSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     replay: ReplaySettings = ReplaySettings()
+    validation: ValidationSettings = ValidationSettings()
     mirror: MirrorSettings = MirrorSettings()
     kudu: KuduSettings = KuduSettings()
     stack: StackSettings = StackSettings()

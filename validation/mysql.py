@@ -2,15 +2,21 @@
 
 Every read is one statement over the UNION ALL of the shards, so nothing but counts, sums,
 keys and (for the few differing keys) the rows' canonical texts leaves the server. A chunk's
-digest is one statement (one snapshot); ``position`` is the server's binlog position read
-after it (MariaDB ``@@gtid_binlog_pos``, MySQL ``@@gtid_executed``), which the snapshot does
-not pass.
+digest is read on ``connections`` connections at once: the chunk is cut at middle keys into
+that many parts (index reads of keys only; each part at least ``MIN_PART_ROWS``), each part
+one statement (one snapshot) on its own connection, and the parts' counts and sums added
+(disjoint parts' sums add up to the chunk's digest exactly), so a chunk's hashing uses as
+many of the server's cores; ``position`` is the server's binlog position read after all of
+them (MariaDB ``@@gtid_binlog_pos``, MySQL ``@@gtid_executed``), which no part's snapshot
+passes.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pymysql
@@ -29,6 +35,19 @@ from validation.table import TableShape, read_table_shape
 log = logging.getLogger(__name__)
 
 _ALL_ROWS = 2**64 - 1  # MySQL's "no limit"
+# A chunk is not cut into parts smaller than this: a cut costs an index read of the keys
+# before it, and a small part's statement is mostly its round trip.
+MIN_PART_ROWS = 1_000
+
+
+def part_offsets(rows: int, connections: int, min_part_rows: int = MIN_PART_ROWS) -> list[int]:
+    """Where a chunk of ``rows`` rows is cut for ``connections`` parts of about equal rows,
+    as row counts after the chunk's start (pure): none when it is one part (one connection,
+    or too few rows for two parts of ``min_part_rows``)."""
+    parts = min(connections, rows // max(1, min_part_rows))
+    if parts < 2:
+        return []
+    return [rows * number // parts for number in range(1, parts)]
 
 
 def key_order(name: str, column: ColumnType) -> str:
@@ -69,15 +88,22 @@ class MySqlSide:
 
     name = "mysql"
 
-    def __init__(self, instance: SourceAccess, shape: TableShape | None = None) -> None:
+    def __init__(
+        self, instance: SourceAccess, shape: TableShape | None = None, connections: int = 1
+    ) -> None:
         self.shape = shape if shape is not None else TableShape("", (), (), ())
         self.position: str = ""
-        self.queries = 0
+        self._own_queries = 0
         self._instance = instance
+        self._connections = max(1, connections)
+        # The other connections' sides (opened at the first chunk cut into parts), each
+        # hashing one part at a time in the pool's threads.
+        self._helpers: list[MySqlSide] = []
+        self._pool: ThreadPoolExecutor | None = None
+        # The chunk middle_key cut last, (lo, hi, rows): digest knows its rows when asked next.
+        self._last_cut: tuple[Key | None, Key | None, int] = (None, None, 0)
         try:
-            self._conn = mysql_source.connect(
-                instance, autocommit=True, read_timeout=600, init_command="SET time_zone = '+00:00'"
-            )
+            self._conn = self._connect()
             with self._conn.cursor() as cursor:
                 cursor.execute("SELECT VERSION()")
                 version = str(cursor.fetchone()[0])
@@ -101,7 +127,19 @@ class MySqlSide:
         )
         return ServiceUnavailableError(f"{where} failed ({exc.args[-1] if exc.args else exc}).")
 
+    def _connect(self) -> pymysql.connections.Connection[Any]:
+        return mysql_source.connect(
+            self._instance,
+            autocommit=True,
+            read_timeout=600,
+            init_command="SET time_zone = '+00:00'",
+        )
+
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        for helper in self._helpers:
+            helper.close()
         self._conn.close()
 
     def current_position(self) -> str:
@@ -115,12 +153,18 @@ class MySqlSide:
         return LoadSample(int(rows[0][1]) if rows else 0)
 
     def rows_read(self) -> int:
-        """The rows and index entries this session has read (its ``Handler_read_*``)."""
+        """The rows and index entries this side's sessions have read (``Handler_read_*``),
+        on every connection."""
         rows = self._query("SHOW SESSION STATUS LIKE 'Handler_read%'")
-        return sum(int(value) for _, value in rows)
+        return sum(int(value) for _, value in rows) + sum(h.rows_read() for h in self._helpers)
+
+    @property
+    def queries(self) -> int:
+        """The statements this side sent, on every connection."""
+        return self._own_queries + sum(h.queries for h in self._helpers)
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        self.queries += 1
+        self._own_queries += 1
         try:
             with self._conn.cursor() as cursor:
                 # No parameters: no %-formatting either (LIKE 'Handler_read%').
@@ -146,6 +190,56 @@ class MySqlSide:
         return " UNION ALL ".join(parts), all_params
 
     def digest(self, chunk: Chunk) -> ChunkDigest:
+        """The chunk's digest, its parts hashed on ``connections`` connections at once (see
+        the module's docstring); ``position`` read after all of them."""
+        parts = self._parts(chunk)
+        if len(parts) == 1:
+            digest = self._digest(chunk)
+        else:
+            pool, helpers = self._helpers_for(len(parts) - 1)
+            futures = [
+                pool.submit(helper._digest, part)
+                for helper, part in zip(helpers, parts[1:], strict=True)
+            ]
+            digest = self._digest(parts[0])
+            for future in futures:
+                part_digest = future.result()
+                digest = ChunkDigest.of(
+                    digest.count + part_digest.count, digest.total + part_digest.total
+                )
+        self.position = self.current_position()
+        return digest
+
+    def _parts(self, chunk: Chunk) -> list[Chunk]:
+        """``chunk`` cut at middle keys into up to ``connections`` parts (``part_offsets``)
+        when its rows are known: the scan cuts a chunk at the n-th key after ``lo`` just
+        before it hashes it (``middle_key``)."""
+        lo, hi, rows = self._last_cut
+        if (chunk.lo, chunk.hi) != (lo, hi):
+            return [chunk]
+        cuts: list[Key] = []
+        for offset in part_offsets(rows, self._connections, MIN_PART_ROWS):
+            # The offset-th key after lo: an index read of keys only.
+            cut = self._middle_key(chunk, 2 * offset)
+            if cut is None or (cuts and cut == cuts[-1]) or cut == chunk.hi:
+                break
+            cuts.append(cut)
+        bounds: list[Key | None] = [chunk.lo, *cuts, chunk.hi]
+        return [Chunk(a, b) for a, b in itertools.pairwise(bounds)]
+
+    def _helpers_for(self, count: int) -> tuple[ThreadPoolExecutor, list[MySqlSide]]:
+        while len(self._helpers) < count:
+            self._helpers.append(MySqlSide(self._instance, self.shape))
+        for helper in self._helpers:
+            helper.shape = self.shape
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(
+                self._connections - 1, thread_name_prefix="validate-mysql"
+            )
+        return self._pool, self._helpers[:count]
+
+    def _digest(self, chunk: Chunk) -> ChunkDigest:
+        """One statement's digest of ``chunk`` on this side's own connection."""
         where, params = key_range(self.shape, chunk)
         # Each shard summed on its own, each row's md5 read once and nothing materialised
         # (a UNION ALL of the rows' hashes was: that temporary table cost as much as the md5).
@@ -160,13 +254,19 @@ class MySqlSide:
         # far (a commit on any table moves the position, so reading again until it stood
         # still read busy servers' chunks several times over).
         count, total = self._query(sql, all_params)[0]
-        self.position = self.current_position()
         return ChunkDigest.of(count, total)
 
     def _key_select(self) -> str:
         return ", ".join(MYSQL.quote(n) for n in self.shape.key)
 
     def middle_key(self, chunk: Chunk, count: int) -> Key | None:
+        key = self._middle_key(chunk, count)
+        # A chunk (lo, key] of count // 2 rows: digest knows its rows when it is asked next
+        # (at the table's end the chunk (lo, None) has at most that many).
+        self._last_cut = (chunk.lo, key, count // 2)
+        return key
+
+    def _middle_key(self, chunk: Chunk, count: int) -> Key | None:
         wanted = count // 2
         if wanted < 1:
             return None

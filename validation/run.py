@@ -71,15 +71,19 @@ class Options:
     max_replica_lag_s: int = 30
     pause_poll_s: float = 2.0
     snapshot_day: dt.date | None = None  # the "snapshot" target's day
+    # MySQL connections a chunk is hashed on at once (``validation.source_connections``).
+    source_connections: int = 2
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> Options:
-        """The replay's load limits (``replay:``), and ``overrides``."""
+        """The replay's load limits (``replay:``), the source's connections
+        (``validation:``), and ``overrides``."""
         replay = settings.replay
         limits: dict[str, Any] = {
             "max_threads_running": replay.max_threads_running,
             "max_replica_lag_s": replay.max_replica_lag_s,
             "pause_poll_s": replay.pause_poll_s,
+            "source_connections": settings.validation.source_connections,
         }
         return cls(**{**limits, **overrides})
 
@@ -404,7 +408,7 @@ def _session(
         raise ConfigError("validating the snapshot of a day needs the day (--day YYYY-MM-DD).")
     instance = settings.instance(mirror.instance)
     router = ShardRouter(list(settings.shard_rules))
-    source = MySqlSide(instance)
+    source = MySqlSide(instance, connections=options.source_connections)
     try:
         shape = source.read_shape(router, mirror)
         if target == "redis":

@@ -7,7 +7,8 @@ not reported, because the watermark lets the mirror apply it before the key is j
 
 The warehouse's chunks are summed from its stored row hash (the generated column the mirror's
 tables have): the value changed there behind the mirror's back is found all the same, since
-PostgreSQL recomputes the column on that UPDATE too."""
+PostgreSQL recomputes the column on that UPDATE too. MySQL's chunks are hashed in two parts
+on two connections at once (parts of at least 5 rows here), their sums added."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from tests.integration.validation.harness import (
     drift_redis,
     drift_warehouse,
 )
+from validation import mysql as mysql_side
 from validation.mysql import MySqlSide
 from validation.plan import Chunk, Difference
 from validation.run import Options, describe, validate
@@ -33,12 +35,22 @@ from validation.run import Options, describe, validate
 
 @pytest.mark.timeout(300)
 def test_validate_finds_exactly_the_drifted_keys_and_not_a_write_in_flight(
-    pipeline: Pipeline, caplog: pytest.LogCaptureFixture
+    pipeline: Pipeline, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.INFO, logger="validation.warehouse")
+    monkeypatch.setattr(mysql_side, "MIN_PART_ROWS", 5)
+    split: list[int] = []
+    parts_of = MySqlSide._parts
+
+    def recorded(self: MySqlSide, chunk: Chunk) -> list[Chunk]:
+        parts = parts_of(self, chunk)
+        split.append(len(parts))
+        return parts
+
+    monkeypatch.setattr(MySqlSide, "_parts", recorded)
     settings = pipeline.settings
     table = settings.tables[0].name
-    options = Options(chunk_rows=25, leaf_rows=8, chunk_time_s=None)
+    options = Options(chunk_rows=25, leaf_rows=8, chunk_time_s=None, source_connections=2)
     watermarks = {t: PumpedWatermark(pipeline, t) for t in ("warehouse", "redis")}
     total = 4 * ROWS_PER_SHARD
     for target in ("warehouse", "redis"):
@@ -46,6 +58,8 @@ def test_validate_finds_exactly_the_drifted_keys_and_not_a_write_in_flight(
         assert report.equal, describe(report)
         assert report.rows == total
         assert report.chunks == total // 25 + 1
+    # Every full chunk of 25 rows was hashed in two parts on two connections.
+    assert split.count(2) >= 2 * (total // 25)
 
     changed, deleted, extra = BASE + 3, BASE + 77, BASE + 10_000
     drift_warehouse(settings, table, changed, deleted, extra)
