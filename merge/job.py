@@ -279,15 +279,50 @@ def merge_facts(
     }
 
 
-def overtaking_where(floor: int, begin: int, last_day: date) -> str:
+# A condition on the raw table's rows: terms (column, operator, value) joined by AND. The
+# same terms are the SQL of a read (``bounds_sql``) and the test, on Iceberg's metadata
+# alone, of whether any raw file can hold such a row (``Merger._raw_files_may_hold``).
+RawBound = tuple[str, str, str | int]
+# The Iceberg expression of each operator a RawBound uses.
+_ICEBERG_OPERATORS = {
+    "<": "lessThan",
+    "<=": "lessThanOrEqual",
+    ">": "greaterThan",
+    ">=": "greaterThanOrEqual",
+    "=": "equal",
+}
+
+
+def bounds_sql(bounds: Iterable[RawBound]) -> str:
+    """Pure: ``bounds`` as a Spark SQL condition (text values quoted)."""
+    terms = []
+    for column, operator, value in bounds:
+        if operator not in _ICEBERG_OPERATORS:
+            raise ValueError(f"unknown operator {operator!r} of a raw-row bound")
+        literal = (
+            str(int(value))
+            if isinstance(value, int)
+            else "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        )
+        terms.append(f"{column} {operator} {literal}")
+    return " AND ".join(terms)
+
+
+def overtaking_bounds(floor: int, begin: int, last_day: date) -> list[RawBound]:
     """Pure: the raw rows (days up to ``last_day``, ``executeTime`` before ``begin``: merged
     before) whose ``binlogOffset`` is at least ``floor`` (the lowest of the changes a merge
     takes now): changes that win over some of those by offset although their time is earlier
     (``Merger._overtaking``)."""
-    return (
-        f"dt <= '{last_day.isoformat()}' AND executeTime < {int(begin)} "
-        f"AND binlogOffset >= {int(floor)}"
-    )
+    return [
+        ("dt", "<=", last_day.isoformat()),
+        ("executeTime", "<", int(begin)),
+        ("binlogOffset", ">=", int(floor)),
+    ]
+
+
+def overtaking_where(floor: int, begin: int, last_day: date) -> str:
+    """Pure: ``overtaking_bounds`` as SQL."""
+    return bounds_sql(overtaking_bounds(floor, begin, last_day))
 
 
 # A part of the changes a merge takes again: the label of the merge (day or hour) that took
@@ -1030,6 +1065,12 @@ class Merger:
         from pyspark.errors import PySparkException  # noqa: PLC0415
 
         try:
+            if not self._raw_files_may_hold(
+                table, raw_snapshot, [("executeTime", "<", int(start))], after=int(seen)
+            ):
+                # No file committed since holds a row before ``start`` (the usual case: told
+                # from the files' column statistics, without the Spark job of the read).
+                return None
             found = (
                 self.spark.read.format("iceberg")
                 .option("start-snapshot-id", str(int(seen)))
@@ -1116,11 +1157,12 @@ class Merger:
         statistics): with monotonic clocks, every file of the days merged before."""
         if floor is None:
             return None
-        rows = self._raw_at(
-            table,
-            snapshot,
-            overtaking_where(int(floor), begin, last_day),
-        )
+        bounds = overtaking_bounds(int(floor), begin, last_day)
+        if not self._raw_files_may_hold(table, snapshot, bounds):
+            # No raw file can hold such a row (with monotonic clocks, the usual case): told
+            # from the files' column statistics, without the Spark job of the read.
+            return None
+        rows = self._raw_at(table, snapshot, bounds_sql(bounds))
         found = (
             rows.groupBy("dt")
             .agg(F.min("executeTime").alias("since"), F.count(F.lit(1)).alias("n"))
@@ -1137,6 +1179,34 @@ class Merger:
             hour_of(begin, self.zone).label,
         )
         return rows, {date.fromisoformat(str(row["dt"])[:10]) for row in found}, since
+
+    def _raw_files_may_hold(
+        self, table: str, snapshot: int, bounds: Iterable[RawBound], after: int | None = None
+    ) -> bool:
+        """Whether a data file of the raw table as of ``snapshot`` (of the appends after the
+        snapshot ``after`` only, when given: Iceberg's incremental read) may hold a row
+        matching ``bounds``, by Iceberg's metadata alone: the scan planning a read of them
+        does (partition values, each file's lower and upper column bounds), no Spark job.
+        False proves there is no such row; True only that reading them tells."""
+        jvm: Any = self.spark.sparkContext._jvm
+        java = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            self.spark._jsparkSession, self._raw_identifier(table)
+        )
+        expressions = jvm.org.apache.iceberg.expressions.Expressions
+        condition = expressions.alwaysTrue()
+        for column, operator, value in bounds:
+            term = getattr(expressions, _ICEBERG_OPERATORS[operator])(column, value)
+            condition = getattr(expressions, "and")(condition, term)
+        if after is None:
+            scan = java.newScan().useSnapshot(snapshot)
+        else:
+            scan = java.newIncrementalAppendScan().fromSnapshotExclusive(after)
+            scan = scan.toSnapshot(snapshot)
+        files = scan.filter(condition).planFiles()
+        try:
+            return bool(files.iterator().hasNext())
+        finally:
+            files.close()
 
     def _raw_exists(self, table: str) -> bool:
         return table in self.raw_lake.table_names(self.settings.stream_writer.database)

@@ -11,7 +11,13 @@ import pytest
 
 from merge.archive import ArchiveDecision, ArchiveOverride, DeleteCounts, recorded_cut
 from merge.hours import first_from, late_fallback, midnight_ms
-from merge.job import merge_facts, overtaking_where, stored_or_recorded
+from merge.job import (
+    bounds_sql,
+    merge_facts,
+    overtaking_bounds,
+    overtaking_where,
+    stored_or_recorded,
+)
 from merge.snapshot import facts_property
 from merge.transform import KeySpan, widen_span
 
@@ -60,6 +66,28 @@ def test_changes_that_overtake_by_offset_are_those_merged_before_with_a_higher_o
         f"dt <= '2026-11-20' AND executeTime < {ms(2026, 11, 21)} "
         "AND binlogOffset >= 1795000000000001"
     )
+
+
+def test_the_overtaking_rows_read_and_the_file_test_use_the_same_bounds() -> None:
+    # The metadata test (Iceberg's file statistics) and the read take the same terms, so a
+    # read skipped because no file can match would have found nothing.
+    bounds = overtaking_bounds(1_795_000_000_000_001, ms(2026, 11, 21), date(2026, 11, 20))
+    assert bounds == [
+        ("dt", "<=", "2026-11-20"),
+        ("executeTime", "<", ms(2026, 11, 21)),
+        ("binlogOffset", ">=", 1_795_000_000_000_001),
+    ]
+    assert bounds_sql(bounds) == overtaking_where(
+        1_795_000_000_000_001, ms(2026, 11, 21), date(2026, 11, 20)
+    )
+
+
+def test_bounds_sql_quotes_text_and_refuses_an_unknown_operator() -> None:
+    assert bounds_sql([("dt", "=", "it's"), ("executeTime", ">=", 5)]) == (
+        "dt = 'it\\'s' AND executeTime >= 5"
+    )
+    with pytest.raises(ValueError, match="unknown operator"):
+        bounds_sql([("dt", "!=", "x")])
 
 
 def test_late_fallback_in_utc_is_plain_day_arithmetic() -> None:
