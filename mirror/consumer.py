@@ -77,6 +77,11 @@ log = logging.getLogger(__name__)
 # much as applying a small batch, and committing more often moves only the replay point.
 _COMMIT_INTERVAL_S = 0.1
 _IDLE_WAKE_S = 0.5
+# After its partitions were lost (a session timeout: the broker or the coordinator was away),
+# librdkafka rejoins the group by itself. Seen once in the chaos suite after a broker restart:
+# a consumer that never did (the other mirror's rejoined in 10 s; a new consumer of the same
+# group was assigned at once). Past this, the consumer is closed and made again.
+REJOIN_TIMEOUT_S = 120.0
 
 
 def dead_letter_topic(target: MirrorTarget) -> str:
@@ -137,6 +142,10 @@ class MirrorConsumer:
         # The group gave this member its share (maybe none: more members than partitions)
         # since it last subscribed or lost its partitions.
         self.joined = False
+        # time.monotonic() when the partitions were lost, until the group assigns again.
+        self._lost_since: float | None = None
+        self.rejoin_timeout_s = REJOIN_TIMEOUT_S
+        self.consumers_made = 0  # Kafka consumers made (more than one: made again, above)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _ensure_topics(self) -> bool:
@@ -164,10 +173,7 @@ class MirrorConsumer:
         if not self._ensure_topics():
             return
         group = f"{self._mirror.group_prefix}.{self._target}"
-        config = consumer_config(self._kafka, group_id=group)
-        config["error_cb"] = self._on_client_error
-        config["on_commit"] = self._on_commit
-        self._consumer = Consumer(config)
+        self._consumer = self._new_consumer(group)
         producer = producer_config(self._kafka, client_id=f"{group}.dead-letter")
         producer["error_cb"] = self._on_client_error
         self._producer = Producer(producer)
@@ -181,12 +187,49 @@ class MirrorConsumer:
                 self._flush()
                 if not self._pending:  # between batches: the one safe point
                     self._reconfigure()
+                    self._rejoin_if_stuck(group)
         finally:
             try:
                 self._flush(wait_for_commit=True)
             finally:
                 self._consumer.close()
                 self._producer.flush(10)
+
+    def _new_consumer(self, group: str) -> Consumer:
+        config = consumer_config(self._kafka, group_id=group)
+        config["error_cb"] = self._on_client_error
+        config["on_commit"] = self._on_commit
+        self.consumers_made += 1
+        return Consumer(config)
+
+    def _rejoin_if_stuck(self, group: str) -> None:
+        """Make the Kafka consumer again when the group has not assigned partitions for
+        ``rejoin_timeout_s`` since they were lost (``REJOIN_TIMEOUT_S``). Nothing is pending
+        here and the lost partitions cannot be committed any more: the new member reads them
+        from the last commit, the version guard makes the repeat harmless."""
+        lost_since = self._lost_since
+        if lost_since is None or self.joined or not self._instance_by_topic:
+            return
+        waited = time.monotonic() - lost_since
+        if waited < self.rejoin_timeout_s:
+            return
+        log.warning(
+            "mirror → %s: no partitions assigned %.0f s after they were lost; making the Kafka "
+            "consumer again",
+            self._target,
+            waited,
+        )
+        assert self._consumer is not None
+        try:
+            self._consumer.close()
+        except Exception as exc:  # noqa: BLE001 - a stuck client may fail to close; replaced anyway
+            log.warning("mirror → %s: closing the stuck consumer failed (%s)", self._target, exc)
+        self._applied_up_to.clear()
+        self._uncommitted = False
+        self.assignment.clear()
+        self._lost_since = time.monotonic()  # a new wait, should this one not join either
+        self._consumer = self._new_consumer(group)
+        self._subscribe()
 
     def ready(self) -> Probe:
         """/health/ready: subscribed and given its partitions by the group (or no table
@@ -494,6 +537,7 @@ class MirrorConsumer:
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.assignment |= {(p.topic, p.partition) for p in partitions}
         self.joined = True
+        self._lost_since = None
         log.info("mirror → %s: %d partitions assigned", self._target, len(partitions))
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -516,6 +560,7 @@ class MirrorConsumer:
             self._applied_up_to.pop(key, None)
         self.assignment -= lost
         self.joined = False
+        self._lost_since = time.monotonic()
         log.warning("mirror → %s: %d partitions lost", self._target, len(partitions))
 
     def _on_client_error(self, error: KafkaError) -> None:
