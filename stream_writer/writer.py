@@ -571,15 +571,7 @@ class BatchWriter:
         began = time.monotonic()
 
         def draft(table: str) -> TableDraft | None:
-            return self.lake.draft_table(
-                self.database,
-                table,
-                table_columns(table),
-                partitioned_by=DAY_COLUMN,
-                properties=table_properties(
-                    self.config.target_file_mb, [name for name, _ in table_columns(table)]
-                ),
-            )
+            return self.lake.draft_table(self.database, table, **self._table_spec(table))
 
         drafts: dict[str, TableDraft] = {}
         with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="cdc-draft") as pool:
@@ -589,6 +581,17 @@ class BatchWriter:
                     drafts[table] = drafted
         phases["drafts"] = time.monotonic() - began
         return drafts
+
+    def _table_spec(self, table: str) -> dict[str, Any]:
+        """A raw table's columns, partitioning and properties, as it is drafted or created."""
+        columns = table_columns(table)
+        return {
+            "columns": columns,
+            "partitioned_by": DAY_COLUMN,
+            "properties": table_properties(
+                self.config.target_file_mb, [name for name, _ in columns]
+            ),
+        }
 
     def _route_quietly(self, topic: str, schema_name: str, table_name: str) -> str | None:
         """The logical table of a source table, None if the shard rules route it nowhere."""
@@ -604,15 +607,7 @@ class BatchWriter:
             return
 
         def create(table: str) -> None:
-            self.lake.create_table_directly(
-                self.database,
-                table,
-                table_columns(table),
-                partitioned_by=DAY_COLUMN,
-                properties=table_properties(
-                    self.config.target_file_mb, [name for name, _ in table_columns(table)]
-                ),
-            )
+            self.lake.create_table_directly(self.database, table, **self._table_spec(table))
 
         with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="cdc-create") as pool:
             for table, future in [(table, pool.submit(create, table)) for table in tables]:
