@@ -12,12 +12,8 @@ import pytest
 from confluent_kafka import TopicPartition
 
 import mirror.consumer
-from cdc_platform.config import MirrorSettings, Settings
-from mirror.applier import MemoryApplier
 from mirror.consumer import MirrorConsumer
-from mirror.metrics import MirrorMetrics
-from mirror.plan import ChangeRouter
-from simple_binlog.routing import ShardRouter
+from tests.unit.mirror.consumers import memory_consumer
 
 TOPIC = "cdc.binlog.local"
 
@@ -82,17 +78,7 @@ def _run(
     monkeypatch.setattr(mirror.consumer, "Consumer", group.consumer)
     monkeypatch.setattr(mirror.consumer, "Producer", _FakeProducer)
     monkeypatch.setattr(mirror.consumer, "_IDLE_WAKE_S", 0.001)
-    settings = Settings()
-    consumer = MirrorConsumer(
-        settings.kafka,
-        MirrorSettings(),
-        "redis",
-        ["local"],
-        ChangeRouter([], ShardRouter(list(settings.shard_rules)), "redis"),
-        MemoryApplier(),
-        MirrorMetrics("redis"),
-        stop,
-    )
+    consumer = memory_consumer(stop)
     consumer.rejoin_timeout_s = timeout_s
     consumer.run()
     return consumer, group

@@ -8,13 +8,9 @@ import threading
 import pytest
 
 import mirror.consumer
-from cdc_platform.config import KafkaSettings, MirrorSettings, Settings
-from mirror.applier import MemoryApplier
-from mirror.consumer import MirrorConsumer
-from mirror.metrics import MirrorMetrics
-from mirror.plan import ChangeRouter
+from cdc_platform.config import KafkaSettings
 from simple_binlog.errors import ServiceUnavailableError
-from simple_binlog.routing import ShardRouter
+from tests.unit.mirror.consumers import memory_consumer
 
 
 def test_a_mirror_waits_for_kafka_to_make_its_topics_and_a_stop_ends_the_wait(
@@ -31,16 +27,6 @@ def test_a_mirror_waits_for_kafka_to_make_its_topics_and_a_stop_ends_the_wait(
 
     monkeypatch.setattr(mirror.consumer, "ensure_topic", kafka_away)
     monkeypatch.setattr(mirror.consumer, "Consumer", None)  # never reached: nothing to consume
-    settings = Settings()
-    consumer = MirrorConsumer(
-        settings.kafka,
-        MirrorSettings(),
-        "redis",
-        ["local"],
-        ChangeRouter([], ShardRouter(list(settings.shard_rules)), "redis"),
-        MemoryApplier(),
-        MirrorMetrics("redis"),
-        stop,
-    )
+    consumer = memory_consumer(stop)
     consumer.run()  # returns once stopped, having retried instead of raising
     assert calls == ["cdc.binlog.local"] * 3
