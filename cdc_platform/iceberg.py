@@ -53,7 +53,7 @@ WRITER_PROPERTY = "cdc-mirror.writer"
 # Raised whenever a release changes that layout incompatibly; a component refuses a table of
 # another layout (or one cdc-mirror did not create) before it reads or writes anything.
 LAYOUT_PROPERTY = "cdc-mirror.layout-version"
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 # The Iceberg format version of every table (row-level deletes, the merge's copy-on-write).
 FORMAT_VERSION = 2
 _EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"

@@ -1,9 +1,18 @@
-"""The raw change layer of the lake: its Iceberg tables and the stream writer's progress.
+"""The raw change layer of the lake: its one Iceberg table and the stream writer's progress.
 
-The stream writer writes every logical table as an Iceberg v2 table
-``<catalog>.<database>.<table>`` (``cdc_platform.iceberg``; database default
-``ods_binlog_source``), partitioned by ``dt`` (a string, ``yyyy-MM-dd``), with the columns of
-``ROW_COLUMNS`` (``DEAD_LETTER_COLUMNS`` for the dead-letter table) plus ``dt``.
+The stream writer writes the rows of every logical table into ONE Iceberg v2 table,
+``<catalog>.<database>._cdc_changes`` (``RAW_TABLE``; ``cdc_platform.iceberg``; database
+default ``ods_binlog_source``), partitioned by ``logicalTable`` and ``dt`` (a string,
+``yyyy-MM-dd``), with the columns of ``RAW_TABLE_COLUMNS``: those of ``ROW_COLUMNS``, the
+dead-letter columns (null on ordinary rows), ``logicalTable`` (``dead_letter`` for dead
+letters) and ``dt``. One micro-batch is one commit of it, whatever the number of logical
+tables: a commit through the metastore costs the same for one row as for a million.
+
+Downstream SQL keeps a table per logical table: a Hive view ``<database>.<table>`` (in Spark's
+session catalog, so ``./run sql`` and the Thrift server read it as before) selecting the
+table's columns (``table_columns``) from ``_cdc_changes`` where ``logicalTable`` is it. The
+product's own readers read the base table filtered by ``logicalTable`` (a view has no time
+travel).
 
 Its progress is a table of the same database, ``_cdc_writer_progress``, partitioned by writer:
 one row per writer (``PROGRESS_COLUMNS``), replaced by one Iceberg commit after each batch's
@@ -32,6 +41,9 @@ if TYPE_CHECKING:
 
 DEAD_LETTER_TABLE = "dead_letter"
 PROGRESS_TABLE = "_cdc_writer_progress"
+# The raw layer's one table, and its column naming a row's logical table.
+RAW_TABLE = "_cdc_changes"
+LOGICAL_TABLE_COLUMN = "logicalTable"
 # The partition column of every raw table: the day of executeTime (dead letters: of the Kafka
 # timestamp) in ``stream_writer.time_zone``.
 DAY_COLUMN = "dt"
@@ -66,6 +78,64 @@ DEAD_LETTER_COLUMNS: tuple[tuple[str, str], ...] = (
     ("raw", "BINARY"),
 )
 
+# The columns of ``RAW_TABLE``: every logical table's and the dead letters' in one row type.
+RAW_TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    *ROW_COLUMNS,
+    *(column for column in DEAD_LETTER_COLUMNS if column not in ROW_COLUMNS),
+    (LOGICAL_TABLE_COLUMN, "STRING"),
+    (DAY_COLUMN, "STRING"),
+)
+RAW_TABLE_PARTITIONING: tuple[str, ...] = (LOGICAL_TABLE_COLUMN, DAY_COLUMN)
+# Nothing filters on the JSON texts and raw bytes: no column metrics for them.
+_NO_METRICS = ("content", "beforeContent", "columnTypes", "position", "raw", "error", "kafkaKey")
+# Several writers (and maintenance) commit to ``RAW_TABLE``: an append that lost a race is
+# retried by Iceberg from a fresh read; its defaults (4 retries, at most 60 s) are for one
+# writer per table.
+_COMMIT_RETRIES = {
+    "commit.retry.num-retries": "20",
+    "commit.retry.min-wait-ms": "50",
+    "commit.retry.max-wait-ms": "5000",
+    "commit.retry.total-timeout-ms": "600000",
+}
+
+
+def raw_table_properties(target_file_mb: float) -> dict[str, str]:
+    """Pure: the Iceberg properties of ``RAW_TABLE``. Rows are written by the task that read
+    them (no shuffle before the write: ``distribution-mode=none``), each task keeping a file
+    open per partition it holds (fanout), rolled at ``target_file_mb``."""
+    return {
+        "write.target-file-size-bytes": str(int(target_file_mb * 1024 * 1024)),
+        "write.distribution-mode": "none",
+        "write.spark.fanout.enabled": "true",
+        **{f"write.metadata.metrics.column.{column}": "none" for column in _NO_METRICS},
+        **_COMMIT_RETRIES,
+    }
+
+
+def ensure_raw_table(lake: LakeCatalog, database: str, target_file_mb: float = 64.0) -> None:
+    """The database and ``RAW_TABLE`` (repeatable; an existing table is left as it is)."""
+    lake.create_namespace(database)
+    if RAW_TABLE not in lake.table_names(database):
+        lake.create_table(
+            database,
+            RAW_TABLE,
+            RAW_TABLE_COLUMNS,
+            partitioned_by=RAW_TABLE_PARTITIONING,
+            properties=raw_table_properties(target_file_mb),
+        )
+
+
+def raw_view_sql(catalog_table: str, view: str, table: str) -> str:
+    """Pure: the statement that makes ``view`` (``<database>.<table>`` in Spark's session
+    catalog) show the logical table ``table`` of ``catalog_table`` (the quoted name of
+    ``RAW_TABLE``) in its own columns."""
+    columns = ", ".join(f"`{name}`" for name, _ in table_columns(table))
+    return (
+        f"CREATE OR REPLACE VIEW spark_catalog.{view} AS SELECT {columns} "  # noqa: S608
+        f"FROM {catalog_table} WHERE `{LOGICAL_TABLE_COLUMN}` = '{_sql_text(table)}'"
+    )
+
+
 # The snapshot-summary property of a progress commit holding the writer's newest ready days
 # (comma-separated): the Hive metastore keeps the current snapshot's summary among the table's
 # parameters, so a process without Spark (the scheduler) reads them there.
@@ -82,7 +152,7 @@ PROGRESS_COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 def table_columns(table: str) -> tuple[tuple[str, str], ...]:
-    """The columns of a raw table, ``dt`` last."""
+    """The columns of a logical table (its view; ``raw_rows``), ``dt`` last."""
     columns = DEAD_LETTER_COLUMNS if table == DEAD_LETTER_TABLE else ROW_COLUMNS
     return (*columns, (DAY_COLUMN, "STRING"))
 
@@ -212,11 +282,32 @@ def ready_days_from_metastore(settings: Settings, database: str, writer: str) ->
     return [day for day in str(summary.get(READY_DAYS_PROPERTY, "")).split(",") if day]
 
 
-def raw_rows(lake: LakeCatalog, database: str, table: str, where: str) -> DataFrame:
-    """Rows of the raw table ``table`` matching the SQL condition ``where`` (on ``dt``);
-    no rows, with the table's columns, when the writer has not created the table."""
-    if table in lake.table_names(database):
-        return lake.spark.table(lake.name(database, table)).where(where)
+# -- reading the raw layer (merge, validation, verify) ------------------------------------
+
+
+def raw_table_condition(table: str) -> str:
+    """Pure: the SQL condition selecting the rows of logical table ``table`` in ``RAW_TABLE``
+    (an identity partition: a read with it opens that table's files only)."""
+    return f"{LOGICAL_TABLE_COLUMN} = '{_sql_text(table)}'"
+
+
+def raw_rows(
+    lake: LakeCatalog, database: str, table: str, where: str, snapshot: int | None = None
+) -> DataFrame:
+    """Rows of logical table ``table`` in ``RAW_TABLE`` matching the SQL condition ``where``
+    (on ``dt`` and the row columns), as of the raw table's ``snapshot`` (None: its current
+    one), with the logical table's own columns (``table_columns``); no rows, with those
+    columns, when the writer has not created the raw table. Time travel is the base table's:
+    a view has no snapshots."""
+    columns = [name for name, _ in table_columns(table)]
+    if RAW_TABLE in lake.table_names(database):
+        name = lake.name(database, RAW_TABLE)
+        base = (
+            lake.spark.table(name)
+            if snapshot is None
+            else lake.spark.sql(f"SELECT * FROM {name} VERSION AS OF {int(snapshot)}")  # noqa: S608 - quoted names
+        )
+        return base.where(raw_table_condition(table)).where(where).select(*columns)
     ddl = ", ".join(f"`{name}` {kind}" for name, kind in table_columns(table))
     return lake.spark.createDataFrame([], schema=ddl)
 
