@@ -13,9 +13,10 @@ on the chosen storage (``--storage``: the local folder, the stack's HDFS or Seaw
 * baseline: ``readStream.format("kafka")`` → the same JSON parse → ``writeStream`` appending
   to ONE Iceberg table (``toTable``, ``trigger(availableNow=True)``): Spark's own exactly-once
   sink, with no routing;
-* measured: the stream writer (routing, ``dt``, one Iceberg commit per table and batch, the
+* measured: the stream writer (routing, ``dt``, one Iceberg commit per batch of the raw
+  layer's one table for all logical tables, their views, the
   progress commit, readiness) over the same topic with ``availableNow``, twice: a first run
-  that creates the tables, then (``--no-steady-state`` skips it) a second writer (another
+  that meets the tables first (their views), then (``--no-steady-state`` skips it) a second writer (another
   name, so its own progress) into the existing tables: the steady state, on which the issue's
   targets are judged.
 
@@ -29,7 +30,7 @@ kept in the figure's extras). Figures of the local lake are ``stream_writer.thro
 Prints rows/s of both, the ratio, the machine, the writer's peak memory (the JVM's and
 Python's resident sets over the whole run) and the data files of the writer's tables against
 the target size (Iceberg's ``files`` metadata table), and the writer's log of each batch on
-stdout (its phases: own commits, data files, new tables, table commits, progress commit).
+stdout (its phases: data files, raw commit, progress commit).
 The issue's size is 5,000,000 messages.
 """
 
@@ -52,6 +53,7 @@ from bench.machine import describe as describe_machine
 from cdc_platform.config import Settings, load_settings
 from cdc_platform.iceberg import LakeCatalog, lake_session
 from cdc_platform.kafka import ensure_topic, producer_config
+from cdc_platform.lake import LOGICAL_TABLE_COLUMN, RAW_TABLE
 from stream_writer import localfs
 
 
@@ -167,12 +169,19 @@ def run_noop(spark, settings: Settings, topic: str, out: Path, max_offsets: int,
 
 
 def run_baseline(spark, settings: Settings, topic: str, out: Path, max_offsets: int,
-                 lake: LakeCatalog, database: str, table_name: str = "kafka_rows"
-                 ) -> tuple[float, int]:
-    """Kafka → from_json → ONE Iceberg table with Spark's streaming Iceberg sink."""
+                 lake: LakeCatalog, database: str, table_name: str = "kafka_rows",
+                 partitioned: str | None = None) -> tuple[float, int]:
+    """Kafka → from_json → ONE Iceberg table with Spark's streaming Iceberg sink.
+
+    ``partitioned``: None, an unpartitioned table (the issue's baseline); ``fanout`` or
+    ``hash``, a table partitioned by (logicalTable, dt) as the raw layer's one table is (the
+    logical table as the default shard rule names the bench's unsharded tables, ``dt`` the
+    day of executeTime), written without a shuffle (fanout writers, ``distribution-mode=none``)
+    or with Iceberg's default hash distribution: the most a one-table writer with per-table
+    partitions can reach."""
     from pyspark.sql import functions as F
 
-    from stream_writer.transform import MESSAGE_SCHEMA
+    from stream_writer.transform import MESSAGE_SCHEMA, day_column
 
     reader = (spark.readStream.format("kafka")
               .option("kafka.bootstrap.servers", settings.kafka.bootstrap_servers)
@@ -183,20 +192,73 @@ def run_baseline(spark, settings: Settings, topic: str, out: Path, max_offsets: 
         F.from_json(F.col("value").cast("string"), MESSAGE_SCHEMA).alias("m"),
         "topic", "partition", "offset", "timestamp",
     ).select("m.*", "topic", "partition", "offset", "timestamp")
+    layout = ""
+    properties = "'format-version'='2'"
+    if partitioned is not None:
+        parsed = parsed.select(
+            "*",
+            F.lower(F.concat_ws("_", "schemaName", "tableName")).alias("logicalTable"),
+            day_column(F.col("executeTime"), settings.stream_writer.time_zone).alias("dt"),
+        )
+        layout = " PARTITIONED BY (logicalTable, dt)"
+        if partitioned == "fanout":
+            properties += (", 'write.distribution-mode'='none', "
+                           "'write.spark.fanout.enabled'='true'")
+        properties += (f", 'write.target-file-size-bytes'="
+                       f"'{settings.stream_writer.target_file_mb * 2**20:.0f}'")
     table = lake.name(f"{database}_baseline", table_name)
     lake.create_namespace(f"{database}_baseline")
     columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in parsed.schema.fields)
-    spark.sql(f"CREATE TABLE {table} ({columns}) USING iceberg "
-              "TBLPROPERTIES ('format-version'='2')")
+    spark.sql(f"CREATE TABLE {table} ({columns}) USING iceberg{layout} "
+              f"TBLPROPERTIES ({properties})")
     started = time.monotonic()
     query = (parsed.writeStream.format("iceberg").outputMode("append")
              .option("checkpointLocation", str(out / "checkpoint"))
              .trigger(availableNow=True).toTable(table))
     query.awaitTermination()
     seconds = time.monotonic() - started
-    print_progress("baseline", query)
+    print_progress(f"baseline{'' if partitioned is None else ' partitioned ' + partitioned}",
+                   query)
     rows = spark.table(table).count()
+    if partitioned is not None:
+        files = spark.sql(f"SELECT count(*) FROM {table}.files").first()[0]
+        print(f"  partitioned baseline ({partitioned}): {files:,} data files", flush=True)
     return seconds, rows
+
+
+def ceiling(spark, settings: Settings, args, topic: str, work: Path, database: str,
+            lake: LakeCatalog) -> list[Figure]:
+    """The one-table ceiling: the unpartitioned baseline against the same sink into one table
+    partitioned by (logicalTable, dt), fanout and hash-distributed, in one run (the
+    unpartitioned one before and after, as ``throughput``'s baseline)."""
+    run_baseline(spark, settings, topic, work / "baseline-warm-up", args.max_offsets_per_trigger,
+                 lake, database, "kafka_rows_warm_up")
+    rates: dict[str, float] = {}
+    for label, partitioned in (("before", None), ("fanout", "fanout"), ("hash", "hash"),
+                               ("after", None)):
+        seconds, rows = run_baseline(spark, settings, topic, work / f"ceiling-{label}",
+                                     args.max_offsets_per_trigger, lake, database,
+                                     f"kafka_rows_{label}", partitioned)
+        assert rows == args.messages, f"{rows} rows for {args.messages} messages"
+        rates[label] = rows / seconds
+        print(f"ceiling {label}: {rows:,} rows in {seconds:.1f} s = {rates[label]:,.0f} rows/s",
+              flush=True)
+    plain = (rates["before"] + rates["after"]) / 2
+    where = storage_label(args.storage)
+    figures = []
+    for label in ("fanout", "hash"):
+        print(f"ratio partitioned ({label}) / unpartitioned: {rates[label] / plain:.2f}",
+              flush=True)
+        figures.append(Figure(
+            figure_key(f"one_table_ceiling_{label}", args.storage),
+            f"{args.messages:,} messages over {args.tables} tables into ONE Iceberg table "
+            f"partitioned by (logicalTable, dt), Spark's sink, {label}, {where}",
+            rates[label], "rows/s", plain,
+            f"plain Spark Kafka → Iceberg writeStream (one unpartitioned table), {where}, mean "
+            "of a run before and one after",
+            extra={"baseline before rows/s": rates["before"],
+                   "baseline after rows/s": rates["after"]}))
+    return figures
 
 
 def run_writer(spark, settings: Settings, topic: str, name: str,
@@ -214,6 +276,12 @@ def run_writer(spark, settings: Settings, topic: str, name: str,
     query = start_query(spark, settings, run, writer, True, latest.partitions)
     query.awaitTermination()
     seconds = time.monotonic() - started
+    # The views of new logical tables are made after the commits by a thread of their own:
+    # counted in the writer's time (a first run's views are part of creating its tables).
+    writer.wait_for_views()
+    views_s = time.monotonic() - started - seconds
+    print(f"  views made {views_s:.1f} s after the last batch", flush=True)
+    seconds += views_s
     latest.close()
     print_progress("stream writer", query)
     return seconds, writer
@@ -221,18 +289,12 @@ def run_writer(spark, settings: Settings, topic: str, name: str,
 
 def file_report(spark, lake: LakeCatalog, database: str, target_bytes: int,
                 hot_table: str) -> dict:
-    """The data files of the writer's tables (Iceberg's ``files`` metadata table)."""
-    sizes: list[int] = []
-    hot: list[int] = []
-    for table in sorted(lake.table_names(database)):
-        if table.startswith("_"):
-            continue
-        found = [int(r[0]) for r in spark.sql(
-            f"SELECT file_size_in_bytes FROM {lake.name(database, table)}.files").collect()]
-        sizes += found
-        if table == hot_table:
-            hot += found
-    sizes.sort()
+    """The data files of the writer's raw table (Iceberg's ``files`` metadata table)."""
+    found = spark.sql(
+        f"SELECT partition.{LOGICAL_TABLE_COLUMN} AS t, file_size_in_bytes "
+        f"FROM {lake.name(database, RAW_TABLE)}.files").collect()
+    sizes = sorted(int(r[1]) for r in found)
+    hot = [int(r[1]) for r in found if r[0] == hot_table]
     return {
         "files": len(sizes),
         "above 2× target": sum(1 for size in sizes if size > 2 * target_bytes),
@@ -296,10 +358,11 @@ def measure_latency(spark, settings: Settings, lake: LakeCatalog, rate: int,
     query.stop()
     latest.close()
     database = settings.stream_writer.database
-    table = lake.name(database, "lat_orders")
+    table = lake.name(database, RAW_TABLE)
     entries = spark.sql(f"SELECT data_file.file_path AS file, snapshot_id FROM {table}.entries")
     snapshots = spark.sql(f"SELECT snapshot_id, committed_at FROM {table}.snapshots")
-    rows = spark.table(table).select("kafkaTimestamp", F.col("_file").alias("file"))
+    rows = spark.table(table).where(f"{LOGICAL_TABLE_COLUMN} = 'lat_orders'").select(
+        "kafkaTimestamp", F.col("_file").alias("file"))
     delays = rows.join(entries, "file").join(snapshots, "snapshot_id").select(
         ((F.unix_millis("committed_at") - F.unix_millis("kafkaTimestamp")) / 1000).alias("delay"))
     p50, p99 = delays.select(F.percentile_approx("delay", [0.5, 0.99])).first()[0]
@@ -312,11 +375,7 @@ def measure_latency(spark, settings: Settings, lake: LakeCatalog, rate: int,
 
 
 def count_lake_rows(spark, lake: LakeCatalog, database: str) -> int:
-    return sum(
-        spark.table(lake.name(database, table)).count()
-        for table in lake.table_names(database)
-        if not table.startswith("_")
-    )
+    return spark.table(lake.name(database, RAW_TABLE)).count()
 
 
 def peak_memory_mb() -> dict[str, float]:
@@ -471,6 +530,9 @@ def parse_args() -> argparse.Namespace:
                              "the same topic into the existing tables")
     parser.add_argument("--noop", action="store_true",
                         help="first measure Kafka → noop sink: no parse, from_json, the writer jar's parse")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="instead of the writer: the baseline into one table partitioned by "
+                             "(logicalTable, dt) against the unpartitioned one")
     parser.add_argument("--profile", action="store_true",
                         help="Spark event log on: print the Spark stages of each run")
     parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for bench.report)")
@@ -517,7 +579,9 @@ def main() -> None:
         spark = lake_session(settings, "bench-stream-writer", conf)
         lake = LakeCatalog.open(spark, settings)
         figures: list[Figure] = []
-        if topic is not None:
+        if topic is not None and args.ceiling:
+            figures += ceiling(spark, settings, args, topic, work, database, lake)
+        elif topic is not None:
             figures += throughput(spark, settings, args, topic, work, database, lake)
         if args.latency_seconds:
             figures.append(measure_latency(spark, settings, lake, args.latency_rate,

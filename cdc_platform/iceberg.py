@@ -491,6 +491,17 @@ class LakeCatalog:
         jvm: Any = self.spark.sparkContext._jvm
         where = self.location.child(f"{namespace}.db")
         with self._errors():
+            # The views of the namespace's Hive database (the raw layer's per-table views in
+            # Spark's session catalog): the metastore drops no database that holds any.
+            if self.spark.catalog.databaseExists(f"spark_catalog.{namespace}"):
+                for row in self.spark.sql(
+                    f"SHOW VIEWS IN spark_catalog.{_ident(namespace)}"
+                ).collect():
+                    if not row.isTemporary:
+                        self.spark.sql(
+                            f"DROP VIEW IF EXISTS spark_catalog.{_ident(namespace)}."
+                            f"{_ident(row.viewName)}"
+                        )
             rows = self.spark.sql(
                 f"SHOW TABLES IN {_ident(self.catalog)}.{_ident(namespace)}"
             ).collect()

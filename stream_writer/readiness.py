@@ -1,5 +1,5 @@
 """Watermarks and readiness of days. Pure logic: the writer commits ``WriterState`` to the lake
-(the progress table of ``cdc_platform.lake``) after each batch's table commits.
+(the progress table of ``cdc_platform.lake``) after each batch's raw commit.
 
 Per Kafka partition the writer keeps, after each committed batch, the highest executeTime it
 has durably written from that partition (its *watermark*: rows of one physical table sit in

@@ -1,4 +1,4 @@
-"""One micro-batch into the lake's Iceberg tables, exactly once, on any storage.
+"""One micro-batch into the lake's one raw Iceberg table, exactly once, on any storage.
 
 Spark's ``foreachBatch`` calls ``BatchWriter(batch, batch_id)``. Correctness comes from the
 lake alone (Spark's checkpoint only saves re-reading Kafka): nothing is renamed, no manifest
@@ -7,35 +7,33 @@ or state file of our own is written, so it holds on local disk, HDFS and S3 alik
 1. **Transform.** The batch is parsed and routed in one pass (``transform.lake_rows``),
    rows below the writer's committed offsets dropped (a batch Spark replays, or a fresh
    checkpoint started from the lake's offsets). Nothing is cached: one Spark job reads it.
-2. **One Iceberg commit per table.** The data files of every existing table the batch touches
-   are written by one Spark job (``LakeCatalog.write_files``: per-table Spark writes cost a
-   job, an analysis and a table load each, most of a batch over hundreds of tables), whose
-   tasks also count every row (groups per table, day and Kafka partition; the source tables
-   routed to each): the counts drive the steps below, the batch is not read again to describe
-   it. While the lake has no raw table yet, the tables the batch's Kafka keys name are drafted
-   before that job (``_draft_tables``: Iceberg create transactions, written like existing
-   tables and created with their first commit); other tables the batch brings are created
-   after it (Iceberg's catalog API, a few at once) and a second job writes their files.
-   Then for each table (the dead-letter table too), one append
-   of its files whose snapshot summary records the batch's end offsets
-   (``cdc-mirror.kafka-offsets``: every message of every partition below them is in that
-   table, if it belongs there) and the writer's name. A
-   commit is atomic: a reader sees all of a table's rows of the batch or none; files of a
-   batch that never committed are referenced by nothing (orphan-file removal deletes them).
+2. **One Iceberg commit.** Every logical table's rows (and the dead letters) go to ONE table,
+   ``_cdc_changes`` (``cdc_platform.lake.RAW_TABLE``), partitioned by ``logicalTable`` and
+   ``dt``. One Spark job writes its data files and counts every row
+   (``LakeCatalog.write_files``: groups per logical table, day and Kafka partition; the source
+   tables routed to each): the counts drive the steps below, the batch is not read again to
+   describe it. Then ONE append of those files whose snapshot summary records the batch's end
+   offsets (``cdc-mirror.kafka-offsets``: every message of every partition below them is in
+   the table, if it belongs there), the writer's name and the batch id. A commit is atomic: a
+   reader sees all of the batch's rows or none; files of a batch that never committed are
+   referenced by nothing (orphan-file removal deletes them). A commit costs the same whatever
+   the number of logical tables: a batch over 200 tables was 200 commits before.
 3. **Progress commit.** Then the writer's progress row (``cdc_platform.lake``: offsets,
    watermarks, ready days, late rows) is replaced, one commit of ``_cdc_writer_progress``.
    A day turns ready only there, after the data of the batch that made it ready.
+4. **Views.** A logical table seen for the first time gets its view, ``<database>.<table>``
+   in Spark's session catalog (``cdc_platform.lake.raw_view_sql``), made after the commits,
+   by a thread of its own: downstream SQL reads a table per logical table as before.
 
-After a crash anywhere in between, the restarted writer reads its progress P (the last
-progress commit) and, before its first batch, each existing table's own newest commit N_T.
-Rows below P are in every table; a table that committed the interrupted batch has its rows
-below N_T too, so only rows at or above max(P, N_T) of each partition are written to it
-(the others are counted) until the progress passes N_T: a crash between two tables' commits
-of one batch neither loses nor duplicates a row, even when the batches after the restart are
-cut differently (a fresh checkpoint). A table whose rows are all below its N_T gets no commit.
+After a crash between the two commits, the restarted writer resumes from the newer of its
+progress P and the raw table's newest commit carrying its own name, N: rows below N are in
+the raw table already, so rows below max(P, N) of each partition are counted (the state
+learns their days and watermarks) but not written until the progress passes N: neither a
+row lost nor one written twice, even when the batches after the restart are cut differently
+(a fresh checkpoint). A batch whose rows are all below N makes no raw commit.
 
 ``CDC_STREAM_WRITER_CRASH_AT`` names a point where the writer kills itself (tests only):
-before the first table commit, between two, before the progress commit and after it.
+before the raw commit, before the progress commit (after the raw one) and after it.
 """
 
 from __future__ import annotations
@@ -48,8 +46,8 @@ import signal
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -58,24 +56,22 @@ from zoneinfo import ZoneInfo
 from pyspark.sql import functions as F
 
 from cdc_platform.config import StreamWriterSettings
-from cdc_platform.iceberg import (
-    METASTORE_CLIENTS,
-    WRITER_PROPERTY,
-    KafkaOffsets,
-    LakeCatalog,
-    StagedFiles,
-    TableDraft,
-)
+from cdc_platform.iceberg import WRITER_PROPERTY, KafkaOffsets, LakeCatalog
 from cdc_platform.lake import (
     DAY_COLUMN,
+    DEAD_LETTER_COLUMNS,
     DEAD_LETTER_TABLE,
+    LOGICAL_TABLE_COLUMN,
+    PROGRESS_TABLE,
+    RAW_TABLE,
+    RAW_TABLE_COLUMNS,
     WriterProgress,
     commit_writer_progress,
     ensure_progress_table,
+    ensure_raw_table,
+    raw_view_sql,
     read_writer_progress,
-    table_columns,
 )
-from simple_binlog.control import is_control
 from simple_binlog.errors import CdcMirrorError, ConfigError
 from simple_binlog.routing import ShardRouter, ShardRule
 from stream_writer import layout, transform
@@ -91,18 +87,16 @@ log = logging.getLogger(__name__)
 BATCH_PROPERTY = "cdc-mirror.batch-id"
 # Tests only: the writer kills itself (its process group, JVM included) at this point.
 CRASH_ENV = "CDC_STREAM_WRITER_CRASH_AT"
-CRASH_POINTS = ("before-commit", "between-tables", "before-progress", "after-commit")
-# Table commits of one batch that run at once: each is mostly waiting on the storage and the
-# metastore (a metadata refresh, manifest and metadata files, an alter_table); as many as
-# Iceberg's metastore client pool holds, so none waits for a client.
-_COMMIT_THREADS = METASTORE_CLIENTS
-# Iceberg table properties of the raw tables. Rows are written by the task that read them
-# (no shuffle before the write: ``distribution-mode=none``), each task keeping a file open per
-# day it holds (fanout). Nothing filters on the JSON texts and raw bytes: no column metrics.
-_NO_METRICS = ("content", "beforeContent", "columnTypes", "position", "raw", "error", "kafkaKey")
-
-# The first struct column of ``LakeCatalog.write_files``'s input (``_write_files``).
-_FIRST_LAYOUT = 9
+CRASH_POINTS = ("before-commit", "before-progress", "after-commit")
+# The struct column of ``LakeCatalog.write_files``'s input holding a raw row (``_write_files``).
+_RAW_LAYOUT = 9
+# ``write_files`` counts rows per (table, day, …) of its input; the writer names the raw table
+# as the table of every row it writes, and ``<logical table>/<dt>`` as the day, so the counts
+# come per logical table and day (a logical table is [a-z0-9_], never holds a '/').
+_KEY_SEPARATOR = "/"
+# Columns of the raw table a dead letter leaves null (they came from a message that broke the
+# contract; its raw bytes are kept).
+_DEAD_LETTER_KEPT = {name for name, _ in DEAD_LETTER_COLUMNS} | {LOGICAL_TABLE_COLUMN, DAY_COLUMN}
 
 
 def is_written(table: str) -> bool:
@@ -110,20 +104,6 @@ def is_written(table: str) -> bool:
     the writer's own rows (control messages, ``transform``): never written, their
     executeTime still advances the partition's watermark (a heartbeat's promise)."""
     return not table.startswith("_")
-
-
-def table_properties(target_file_mb: float, columns: Sequence[str]) -> dict[str, str]:
-    """Pure: the Iceberg properties of a raw table of ``columns``."""
-    return {
-        "write.target-file-size-bytes": str(int(target_file_mb * 1024 * 1024)),
-        "write.distribution-mode": "none",
-        "write.spark.fanout.enabled": "true",
-        **{
-            f"write.metadata.metrics.column.{column}": "none"
-            for column in _NO_METRICS
-            if column in columns
-        },
-    }
 
 
 def crash_point(env: Mapping[str, str]) -> str | None:
@@ -202,9 +182,9 @@ def register_jvm_parse(spark: SparkSession) -> bool:
 def table_floors(
     progress: Mapping[tuple[str, int], int], committed: KafkaOffsets | None
 ) -> dict[tuple[str, int], int]:
-    """Pure: per partition, the first offset a table still needs: its own newest commit's
-    offsets where they are beyond the writer's progress (an interrupted batch committed to
-    it), the progress elsewhere."""
+    """Pure: per partition, the first offset the raw table still needs: the writer's own
+    newest raw commit's offsets where they are beyond its progress (a crash between the raw
+    commit and the progress commit), the progress elsewhere."""
     floors = dict(progress)
     if committed is not None:
         for key, offset in committed.next_offsets.items():
@@ -214,7 +194,7 @@ def table_floors(
 
 
 def needs_commit(groups: Sequence[_Group], floors: Mapping[tuple[str, int], int]) -> bool:
-    """Pure: whether a table's groups hold a row at or above its floors."""
+    """Pure: whether the groups hold a row at or above the floors."""
     return any(g.max_offset >= floors.get((g.topic, g.partition), 0) for g in groups)
 
 
@@ -267,13 +247,14 @@ class BatchWriter:
         # Guards the state: ``check_readiness`` runs in the job's thread, batches in Spark's.
         self._lock = threading.Lock()
         self._started = False
-        self._tables: set[str] = set()
         self.state = WriterState()
-        # Each existing table's newest own commit, read when this process first touches the
-        # table: a crash may have left it ahead of the progress (see the module). Dropped once
-        # the progress has passed it.
-        self._ahead: dict[str, KafkaOffsets] = {}
-        self._checked: set[str] = set()
+        # The writer's own newest raw commit when it is ahead of its progress (a crash between
+        # the two commits: see the module); dropped once the progress has passed it.
+        self._ahead: KafkaOffsets | None = None
+        # The logical tables that have their view, and the views being made (one thread).
+        self._views: set[str] = set()
+        self._view_maker = ThreadPoolExecutor(1, thread_name_prefix="cdc-views")
+        self._view_work: Future[None] | None = None
 
     # -- start ------------------------------------------------------------------------------
 
@@ -285,15 +266,25 @@ class BatchWriter:
                 return
             # A stack jar without the one-job write stops the writer before it reads.
             self.lake.check_batch_write()
-            ensure_progress_table(self.lake, self.database)
-            self._tables = self.lake.table_names(self.database)
             # Before anything is read: a table written by an incompatible version (or not by
             # cdc-mirror) stops the writer here, in one sentence naming it and the cause.
-            self.lake.check_compatible(self.database, self._tables)
+            self.lake.check_compatible(self.database, (RAW_TABLE, PROGRESS_TABLE))
+            ensure_raw_table(self.lake, self.database, self.config.target_file_mb)
+            ensure_progress_table(self.lake, self.database)
             progress = read_writer_progress(self.lake, self.database, self.paths.name)
             self.state = (
                 WriterState.from_json(progress.state) if progress is not None else WriterState()
             )
+            mine = self.lake.committed_offsets(self.database, RAW_TABLE, writer=self.paths.name)
+            if table_floors(self.state.next_offsets(), mine) != self.state.next_offsets():
+                self._ahead = mine
+                log.info(
+                    "stream writer %s: its last raw commit is ahead of its progress (%s); "
+                    "rows below it are counted, not written again",
+                    self.paths.name,
+                    _offsets_text(mine.next_offsets if mine is not None else {}),
+                )
+            self._views = self._existing_views()
             self.metrics.observe_state(self.state)
             self._started = True
             log.info(
@@ -348,273 +339,139 @@ class BatchWriter:
         if fresh is not None:
             rows = rows.where(fresh)
         phases: dict[str, float] = {}
-        drafts: dict[str, TableDraft] = {}
-        try:
-            drafts = self._before_pass(batch, phases)
-            phases["own commits"] = time.monotonic() - started
+        floors = table_floors(committed, self._ahead)
+        if floors == committed:
+            self._ahead = None  # the progress has passed it (or there was none)
+        # One pass writes the batch's data files and counts the whole batch.
+        staged, counts = self._write_files(rows, committed, floors)
+        groups, physical = _groups(counts)
+        phases["data files"] = time.monotonic() - started
+        self._check_routes(physical)
+        written = [g for g in groups if is_written(g.table)]
+        if any(g.table == DEAD_LETTER_TABLE for g in groups):
+            self._log_samples(rows)
+        self._crash("before-commit")
+        commits = 0
+        if needs_commit(written, floors):
             began = time.monotonic()
-            # One pass writes the files of the existing and drafted tables and counts the
-            # whole batch.
-            staged, counts = self._write_files(
-                rows, sorted(self._writable() | drafts.keys()), committed
+            # Where the raw table stands after this commit: the batch's end, or the writer's
+            # own earlier commit where that is further (a crash left it ahead of the
+            # progress, and a batch after the restart may end below it): never less.
+            staged.commit(
+                RAW_TABLE,
+                KafkaOffsets(table_floors({**committed, **end_offsets}, self._ahead)),
+                {WRITER_PROPERTY: self.paths.name, BATCH_PROPERTY: str(batch_id)},
             )
-            groups, physical = _groups(counts)
-            phases["data files"] = time.monotonic() - began
-            self._check_routes(physical)
-            by_table: dict[str, list[_Group]] = defaultdict(list)
-            for group in groups:
-                by_table[group.table].append(group)
-            plans = self._plans(batch_id, by_table, committed)
-            new_tables = [t for t in plans if t not in self._tables and t not in drafts]
-            stages = [staged]
-            if new_tables:
-                # Tables that neither existed nor were drafted (their rows' Kafka keys did not
-                # name them): created now, and a second pass writes their files (it reads the
-                # batch again; only batches that bring such tables pay it).
-                began = time.monotonic()
-                self._create_tables(new_tables)
-                phases["new tables"] = time.monotonic() - began
-                began = time.monotonic()
-                stages.append(self._write_files(rows, new_tables, committed)[0])
-                phases["new tables' files"] = time.monotonic() - began
-            if DEAD_LETTER_TABLE in by_table:
-                self._log_samples(rows)
-            self._crash("before-commit")
-            offsets = KafkaOffsets({**committed, **end_offsets})
-            commits = self._commit_tables(batch_id, plans, stages, offsets, phases, drafts)
-        finally:
-            for table, draft in drafts.items():
-                if table not in self._tables:  # not created: no rows, or the batch failed
-                    draft.discard()
+            phases["raw commit"] = time.monotonic() - began
+            commits = 1
+        elif written:
+            log.info("batch %d: the raw table holds these rows already", batch_id)
         self._crash("before-progress")
         began = time.monotonic()
         late, ready = self._commit_progress(batch_id, groups, end_offsets)
         phases["progress commit"] = time.monotonic() - began
         self._crash("after-commit")
+        self._make_views(sorted({g.table for g in written} - self._views))
         self._observe(batch_id, groups, late, ready, commits, phases, time.monotonic() - started)
-
-    def _before_pass(self, batch: DataFrame, phases: dict[str, float]) -> dict[str, TableDraft]:
-        """Existing tables' newest own commits (after a restart: every table's; rows below
-        them are counted, not written: ``_write_files``) and, while the lake has no raw table
-        yet (a first run: every table of the batch is new), drafts of the tables the batch
-        brings (``_draft_tables``), made while the own commits are read. Once tables exist a
-        batch rarely brings one, and learning its tables would cost every batch a read of
-        its keys: a new table then costs its batch a second pass instead."""
-        unchecked = sorted(t for t in self._tables if t not in self._checked and is_written(t))
-        if self._writable() - {DEAD_LETTER_TABLE}:
-            self._read_own_commits(unchecked)
-            return {}
-        with ThreadPoolExecutor(1, thread_name_prefix="cdc-offsets") as side:
-            reading = side.submit(self._read_own_commits, unchecked)
-            drafts = self._draft_tables(batch, phases)
-            reading.result()
-        return drafts
-
-    def _writable(self) -> set[str]:
-        """The existing tables a batch's rows may be written to."""
-        return {t for t in self._tables if is_written(t)}
 
     def _write_files(
         self,
         rows: DataFrame,
-        tables: Sequence[str],
         committed: Mapping[tuple[str, int], int],
-    ) -> tuple[StagedFiles, dict[str, Any]]:
-        """Write the data files of ``tables`` (rows at or above each one's floors: see
-        ``table_floors``) without committing, and count ``rows`` (each row once, written or
-        not), in one Spark job (``LakeCatalog.write_files``). Each column layout has a struct
-        column of its own (the raw tables share one, the dead-letter table has its own).
+        floors: Mapping[tuple[str, int], int],
+    ) -> tuple[Any, dict[str, Any]]:
+        """Write the raw table's data files of the batch (rows at or above ``floors``)
+        without committing, and count ``rows`` (each row once, written or not) per logical
+        table, day and Kafka partition, in one Spark job (``LakeCatalog.write_files``).
 
-        Rows are not filtered by table here: Spark pushes a filter on ``_table`` below the
-        projection that computes it, inlining the expression, so every row would be parsed
-        and routed twice (the second job of a first batch over 200 tables took several
-        times the first); the job passes over rows of other tables itself."""
-        layouts: dict[tuple[tuple[str, str], ...], int] = {}
-        layout_of: dict[str, int] = {}
-        for table in sorted({*tables, DEAD_LETTER_TABLE}):
-            layout_of[table] = layouts.setdefault(
-                table_columns(table), _FIRST_LAYOUT + len(layouts)
-            )
-        # Rows below a table's own newest commit (a crash between two tables' commits) are
-        # counted, not written.
+        Rows are not filtered here: Spark pushes a filter on ``_table`` below the projection
+        that computes it, inlining the expression, so every row would be parsed and routed
+        twice; the job passes over the rows it does not write itself."""
         write: Column = F.lit(True)
-        for table in reversed(sorted(set(tables) & set(self._ahead))):
-            above = transform.at_or_after(table_floors(committed, self._ahead[table]))
+        if floors != committed:
+            above = transform.at_or_after(floors)
             if above is not None:
-                write = F.when(F.col("_table") == table, above).otherwise(write)
+                write = above
+        table = F.col("_table")
         valid = F.col("error").isNull()
-        routed = valid & ~F.col("_table").startswith("_")
-        structs = [
-            F.struct(
-                *[
-                    (F.col("_dt") if name == DAY_COLUMN else F.col(name)).cast(kind).alias(name)
-                    for name, kind in columns
-                ]
-            ).alias(f"_layout{index}")
-            for columns, index in layouts.items()
-        ]
+        routed = valid & ~table.startswith("_")
+        dead = table == DEAD_LETTER_TABLE
+
+        def raw_column(name: str, kind: str) -> Column:
+            if name == LOGICAL_TABLE_COLUMN:
+                value = table
+            elif name == DAY_COLUMN:
+                value = F.col("_dt")
+            elif name in _DEAD_LETTER_KEPT:
+                value = F.col(name)
+            else:  # a dead letter keeps its raw bytes, not what was parsed of them
+                value = F.when(~dead, F.col(name))
+            return value.cast(kind).alias(name)
+
         frame = rows.select(
-            F.col("_table"),
+            # The raw table is the table of every written row (``_KEY_SEPARATOR``).
+            F.when(table.startswith("_"), table).otherwise(F.lit(RAW_TABLE)),
             write.alias("_write"),
-            F.col("_dt"),
+            F.concat_ws(_KEY_SEPARATOR, table, F.col("_dt")).alias("_key"),
             F.col("kafkaTopic"),
             F.col("kafkaPartition").cast("int"),
             F.col("kafkaOffset").cast("long"),
             F.when(valid, F.col("executeTime")).cast("long").alias("_eventMs"),
-            F.when(routed, F.col("schemaName")).alias("_sourceSchema"),
+            F.when(routed, F.concat_ws(_KEY_SEPARATOR, table, F.col("schemaName"))).alias(
+                "_sourceSchema"
+            ),
             F.when(routed, F.col("tableName")).alias("_sourceTable"),
-            *structs,
+            F.struct(*[raw_column(name, kind) for name, kind in RAW_TABLE_COLUMNS]).alias("_raw"),
         )
-        staged = self.lake.write_files(frame, self.database, list(tables), layout_of)
+        staged = self.lake.write_files(frame, self.database, [RAW_TABLE], {RAW_TABLE: _RAW_LAYOUT})
         return staged, staged.counts()
 
-    def _plans(
-        self,
-        batch_id: int,
-        by_table: Mapping[str, Sequence[_Group]],
-        committed: dict[tuple[str, int], int],
-    ) -> list[str]:
-        """The tables of the batch that get a commit: every written table with a row at or
-        above its floors."""
-        plans = []
-        for table in sorted(t for t in by_table if is_written(t)):
-            if table in self._ahead:
-                floors = table_floors(committed, self._ahead[table])
-                if floors == committed:
-                    del self._ahead[table]  # the progress has passed it
-                elif not needs_commit(by_table[table], floors):
-                    log.info("batch %d: %s holds these rows already", batch_id, table)
-                    continue
-            plans.append(table)
-        return plans
+    # -- views ------------------------------------------------------------------------------
 
-    def _commit_tables(
-        self,
-        batch_id: int,
-        plans: Sequence[str],
-        stages: Sequence[StagedFiles],
-        offsets: KafkaOffsets,
-        phases: dict[str, float],
-        drafts: Mapping[str, TableDraft],
-    ) -> int:
-        """One Iceberg commit per planned table (a few at once); a drafted table is created
-        with it, in one metastore operation. Returns how many."""
-        if not plans:
-            return 0
-        began = time.monotonic()
-        staged_of: dict[str, StagedFiles] = {}
-        for staged in stages:
-            for table in staged.tables:
-                staged_of.setdefault(table, staged)
-        missing = [table for table in plans if table not in staged_of]
-        if missing:  # a planned table has rows to write: its files must be there
-            raise CdcMirrorError(
-                f"batch {batch_id}: no data files were written for {', '.join(missing)}."
-            )
-        properties = {WRITER_PROPERTY: self.paths.name, BATCH_PROPERTY: str(batch_id)}
+    def _existing_views(self) -> set[str]:
+        """The logical tables whose view exists (views of the database in Spark's session
+        catalog; the lake's Iceberg tables are not views)."""
+        rows = self.spark.sql(f"SHOW VIEWS IN spark_catalog.`{self.database}`").collect()
+        return {str(row.viewName) for row in rows if not row.isTemporary}
 
-        def commit(table: str) -> None:
-            staged_of[table].commit(table, offsets, properties)
-            if table in drafts:
-                drafts[table].create()
-
-        # Commits of different tables are independent and mostly wait on the storage and the
-        # metastore: a few at once.
-        with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="cdc-commit") as pool:
-            futures = {pool.submit(commit, table): table for table in plans}
-            for done, future in enumerate(as_completed(futures), start=1):
-                future.result()
-                if futures[future] in drafts:
-                    self._tables.add(futures[future])
-                    # New since ``start``: no commit of this writer can be in it yet.
-                    self._checked.add(futures[future])
-                if done < len(futures):
-                    self._crash("between-tables")
-        phases["table commits"] = time.monotonic() - began
-        return len(plans)
-
-    def _read_own_commits(self, tables: Sequence[str]) -> None:
-        """The newest own commit of each of ``tables`` (existing ones this process has not
-        touched yet), into ``_ahead``; a few at once: after a restart, every table's. Read
-        from the tables as ``start`` loaded them (``check_compatible``), not loaded again:
-        only this writer makes its own commits, and it has made none since ``start``."""
-
-        def read(table: str) -> KafkaOffsets | None:
-            return self.lake.committed_offsets(
-                self.database, table, writer=self.paths.name, fresh=False
-            )
-
-        with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="cdc-offsets") as pool:
-            for table, future in [(table, pool.submit(read, table)) for table in tables]:
-                mine = future.result()
-                if mine is not None:
-                    self._ahead[table] = mine
-                self._checked.add(table)
-
-    def _draft_tables(self, batch: DataFrame, phases: dict[str, float]) -> dict[str, TableDraft]:
-        """Drafts (``LakeCatalog.draft_table``) of the tables the batch brings, so that its one
-        pass writes their files too and each is created with its first commit. The tables are
-        learnt from the Kafka keys (``partition_key``: ``schema.table``; one small job, no
-        parse): a guess, never trusted for a row: a drafted table without rows is never
-        created, and a table the keys missed is created after the pass as before."""
-        began = time.monotonic()
-        found = batch.groupBy().agg(F.collect_set(F.struct("topic", "key"))).first()
-        sources = [(str(item[0]), item[1]) for item in (found[0] if found is not None else [])]
-        tables = sorted(
-            table
-            for table in keyed_tables(sources, self._route_quietly)
-            if table not in self._tables and is_written(table)
-        )
-        phases["batch's tables"] = time.monotonic() - began
-        if not tables:
-            return {}
-        began = time.monotonic()
-
-        def draft(table: str) -> TableDraft | None:
-            return self.lake.draft_table(self.database, table, **self._table_spec(table))
-
-        drafts: dict[str, TableDraft] = {}
-        with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="cdc-draft") as pool:
-            for table, future in [(table, pool.submit(draft, table)) for table in tables]:
-                drafted = future.result()
-                if drafted is not None:  # None: created meanwhile by another process
-                    drafts[table] = drafted
-        phases["drafts"] = time.monotonic() - began
-        return drafts
-
-    def _table_spec(self, table: str) -> dict[str, Any]:
-        """A raw table's columns, partitioning and properties, as it is drafted or created."""
-        columns = table_columns(table)
-        return {
-            "columns": columns,
-            "partitioned_by": DAY_COLUMN,
-            "properties": table_properties(
-                self.config.target_file_mb, [name for name, _ in columns]
-            ),
-        }
-
-    def _route_quietly(self, topic: str, schema_name: str, table_name: str) -> str | None:
-        """The logical table of a source table, None if the shard rules route it nowhere."""
-        try:
-            return layout.logical_table(self._router(topic), schema_name, table_name)
-        except CdcMirrorError:
-            return None
-
-    def _create_tables(self, tables: Sequence[str]) -> None:
-        """Create the new ``tables`` through Iceberg's catalog API, a few at once (each is a
-        metastore round of its own; a SQL statement each cost several times more)."""
+    def _make_views(self, tables: Sequence[str]) -> None:
+        """The views of the logical ``tables`` seen for the first time, made by a thread of
+        their own after the batch's commits: a view is a metastore operation a first run
+        over hundreds of tables would otherwise wait for. A view that failed is made again
+        after a later batch (the error is logged: the data is committed either way)."""
         if not tables:
             return
+        self._views.update(tables)
+        previous = self._view_work
+        raw = self.lake.name(self.database, RAW_TABLE)
 
-        def create(table: str) -> None:
-            self.lake.create_table_directly(self.database, table, **self._table_spec(table))
+        def make() -> None:
+            if previous is not None:
+                previous.result()
+            for table in tables:
+                view = f"`{self.database}`.`{table}`"
+                try:
+                    self.spark.sql(raw_view_sql(raw, view, table))
+                except Exception as exc:  # noqa: BLE001 - logged; made again later
+                    self._views.discard(table)
+                    log.warning(
+                        "the view %s could not be made (%s); it is tried again after the next "
+                        "batch",
+                        view,
+                        str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                    )
 
-        with ThreadPoolExecutor(_COMMIT_THREADS, thread_name_prefix="cdc-create") as pool:
-            for table, future in [(table, pool.submit(create, table)) for table in tables]:
-                future.result()
-                self._tables.add(table)
-                # New since ``start``: no commit of this writer can be in it yet.
-                self._checked.add(table)
+        self._view_work = self._view_maker.submit(make)
+
+    def wait_for_views(self, timeout_s: float | None = None) -> None:
+        """Wait (at most ``timeout_s``) until the views of every logical table written so far
+        are made; one that failed is logged (``_make_views``), not raised."""
+        if self._view_work is None:
+            return
+        try:
+            self._view_work.result(timeout_s)
+        except TimeoutError:
+            log.warning("the views of the newest tables were not made within %.0f s", timeout_s)
 
     def _commit_progress(
         self, batch_id: int, groups: list[_Group], end_offsets: dict[tuple[str, int], int]
@@ -811,7 +668,7 @@ class BatchWriter:
         self.metrics.batch_seconds.labels(writer).observe(seconds)
         self.metrics.rows_per_second.labels(writer).set(rows / seconds if seconds > 0 else 0)
         log.info(
-            "batch %d: %d rows, %d dead letters, %d table commits, %.1f s (%s)%s",
+            "batch %d: %d rows, %d dead letters, %d raw commits, %.1f s (%s)%s",
             batch_id,
             rows,
             dead,
@@ -825,50 +682,29 @@ class BatchWriter:
 def _groups(
     counts: Mapping[str, Any],
 ) -> tuple[list[_Group], dict[str, set[tuple[str, str, str]]]]:
-    """Pure: the batch's groups and, per table, the source tables (topic, schema, table)
-    routed to it, from ``StagedFiles.counts``."""
-    groups = [
-        _Group(
-            table=table,
-            dt=dt,
-            topic=topic,
-            partition=int(partition),
-            rows=int(rows),
-            min_offset=int(min_offset),
-            max_offset=int(max_offset),
-            max_event_ms=None if max_event is None else int(max_event),
+    """Pure: the batch's groups and, per logical table, the source tables (topic, schema,
+    table) routed to it, from ``StagedFiles.counts`` of ``BatchWriter._write_files``'s input
+    (its day is ``<logical table>/<dt>``, its source schema ``<logical table>/<schema>``)."""
+    groups = []
+    for _table, key, topic, partition, rows, min_offset, max_offset, max_event in counts["groups"]:
+        table, _, dt = str(key).partition(_KEY_SEPARATOR)
+        groups.append(
+            _Group(
+                table=table,
+                dt=dt,
+                topic=topic,
+                partition=int(partition),
+                rows=int(rows),
+                min_offset=int(min_offset),
+                max_offset=int(max_offset),
+                max_event_ms=None if max_event is None else int(max_event),
+            )
         )
-        for table, dt, topic, partition, rows, min_offset, max_offset, max_event in counts["groups"]
-    ]
     physical: dict[str, set[tuple[str, str, str]]] = defaultdict(set)
-    for table, topic, schema_name, table_name in counts["sources"]:
+    for _table, topic, keyed_schema, table_name in counts["sources"]:
+        table, _, schema_name = str(keyed_schema).partition(_KEY_SEPARATOR)
         physical[table].add((topic, schema_name, table_name))
     return groups, dict(physical)
-
-
-def keyed_tables(
-    keys: Iterable[tuple[str, bytes | None]],
-    route: Callable[[str, str, str], str | None],
-) -> set[str]:
-    """Pure: the logical tables the Kafka keys (topic, key) of a batch name, by ``route``
-    (topic, schema, table → logical table, None for none). A row's key is its physical
-    table's ``partition_key`` (``schema.table``); control messages and keys of another form
-    name none."""
-    tables = set()
-    for topic, key in keys:
-        if key is None or is_control(key):
-            continue
-        try:
-            text = bytes(key).decode()
-        except UnicodeDecodeError:
-            continue
-        schema_name, dot, table_name = text.partition(".")
-        if not dot or not schema_name or not table_name:
-            continue
-        logical = route(topic, schema_name, table_name)
-        if logical is not None:
-            tables.add(logical)
-    return tables
 
 
 def _offsets_text(offsets: Mapping[tuple[str, int], int]) -> str:

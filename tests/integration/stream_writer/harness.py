@@ -27,7 +27,7 @@ from cdc_platform.config import Settings
 from cdc_platform.hive_metastore import METADATA_LOCATION, table_parameter
 from cdc_platform.iceberg import storage_for
 from cdc_platform.kafka import admin_config, ensure_topic, producer_config
-from cdc_platform.lake import PROGRESS_TABLE
+from cdc_platform.lake import LOGICAL_TABLE_COLUMN, PROGRESS_TABLE, RAW_TABLE, table_columns
 from cdc_platform.lake_location import LOCAL_S3_BUCKET
 from simple_binlog.message import EventType, SimpleBinlog, Source
 from stream_writer.writer import CRASH_ENV
@@ -162,11 +162,17 @@ class WriterEnv:
         return self.lake / "_stream_writer" / self.name / "checkpoint"
 
     def rows(self, table: str, columns: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-        """The committed rows of ``table`` (none before its first commit), read by pyiceberg."""
-        iceberg = iceberg_table(self.settings, self.database, table)
+        """The committed rows of the logical table ``table`` (of the raw table, filtered by
+        ``logicalTable``) or of ``PROGRESS_TABLE``, read by pyiceberg; none before a commit."""
+        from pyiceberg.expressions import AlwaysTrue, EqualTo
+
+        raw = table != PROGRESS_TABLE
+        iceberg = iceberg_table(self.settings, self.database, RAW_TABLE if raw else table)
         if iceberg is None:
             return []
-        scan = iceberg.scan(selected_fields=columns) if columns else iceberg.scan()
+        where = EqualTo(LOGICAL_TABLE_COLUMN, table) if raw else AlwaysTrue()
+        selected = columns or (tuple(name for name, _ in table_columns(table)) if raw else ("*",))
+        scan = iceberg.scan(row_filter=where, selected_fields=selected)
         rows: list[dict[str, Any]] = scan.to_arrow().to_pylist()
         return rows
 

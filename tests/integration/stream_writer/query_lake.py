@@ -1,9 +1,11 @@
-"""Spark job of the stream writer tests (a process of its own): reads every table of a lake
-database through the Iceberg catalog on the shared metastore, as any downstream reader
-would, and prints one line ``RESULT {json}``: per table its days (``dt``), its rows' Kafka
-coordinates, days and row keys, and the Kafka offsets its newest commit records; for the
-dead-letter table the coordinates and errors; for the progress table the writer's rows.
-``--drop`` then drops the database and its files (it belongs to the test alone).
+"""Spark job of the stream writer tests (a process of its own): reads every logical table of
+a lake database, as any downstream reader would, through its view (``<database>.<table>`` in
+the session catalog) and through the raw table ``_cdc_changes`` filtered by ``logicalTable``
+(the two must agree), and prints one line ``RESULT {json}``: per logical table its days
+(``dt``), its rows' Kafka coordinates, days and row keys, and the Kafka offsets the raw
+table's newest commit records; for the dead-letter table the coordinates and errors; for the
+progress table the writer's rows. ``--drop`` then drops the database, its views and its
+files (it belongs to the test alone).
 
 Usage: query_lake.py <database> [--drop]
 """
@@ -15,7 +17,13 @@ import sys
 
 from cdc_platform.config import load_settings
 from cdc_platform.iceberg import LakeCatalog, lake_session
-from cdc_platform.lake import PROGRESS_TABLE
+from cdc_platform.lake import (
+    LOGICAL_TABLE_COLUMN,
+    PROGRESS_TABLE,
+    RAW_TABLE,
+    raw_table_condition,
+    table_columns,
+)
 
 
 def main(database: str, drop: bool) -> int:
@@ -26,8 +34,28 @@ def main(database: str, drop: bool) -> int:
     try:
         lake = LakeCatalog.open(spark, settings, check=False)
         result: dict[str, object] = {}
-        for table in sorted(lake.table_names(database)):
-            frame = spark.table(lake.name(database, table))
+        raw = lake.name(database, RAW_TABLE)
+        tables = (
+            {
+                str(r[0])
+                for r in spark.sql(f"SELECT DISTINCT {LOGICAL_TABLE_COLUMN} FROM {raw}").collect()
+            }
+            if RAW_TABLE in lake.table_names(database)
+            else set()
+        )
+        if PROGRESS_TABLE in lake.table_names(database):
+            tables.add(PROGRESS_TABLE)
+        for table in sorted(tables):
+            if table == PROGRESS_TABLE:
+                frame = spark.table(lake.name(database, table))
+            else:
+                columns = [name for name, _ in table_columns(table)]
+                frame = spark.table(raw).where(raw_table_condition(table)).select(*columns)
+                view = spark.table(f"spark_catalog.`{database}`.`{table}`")
+                assert view.columns == columns, (table, view.columns)
+                assert view.exceptAll(frame).count() == 0 == frame.exceptAll(view).count(), (
+                    f"the view of {table} does not show the raw table's rows"
+                )
             if table == PROGRESS_TABLE:
                 result[table] = {
                     "rows": [
@@ -55,7 +83,7 @@ def main(database: str, drop: bool) -> int:
                     ]
                     for r in frame.collect()
                 ]
-            offsets = lake.committed_offsets(database, table)
+            offsets = lake.committed_offsets(database, RAW_TABLE)
             result[table] = {
                 "days": sorted({row[-1] if table == "dead_letter" else row[3] for row in rows}),
                 "rows": rows,

@@ -1,11 +1,12 @@
-"""Exactly once for every reader of the lake's Iceberg tables, on local disk and S3
+"""Exactly once for every reader of the lake's raw Iceberg table, on local disk and S3
 (SeaweedFS), with the writer killed (SIGKILL of its process group, JVM included, by the
-writer itself at a named crash point: ``CDC_STREAM_WRITER_CRASH_AT``) before a batch's first
-table commit, between two tables' commits, before the progress commit and after it. After the
-kill between two tables the writer also loses its Spark checkpoint: a fresh checkpoint resumes
-from the offsets committed in the lake. A new table appears mid-stream. Afterwards every Kafka
-message is in the lake exactly once (counts and topic/partition/offset identity), read from a
-Spark session of its own while the writer runs, and by pyiceberg.
+writer itself at a named crash point: ``CDC_STREAM_WRITER_CRASH_AT``) before a batch's raw
+commit, between the raw commit and the progress commit, and after both. After the kill between
+the two commits the writer also loses its Spark checkpoint: a fresh checkpoint resumes from the
+offsets committed in the lake (the raw table's own commit is ahead of the progress). A new
+table appears mid-stream. Afterwards every Kafka message is in the lake exactly once (counts
+and topic/partition/offset identity), read from a Spark session of its own while the writer
+runs (through each logical table's view and the raw table), and by pyiceberg.
 
 HDFS is not in the list: the crash points do not depend on the storage beyond its commit,
 and each storage costs a few writer starts (``CDC_TEST_HDFS=1`` adds it).
@@ -81,7 +82,7 @@ def test_each_message_exactly_once_after_kill9_at_every_commit_point(
             assert code == -9 and f"{CRASH_ENV}={point}: the writer kills itself" in log, (
                 writer.diagnostics()
             )
-            if point == "between-tables":
+            if point == "before-progress":
                 shutil.rmtree(env.checkpoint)  # resumes from the lake's offsets alone
             produce_phase([*TABLES, NEW_TABLE])
         writer = run.restart_writer()
@@ -116,7 +117,7 @@ def test_each_message_exactly_once_after_kill9_at_every_commit_point(
     assert written == expected
     assert len(rows) == len(produced) == PER_PHASE * (len(CRASH_POINTS) + 1)
     assert all(r[4] == topic for r in rows)
-    # Each table's newest commit records offsets above every row it holds and no further
+    # The raw table's newest commit records offsets above every row it holds and no further
     # than the writer read; the progress row records where the writer stands.
     final = {f"{topic}:{p}": end for p, end in ends.items() if end > 0}
     for table, content in result.items():

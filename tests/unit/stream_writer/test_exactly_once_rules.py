@@ -1,5 +1,5 @@
-"""Pure: what the writer appends to a table after a crash, its crash points, the tables it
-writes and their properties, and the java.nio filesystem settings."""
+"""Pure: what the writer appends to the raw table after a crash, its crash points, the rows it
+writes, the raw table's properties and view, and the java.nio filesystem settings."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cdc_platform.iceberg import KafkaOffsets
-from cdc_platform.lake import table_columns
+from cdc_platform.lake import RAW_TABLE_COLUMNS, raw_table_properties, raw_view_sql
 from simple_binlog.errors import ConfigError
 from stream_writer import localfs
 from stream_writer.writer import (
@@ -17,10 +17,8 @@ from stream_writer.writer import (
     _groups,
     crash_point,
     is_written,
-    keyed_tables,
     needs_commit,
     table_floors,
-    table_properties,
 )
 
 T = "cdc.binlog.local"
@@ -30,9 +28,9 @@ def _group(partition: int, lo: int, hi: int) -> _Group:
     return _Group("shop_orders", "2024-03-01", T, partition, hi - lo + 1, lo, hi, None)
 
 
-def test_a_table_that_committed_the_interrupted_batch_skips_what_it_holds() -> None:
+def test_a_raw_commit_ahead_of_the_progress_skips_what_it_holds() -> None:
     progress = {(T, 0): 100, (T, 1): 50}
-    # The interrupted batch ended at 180 / 50 / 7: the table committed it before the crash.
+    # The interrupted batch ended at 180 / 50 / 7: its raw commit was made before the crash.
     mine = KafkaOffsets({(T, 0): 180, (T, 1): 50, (T, 2): 7})
     floors = table_floors(progress, mine)
     assert floors == {(T, 0): 180, (T, 1): 50, (T, 2): 7}
@@ -42,7 +40,7 @@ def test_a_table_that_committed_the_interrupted_batch_skips_what_it_holds() -> N
     assert needs_commit([_group(0, 100, 250)], floors)
 
 
-def test_a_table_without_a_newer_commit_keeps_the_progress() -> None:
+def test_without_a_newer_raw_commit_the_progress_holds() -> None:
     progress = {(T, 0): 100}
     assert table_floors(progress, None) == progress
     # An older commit of the table (before the progress) changes nothing.
@@ -54,7 +52,9 @@ def test_a_table_without_a_newer_commit_keeps_the_progress() -> None:
 def test_crash_points_come_from_the_environment_only_by_name() -> None:
     assert crash_point({}) is None
     assert crash_point({CRASH_ENV: ""}) is None
-    assert crash_point({CRASH_ENV: "between-tables"}) == "between-tables"
+    assert crash_point({CRASH_ENV: "before-progress"}) == "before-progress"
+    with pytest.raises(ConfigError, match="is not one of before-commit"):
+        crash_point({CRASH_ENV: "between-tables"})  # one commit per batch: no such point
     with pytest.raises(ConfigError, match="is not one of before-commit"):
         crash_point({CRASH_ENV: "somewhere"})
 
@@ -64,18 +64,29 @@ def test_control_rows_are_never_written_but_tables_are() -> None:
     assert not is_written("_control")
 
 
-def test_raw_tables_roll_files_at_the_target_size_without_a_shuffle() -> None:
-    rows = [name for name, _ in table_columns("shop_orders")]
-    properties = table_properties(64, rows)
+def test_the_raw_table_rolls_files_at_the_target_size_without_a_shuffle() -> None:
+    properties = raw_table_properties(64)
     assert properties["write.target-file-size-bytes"] == str(64 * 1024 * 1024)
     assert properties["write.distribution-mode"] == "none"
     assert properties["write.metadata.metrics.column.content"] == "none"
+    assert properties["write.metadata.metrics.column.raw"] == "none"
     assert "write.metadata.metrics.column.kafkaOffset" not in properties
     # Iceberg refuses a metrics setting of a column the table lacks.
-    assert "write.metadata.metrics.column.raw" not in properties
-    dead = table_properties(64, [name for name, _ in table_columns("dead_letter")])
-    assert dead["write.metadata.metrics.column.raw"] == "none"
-    assert "write.metadata.metrics.column.content" not in dead
+    names = {name for name, _ in RAW_TABLE_COLUMNS}
+    for key in properties:
+        if key.startswith("write.metadata.metrics.column."):
+            assert key.rsplit(".", 1)[1] in names
+    # Several writers share the table: a lost race is retried, many times.
+    assert int(properties["commit.retry.num-retries"]) >= 10
+
+
+def test_a_logical_tables_view_selects_its_own_columns_and_rows() -> None:
+    sql = raw_view_sql("`lake`.`ods`.`_cdc_changes`", "`ods`.`shop_orders`", "shop_orders")
+    assert sql.startswith("CREATE OR REPLACE VIEW spark_catalog.`ods`.`shop_orders` AS SELECT ")
+    assert "`content`, " in sql and "`raw`" not in sql and sql.count("`dt`") == 1
+    assert sql.endswith("FROM `lake`.`ods`.`_cdc_changes` WHERE `logicalTable` = 'shop_orders'")
+    dead = raw_view_sql("`lake`.`ods`.`_cdc_changes`", "`ods`.`dead_letter`", "dead_letter")
+    assert "`raw`" in dead and "`content`" not in dead
 
 
 def test_the_nio_filesystems_are_chosen_only_when_their_jar_is_there(tmp_path: Path) -> None:
@@ -88,37 +99,32 @@ def test_the_nio_filesystems_are_chosen_only_when_their_jar_is_there(tmp_path: P
 
 
 def test_the_write_jobs_counts_become_the_batchs_groups_and_routes() -> None:
+    # The writer keys the job's counts "<logical table>/<dt>" and its source schemas
+    # "<logical table>/<schema>" (every written row is the raw table's).
     counts = {
         "groups": [
-            ["shop_orders", "2024-03-01", T, 0, 3, 10, 12, 1_709_251_200_000],
-            ["dead_letter", "2024-03-01", T, 1, 1, 7, 7, None],
+            ["_cdc_changes", "shop_orders/2024-03-01", T, 0, 3, 10, 12, 1_709_251_200_000],
+            ["_cdc_changes", "dead_letter/2024-03-01", T, 1, 1, 7, 7, None],
+            ["_control", "_control/2024-03-02", T, 1, 1, 8, 8, 1_709_337_600_000],
         ],
         "sources": [
-            ["shop_orders", T, "shop_00", "orders_00"],
-            ["shop_orders", T, "shop_01", "orders_01"],
+            ["_cdc_changes", T, "shop_orders/shop_00", "orders_00"],
+            ["_cdc_changes", T, "shop_orders/shop_01", "orders_01"],
         ],
     }
     groups, physical = _groups(counts)
     assert groups == [
         _Group("shop_orders", "2024-03-01", T, 0, 3, 10, 12, 1_709_251_200_000),
         _Group("dead_letter", "2024-03-01", T, 1, 1, 7, 7, None),
+        _Group("_control", "2024-03-02", T, 1, 1, 8, 8, 1_709_337_600_000),
     ]
     assert physical == {"shop_orders": {(T, "shop_00", "orders_00"), (T, "shop_01", "orders_01")}}
 
 
-def test_the_kafka_keys_name_the_logical_tables_a_batch_brings() -> None:
-    def route(topic: str, schema: str, table: str) -> str | None:
-        assert topic == T
-        return None if schema == "nowhere" else f"{schema.rstrip('0123456789_')}_{table}"
-
-    keys = [
-        (T, b"shop_01.orders"),
-        (T, b"shop_02.orders"),  # the same logical table
-        (T, b"shop_01.users"),
-        (T, b"nowhere.orders"),  # routed nowhere: a dead letter
-        (T, b"\x00heartbeat"),  # a control message
-        (T, None),
-        (T, b"no-dot"),
-        (T, b"\xff\xfe.x"),  # not UTF-8
-    ]
-    assert keyed_tables(keys, route) == {"shop_orders", "shop_users"}
+def test_a_raw_commit_never_records_less_than_the_writers_earlier_one() -> None:
+    # A crash left the raw table at 144 on partition 2; the first batch after the restart (a
+    # fresh checkpoint, cut at 200 messages) ends at 110 there: the commit records 144, since
+    # rows below it are in the table (recording 110 would have them written again).
+    ahead = KafkaOffsets({(T, 1): 55, (T, 2): 144})
+    ends = {(T, 1): 89, (T, 2): 110}
+    assert table_floors(ends, ahead) == {(T, 1): 89, (T, 2): 144}
