@@ -156,15 +156,6 @@ def _sentence(location: LakeLocation, cause: str, secrets: Sequence[str]) -> str
     return scrub(f"the lake at {location.uri} cannot be used: {cause}.", tuple(secrets))
 
 
-_ALREADY_EXISTS = "org.apache.iceberg.exceptions.AlreadyExistsException"
-
-
-def _java_class(exc: BaseException) -> str | None:
-    """The class of the Java exception py4j raised ``exc`` for (None: not a Java one)."""
-    java = getattr(exc, "java_exception", None)
-    return None if java is None else str(java.getClass().getName())
-
-
 def _java_chain(exc: BaseException) -> str:
     """The Java exception and its causes, as text (class names and messages)."""
     throwable = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
@@ -598,90 +589,6 @@ class LakeCatalog:
             java = self._batch_write().write(frame._jdf, java_tables, java_layouts)
         return StagedFiles(self, namespace, java)
 
-    def create_table_directly(
-        self,
-        namespace: str,
-        table: str,
-        columns: Sequence[tuple[str, str]],
-        partitioned_by: str | None = None,
-        properties: Mapping[str, str] | None = None,
-    ) -> None:
-        """``create_table`` through Iceberg's catalog API (``BATCH_WRITE_CLASS``), not a SQL
-        statement: one metastore round, no statement to parse and plan, and calls from several
-        threads run at once (the stream writer creates a batch's new tables so). The created
-        table is kept for ``write_files``; an existing one is loaded instead (repeatable)."""
-        jvm: Any = self.spark.sparkContext._jvm
-        ddl = ", ".join(f"{_ident(name)} {kind}" for name, kind in columns)
-        settings = {**stamp(), **(properties or {})}
-        with self._errors():
-            java_properties = jvm.java.util.HashMap()
-            for key, value in settings.items():
-                java_properties.put(key, value)
-            created = self._batch_write().createTable(
-                self.spark._jsparkSession,
-                self.catalog,
-                namespace,
-                table,
-                jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl),
-                partitioned_by,
-                java_properties,
-            )
-        self._keep(namespace, table, created)
-
-    def draft_table(
-        self,
-        namespace: str,
-        table: str,
-        columns: Sequence[tuple[str, str]],
-        partitioned_by: str | None = None,
-        properties: Mapping[str, str] | None = None,
-    ) -> TableDraft | None:
-        """A table not created yet, as ``create_table_directly`` would create it, that
-        ``write_files`` writes data files for (at the location it will have) and
-        ``StagedFiles.commit`` appends to: ``TableDraft.create`` then creates it with that
-        first commit in ONE metastore operation (Iceberg's create transaction). None when
-        the table exists already. Until created, nothing is visible to any reader. Like a
-        table Spark creates, it gets the ``owner`` property (the session's user) unless
-        ``properties`` name one."""
-        jvm: Any = self.spark.sparkContext._jvm
-        ddl = ", ".join(f"{_ident(name)} {kind}" for name, kind in columns)
-        settings = {**stamp(), **(properties or {})}
-        with self._errors():
-            # What Spark's CatalogV2Util.withDefaultOwnership adds to every table it creates.
-            settings.setdefault("owner", str(jvm.org.apache.spark.util.Utils.getCurrentUserName()))
-            catalog = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergCatalog(
-                self.spark._jsparkSession, self.catalog
-            )
-            schema = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(
-                jvm.org.apache.spark.sql.types.StructType.fromDDL(ddl)
-            )
-            spec = jvm.org.apache.iceberg.PartitionSpec.builderFor(schema)
-            spec = (spec.identity(partitioned_by) if partitioned_by else spec).build()
-            java_properties = jvm.java.util.HashMap()
-            for key, value in settings.items():
-                java_properties.put(key, value)
-            builder = (
-                catalog.buildTable(
-                    jvm.org.apache.iceberg.catalog.TableIdentifier.parse(f"{namespace}.{table}"),
-                    schema,
-                )
-                .withPartitionSpec(spec)
-                .withProperties(java_properties)
-            )
-            try:
-                transaction = builder.createTransaction()
-            except Exception as exc:  # py4j's error: an existing table is no draft
-                if _java_class(exc) == _ALREADY_EXISTS:
-                    return None
-                raise
-        draft = TableDraft(self, namespace, table, transaction)
-        self._keep(namespace, table, transaction.table())
-        return draft
-
-    def _forget(self, namespace: str, table: str) -> None:
-        with self._cache_lock:
-            self._tables_cache.pop((namespace, table), None)
-
     def _batch_write(self) -> Any:
         """``BATCH_WRITE_CLASS``; ConfigError when the stack's writer jar predates it."""
         from py4j.java_gateway import (  # type: ignore[import-untyped]  # noqa: PLC0415 - pyspark's
@@ -703,7 +610,7 @@ class LakeCatalog:
         or an older one is loaded: the stream writer checks before it reads anything."""
         batch_write = self._batch_write()
         methods = {str(m.getName()) for m in batch_write._java_lang_class.getMethods()}
-        if not {"countsJson", "createTable"} <= methods:
+        if "countsJson" not in methods:
             raise ConfigError(
                 f"the stack's writer jar has an older {BATCH_WRITE_CLASS}; run 'cdc-mirror "
                 "stack up' to build the current one."
@@ -806,66 +713,6 @@ class LakeCatalog:
         ``StaticTable.from_metadata``) with ``storage.file_io_properties()``."""
         with self._errors():
             return str(self._table(namespace, table).operations().current().metadataFileLocation())
-
-
-class TableDraft:
-    """A table ``LakeCatalog.draft_table`` staged: its data files are written and appended
-    like an existing table's, and ``create`` makes it exist with that commit at once."""
-
-    def __init__(self, lake: LakeCatalog, namespace: str, table: str, transaction: Any) -> None:
-        self._lake = lake
-        self._namespace = namespace
-        self.table = table
-        self._transaction = transaction
-
-    def create(self) -> None:
-        """Create the table with the commit appended to it (``StagedFiles.commit``) in one
-        metastore operation: it exists with its first snapshot, or not at all. A table
-        another process created meanwhile is appended to instead, when its schema and
-        partitioning are the draft's (the files were written for those)."""
-        with self._lake._errors():
-            try:
-                self._transaction.commitTransaction()
-            except Exception as exc:  # py4j's error: created concurrently
-                if _java_class(exc) != _ALREADY_EXISTS:
-                    raise
-                self._append_to_existing()
-                return
-        jvm: Any = self._lake.spark.sparkContext._jvm
-        created = jvm.org.apache.iceberg.BaseTable(
-            self._transaction.underlyingOps(),
-            f"{self._lake.catalog}.{self._namespace}.{self.table}",
-        )
-        self._lake._keep(self._namespace, self.table, created)
-
-    def _append_to_existing(self) -> None:
-        drafted = self._transaction.table()
-        existing = self._lake._table(self._namespace, self.table)
-        if not (
-            existing.schema().sameSchema(drafted.schema())
-            and existing.spec().compatibleWith(drafted.spec())
-        ):
-            raise IncompatibleTableError(
-                f"the lake table {self._namespace}.{self.table} was created by another process "
-                "with other columns or partitioning than this batch's files were written for."
-            )
-        jvm: Any = self._lake.spark.sparkContext._jvm
-        files = jvm.org.apache.iceberg.relocated.com.google.common.collect.Lists.newArrayList(
-            drafted.currentSnapshot().addedDataFiles(drafted.io())
-        )
-        append = existing.newAppend()
-        for file in files:
-            append.appendFile(file)
-        for key, value in dict(drafted.currentSnapshot().summary()).items():
-            if key.startswith("cdc-mirror."):
-                append.set(key, value)
-        append.commit()
-        self._lake._keep(self._namespace, self.table, existing)
-
-    def discard(self) -> None:
-        """Forget a draft that is not created (its files, if any, are referenced by
-        nothing: orphan-file removal deletes them)."""
-        self._lake._forget(self._namespace, self.table)
 
 
 class StagedFiles:

@@ -34,7 +34,7 @@ def _append(jvm: Any, table: Any, name: str, marker: str) -> None:
 @pytest.mark.parametrize("lake", ["local"], indirect=True)
 def test_a_commit_from_stale_metadata_lands_on_top_of_the_one_made_meanwhile(lake: Lake) -> None:
     jvm: Any = lake.catalog.spark.sparkContext._jvm
-    lake.catalog.create_table_directly(lake.namespace, "t", COLUMNS, partitioned_by="dt")
+    lake.catalog.create_table(lake.namespace, "t", COLUMNS, partitioned_by=("dt",))
     writers = lake.catalog._table(lake.namespace, "t")
     _append(jvm, writers, "first", "writer-1")
     # Another process commits; the writer's table object does not know.

@@ -6,18 +6,15 @@ the rows read back by a second engine (pyiceberg), and bad locations refused in 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import pytest
 
 from cdc_platform.config import LOCAL_PORTS
 from cdc_platform.iceberg import (
-    OFFSETS_PROPERTY,
     KafkaOffsets,
     LakeAccessError,
     LakeCatalog,
     LakeUnreachableError,
-    TableDraft,
     storage_for,
 )
 from cdc_platform.lake_location import LOCAL_S3_BUCKET
@@ -161,63 +158,3 @@ def test_an_unwritable_local_location_is_refused(lake_spark: LakeSpark) -> None:
         "the lake at file:///dev/null/lake cannot be used: Not a directory."
     )
     assert LOCAL_PORTS["seaweedfs_s3"] != 29999
-
-
-def _draft_with_a_file(lake: Lake, table: str, offsets: KafkaOffsets) -> TableDraft:
-    """A draft of ``table`` with one data file appended (a path only: nothing reads it)."""
-    draft = lake.catalog.draft_table(lake.namespace, table, COLUMNS, partitioned_by="dt")
-    assert draft is not None
-    jvm: Any = lake.catalog.spark.sparkContext._jvm
-    drafted = lake.catalog._cached_table(lake.namespace, table)
-    data_file = (
-        jvm.org.apache.iceberg.DataFiles.builder(drafted.spec())
-        .withPath(f"{drafted.location()}/data/dt=2026-11-25/part-0.parquet")
-        .withFileSizeInBytes(100)
-        .withRecordCount(3)
-        .withPartitionPath("dt=2026-11-25")
-        .build()
-    )
-    drafted.newAppend().appendFile(data_file).set(OFFSETS_PROPERTY, offsets.encode()).commit()
-    return draft
-
-
-def _data_files(lake: Lake, table: str) -> list[str]:
-    name = lake.catalog.name(lake.namespace, table)
-    return [
-        row.file_path
-        for row in lake.catalog.spark.sql(f"SELECT file_path FROM {name}.files").collect()
-    ]
-
-
-@pytest.mark.parametrize("lake", ["local"], indirect=True)
-def test_a_drafted_table_exists_only_once_created_with_its_first_commit(lake: Lake) -> None:
-    catalog, ns = lake.catalog, lake.namespace
-    offsets = KafkaOffsets({("cdc.local.shop", 0): 3})
-    draft = _draft_with_a_file(lake, "orders", offsets)
-    assert "orders" not in catalog.table_names(ns)
-    draft.create()
-    assert "orders" in catalog.table_names(ns)
-    restarted = LakeCatalog.open(catalog.spark, lake.settings)
-    assert restarted.committed_offsets(ns, "orders") == offsets
-    assert [path.rsplit("/", 1)[-1] for path in _data_files(lake, "orders")] == ["part-0.parquet"]
-    # The owner Spark's CREATE TABLE would give it (the session's user).
-    properties = dict(restarted._table(ns, "orders").properties())
-    assert properties.get("owner") == catalog.spark.sparkContext.sparkUser()
-    # A discarded draft leaves no table; one that exists already is no draft.
-    _draft_with_a_file(lake, "users", offsets).discard()
-    assert "users" not in catalog.table_names(ns)
-    assert catalog.draft_table(ns, "orders", COLUMNS, partitioned_by="dt") is None
-
-
-@pytest.mark.parametrize("lake", ["local"], indirect=True)
-def test_a_draft_of_a_table_created_meanwhile_is_appended_to_it(lake: Lake) -> None:
-    catalog, ns = lake.catalog, lake.namespace
-    offsets = KafkaOffsets({("cdc.local.shop", 0): 3})
-    draft = _draft_with_a_file(lake, "orders", offsets)
-    # Another process creates the table (same columns and partitioning) and appends to it.
-    other = LakeCatalog.open(catalog.spark, lake.settings)
-    other.create_table(ns, "orders", COLUMNS, partitioned_by=("dt",))
-    other.append(_rows(lake, 0, 2), ns, "orders", KafkaOffsets({("cdc.local.shop", 1): 2}))  # type: ignore[arg-type]
-    draft.create()
-    assert catalog.committed_offsets(ns, "orders") == offsets
-    assert len(_data_files(lake, "orders")) == 2
