@@ -484,7 +484,11 @@ class LakeCatalog:
         with self._errors():
             # The views of the namespace's Hive database (the raw layer's per-table views in
             # Spark's session catalog): the metastore drops no database that holds any.
-            if self.spark.catalog.databaseExists(f"spark_catalog.{namespace}"):
+            if (
+                self.spark.sql("SHOW NAMESPACES IN spark_catalog")
+                .where(f"namespace = '{namespace}'")
+                .count()
+            ):
                 for row in self.spark.sql(
                     f"SHOW VIEWS IN spark_catalog.{_ident(namespace)}"
                 ).collect():
