@@ -5,13 +5,15 @@ For one table and day ``dt``:
 1. wait (bounded: ``--wait-ready-s`` / ``merge.wait_ready_s``) until the stream writer's
    committed progress (``cdc_platform.lake``: its row of ``_cdc_writer_progress``) names
    ``dt`` a ready day; fail with one sentence otherwise;
-2. read the raw Iceberg table (``lake.ods_binlog_source.<table>``), pinned to its current
-   snapshot: partition ``dt``, and, when the raw commits since the snapshot the merge of
-   ``dt−1`` read hold rows before ``dt`` (late rows, of any earlier day), every change from
-   the earliest of them on (``_late_since``: an incremental read of those commits), plus
-   the changes merged before that win over one taken now by offset although their time is
-   earlier (``_overtaking``: binlog times are not monotonic); for the table's first snapshot,
-   every raw day before ``dt`` too (``_first_since``);
+2. read the table's rows of the raw Iceberg table (``lake.ods_binlog_source._cdc_changes``,
+   ``logicalTable = '<table>'``: every logical table's changes are in that one table, one
+   commit per stream-writer batch), pinned to its current snapshot: partition ``dt``, and,
+   when the raw commits since the snapshot the merge of ``dt−1`` read hold rows of the table
+   before ``dt`` (late rows, of any earlier day), every change from the earliest of them on
+   (``_late_since``: an incremental read of those commits), plus the changes merged before
+   that win over one taken now by offset although their time is earlier (``_overtaking``:
+   binlog times are not monotonic); for the table's first snapshot, every raw day before
+   ``dt`` too (``_first_since``);
 3. live MySQL schema of all shards (``cdc_platform.mysql_schema``; with ``config_store.source:
    webui`` read by the web admin, which keeps the MySQL passwords: ``cdc_platform.live_tables``),
    key (``tables[].key`` or MySQL's), schema plan (``merge.schema``);
@@ -47,10 +49,13 @@ from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot, snapshot_from_settings
 from cdc_platform.iceberg import LakeCatalog, storage_for
 from cdc_platform.lake import (
+    LOGICAL_TABLE_COLUMN,
     PROGRESS_TABLE,
+    RAW_TABLE,
     WriterProgress,
     default_writer_name,
     raw_rows,
+    raw_table_condition,
     read_writer_progress,
 )
 from cdc_platform.lake_snapshots import day_tag
@@ -482,7 +487,7 @@ class Merger:
         # merged before (``_late_since``).
         start = midnight_ms(request.dt, self.zone)
         base = self._base_snapshot(mirror.name, request.dt, self.store.state(mirror.name))
-        raw_snapshot = self._raw_snapshot(mirror.name)
+        raw_snapshot = self._raw_snapshot()
         begin, raw, earlier = self._day_changes(mirror.name, request.dt, base, raw_snapshot)
         summary, decision, plan, published = self._apply(
             mirror,
@@ -589,7 +594,7 @@ class Merger:
         snapshot table, where they exist, are of this version's layout (IncompatibleTableError
         in one sentence otherwise)."""
         raw = self.settings.stream_writer.database
-        self.raw_lake.check_compatible(raw, (table, PROGRESS_TABLE))
+        self.raw_lake.check_compatible(raw, (RAW_TABLE, PROGRESS_TABLE))
         self.store.lake.check_compatible(self.store.database, (table,))
 
     def _apply(
@@ -851,7 +856,7 @@ class Merger:
         # before (``_late_since``).
         base, start, base_record = self._hour_base(mirror.name, hour, self.store.state(mirror.name))
         end = hour.end_ms(self.zone)
-        raw_snapshot = self._raw_snapshot(mirror.name)
+        raw_snapshot = self._raw_snapshot()
         if base is None:
             # The first snapshot: every change before the hour's end, also those of older
             # days (history replayed with its own executeTimes, days never merged).
@@ -1075,7 +1080,8 @@ class Merger:
                 self.spark.read.format("iceberg")
                 .option("start-snapshot-id", str(int(seen)))
                 .option("end-snapshot-id", str(raw_snapshot))
-                .load(self._raw_identifier(table))
+                .load(self._raw_identifier())
+                .where(raw_table_condition(table))
                 .where(F.col("executeTime") < start)
                 .agg(F.min("executeTime").alias("since"))
                 .first()
@@ -1114,7 +1120,7 @@ class Merger:
         (``first_from``), so the rows of the days before it are in the snapshot (a history
         replayed with its rows' own executeTimes, changes collected before the first merged
         day); None when the raw table holds no older day."""
-        if not self._raw_exists(table):
+        if not self._raw_exists():
             return None
         oldest_day, rows = self._oldest_raw_day(table, start)
         since = first_from(start, self.zone, oldest_day)
@@ -1132,10 +1138,11 @@ class Merger:
         """The oldest raw day before ``start`` and the raw rows from it to ``start``'s day
         (from the raw table's partition metadata, no scan)."""
         last_day = hour_of(start - 1, self.zone).day.isoformat()
-        name = self.raw_lake.name(self.settings.stream_writer.database, table)
+        name = self.raw_lake.name(self.settings.stream_writer.database, RAW_TABLE)
         row = self.spark.sql(
             "SELECT min(partition.dt) AS oldest, coalesce(sum(record_count), 0) AS n "  # noqa: S608 - quoted names
-            f"FROM {name}.partitions WHERE partition.dt <= '{last_day}'"
+            f"FROM {name}.partitions WHERE partition.{raw_table_condition(table)} "
+            f"AND partition.dt <= '{last_day}'"
         ).first()
         oldest = None if row is None else row["oldest"]
         oldest_day = None if oldest is None else date.fromisoformat(str(oldest)[:10])
@@ -1183,18 +1190,17 @@ class Merger:
     def _raw_files_may_hold(
         self, table: str, snapshot: int, bounds: Iterable[RawBound], after: int | None = None
     ) -> bool:
-        """Whether a data file of the raw table as of ``snapshot`` (of the appends after the
-        snapshot ``after`` only, when given: Iceberg's incremental read) may hold a row
-        matching ``bounds``, by Iceberg's metadata alone: the scan planning a read of them
-        does (partition values, each file's lower and upper column bounds), no Spark job.
-        False proves there is no such row; True only that reading them tells."""
+        """Whether a data file of logical table ``table`` in the raw table as of ``snapshot``
+        (of the appends after the snapshot ``after`` only, when given: Iceberg's incremental
+        read) may hold a row matching ``bounds``, by Iceberg's metadata alone: the scan
+        planning a read of them does (partition values, each file's lower and upper column
+        bounds), no Spark job. False proves there is no such row; True only that reading them
+        tells."""
         jvm: Any = self.spark.sparkContext._jvm
-        java = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-            self.spark._jsparkSession, self._raw_identifier(table)
-        )
+        java = self._raw_java()
         expressions = jvm.org.apache.iceberg.expressions.Expressions
         condition = expressions.alwaysTrue()
-        for column, operator, value in bounds:
+        for column, operator, value in [(LOGICAL_TABLE_COLUMN, "=", table), *bounds]:
             term = getattr(expressions, _ICEBERG_OPERATORS[operator])(column, value)
             condition = getattr(expressions, "and")(condition, term)
         if after is None:
@@ -1208,8 +1214,8 @@ class Merger:
         finally:
             files.close()
 
-    def _raw_exists(self, table: str) -> bool:
-        return table in self.raw_lake.table_names(self.settings.stream_writer.database)
+    def _raw_exists(self) -> bool:
+        return RAW_TABLE in self.raw_lake.table_names(self.settings.stream_writer.database)
 
     @staticmethod
     def _newest_hour(hour: Hour, state: TableState) -> bool:
@@ -1276,28 +1282,29 @@ class Merger:
         created the table): only committed rows, whatever the storage."""
         return raw_rows(self.raw_lake, self.settings.stream_writer.database, table, where)
 
-    def _raw_identifier(self, table: str) -> str:
+    def _raw_identifier(self) -> str:
         """``catalog.database.table`` of the raw table, unquoted (Iceberg's reader options)."""
-        return f"{self.settings.lake.catalog}.{self.settings.stream_writer.database}.{table}"
+        return f"{self.settings.lake.catalog}.{self.settings.stream_writer.database}.{RAW_TABLE}"
 
-    def _raw_snapshot(self, table: str) -> int | None:
-        """The raw table's current snapshot (None: no table, or no commit yet)."""
-        raw_db = self.settings.stream_writer.database
-        if table not in self.raw_lake.table_names(raw_db):
+    def _raw_snapshot(self) -> int | None:
+        """The raw table's current snapshot (None: no table, or no commit yet). Every logical
+        table's rows are in that one table, so the snapshot pins all of them."""
+        if not self._raw_exists():
             return None
-        jvm: Any = self.spark.sparkContext._jvm
-        java = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-            self.spark._jsparkSession, self._raw_identifier(table)
-        )
-        current = java.currentSnapshot()
+        current = self._raw_java().currentSnapshot()
         return None if current is None else int(current.snapshotId())
 
+    def _raw_java(self) -> Any:
+        """The raw table's Iceberg Java object, loaded fresh."""
+        jvm: Any = self.spark.sparkContext._jvm
+        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+            self.spark._jsparkSession, self._raw_identifier()
+        )
+
     def _raw_at(self, table: str, snapshot: int | None, where: str) -> DataFrame:
-        """Rows of the raw table matching ``where`` as of its ``snapshot`` (None: as now)."""
-        if snapshot is None:
-            return self._raw(table, where)
-        name = self.raw_lake.name(self.settings.stream_writer.database, table)
-        return self.spark.sql(f"SELECT * FROM {name} VERSION AS OF {snapshot}").where(where)  # noqa: S608 - quoted names
+        """Rows of logical table ``table`` matching ``where`` as of the raw table's
+        ``snapshot`` (None: as now)."""
+        return raw_rows(self.raw_lake, self.settings.stream_writer.database, table, where, snapshot)
 
     def _archive_decision(
         self,

@@ -2,25 +2,26 @@
 
 For every table mirrored to Hive (or those named), in this order:
 
-* **raw layer** ``<catalog>.<stream_writer.database>.<table>`` (and the dead-letter table):
-  rows of days older than the retention deleted (``DELETE … WHERE dt < …``: whole ``dt``
-  partitions, a metadata-only commit), small files compacted to
-  ``maintenance.target_file_mb`` (``rewrite_data_files``);
+* **raw layer**, the table's rows of ``<catalog>.<stream_writer.database>._cdc_changes`` (the
+  one raw table of every logical table, ``cdc_platform.lake``; the dead letters too): rows of
+  days older than the retention deleted (``DELETE … WHERE logicalTable = … AND dt < …``:
+  whole partitions, a metadata-only commit), the table's small files compacted to
+  ``maintenance.target_file_mb`` (``rewrite_data_files`` with ``where``: its partitions only);
 * **snapshot** ``<catalog>.<merge.database>.<table>``: day tags older than the retention
   dropped (``ALTER TABLE … DROP TAG``) and the dt view rewritten without them, files with
   deletes and small files compacted (``rewrite_data_files``: ``delete-file-threshold`` 1, so
   the deletes merge-on-read leaves are folded into their data files; then
   ``rewrite_position_delete_files`` drops the delete files naming only rewritten files);
-* both: snapshots no branch or tag needs expired once older than
-  ``maintenance.expire_after_hours`` (``expire_snapshots``, the newest
-  ``retain_snapshots`` of main always kept, and on a snapshot table main's lineage back to
-  the newest day's tag: tagged days stay readable, and the next merge can tell that main
-  holds the newest day; on a raw table main's lineage back to the oldest raw snapshot the
-  merge facts of the newest tags name: the next merge searches the commits since for late
-  rows, whatever the time between merges), and files of the
-  table's folder no snapshot references removed once older than
-  ``maintenance.orphan_after_hours`` (``remove_orphan_files``: what a killed writer or merge
-  left behind).
+* the snapshot tables and, once per run after the tables, the raw table: snapshots no branch
+  or tag needs expired once older than ``maintenance.expire_after_hours``
+  (``expire_snapshots``, the newest ``retain_snapshots`` of main always kept, and on a
+  snapshot table main's lineage back to the newest day's tag: tagged days stay readable, and
+  the next merge can tell that main holds the newest day; on the raw table main's lineage
+  back to the oldest raw snapshot the merge facts of the newest tags of ANY table mirrored
+  to Hive name, named in the run or not: the next merge searches the commits since for late
+  rows, whatever the time between merges), and files of the table's folder no snapshot
+  references removed once older than ``maintenance.orphan_after_hours``
+  (``remove_orphan_files``: what a killed writer or merge left behind).
 
 Retention (days): ``tables[].retention.snapshot_days`` / ``raw_days``, else
 ``maintenance.snapshot_days`` / ``raw_days``; "older than N days" counts from ``today``: the
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot
 from cdc_platform.iceberg import storage_for
+from cdc_platform.lake import DAY_COLUMN, DEAD_LETTER_TABLE, RAW_TABLE, raw_table_condition
 from cdc_platform.lake_snapshots import day_tag
 from cdc_platform.spark import spark_error_sentence
 from merge.hours import expired_hours
@@ -56,9 +58,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-
-DEAD_LETTER_TABLE = "dead_letter"  # cdc_platform.lake's name of the writer's dead letters
-RAW_DAY_COLUMN = "dt"  # the raw tables' partition column (cdc_platform.lake)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,59 +143,71 @@ class Maintainer:
         # Before any step: a table written by an incompatible version (or not by cdc-mirror)
         # stops the run, in one sentence naming it and the cause, with nothing changed.
         mirrored = [mirror.name for mirror in mirrors]
-        self.snapshots.lake.check_compatible(raw_db, [*mirrored, DEAD_LETTER_TABLE])
+        self.snapshots.lake.check_compatible(raw_db, [RAW_TABLE])
         self.snapshots.lake.check_compatible(self.settings.merge.database, mirrored)
+        raw_exists = self._exists(raw_db, RAW_TABLE)
         for mirror in mirrors:
-            raw_days = mirror.retention.raw_days or self.settings.maintenance.raw_days
-            self._raw(report, raw_db, mirror.name, raw_days, self._raw_read_by_merges(mirror.name))
+            if raw_exists:
+                raw_days = mirror.retention.raw_days or self.settings.maintenance.raw_days
+                self._raw(report, raw_db, mirror.name, raw_days)
             snapshot_days = (
                 mirror.retention.snapshot_days or self.settings.maintenance.snapshot_days
             )
             hourly_days = mirror.retention.hourly_days or self.settings.maintenance.hourly_days
             self._snapshot(report, mirror.name, snapshot_days, hourly_days)
-        if names is None:
-            self._raw(report, raw_db, DEAD_LETTER_TABLE, self.settings.maintenance.raw_days)
+        if raw_exists:
+            if names is None:
+                self._raw(report, raw_db, DEAD_LETTER_TABLE, self.settings.maintenance.raw_days)
+            # The one raw table's snapshots serve every table's merges, named here or not.
+            read = set().union(
+                *(self._raw_read_by_merges(m.name) for m in self.config.tables_for("hive"))
+            )
+            self._raw_history(report, raw_db, read)
         return report
 
     # -- the layers -------------------------------------------------------------------------
     def _exists(self, database: str, table: str) -> bool:
         return bool(self.spark.catalog.tableExists(f"{self.catalog}.{database}.{table}"))
 
-    def _raw(
-        self,
-        report: MaintenanceReport,
-        database: str,
-        table: str,
-        keep_days: int,
-        read_by_merges: set[int] | None = None,
-    ) -> None:
-        if not self._exists(database, table):
-            return
+    def _raw(self, report: MaintenanceReport, database: str, table: str, keep_days: int) -> None:
+        """The rows of logical table ``table`` in the raw table: its days past the retention
+        deleted, its small files compacted. Steps named ``database.table`` (its view)."""
         qualified = f"{database}.{table}"
         cutoff = self._now().date() - timedelta(days=keep_days)
+        condition = raw_table_condition(table)
         with self._step(report, qualified, "expire days") as detail:
-            name = self._name(database, table)
-            before = self._rows_of_days_before(name, cutoff)
+            name = self._name(database, RAW_TABLE)
+            before = self._rows_of_days_before(name, cutoff, condition)
             if before:
-                self.spark.sql(f"DELETE FROM {name} WHERE {RAW_DAY_COLUMN} < '{cutoff}'")  # noqa: S608 - quoted names
+                # Both terms are on identity partition columns: Iceberg drops whole files in
+                # the metadata, no data file is read or rewritten.
+                self.spark.sql(
+                    f"DELETE FROM {name} WHERE {condition} AND {DAY_COLUMN} < '{cutoff}'"  # noqa: S608 - quoted names
+                )
             detail.append(f"{before} rows of days before {cutoff} deleted")
-        self._compact(report, database, table, deletes=False)
-        # The raw snapshots the next merges search for late rows from (their incremental
-        # read walks main's lineage from there to now): kept, with every commit since.
+        self._compact(report, database, RAW_TABLE, deletes=False, where=condition, step=qualified)
+
+    def _raw_history(self, report: MaintenanceReport, database: str, read: set[int]) -> None:
+        """The raw table's snapshots expired and its orphan files removed, once: the raw
+        snapshots the next merges search for late rows from (``read``: their incremental read
+        walks main's lineage from there to now) kept, with every commit since."""
         keep = 0
-        if read_by_merges:
-            java = self._raw_java(database, table)
-
-            def parent_of(snapshot_id: int) -> int | None:
-                snapshot = java.snapshot(snapshot_id)
-                parent = None if snapshot is None else snapshot.parentId()
-                return None if parent is None else int(parent)
-
-            current = java.currentSnapshot()
+        if read:
+            # The head first: the snapshots listed after it include it (the writer commits
+            # meanwhile; a head missing from the list would keep nothing).
+            current = self._raw_java(database, RAW_TABLE).currentSnapshot()
             head = None if current is None else int(current.snapshotId())
-            keep = lineage_to(head, parent_of, read_by_merges)
-        self._expire(report, database, table, keep=keep)
-        self._orphans(report, database, table)
+            # One read of the snapshots' metadata table: the writer commits every batch, so
+            # the lineage is thousands of snapshots long (a JVM call per snapshot is not).
+            name = self._name(database, RAW_TABLE)
+            rows = self.spark.sql(f"SELECT snapshot_id, parent_id FROM {name}.snapshots").collect()  # noqa: S608 - quoted names
+            parents = {
+                int(row["snapshot_id"]): None if row["parent_id"] is None else int(row["parent_id"])
+                for row in rows
+            }
+            keep = lineage_to(head, parents.get, read)
+        self._expire(report, database, RAW_TABLE, keep=keep)
+        self._orphans(report, database, RAW_TABLE)
 
     def _raw_java(self, database: str, table: str) -> Any:
         """The raw table's Iceberg Java object, loaded fresh."""
@@ -285,15 +296,26 @@ class Maintainer:
             self.spark.sql(f"CALL {_ident(self.catalog)}.system.{procedure}({arguments})").collect()
         )
 
-    def _rows_of_days_before(self, name: str, cutoff: date) -> int:
-        """Rows in days before ``cutoff``, from the table's partition metadata (no scan)."""
+    def _rows_of_days_before(self, name: str, cutoff: date, condition: str) -> int:
+        """Rows in days before ``cutoff`` matching ``condition`` (on the partition columns),
+        from the table's partition metadata (no scan)."""
         rows = self.spark.sql(
             f"SELECT coalesce(sum(record_count), 0) AS n FROM {name}.partitions "  # noqa: S608 - quoted names
-            f"WHERE partition.{RAW_DAY_COLUMN} < '{cutoff}'"
+            f"WHERE partition.{condition} AND partition.{DAY_COLUMN} < '{cutoff}'"
         ).first()
         return int(rows["n"]) if rows is not None else 0
 
-    def _compact(self, report: MaintenanceReport, database: str, table: str, deletes: bool) -> None:
+    def _compact(
+        self,
+        report: MaintenanceReport,
+        database: str,
+        table: str,
+        deletes: bool,
+        where: str | None = None,
+        step: str | None = None,
+    ) -> None:
+        """Compact ``table`` (its rows matching ``where`` only, when given); the step is named
+        ``step`` (default ``database.table``)."""
         size = self.settings.maintenance.target_file_mb * 1024 * 1024
         options = {
             "target-file-size-bytes": str(size),
@@ -304,9 +326,11 @@ class Maintainer:
             options["delete-file-threshold"] = "1"
             options["remove-dangling-deletes"] = "true"
         listed = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
-        with self._step(report, f"{database}.{table}", "compact") as detail:
+        restrict = "" if where is None else f", where => {_literal(where)}"
+        with self._step(report, step or f"{database}.{table}", "compact") as detail:
             [row] = self._call(
-                "rewrite_data_files", f"table => '{database}.{table}', options => map({listed})"
+                "rewrite_data_files",
+                f"table => '{database}.{table}'{restrict}, options => map({listed})",
             )
             detail.append(
                 f"{row['rewritten_data_files_count']} files rewritten into "
@@ -402,6 +426,11 @@ def run_maintain_command(
         return Maintainer(settings, spark, config, progress).run(tables or None)
     finally:
         spark.stop()
+
+
+def _literal(text: str) -> str:
+    """A Spark SQL string literal of ``text``."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _timestamp(moment: datetime) -> str:

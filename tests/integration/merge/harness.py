@@ -289,9 +289,10 @@ class Shop:
         return LakeCatalog.open(spark, self.merge_settings(), check=False)
 
     def write_raw(self, spark: Any, day: date, ready: bool = True) -> None:
-        """The recorded messages as rows of ``dt=day`` in the raw Iceberg table (the stream
-        writer's table and columns), one commit."""
-        from cdc_platform.lake import ROW_COLUMNS
+        """The recorded messages as rows of ``dt=day`` of this shop's table in the raw Iceberg
+        table (the stream writer's one table of every logical table), one commit."""
+        from cdc_platform.lake import ROW_COLUMNS, ensure_raw_table
+        from tests.support.raw_layer import append_raw
 
         names = [name for name, _ in ROW_COLUMNS]
         rows = []
@@ -307,13 +308,10 @@ class Shop:
             rows.append((*(row[name] for name in names), str(day)))
         columns = [*ROW_COLUMNS, ("dt", "STRING")]
         lake = self.lake_catalog(spark)
-        lake.create_namespace(self.raw_database)
-        lake.create_table(self.raw_database, self.table, columns, partitioned_by=("dt",))
+        ensure_raw_table(lake, self.raw_database)
         if rows:
             ddl = ", ".join(f"`{name}` {kind}" for name, kind in columns)
-            spark.createDataFrame(rows, schema=ddl).writeTo(
-                lake.name(self.raw_database, self.table)
-            ).append()
+            append_raw(lake, self.raw_database, self.table, spark.createDataFrame(rows, schema=ddl))
         self.messages.clear()
         self.days.add(str(day))
         if ready:

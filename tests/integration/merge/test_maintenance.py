@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import functions as F
 
 from cdc_platform.config import Settings
+from cdc_platform.lake import RAW_TABLE, raw_rows
 from cdc_platform.lake_snapshots import day_tag, days_view
 from merge.job import Merger, MergeRequest
 from merge.maintenance import Maintainer, MaintenanceReport
@@ -41,6 +43,7 @@ from tests.integration.merge.test_merge import (
     merged_first_day,
     random_day,
 )
+from tests.support.raw_layer import append_raw
 
 DAY3 = DAY2 + timedelta(days=1)
 OLD_DAY = DAY1 - timedelta(days=40)
@@ -88,9 +91,10 @@ class LakeFiles:
 
 
 def raw_days(spark: Any, shop: Shop) -> dict[str, int]:
-    name = shop.lake_catalog(spark).name(shop.raw_database, shop.table)
-    rows = spark.sql(f"SELECT dt, count(*) AS n FROM {name} GROUP BY dt").collect()
-    return {row["dt"]: row["n"] for row in rows}
+    """The shop's table's rows in the raw layer, per day."""
+    lake = shop.lake_catalog(spark)
+    rows = raw_rows(lake, shop.raw_database, shop.table, "TRUE").groupBy("dt").count().collect()
+    return {row["dt"]: row["count"] for row in rows}
 
 
 def test_maintain_command_applies_retention_compacts_expires_and_removes_orphans(
@@ -141,10 +145,13 @@ def test_maintain_command_applies_retention_compacts_expires_and_removes_orphans
     assert command.returncode == 0, command.stderr[-3000:]
     lines = command.stdout.splitlines()
     raw = f"{shop.raw_database}.{shop.table}"
+    changes = f"{shop.raw_database}.{RAW_TABLE}"
     snap = f"{settings.merge.database}.{shop.table}"
     for table, action in [
         (raw, "expire days"),
         (raw, "compact"),
+        (changes, "expire snapshots"),
+        (changes, "remove orphans"),
         (snap, "drop tags"),
         (snap, "compact"),
         (snap, "expire snapshots"),
@@ -196,7 +203,6 @@ def test_maintenance_is_safe_while_the_writer_appends_and_merge_runs(
     random_day(shop, DAY2, placed, 30)
     shop.write_raw(spark, DAY2)
     lake = shop.lake_catalog(spark)
-    raw = lake.name(shop.raw_database, shop.table)
     appended_before = sum(raw_days(spark, shop).values())
 
     stop = threading.Event()
@@ -206,14 +212,13 @@ def test_maintenance_is_safe_while_the_writer_appends_and_merge_runs(
 
     def writer() -> None:
         # Small appends to a later day, as the stream writer commits its micro-batches.
-        columns = spark.table(raw).schema
-        template = spark.table(raw).where(f"dt = '{DAY2}'").limit(5).collect()
+        template = raw_rows(lake, shop.raw_database, shop.table, f"dt = '{DAY2}'").limit(5)
+        rows = template.withColumn("dt", F.lit(str(DAY3))).localCheckpoint()
         batch = 0
         try:
             while not stop.is_set() or batch < 3:
-                rows = [(*row[:-1], str(DAY3)) for row in template]
-                spark.createDataFrame(rows, columns).writeTo(raw).append()
-                appended.append(len(rows))
+                append_raw(lake, shop.raw_database, shop.table, rows)
+                appended.append(rows.count())
                 batch += 1
         except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
             failures.append(exc)

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from cdc_platform.iceberg import LAYOUT_PROPERTY, LAYOUT_VERSION, IncompatibleTableError
+from cdc_platform.lake import RAW_TABLE
 from cdc_platform.lake_snapshots import day_tag, days_view
 from merge import records
 from merge.archive import ArchiveOverride
@@ -503,7 +504,7 @@ def test_a_row_late_for_an_older_day_survives_maintenance_between_merges(
         settings.model_copy(update={"maintenance": maintenance}), spark, merger.config
     ).run([shop.table])
     assert not report.failed, report.failed
-    raw = f"{settings.lake.catalog}.{shop.raw_database}.{shop.table}"
+    raw = f"{settings.lake.catalog}.{shop.raw_database}.{RAW_TABLE}"
     kept = {
         row["snapshot_id"]
         for row in spark.sql(f"SELECT snapshot_id FROM {raw}.snapshots").collect()
@@ -801,13 +802,13 @@ def test_a_table_of_a_newer_layout_stops_merge_and_maintenance_before_they_read(
     shop.start_day(DAY1)
     shop.insert(0, during(DAY1, shop.rng))
     shop.write_raw(spark, DAY1)
-    raw = shop.lake_catalog(spark).name(shop.raw_database, shop.table)
+    raw = shop.lake_catalog(spark).name(shop.raw_database, RAW_TABLE)
     newer = LAYOUT_VERSION + 1
     spark.sql(f"ALTER TABLE {raw} SET TBLPROPERTIES ('{LAYOUT_PROPERTY}'='{newer}')")
     raw_before = spark.sql(f"SELECT snapshot_id FROM {raw}.snapshots").collect()
-    where = settings.lake_location.child(f"{shop.raw_database}.db", shop.table)
+    where = settings.lake_location.child(f"{shop.raw_database}.db", RAW_TABLE)
     sentence = (
-        f"the lake table {shop.raw_database}.{shop.table} at {where} cannot be used: it "
+        f"the lake table {shop.raw_database}.{RAW_TABLE} at {where} cannot be used: it "
         f"was written by a newer version of cdc-mirror ({LAYOUT_PROPERTY} {newer}; this "
         f"version reads {LAYOUT_VERSION})."
     )
