@@ -57,7 +57,7 @@ from simple_binlog.routing import ShardRouter
 from simple_binlog.values import ColumnType, JsonScalar, Kind, decode, encode, parse_column_type
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -826,12 +826,10 @@ def check_raw_layer(
 def lake_coordinates(
     spark: SparkSession, settings: Settings, table: str
 ) -> list[tuple[str, int, int, int]]:
-    """(topic, partition, offset, binlogOffset) of every row of the raw table, all days."""
-    qualified = _raw_table(spark, settings, table)
-    if qualified is None:
-        return []
-    frame = spark.sql(
-        f"SELECT kafkaTopic, kafkaPartition, kafkaOffset, binlogOffset FROM {qualified}"  # noqa: S608
+    """(topic, partition, offset, binlogOffset) of every row of the table in the raw layer,
+    all days."""
+    frame = _raw_rows(spark, settings, table).select(
+        "kafkaTopic", "kafkaPartition", "kafkaOffset", "binlogOffset"
     )
     return [(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in frame.toLocalIterator()]
 
@@ -839,25 +837,23 @@ def lake_coordinates(
 def lake_days(spark: SparkSession, settings: Settings, table: str) -> list[str]:
     from cdc_platform.lake import DAY_COLUMN  # noqa: PLC0415
 
-    qualified = _raw_table(spark, settings, table)
-    if qualified is None:
-        return []
-    found = spark.sql(f"SELECT DISTINCT {DAY_COLUMN} FROM {qualified}").collect()  # noqa: S608
+    found = _raw_rows(spark, settings, table).select(DAY_COLUMN).distinct().collect()
     return sorted(str(r[0]) for r in found)
 
 
-def _raw_table(spark: SparkSession, settings: Settings, table: str) -> str | None:
-    """The raw table's name in the lake's Iceberg catalog, or None before the writer made it
-    (read through the session catalog, an Iceberg table is a Hive table Spark cannot scan)."""
+def _raw_rows(spark: SparkSession, settings: Settings, table: str) -> DataFrame:
+    """The table's rows of the raw layer (the lake's one raw table, ``cdc_platform.lake``),
+    none before the writer made it or its database (read through the session catalog, an
+    Iceberg table is a Hive table Spark cannot scan: the lake's catalog reads it)."""
     from cdc_platform.iceberg import LakeCatalog  # noqa: PLC0415
+    from cdc_platform.lake import raw_rows, table_columns  # noqa: PLC0415
 
     lake = LakeCatalog.open(spark, settings, check=False)
     database = settings.stream_writer.database
     if not spark.catalog.databaseExists(f"{lake.catalog}.{database}"):
-        return None
-    if table not in lake.table_names(database):
-        return None
-    return lake.name(database, table)
+        ddl = ", ".join(f"`{name}` {kind}" for name, kind in table_columns(table))
+        return spark.createDataFrame([], schema=ddl)
+    return raw_rows(lake, database, table, "TRUE")
 
 
 def kafka_coordinates(

@@ -45,7 +45,7 @@ import orjson
 
 from cdc_platform.config import KafkaSettings, Settings
 from cdc_platform.iceberg import LakeCatalog
-from cdc_platform.lake import PROGRESS_TABLE, default_writer_name
+from cdc_platform.lake import PROGRESS_TABLE, default_writer_name, raw_rows
 from cdc_platform.lake_snapshots import day_tag, snapshot_as_of, snapshot_table, tag_day
 from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.naming import topic_name
@@ -317,12 +317,9 @@ class RawChange:
 
 def raw_changes(lake: LakeCatalog, database: str, table: str, where: str) -> list[RawChange]:
     """The raw layer's rows of ``table`` matching ``where`` (on ``dt``), in binlogOffset order
-    (none before the writer created the table)."""
-    if table not in lake.table_names(database):
-        return []
+    (none before the writer created the raw table)."""
     rows = (
-        lake.spark.table(lake.name(database, table))
-        .where(where)
+        raw_rows(lake, database, table, where)
         .select(
             "binlogOffset",
             "eventType",

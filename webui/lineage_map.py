@@ -6,8 +6,9 @@ table (its physical shard tables and columns) and the governance column policies
 
     MySQL instance / shard database / shard table / column
       → Kafka topic of the instance
-      → raw Hive table ``<stream_writer.database>.<logical table>`` (the row is the JSON
-        member ``content.<column>`` of each change)
+      → raw Hive table ``<stream_writer.database>.<logical table>``: the view of the table's
+        rows in the lake's one raw table ``_cdc_changes`` (the row is the JSON member
+        ``content.<column>`` of each change)
       → snapshot table and column ``<merge.database>.<logical table>.<column>``
       → warehouse table and column ``<warehouse_db>.<mirror.warehouse_schema>.<logical>.<column>``
       → Redis keys ``<redis.key_prefix>:<logical table>:…`` (member ``row.<column>``, only the

@@ -10,8 +10,9 @@ On creation, inside the request's one database transaction:
    never concatenated), so a refused condition refuses the whole form;
 3. its resources are set up (``Provisioner``): the instance's Kafka topic, and the
    warehouse table created now from the live MySQL schema as the warehouse mirror would
-   create it on its first change. The lake's raw and snapshot tables are created by the
-   stream writer and merge with their first data, the Kudu table by the Kudu mirror with its
+   create it on its first change. The lake's raw view (of the table's rows in the one raw
+   table ``_cdc_changes``) and snapshot table are created by the stream writer and merge
+   with their first data, the Kudu table by the Kudu mirror with its
    first change, and Redis needs nothing before its first key: the result says so.
 
 A step that fails raises ``admin.Problems`` with one sentence, the transaction is rolled
@@ -33,6 +34,7 @@ from typing import Protocol
 from sqlalchemy.orm import Session
 
 from cdc_platform.config import Settings, TableMirror
+from cdc_platform.lake import RAW_TABLE
 from simple_binlog.errors import CdcMirrorError
 from simple_binlog.naming import topic_name
 from webui import admin
@@ -104,7 +106,9 @@ def lazy_resources(settings: Settings, mirror: TableMirror) -> list[Resource]:
             Resource(
                 "lake raw table",
                 f"{settings.stream_writer.database}.{name}",
-                "created by the stream writer with the table's first rows",
+                "a view of the table's rows in the lake's one raw table "
+                f"{settings.stream_writer.database}.{RAW_TABLE}, created by the stream writer "
+                "with the table's first rows",
             )
         )
         found.append(
@@ -156,9 +160,10 @@ def leftovers(settings: Settings, mirror: TableMirror, topic: str) -> list[Resou
             Resource(
                 "lake raw table",
                 f"{settings.stream_writer.database}.{name}",
-                "kept with every day written and no longer maintained; it receives the "
-                "changes published before the removal (the stream writer catches up to "
-                "that point) and none after",
+                f"kept: the table's rows stay in {settings.stream_writer.database}."
+                f"{RAW_TABLE} with every day written, no longer expired by maintenance; they "
+                "receive the changes published before the removal (the stream writer catches "
+                "up to that point) and none after",
             )
         )
         found.append(

@@ -31,17 +31,19 @@ from cdc_platform.config import Settings, TableMirror
 from cdc_platform.iceberg import KafkaOffsets, LakeCatalog, lake_session
 from cdc_platform.lake import (
     PROGRESS_TABLE,
+    RAW_TABLE,
     ROW_COLUMNS,
     WriterProgress,
     commit_writer_progress,
     ensure_progress_table,
-    table_columns,
+    raw_table_condition,
 )
 from cdc_platform.lake_snapshots import day_tag, snapshot_table
 from merge.types import hive_type, snapshot_value
 from simple_binlog.type_table import REPRESENTATIVE_TYPES
 from simple_binlog.values import encode, parse_column_type
 from tests.integration.validation.test_canonical_engines import SAMPLES, _plain
+from tests.support.raw_layer import append_raw
 from validation.lake import LakeWatermark, writer_name
 from validation.plan import Difference
 from validation.run import Options, describe, validate_table
@@ -321,11 +323,10 @@ class Scene:
 
     def write_raw(self) -> None:
         database = self.settings.stream_writer.database
-        if self.table not in self.catalog.table_names(database):
-            self.catalog.create_table(database, self.table, table_columns(self.table), ("dt",))
         ddl = ", ".join(f"`{n}` {k}" for n, k in (*ROW_COLUMNS, ("dt", "STRING")))
         frame = self.spark.createDataFrame(self.raw, ddl)
-        self.catalog.append(frame, database, self.table, KafkaOffsets({("t", 0): self.offset}))
+        offsets = KafkaOffsets({("t", 0): self.offset})
+        append_raw(self.catalog, database, self.table, frame, offsets)
 
 
 @pytest.fixture()
@@ -335,7 +336,9 @@ def scene(lake: Any) -> Iterator[Scene]:
     yield made
     made.close()
     spark.sql(f"DROP TABLE IF EXISTS {snapshot_table(settings, made.table)}")
-    spark.sql(f"DROP TABLE IF EXISTS {catalog.name(settings.stream_writer.database, made.table)}")
+    if RAW_TABLE in catalog.table_names(settings.stream_writer.database):
+        raw = catalog.name(settings.stream_writer.database, RAW_TABLE)
+        spark.sql(f"DELETE FROM {raw} WHERE {raw_table_condition(made.table)}")
 
 
 @pytest.mark.timeout(600)
