@@ -5,8 +5,8 @@
         [--write-mode merge-on-read|copy-on-write] [--location PATH|hdfs://…|s3://…]
 
 Builds a snapshot table of ``--rows`` rows (the merge's own Iceberg table, tagged as day 1),
-then two cases, each a day of the raw Iceberg table (SimpleBinlog JSON in ``content``: 20 %
-inserts of new keys, 70 % updates, 10 % deletes):
+then two cases, each a day of the table's rows in the one raw Iceberg table (SimpleBinlog
+JSON in ``content``: 20 % inserts of new keys, 70 % updates, 10 % deletes):
 
 1. ``--changes`` changes (day 2, merged over day 1);
 2. ``--small-changes`` changes (day 3, merged over day 2).
@@ -40,7 +40,14 @@ from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
 from cdc_platform.config import MergeSettings, Settings, TableMirror, load_settings
 from cdc_platform.iceberg import LakeCatalog, lake_session
-from cdc_platform.lake import ROW_COLUMNS
+from cdc_platform.lake import (
+    LOGICAL_TABLE_COLUMN,
+    RAW_TABLE,
+    RAW_TABLE_COLUMNS,
+    ROW_COLUMNS,
+    ensure_raw_table,
+    raw_rows,
+)
 from cdc_platform.lake_snapshots import day_tag
 from cdc_platform.mysql_schema import LiveSchema
 from merge.job import Merger, MergeRequest, MergeResult
@@ -57,6 +64,7 @@ COLUMNS = {
     "created_at": "datetime(6)",
 }
 SHARD = "bench_00.orders_00"
+ROW_COLUMNS_NAMES = tuple(name for name, _ in ROW_COLUMNS)
 
 
 class JvmMemory:
@@ -124,13 +132,11 @@ def build_snapshot(merger: Merger, rows: int) -> None:
 
 
 def raw_table(merger: Merger) -> str:
+    """The one raw table of every logical table, as the stream writer makes it."""
     lake = LakeCatalog.open(merger.spark, merger.settings, check=False)
     database = merger.settings.stream_writer.database
-    lake.create_namespace(database)
-    lake.create_table(
-        database, "bench_orders", [*ROW_COLUMNS, ("dt", "STRING")], partitioned_by=("dt",)
-    )
-    return lake.name(database, "bench_orders")
+    ensure_raw_table(lake, database)
+    return lake.name(database, RAW_TABLE)
 
 
 def write_changes(
@@ -174,9 +180,21 @@ def write_changes(
             F.lit(0).alias("kafkaPartition"),
             n.alias("kafkaOffset"),
             F.current_timestamp().alias("kafkaTimestamp"),
+            F.lit("bench_orders").alias(LOGICAL_TABLE_COLUMN),
             F.lit(day.isoformat()).alias("dt"),
         )
-        .select(*[F.col(name).cast(kind_) for name, kind_ in [*ROW_COLUMNS, ("dt", "STRING")]])
+        .select(
+            *[
+                (
+                    F.col(name)
+                    if name in (*ROW_COLUMNS_NAMES, LOGICAL_TABLE_COLUMN, "dt")
+                    else F.lit(None)
+                )
+                .cast(kind_)
+                .alias(name)
+                for name, kind_ in RAW_TABLE_COLUMNS
+            ]
+        )
     )
     frame.writeTo(raw_table(merger)).append()
     return next_id + changes
@@ -186,7 +204,9 @@ def run_baseline(merger: Merger, day: date) -> int:
     """Naive: flatten, union yesterday as INSERTs, row_number() over everything, rewrite all
     of it as a new Iceberg table in the same lake."""
     plan = plan_schema("bench_orders", None, COLUMNS, ["id"])
-    raw = merger.spark.table(raw_table(merger)).where(f"dt = '{day}'")
+    lake = LakeCatalog.open(merger.spark, merger.settings, check=False)
+    database = merger.settings.stream_writer.database
+    raw = raw_rows(lake, database, "bench_orders", f"dt = '{day}'")
     previous = merger.store.read("bench_orders", day - timedelta(days=1))
     rows = latest(flatten(raw, plan).unionByName(align(previous, plan)), ["id"])
     name = merger.store.lake.name(merger.settings.merge.database, f"baseline_{day:%Y%m%d}")
