@@ -346,6 +346,10 @@ class _IntegerNames:
         self._head, self._numbers, self._odd = head.encode(), keys.numbers, odd
         self._odd_numbers = sorted(odd)
 
+    @property
+    def has_odd(self) -> bool:
+        return bool(self._odd)
+
     def __getitem__(self, span: slice) -> list[bytes | str]:
         numbers: list[int] = self._numbers[span].tolist()
         head = self._head
@@ -522,18 +526,33 @@ class RedisSide:
     def digest(self, chunk: Chunk) -> ChunkDigest:
         # The listed names, not rebuilt from the keys, read in parts: each part's read is
         # under way while the one before is hashed.
-        names = self._names[self._range(chunk)]
-        parts = [names[start : start + _PART] for start in range(0, len(names), _PART)]
+        parts = self._parts(self._range(chunk))
         chunk_of = self._reader.hasher.chunk
         count = total = 0
-        reading = self._reads.submit(self._read, parts[0] if parts else [])
-        for following in [*parts[1:], None]:
+        reading = self._reads.submit(self._read, next(parts, []))
+        while True:
+            following = next(parts, None)
             raws = reading.result()
             if following is not None:
                 reading = self._reads.submit(self._read, following)
             part = chunk_of(raws)
             count, total = count + part.count, total + part.total
-        return ChunkDigest.of(count, total)
+            if following is None:
+                return ChunkDigest.of(count, total)
+
+    def _parts(self, span: slice) -> Iterator[Sequence[bytes | str]]:
+        """The names of a span of the keys in parts of ``_PART``, an integer key's printed
+        part by part (a chunk of 1M keys printed at once held about 60 MB of names); with
+        odd names listed, the span's at once (an odd name takes its number's place, which a
+        part's edge could split from it)."""
+        names = self._names
+        if isinstance(names, _IntegerNames) and not names.has_odd:
+            for start in range(span.start, span.stop, _PART):
+                yield names[start : min(start + _PART, span.stop)]
+            return
+        listed = names[span]
+        for start in range(0, len(listed), _PART):
+            yield listed[start : start + _PART]
 
     def middle_key(self, chunk: Chunk, count: int) -> Key | None:
         keys = self._in(chunk)
