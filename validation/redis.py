@@ -542,9 +542,9 @@ class RedisSide:
 
     def _parts(self, span: slice) -> Iterator[Sequence[bytes | str]]:
         """The names of a span of the keys in parts of ``_PART``, an integer key's printed
-        part by part (a chunk of 1M keys printed at once held about 60 MB of names); with
-        odd names listed, the span's at once (an odd name takes its number's place, which a
-        part's edge could split from it)."""
+        part by part (a chunk of 1M keys printed at once raised the peak RSS by about
+        100 MiB); with odd names listed, the span's at once (an odd name takes its number's
+        place, which a part's edge could split from it)."""
         names = self._names
         if isinstance(names, _IntegerNames) and not names.has_odd:
             for start in range(span.start, span.stop, _PART):
