@@ -43,7 +43,8 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from cdc_platform.config import Settings, SqlServerSettings, is_loopback
+from cdc_platform.config import Settings, SqlServerSettings
+from cdc_platform.hosts import is_loopback
 from simple_binlog.errors import CdcMirrorError, ConfigError
 
 log = logging.getLogger(__name__)

@@ -38,6 +38,7 @@ from pydantic_settings import (
 )
 
 from cdc_platform.governance_model import GovernanceSettings
+from cdc_platform.hosts import is_loopback
 from cdc_platform.lake_location import LOCAL_S3_PORT, LakeLocation, LakeSettings, parse_location
 from simple_binlog.errors import ConfigError
 from simple_binlog.patterns import check_pattern
@@ -112,17 +113,6 @@ def check_patterns(value: list[str]) -> list[str]:
     for pattern in value:
         check_pattern(pattern)
     return value
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is ``localhost`` or a loopback IP literal (another name may resolve
-    anywhere)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 # The address a component's /metrics and /health endpoints listen on (``metrics_host``):

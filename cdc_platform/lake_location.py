@@ -22,6 +22,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from cdc_platform.hosts import is_loopback_url
+
 StorageKind = Literal["local", "hdfs", "s3"]
 
 # The local stack's S3 endpoint (SeaweedFS; config.LOCAL_PORTS names the same port) and its
@@ -71,7 +73,7 @@ class S3Settings(BaseModel):
         if (
             secret is not None
             and secret.get_secret_value() == LOCAL_S3_SECRET_KEY
-            and not _is_loopback_url(self.endpoint)
+            and not is_loopback_url(self.endpoint)
         ):
             raise ValueError(
                 "the local stack's S3 secret key is set for an endpoint that is not on this "
@@ -256,13 +258,6 @@ def resolve_s3_access(settings: S3Settings, env: Mapping[str, str]) -> S3Access:
 
 def _secret(value: str | None) -> SecretStr | None:
     return SecretStr(value) if value else None
-
-
-def _is_loopback_url(url: str | None) -> bool:
-    if url is None:
-        return False
-    host = urlsplit(url).hostname or ""
-    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def scrub(text: str, secrets: tuple[str, ...]) -> str:

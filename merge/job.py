@@ -677,6 +677,8 @@ class Merger:
                 newest=None if hour is None else self._newest_hour(hour, state),
                 empty=hour is not None and summary.count == 0,
                 facts=merge_facts(raw_snapshot, decision, request.skip_readiness),
+                null_keys=keys.nulls > 0,
+                change_count=summary.count,
             )
         finally:
             changes.unpersist()

@@ -39,7 +39,8 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
@@ -71,6 +72,13 @@ log = logging.getLogger(__name__)
 _DECIMAL = re.compile(r"^decimal\((\d+),(\d+)\)$")
 # Key types whose values become SQL literals for the range condition of the MERGE.
 _RANGE_TYPES = ("int", "bigint", "string", "date")
+# A merge-on-read MERGE of at most this many changes sends its rows to the writers by bucket
+# (Iceberg's distribution mode ``hash``) instead of by key range: the range exchange samples
+# its input first (a Spark job of its own, a large part of a small day's merge), and so few
+# rows make at most a file per bucket either way. (Mode ``none`` saves the shuffle too, but
+# writes a file per bucket for every task of the join: three times the files in the bench.)
+SMALL_MERGE_CHANGES = 100_000
+_DISTRIBUTION_MODE = "spark.sql.iceberg.distribution-mode"
 
 
 def _ident(name: str) -> str:
@@ -109,6 +117,52 @@ def sql_literal(value: Any, hive: str) -> str | None:
     if _DECIMAL.match(hive) and isinstance(value, Decimal):
         return f"CAST('{value}' AS {hive})"
     return None
+
+
+def snapshot_columns(plan: SchemaPlan) -> list[str]:
+    """Pure: the snapshot table's columns in ``plan``: the data columns, then bookkeeping."""
+    return [*(name for name, _ in plan.columns), *(name for name, _ in META_COLUMNS)]
+
+
+def merge_statement(
+    target: str,
+    plan: SchemaPlan,
+    view: str,
+    span: tuple[Any, Any] | None,
+    null_keys: bool = True,
+) -> str:
+    """Pure: the MERGE of the day's changes (``view``) into ``target``: a change applies only
+    when it is newer than the row it replaces (MOCK rows of the history read can be older
+    than the snapshot's). ``span``: the changed keys' range of the first key column.
+
+    Keys match NULL-safely (``<=>``) when a change may have a NULL in a key column
+    (``null_keys``); otherwise by ``=``: the same match then (a NULL key of the table equals
+    no change's key either way), and Spark joins on the changes as their latest-per-key
+    window partitioned them instead of shuffling them again by the NULL-safe form."""
+    columns = snapshot_columns(plan)
+    equal = "<=>" if null_keys else "="
+    on = " AND ".join(f"t.{_ident(k)} {equal} s.{_ident(k)}" for k in plan.key)
+    first = plan.key[0]
+    if span is not None:
+        low, high = (sql_literal(v, plan.types[first]) for v in span)
+        if low is not None and high is not None:
+            # Target-only: pushed into the scan of the table, which skips every file
+            # whose key statistics lie outside the changed keys' range (and the NULL
+            # keys, which only a NULL-safe match can reach).
+            column = f"t.{_ident(first)}"
+            nulls = f" OR {column} IS NULL" if null_keys else ""
+            on += f" AND ({column} BETWEEN {low} AND {high}{nulls})"
+    newer = f"s.{OFFSET_COLUMN} > t.{OFFSET_COLUMN}"
+    assignments = ", ".join(f"t.{_ident(c)} = s.{_ident(c)}" for c in columns)
+    names = ", ".join(_ident(c) for c in columns)
+    values = ", ".join(f"s.{_ident(c)}" for c in columns)
+    return (
+        f"MERGE INTO {target} t USING {view} s ON {on} "  # noqa: S608 - quoted names
+        f"WHEN MATCHED AND {newer} AND s.{EVENT_COLUMN} = 'DELETE' THEN DELETE "
+        f"WHEN MATCHED AND {newer} THEN UPDATE SET {assignments} "
+        f"WHEN NOT MATCHED AND s.{EVENT_COLUMN} <> 'DELETE' THEN INSERT ({names}) "
+        f"VALUES ({values})"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,6 +359,8 @@ class SnapshotStore:
         newest: bool | None = None,
         empty: bool = False,
         facts: Mapping[str, Any] | None = None,
+        null_keys: bool = True,
+        change_count: int | None = None,
     ) -> Published:
         """Apply ``changes`` (the latest change per key, DELETEs included, with
         ``_event_type``) to the snapshot ``base`` (None: none, the changes are the first
@@ -314,7 +370,11 @@ class SnapshotStore:
         column (None: unknown), to prune the files the MERGE reads. ``empty``: there are no
         changes (an hour without any): the tag names ``base`` itself, nothing is written.
         ``facts``: what the next merge needs to know of this one, stored with the tag in the
-        same commit (``merge_facts``)."""
+        same commit (``merge_facts``). ``null_keys``: whether a change may have a NULL in a key
+        column (False: the MERGE matches keys by plain equality, which lets Spark join on
+        the partitioning of the changes' latest-per-key window, one shuffle fewer).
+        ``change_count``: how many changes there are (None: unknown), which decides how the
+        MERGE's rows are distributed to the writers (``SMALL_MERGE_CHANGES``)."""
         if empty and base is None and state.current is None:
             # An hour without changes before the table's first snapshot: nothing to tag yet.
             return Published(0, 0, 0, 0, "empty")
@@ -342,10 +402,13 @@ class SnapshotStore:
                 and state.current is not None
                 and self.only_compacted_since(table, base, state.current)
             ):
-                self.spark.sql(self._merge_sql(name, plan, view, span))
+                with self._distribution(change_count):
+                    self.spark.sql(merge_statement(name, plan, view, span, null_keys))
                 published, mode = self._current(table), "merge"
             else:
-                published = self._on_branch(table, plan, view, base, span)
+                # A MERGE only when there is a base (none: an INSERT of every row).
+                with self._distribution(None if base is None else change_count):
+                    published = self._on_branch(table, plan, view, base, span, null_keys)
                 mode = "first" if base is None else "re-merge"
         finally:
             self.spark.catalog.dropTempView(view)
@@ -428,6 +491,7 @@ class SnapshotStore:
         view: str,
         base: int | None,
         span: tuple[Any, Any] | None,
+        null_keys: bool = True,
     ) -> int:
         """The day written on a private branch (see the module); its head snapshot."""
         name = self.name(table)
@@ -441,7 +505,7 @@ class SnapshotStore:
                 self.spark.sql(f"DELETE FROM {target}")  # noqa: S608 - quoted names
                 self.spark.sql(f"INSERT INTO {target} {self._inserts(plan, view)}")
             else:
-                self.spark.sql(self._merge_sql(target, plan, view, span))
+                self.spark.sql(merge_statement(target, plan, view, span, null_keys))
             head = self._java(table).refs().get(branch).snapshotId()
             return int(head)
         finally:
@@ -452,40 +516,29 @@ class SnapshotStore:
         assert current is not None, "a committed snapshot table has a current snapshot"
         return int(current.snapshotId())
 
-    @staticmethod
-    def _columns(plan: SchemaPlan) -> list[str]:
-        return [*(name for name, _ in plan.columns), *(name for name, _ in META_COLUMNS)]
-
     def _inserts(self, plan: SchemaPlan, view: str) -> str:
-        listed = ", ".join(_ident(c) for c in self._columns(plan))
+        listed = ", ".join(_ident(c) for c in snapshot_columns(plan))
         return f"SELECT {listed} FROM {view} WHERE {EVENT_COLUMN} <> 'DELETE'"  # noqa: S608 - quoted names
 
-    def _merge_sql(
-        self, target: str, plan: SchemaPlan, view: str, span: tuple[Any, Any] | None
-    ) -> str:
-        """The MERGE of the day's changes: a change applies only when it is newer than the
-        row it replaces (MOCK rows of the history read can be older than the snapshot's)."""
-        columns = self._columns(plan)
-        on = " AND ".join(f"t.{_ident(k)} <=> s.{_ident(k)}" for k in plan.key)
-        first = plan.key[0]
-        if span is not None:
-            low, high = (sql_literal(v, plan.types[first]) for v in span)
-            if low is not None and high is not None:
-                # Target-only: pushed into the scan of the table, which skips every file
-                # whose key statistics lie outside the changed keys' range.
-                column = f"t.{_ident(first)}"
-                on += f" AND ({column} BETWEEN {low} AND {high} OR {column} IS NULL)"
-        newer = f"s.{OFFSET_COLUMN} > t.{OFFSET_COLUMN}"
-        assignments = ", ".join(f"t.{_ident(c)} = s.{_ident(c)}" for c in columns)
-        names = ", ".join(_ident(c) for c in columns)
-        values = ", ".join(f"s.{_ident(c)}" for c in columns)
-        return (
-            f"MERGE INTO {target} t USING {view} s ON {on} "  # noqa: S608 - quoted names
-            f"WHEN MATCHED AND {newer} AND s.{EVENT_COLUMN} = 'DELETE' THEN DELETE "
-            f"WHEN MATCHED AND {newer} THEN UPDATE SET {assignments} "
-            f"WHEN NOT MATCHED AND s.{EVENT_COLUMN} <> 'DELETE' THEN INSERT ({names}) "
-            f"VALUES ({values})"
-        )
+    @contextmanager
+    def _distribution(self, change_count: int | None) -> Iterator[None]:
+        """Within: a merge-on-read MERGE of few changes distributes its rows by bucket, not by
+        the table's key range (``SMALL_MERGE_CHANGES``); the session's setting is put back
+        after."""
+        small = change_count is not None and change_count <= SMALL_MERGE_CHANGES
+        if not small or self.config.write_mode != "merge-on-read":
+            yield
+            return
+        conf = self.spark.conf
+        before = conf.get(_DISTRIBUTION_MODE, None)
+        conf.set(_DISTRIBUTION_MODE, "hash")
+        try:
+            yield
+        finally:
+            if before is None:
+                conf.unset(_DISTRIBUTION_MODE)
+            else:
+                conf.set(_DISTRIBUTION_MODE, before)
 
     def _published(self, table: str, snapshot_id: int, base: int | None, mode: str) -> Published:
         """Rows and files of the new snapshot from its summary (Iceberg's running totals)."""

@@ -76,11 +76,14 @@ def flatten(raw: DataFrame, plan: SchemaPlan) -> DataFrame:
 
 @dataclass(frozen=True, slots=True)
 class KeySpan:
-    """How many distinct keys changed, and the range of the key's first column they span."""
+    """How many changes there are (at least the number of keys they change), the range of the
+    key's first column they span, and how many have a NULL in a key column (none: the MERGE
+    can match keys by plain equality, ``merge.snapshot``)."""
 
     count: int
     low: Any
     high: Any
+    nulls: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +97,7 @@ class ChangeSummary:
 
 def widen_span(first: KeySpan, second: KeySpan) -> KeySpan:
     """Pure: a span covering both (keys counted in both are counted twice: the count is an
-    upper bound, the MERGE only uses the range)."""
+    upper bound, the MERGE only uses the range and whether a key was NULL)."""
     if not second.count:
         return first
     if not first.count:
@@ -105,6 +108,7 @@ def widen_span(first: KeySpan, second: KeySpan) -> KeySpan:
         first.count + second.count,
         min(lows) if lows else None,
         max(highs) if highs else None,
+        first.nulls + second.nulls,
     )
 
 
@@ -126,12 +130,16 @@ def summarize_changes(
         else F.lit(False)
     )
     key_columns = [F.col(f"`{k}`") for k in key]
+    null_key = F.lit(False)
+    for column in key_columns:
+        null_key = null_key | column.isNull()
+    # No distinct count of the keys: it costs its own shuffle (a Spark job), and the merge
+    # needs only whether there are changes, their range and whether a key is NULL.
     row = changes.agg(
         F.count(F.lit(1)).alias("changes"),
         F.count(F.when(is_delete, 1)).alias("deletes"),
         F.count(F.when(old, 1)).alias("old"),
-        # A struct counts a key with a NULL part as a key, as ``distinct()`` does.
-        F.count_distinct(F.struct(*key_columns)).alias("keys"),
+        F.count(F.when(null_key, 1)).alias("nulls"),
         F.min(key_columns[0]).alias("low"),
         F.max(key_columns[0]).alias("high"),
     ).first()
@@ -145,7 +153,9 @@ def summarize_changes(
         deletes=int(row["deletes"]), old_deletes=int(row["old"]), increment=increment
     )
     return ChangeSummary(
-        int(row["changes"]), counts, KeySpan(int(row["keys"]), row["low"], row["high"])
+        int(row["changes"]),
+        counts,
+        KeySpan(int(row["changes"]), row["low"], row["high"], int(row["nulls"])),
     )
 
 

@@ -128,24 +128,42 @@ def wait_until(
 
 
 def terminate(pid: int, timeout_s: float = 60.0) -> None:
-    """SIGTERM the process group, wait for it to exit, SIGKILL it if it will not."""
+    """SIGTERM the process group, wait for it to exit, SIGKILL it if it will not (and wait
+    for that too), so that its ports are free when this returns."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGTERM)
+    if _exited(pid, timeout_s):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    _exited(pid, _KILLED_EXIT_S)
+
+
+# How long a SIGKILLed process may take to be gone (its memory freed, its sockets closed).
+_KILLED_EXIT_S = 10.0
+
+
+def _exited(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not _alive(pid):
-            return
+            return True
         time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+    return not _alive(pid)
 
 
 def _alive(pid: int) -> bool:
+    """Whether any thread of process ``pid`` still runs. Its first thread shows as a zombie
+    as soon as it exits, while the others may still hold the process's sockets (a JVM's
+    first thread ends before the rest), so the zombie counts as gone only without them."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
+        threads = os.listdir(f"/proc/{pid}/task")
     except FileNotFoundError:
         return False
     if stat.rsplit(")", 1)[1].split()[0] == "Z":
+        if any(thread != str(pid) for thread in threads):
+            return True
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
         return False

@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import re
 import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Annotated, Any, overload
 
 import msgspec
+import numpy as np
 import orjson
+from numpy.typing import NDArray
 
 from cdc_platform import redis_store
 from cdc_platform.config import RedisSettings
@@ -218,9 +222,21 @@ def _text(column: ColumnType, raw: bytes | None) -> str | bytes | None:
     return raw.decode()
 
 
+def _mget_commands(names: Sequence[bytes | str]) -> tuple[bytes, int]:
+    """MGETs of ``BATCH`` of ``names`` as one RESP text, and how many: packed here in one
+    pass, not by redis-py's pipeline, which encodes and packs each name through a few calls
+    of its own (about a fifth of a chunk's read, for every row)."""
+    commands: list[bytes] = []
+    for start in range(0, len(names), BATCH):
+        part = [n.encode() if isinstance(n, str) else n for n in names[start : start + BATCH]]
+        commands.append(b"*%d\r\n$4\r\nMGET\r\n" % (len(part) + 1))
+        commands.append(b"".join([b"$%d\r\n%b\r\n" % (len(name), name) for name in part]))
+    return b"".join(commands), len(commands) // 2
+
+
 class _ChunkReader:
-    """Reads documents by name (MGETs of ``BATCH``, one pipeline: one round trip) and hashes
-    them: one in the command's process, one in each worker process."""
+    """Reads documents by name (MGETs of ``BATCH``, all sent at once: one round trip) and
+    hashes them."""
 
     def __init__(
         self, settings: RedisSettings, table: str, names: Sequence[str], types: Sequence[ColumnType]
@@ -234,21 +250,32 @@ class _ChunkReader:
         self._client.close()
 
     def read(self, names: Sequence[bytes | str]) -> list[bytes | None]:
+        if not names:
+            return []
+        commands, count = _mget_commands(names)
         with redis_store.redis_errors(self._doing, self._address):
-            pipe = self._client.pipeline(transaction=False)
-            for start in range(0, len(names), BATCH):
-                pipe.mget(names[start : start + BATCH])
-            return [value for batch in pipe.execute() for value in batch]
-
-    def digest(self, names: Sequence[bytes]) -> ChunkDigest:
-        return self.hasher.chunk(self.read(names))
+            pool = self._client.connection_pool
+            connection: Any = pool.get_connection()  # redis-py's Connection is untyped
+            try:
+                connection.send_packed_command([commands])
+                values: list[bytes | None] = []
+                for _ in range(count):
+                    values += connection.read_response()
+                return values
+            except BaseException:
+                # Replies may be under way: the connection is closed, not handed back.
+                connection.disconnect()
+                raise
+            finally:
+                pool.release(connection)
 
 
 class _IntegerKeys(Sequence[Key]):
-    """The sorted keys of a one-integer-column key as plain ints, each made a key (a
-    1-tuple) when asked for: a tuple per key cost the listing as much as reading the names."""
+    """The sorted keys of a one-integer-column key as one numpy array (8 bytes a key; a
+    Python int in a list took about 40, the most of a 10M-key listing's memory), each made a
+    key (a 1-tuple) when asked for."""
 
-    def __init__(self, numbers: list[int]) -> None:
+    def __init__(self, numbers: NDArray[Any]) -> None:
         self.numbers = numbers
 
     def __len__(self) -> int:
@@ -262,15 +289,50 @@ class _IntegerKeys(Sequence[Key]):
 
     def __getitem__(self, index: int | slice) -> Key | list[Key]:
         if isinstance(index, slice):
-            return [(number,) for number in self.numbers[index]]
-        return (self.numbers[index],)
+            return [(number,) for number in self.numbers[index].tolist()]
+        return (int(self.numbers[index]),)
+
+    def after(self, key: Key) -> int:
+        """Where ``key`` would go after its equals (``bisect_right``), searched in C."""
+        number = key[0]
+        if not isinstance(number, int):
+            return bisect.bisect_right(self, key)  # pragma: no cover - a key of another kind
+        info = np.iinfo(self.numbers.dtype)
+        if number < info.min:
+            return 0
+        if number > info.max:
+            return len(self.numbers)
+        return int(np.searchsorted(self.numbers, number, side="right"))
 
 
-def _plain_numbers(parts: Sequence[bytes]) -> bool:
-    """Whether each of ``parts`` is a number's own text (ASCII digits, no leading zero), so
-    that its name is the table's head and the number printed; checked on one joined text."""
-    spaced = b" " + b" ".join(parts) + b" "
-    return spaced.replace(b" ", b"").isdigit() and b"  " not in spaced and b" 0" not in spaced
+# A SCAN reply of names that are each the table's head and a number's own text (ASCII digits,
+# no leading zero) is read as one text by numpy; a run of this many digits or more may not
+# fit the array's type (numpy's text parse clamps a signed overflow), and such a reply is
+# read name by name instead.
+_LONG_NUMBER = {
+    np.dtype(np.int64): re.compile(rb"[0-9]{19}"),
+    np.dtype(np.uint64): re.compile(rb"[0-9]{20}"),
+}
+
+
+def _plain_numbers(
+    batch: Sequence[bytes], head: bytes, dtype: np.dtype[Any]
+) -> NDArray[Any] | None:
+    """The numbers of ``batch`` if each name is ``head`` and a number's own text (no sign,
+    no leading zero), parsed in C from the joined text; None for any other reply."""
+    if not batch:
+        return None
+    joined = b" ".join(batch)
+    if joined.count(head) != len(batch):
+        return None  # a name without the head, or with it twice
+    text = joined.replace(head, b"")
+    spaced = b" " + text + b" "
+    if not spaced.replace(b" ", b"").isdigit() or b"  " in spaced or b" 0" in spaced:
+        return None
+    if _LONG_NUMBER[dtype].search(text):
+        return None
+    numbers: NDArray[Any] = np.fromstring(text, dtype=dtype, sep=" ")
+    return numbers if len(numbers) == len(batch) else None
 
 
 class _IntegerNames:
@@ -281,13 +343,17 @@ class _IntegerNames:
     kept and read as it was listed, beside the number's own name if that was listed too."""
 
     def __init__(self, head: str, keys: _IntegerKeys, odd: dict[int, list[bytes]]) -> None:
-        self._head, self._numbers, self._odd = head, keys.numbers, odd
+        self._head, self._numbers, self._odd = head.encode(), keys.numbers, odd
         self._odd_numbers = sorted(odd)
 
+    @property
+    def has_odd(self) -> bool:
+        return bool(self._odd)
+
     def __getitem__(self, span: slice) -> list[bytes | str]:
-        numbers = self._numbers[span]
+        numbers: list[int] = self._numbers[span].tolist()
         head = self._head
-        names: list[bytes | str] = [f"{head}{number}" for number in numbers]
+        names: list[bytes | str] = [b"%b%d" % (head, number) for number in numbers]
         if not numbers or not self._odd:
             return names
         first = bisect.bisect_left(self._odd_numbers, numbers[0])
@@ -371,9 +437,14 @@ class RedisSide:
     def _list_keys(self) -> tuple[Sequence[Key], _Names]:
         """The typed keys, sorted, and their Redis keys as listed (read again by name)."""
         head = f"{self._prefix}:{self.shape.table}:"
-        start, width, types = len(head), len(self.shape.key), self.shape.key_types
+        width, types = len(self.shape.key), self.shape.key_types
         if width == 1 and types[0].kind in (Kind.INT, Kind.UINT64, Kind.YEAR, Kind.BIT):
             return self._list_integer_keys(head)
+        return self._list_general(head)
+
+    def _list_general(self, head: str) -> tuple[Sequence[Key], _Names]:
+        """Any key: each name read by ``key_from_parts``, the keys sorted with their names."""
+        start, width, types = len(head), len(self.shape.key), self.shape.key_types
         found: list[tuple[Key, bytes]] = []
         with self._errors():
             for batch in self._scan(f"{head}*"):
@@ -384,43 +455,51 @@ class RedisSide:
         found.sort()  # by key (the names only break ties of keys spelled two ways)
         return [key for key, _ in found], [name for _, name in found]
 
-    def _list_integer_keys(self, head: str) -> tuple[_IntegerKeys, _IntegerNames]:
-        """``_list_keys`` for a key of one integer column (the common key): a SCAN reply of
-        numbers' own texts only read by ``int`` at once and kept as plain ints, sorted, the
-        names printed again when read (``_IntegerNames``); anything else (a sign, a leading
-        zero, an escape) read by ``key_from_parts`` and its name kept."""
+    def _list_integer_keys(self, head: str) -> tuple[Sequence[Key], _Names]:
+        """``_list_keys`` for a key of one integer column (the common key): the numbers in
+        one numpy array, sorted in C, the names printed again when read (``_IntegerNames``).
+        A reply of numbers' own texts is parsed whole (``_plain_numbers``); in any other a
+        name is read on its own (a sign, a leading zero, an escape: by ``key_from_parts``)
+        and kept when it is not the number printed. A number the array's type cannot hold
+        (written behind the mirror's back) lists the table the general way."""
         start, types = len(head), self.shape.key_types
         spelled = head.encode()
-        numbers: list[int] = []
+        dtype = np.dtype(np.uint64 if types[0].kind in (Kind.UINT64, Kind.BIT) else np.int64)
+        replies: list[NDArray[Any]] = []
         odd: dict[int, list[bytes]] = {}
         with self._errors():
             for batch in self._scan(f"{head}*"):
-                parts = [raw[start:] for raw in batch]
-                if _plain_numbers(parts):
-                    found = list(map(int, parts))
-                else:
-                    found = []
-                    for raw, part in zip(batch, parts, strict=True):
-                        if part.isdigit():
-                            number = int(part)
-                        elif b":" not in part:
-                            number = key_from_parts(types, [part.decode()])[0]
-                        else:
-                            continue  # a name of more parts: not a key of this table
-                        found.append(number)
-                        if raw != b"%b%d" % (spelled, number):
-                            odd.setdefault(number, []).append(raw)
-                # Each reply sorted while Redis walks the next keys: sorting the sorted
-                # runs at the end costs about half a sort of the whole.
-                found.sort()
-                numbers += found
+                plain = _plain_numbers(batch, spelled, dtype)
+                if plain is not None:
+                    replies.append(plain)
+                    continue
+                found: list[int] = []
+                for raw in batch:
+                    part = raw[start:]
+                    if part.isdigit():
+                        number = int(part)
+                    elif b":" not in part:
+                        number = key_from_parts(types, [part.decode()])[0]
+                    else:
+                        continue  # a name of more parts: not a key of this table
+                    found.append(number)
+                    if raw != b"%b%d" % (spelled, number):
+                        odd.setdefault(number, []).append(raw)
+                try:
+                    replies.append(np.array(found, dtype=dtype))
+                except OverflowError:
+                    return self._list_general(head)
+        numbers: NDArray[Any] = np.concatenate(replies) if replies else np.empty(0, dtype)
+        replies.clear()
         numbers.sort()
         keys = _IntegerKeys(numbers)
         return keys, _IntegerNames(head, keys, odd)
 
     def _range(self, chunk: Chunk) -> slice:
-        start = 0 if chunk.lo is None else bisect.bisect_right(self._keys, chunk.lo)
-        stop = len(self._keys) if chunk.hi is None else bisect.bisect_right(self._keys, chunk.hi)
+        keys = self._keys
+        after = keys.after if isinstance(keys, _IntegerKeys) else partial(bisect.bisect_right, keys)
+        start = 0 if chunk.lo is None else after(chunk.lo)
+        stop = len(keys) if chunk.hi is None else after(chunk.hi)
         return slice(start, stop)
 
     def _in(self, chunk: Chunk) -> list[Key]:
@@ -447,18 +526,33 @@ class RedisSide:
     def digest(self, chunk: Chunk) -> ChunkDigest:
         # The listed names, not rebuilt from the keys, read in parts: each part's read is
         # under way while the one before is hashed.
-        names = self._names[self._range(chunk)]
-        parts = [names[start : start + _PART] for start in range(0, len(names), _PART)]
+        parts = self._parts(self._range(chunk))
         chunk_of = self._reader.hasher.chunk
         count = total = 0
-        reading = self._reads.submit(self._read, parts[0] if parts else [])
-        for following in [*parts[1:], None]:
+        reading = self._reads.submit(self._read, next(parts, []))
+        while True:
+            following = next(parts, None)
             raws = reading.result()
             if following is not None:
                 reading = self._reads.submit(self._read, following)
             part = chunk_of(raws)
             count, total = count + part.count, total + part.total
-        return ChunkDigest.of(count, total)
+            if following is None:
+                return ChunkDigest.of(count, total)
+
+    def _parts(self, span: slice) -> Iterator[Sequence[bytes | str]]:
+        """The names of a span of the keys in parts of ``_PART``, an integer key's printed
+        part by part (a chunk of 1M keys printed at once raised the peak RSS by about
+        100 MiB); with odd names listed, the span's at once (an odd name takes its number's
+        place, which a part's edge could split from it)."""
+        names = self._names
+        if isinstance(names, _IntegerNames) and not names.has_odd:
+            for start in range(span.start, span.stop, _PART):
+                yield names[start : min(start + _PART, span.stop)]
+            return
+        listed = names[span]
+        for start in range(0, len(listed), _PART):
+            yield listed[start : start + _PART]
 
     def middle_key(self, chunk: Chunk, count: int) -> Key | None:
         keys = self._in(chunk)

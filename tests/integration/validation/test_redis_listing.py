@@ -60,3 +60,45 @@ def test_every_listed_name_is_read_in_its_chunk(stored: tuple[Settings, dict[str
         assert side.digest(Chunk()).count == len(documents)
     finally:
         side.close()
+
+
+SIGNED_SHAPE = TableShape("signed", (("db.signed", "signed"),), (("id", "bigint(20)"),), ("id",))
+
+
+@pytest.mark.parametrize("past_the_range", [False, True])
+def test_a_signed_key_and_a_number_past_the_array_type_are_listed(
+    mirror_settings: Settings, past_the_range: bool
+) -> None:
+    """Negative keys are listed name by name and sorted before the rest; a number the key's
+    array type cannot hold (written behind the mirror's back) lists the table the general
+    way, so it is still read, in the last chunk."""
+    head = f"{mirror_settings.redis.key_prefix}:{SIGNED_SHAPE.table}:"
+    numbers = [*range(-50, 0, 7), *range(1, 20_000, 2)] + ([10**20] if past_the_range else [])
+    # The document under the name past the range holds a row of its own (no 64-bit id).
+    documents = {
+        f"{head}{n}": orjson.dumps({"_shard": "db.signed", "row": {"id": n if n < 2**63 else 5}})
+        for n in numbers
+    }
+    client = redis.Redis.from_url(mirror_settings.redis.url.get_secret_value())
+    client.mset(documents)
+    client.close()
+    hasher = DocumentHasher(["id"], [SIGNED_SHAPE.column_type("id")])
+
+    def expected(lo: int | None, hi: int | None) -> object:
+        return hasher.chunk(
+            documents[f"{head}{n}"]
+            for n in numbers
+            if (lo is None or n > lo) and (hi is None or n <= hi)
+        )
+
+    side = RedisSide(mirror_settings.redis, SIGNED_SHAPE)
+    try:
+        bounds = [(None, -8), (-8, 101), (101, None)]
+        assert [
+            side.digest(Chunk(None if lo is None else (lo,), None if hi is None else (hi,)))
+            for lo, hi in bounds
+        ] == [expected(lo, hi) for lo, hi in bounds]
+        assert side.digest(Chunk(None, (-8,))).count == 7  # -50 to -8 by 7
+        assert side.digest(Chunk()).count == len(numbers)
+    finally:
+        side.close()

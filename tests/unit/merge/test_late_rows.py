@@ -115,8 +115,8 @@ def test_widen_span_covers_both_and_ignores_empty_ones() -> None:
     assert widen_span(day, again) == KeySpan(5, "o000002", "o000020")
     assert widen_span(day, KeySpan(0, None, None)) == day
     assert widen_span(KeySpan(0, None, None), again) == again
-    # A NULL first key column in one span keeps the other's bound.
-    assert widen_span(KeySpan(1, None, None), KeySpan(1, 5, 9)) == KeySpan(2, 5, 9)
+    # A NULL first key column in one span keeps the other's bound, and is counted.
+    assert widen_span(KeySpan(1, None, None, 1), KeySpan(1, 5, 9)) == KeySpan(2, 5, 9, 1)
 
 
 def test_recorded_cut_names_the_deletes_a_day_ignored() -> None:

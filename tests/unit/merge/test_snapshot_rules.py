@@ -1,5 +1,6 @@
 """Pure rules of the Iceberg snapshots: day tags, Iceberg's in-place type promotions, the
-literals of the MERGE's key range, and which days a retention expires."""
+literals of the MERGE's key range, how the MERGE matches keys, and which days a retention
+expires."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from cdc_platform.config import Settings
 from cdc_platform.lake_snapshots import day_tag, days_view, snapshot_table, tag_day
 from merge.maintenance import expired_days
-from merge.snapshot import promotable, sql_literal
+from merge.schema import SchemaPlan
+from merge.snapshot import merge_statement, promotable, sql_literal
 
 
 def test_day_tags_name_days_and_nothing_else() -> None:
@@ -63,3 +65,17 @@ def test_retention_keeps_the_day_n_days_back() -> None:
     days = [date(2026, 11, d) for d in (1, 19, 20, 21, 25)]
     assert expired_days(days, date(2026, 11, 25), 5) == [date(2026, 11, 1), date(2026, 11, 19)]
     assert expired_days(days, date(2026, 11, 25), 100) == []
+
+
+def test_merge_matches_keys_null_safely_only_when_a_change_has_a_null_key() -> None:
+    plan = SchemaPlan(columns=[("id", "bigint"), ("v", "string")], key=["id"])
+    safe = merge_statement("t_snap", plan, "changes", (5, 9), null_keys=True)
+    assert "ON t.`id` <=> s.`id` AND (t.`id` BETWEEN 5 AND 9 OR t.`id` IS NULL) " in safe
+    plain = merge_statement("t_snap", plan, "changes", (5, 9), null_keys=False)
+    # No change has a NULL key: plain equality matches the same rows, and no NULL key of the
+    # table can match, so the scan leaves those out too.
+    assert "ON t.`id` = s.`id` AND (t.`id` BETWEEN 5 AND 9) " in plain
+    assert "<=>" not in plain and "IS NULL" not in plain
+    assert plain.replace(" = s.`id` AND (t.`id` BETWEEN 5 AND 9)", "") == safe.replace(
+        " <=> s.`id` AND (t.`id` BETWEEN 5 AND 9 OR t.`id` IS NULL)", ""
+    )

@@ -99,6 +99,29 @@ def test_the_local_stack_secret_is_refused_for_a_remote_endpoint() -> None:
     assert LOCAL_S3_SECRET_KEY not in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    "endpoint", ["http://127.example.com:28333", "http://localhost.example.com", "http://10.0.0.7"]
+)
+def test_the_local_stack_secret_is_refused_for_a_name_that_only_looks_local(endpoint: str) -> None:
+    # A host name starting with "127." resolves wherever its DNS says: not this machine.
+    with pytest.raises(ValidationError) as raised:
+        S3Settings(endpoint=endpoint)
+    assert "not on this machine" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "http://127.0.0.1:28333",
+        "http://127.0.0.2:28333",
+        "http://[::1]:28333",
+        "http://localhost:28333",
+    ],
+)
+def test_the_local_stack_secret_is_kept_for_a_loopback_endpoint(endpoint: str) -> None:
+    assert S3Settings(endpoint=endpoint).endpoint == endpoint
+
+
 @pytest.mark.parametrize("endpoint", ["ftp://host", "host:8333", "http://k:s@host:8333"])
 def test_an_endpoint_must_be_a_plain_http_url(endpoint: str) -> None:
     with pytest.raises(ValidationError):
