@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdc_platform.config import Settings
 from cdc_platform.hive_metastore import CURRENT_SNAPSHOT_SUMMARY, table_parameter
-from cdc_platform.iceberg import WRITER_PROPERTY, KafkaOffsets, LakeCatalog
+from cdc_platform.iceberg import OFFSETS_PROPERTY, WRITER_PROPERTY, KafkaOffsets, LakeCatalog
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -175,6 +175,15 @@ class WriterProgress:
     def ready_days(self) -> list[str]:
         return sorted(self.state.get("readyDays", []))
 
+    @property
+    def next_offsets(self) -> dict[tuple[str, int], int]:
+        """Per (topic, partition), the offset of the next message to read (every message
+        below it is in the lake)."""
+        return {
+            (str(p["topic"]), int(p["partition"])): int(p["nextOffset"])
+            for p in self.state.get("partitions", [])
+        }
+
     def late_rows(self, dt: str, table: str) -> int:
         """Rows of ``table`` written for ``dt`` after the day was ready."""
         return int(self.state.get("lateRows", {}).get(dt, {}).get(table, 0))
@@ -216,6 +225,58 @@ def read_writer_progress(lake: LakeCatalog, database: str, writer: str) -> Write
         committed_ms=int(newest["committed_ms"]),
         state=json.loads(newest["state"]),
     )
+
+
+def read_all_writer_progress(lake: LakeCatalog, database: str) -> dict[str, WriterProgress]:
+    """Every writer's last committed progress, by writer name (empty without the table)."""
+    if PROGRESS_TABLE not in lake.table_names(database):
+        return {}
+    rows = (
+        lake.spark.table(lake.name(database, PROGRESS_TABLE))
+        .select("writer", "batch_id", "committed_ms", "state")
+        .collect()
+    )
+    newest: dict[str, Any] = {}
+    for row in rows:
+        seen = newest.get(row["writer"])
+        if seen is None or (row["committed_ms"], row["batch_id"]) > (
+            seen["committed_ms"],
+            seen["batch_id"],
+        ):
+            newest[row["writer"]] = row
+    return {
+        writer: WriterProgress(
+            writer=writer,
+            batch_id=int(row["batch_id"]),
+            committed_ms=int(row["committed_ms"]),
+            state=json.loads(row["state"]),
+        )
+        for writer, row in newest.items()
+    }
+
+
+def commits_ahead_of_progress(
+    commits: Iterable[tuple[int, Mapping[str, str]]],
+    progress: Mapping[str, Mapping[tuple[str, int], int]],
+) -> set[int]:
+    """Pure: of the raw table's commits (snapshot id and summary, NEWEST FIRST), the newest
+    of each writer when it records an offset beyond that writer's committed progress (a
+    crash between the raw commit and the progress commit). The restarted writer finds its
+    position in that commit (``stream_writer.writer``): expiring it would make the writer
+    write those rows again."""
+    ahead: set[int] = set()
+    seen: set[str] = set()
+    for snapshot_id, summary in commits:
+        writer = summary.get(WRITER_PROPERTY)
+        text = summary.get(OFFSETS_PROPERTY)
+        if writer is None or text is None or writer in seen:
+            continue
+        seen.add(writer)
+        committed = progress.get(writer, {})
+        offsets = KafkaOffsets.decode(text).next_offsets
+        if any(offset > committed.get(key, 0) for key, offset in offsets.items()):
+            ahead.add(snapshot_id)
+    return ahead
 
 
 def ensure_progress_table(lake: LakeCatalog, database: str) -> None:

@@ -19,7 +19,9 @@ For every table mirrored to Hive (or those named), in this order:
   the next merge can tell that main holds the newest day; on the raw table main's lineage
   back to the oldest raw snapshot the merge facts of the newest tags of ANY table mirrored
   to Hive name, named in the run or not: the next merge searches the commits since for late
-  rows, whatever the time between merges), and files of the table's folder no snapshot
+  rows, whatever the time between merges; and back to each writer's newest raw commit its
+  progress row has not caught up with: a writer that crashed between its two commits resumes
+  from that commit, however long it stays down), and files of the table's folder no snapshot
   references removed once older than ``maintenance.orphan_after_hours``
   (``remove_orphan_files``: what a killed writer or merge left behind).
 
@@ -46,8 +48,15 @@ from typing import TYPE_CHECKING, Any
 
 from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot
-from cdc_platform.iceberg import storage_for
-from cdc_platform.lake import DAY_COLUMN, DEAD_LETTER_TABLE, RAW_TABLE, raw_table_condition
+from cdc_platform.iceberg import LakeCatalog, storage_for
+from cdc_platform.lake import (
+    DAY_COLUMN,
+    DEAD_LETTER_TABLE,
+    RAW_TABLE,
+    commits_ahead_of_progress,
+    raw_table_condition,
+    read_all_writer_progress,
+)
 from cdc_platform.lake_snapshots import day_tag
 from cdc_platform.spark import spark_error_sentence
 from merge.hours import expired_hours
@@ -126,7 +135,10 @@ class Maintainer:
         self.snapshots = SnapshotStore(spark, settings)
         self._progress = progress or (lambda step: None)
         self._now = now or (lambda: datetime.now(UTC))
-        self._s3 = storage_for(settings).location.kind == "s3"
+        storage = storage_for(settings)
+        self._s3 = storage.location.kind == "s3"
+        # The writers' progress rows (the raw table's expiry keeps what a restart needs).
+        self.raw_lake = LakeCatalog(spark, storage, self.catalog)
 
     def tables(self, names: list[str] | None) -> list[TableMirror]:
         mirrors = [t for t in self.config.tables_for("hive")]
@@ -190,22 +202,29 @@ class Maintainer:
     def _raw_history(self, report: MaintenanceReport, database: str, read: set[int]) -> None:
         """The raw table's snapshots expired and its orphan files removed, once: the raw
         snapshots the next merges search for late rows from (``read``: their incremental read
-        walks main's lineage from there to now) kept, with every commit since."""
-        keep = 0
-        if read:
-            # The head first: the snapshots listed after it include it (the writer commits
-            # meanwhile; a head missing from the list would keep nothing).
-            current = self._raw_java(database, RAW_TABLE).currentSnapshot()
-            head = None if current is None else int(current.snapshotId())
-            # One read of the snapshots' metadata table: the writer commits every batch, so
-            # the lineage is thousands of snapshots long (a JVM call per snapshot is not).
-            name = self._name(database, RAW_TABLE)
-            rows = self.spark.sql(f"SELECT snapshot_id, parent_id FROM {name}.snapshots").collect()  # noqa: S608 - quoted names
-            parents = {
-                int(row["snapshot_id"]): None if row["parent_id"] is None else int(row["parent_id"])
-                for row in rows
-            }
-            keep = lineage_to(head, parents.get, read)
+        walks main's lineage from there to now) and each writer's raw commit its progress has
+        not caught up with (``commits_ahead_of_progress``) kept, with every commit since."""
+        # The head first: the snapshots listed after it include it (the writer commits
+        # meanwhile; a head missing from the list would keep nothing).
+        current = self._raw_java(database, RAW_TABLE).currentSnapshot()
+        head = None if current is None else int(current.snapshotId())
+        # One read of the snapshots' metadata table: the writer commits every batch, so the
+        # lineage is thousands of snapshots long (a JVM call per snapshot is not).
+        name = self._name(database, RAW_TABLE)
+        rows = self.spark.sql(
+            f"SELECT snapshot_id, parent_id, committed_at, summary FROM {name}.snapshots"  # noqa: S608 - quoted names
+        ).collect()
+        parents = {
+            int(row["snapshot_id"]): None if row["parent_id"] is None else int(row["parent_id"])
+            for row in rows
+        }
+        newest_first = sorted(rows, key=lambda row: row["committed_at"], reverse=True)
+        progress = read_all_writer_progress(self.raw_lake, database)
+        wanted = read | commits_ahead_of_progress(
+            ((int(row["snapshot_id"]), row["summary"] or {}) for row in newest_first),
+            {writer: found.next_offsets for writer, found in progress.items()},
+        )
+        keep = lineage_to(head, parents.get, wanted) if wanted else 0
         self._expire(report, database, RAW_TABLE, keep=keep)
         self._orphans(report, database, RAW_TABLE)
 

@@ -27,6 +27,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from cdc_platform.config import Settings
+from cdc_platform.iceberg import WRITER_PROPERTY, KafkaOffsets
 from cdc_platform.lake import RAW_TABLE, raw_rows
 from cdc_platform.lake_snapshots import day_tag, days_view
 from merge.job import Merger, MergeRequest
@@ -43,7 +44,7 @@ from tests.integration.merge.test_merge import (
     merged_first_day,
     random_day,
 )
-from tests.support.raw_layer import append_raw
+from tests.support.raw_layer import append_raw, as_raw_rows
 
 DAY3 = DAY2 + timedelta(days=1)
 OLD_DAY = DAY1 - timedelta(days=40)
@@ -106,6 +107,18 @@ def test_maintain_command_applies_retention_compacts_expires_and_removes_orphans
     shop.start_day(OLD_DAY)
     shop.insert(0, datetime(OLD_DAY.year, OLD_DAY.month, OLD_DAY.day, 9))
     shop.write_raw(spark, OLD_DAY, ready=False)
+    # A writer that crashed between its raw commit and its progress commit (it has no
+    # progress row): it resumes from that raw commit, so expiry must keep it, however old
+    # (expired, the writer would write its rows again).
+    crashed = KafkaOffsets({("crashed-topic", 0): 42})
+    one_row = spark.createDataFrame([(1, str(OLD_DAY))], "binlogOffset BIGINT, dt STRING")
+    merger.raw_lake.append(
+        as_raw_rows(one_row, "crashed_writer_rows"),
+        shop.raw_database,
+        RAW_TABLE,
+        crashed,
+        {WRITER_PROPERTY: "crashed-writer"},
+    )
     placed = merged_first_day(spark, shop, merger, 20)
     first_day = merger.store.state(shop.table).days[DAY1]
     shop.start_day(DAY2)
@@ -161,6 +174,10 @@ def test_maintain_command_applies_retention_compacts_expires_and_removes_orphans
     assert any(f"{snap}: drop tags: 1 day tags dropped, 1 kept" in line for line in lines), lines
 
     assert sorted(raw_days(spark, shop)) == [str(DAY2)]
+    assert (
+        merger.raw_lake.committed_offsets(shop.raw_database, RAW_TABLE, writer="crashed-writer")
+        == crashed
+    )
     state = merger.store.state(shop.table)
     assert sorted(state.days) == [DAY2]
     assert snapshot_rows(spark, settings, shop.table, DAY2) == day2
