@@ -207,37 +207,21 @@ class WriterProgress:
 def read_writer_progress(lake: LakeCatalog, database: str, writer: str) -> WriterProgress | None:
     """The writer's last committed progress; None when it has committed none (or the table
     does not exist yet)."""
-    if PROGRESS_TABLE not in lake.table_names(database):
-        return None
-    name = lake.name(database, PROGRESS_TABLE)
-    rows = (
-        lake.spark.table(name)
-        .where(f"writer = '{_sql_text(writer)}'")
-        .select("writer", "batch_id", "committed_ms", "state")
-        .collect()
-    )
-    if not rows:
-        return None
-    newest = max(rows, key=lambda row: (row["committed_ms"], row["batch_id"]))
-    return WriterProgress(
-        writer=newest["writer"],
-        batch_id=int(newest["batch_id"]),
-        committed_ms=int(newest["committed_ms"]),
-        state=json.loads(newest["state"]),
-    )
+    return read_all_writer_progress(lake, database, only=writer).get(writer)
 
 
-def read_all_writer_progress(lake: LakeCatalog, database: str) -> dict[str, WriterProgress]:
-    """Every writer's last committed progress, by writer name (empty without the table)."""
+def read_all_writer_progress(
+    lake: LakeCatalog, database: str, only: str | None = None
+) -> dict[str, WriterProgress]:
+    """Every writer's (or writer ``only``'s) last committed progress, by writer name (empty
+    without the table)."""
     if PROGRESS_TABLE not in lake.table_names(database):
         return {}
-    rows = (
-        lake.spark.table(lake.name(database, PROGRESS_TABLE))
-        .select("writer", "batch_id", "committed_ms", "state")
-        .collect()
-    )
+    frame = lake.spark.table(lake.name(database, PROGRESS_TABLE))
+    if only is not None:
+        frame = frame.where(f"writer = '{_sql_text(only)}'")
     newest: dict[str, Any] = {}
-    for row in rows:
+    for row in frame.select("writer", "batch_id", "committed_ms", "state").collect():
         seen = newest.get(row["writer"])
         if seen is None or (row["committed_ms"], row["batch_id"]) > (
             seen["committed_ms"],
