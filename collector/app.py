@@ -6,12 +6,15 @@ import faulthandler
 import logging
 import signal
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from cdc_platform.config import MySQLInstance, Settings
 from cdc_platform.control import register
 from cdc_platform.observability import Probe, serve_observability
+from cdc_platform.retry import RetryPolicy
 from collector.binlog_files import (
     BinlogFileError,
     BinlogFiles,
@@ -23,7 +26,7 @@ from collector.ha import LeaderElection
 from collector.metrics import CollectorMetrics
 from collector.native import decoder_name, log_decoder
 from collector.position import CollectorPosition
-from collector.publisher import FencedError, KafkaPublisher
+from collector.publisher import FencedError, KafkaPublisher, ProducerLostError
 from collector.remote_config import RemoteConfigRuntime, start_remote_config
 from collector.service import Collector, StoppedTables, tune_gc
 from governance.source import GovernanceRuntime, start_governance
@@ -169,9 +172,7 @@ def run_collector(
     log_decoder()
     metrics.native_decoder.labels(instance.name).set(decoder_name() == "native")
 
-    def lead(stop: threading.Event, epoch: int) -> None:
-        status.leading, status.epoch = True, epoch
-        metrics.epoch.labels(instance.name).set(epoch)
+    def start_collector(stop: threading.Event, epoch: int) -> Collector:
         publisher = KafkaPublisher(settings.kafka, instance.name)
         # A standby kept the newest config while it waited, and asks once more now: a change
         # made since its last poll (a mirror disabled, a filter) that the collector before
@@ -191,11 +192,19 @@ def run_collector(
             config=config,
             stopped=StoppedTables.from_file(settings.tables, instance.name, settings.shard_rules),
         )
+        return status.collector
+
+    def lead(stop: threading.Event, epoch: int) -> None:
+        status.leading, status.epoch = True, epoch
+        metrics.epoch.labels(instance.name).set(epoch)
         try:
-            status.collector.run()
-        except FencedError as exc:
-            log.warning("%s", exc)
-            metrics.errors.labels(instance.name, "fenced").inc()
+            lead_until_stepped_down(
+                lambda: start_collector(stop, epoch),
+                stop,
+                count_error=lambda kind: metrics.errors.labels(instance.name, kind).inc(),
+                elected=election is not None,
+                backoff=RetryPolicy(max_delay_s=settings.collector.reconnect_backoff_max_s),
+            )
         finally:
             status.leading = False
             metrics.role.labels(instance.name).set(0)
@@ -216,6 +225,51 @@ def run_collector(
             remote.close()
     if remote is not None and remote.failure is not None:
         raise remote.failure
+
+
+def lead_until_stepped_down(
+    start_collector: Callable[[], Collector],
+    stop: threading.Event,
+    *,
+    count_error: Callable[[str], object],
+    elected: bool,
+    backoff: RetryPolicy,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Run collectors while this process leads: until ``stop``, a fencing, or an error a new
+    collector cannot cure.
+
+    A producer that librdkafka declared unusable without a fencing is replaced the way a
+    restart would: a new collector starts a new producer (fencing the dead one's open
+    transaction) and resumes from the position Kafka holds as committed. Under an election
+    the process steps down instead: the election's next round (a new epoch, perhaps another
+    process) does the same, and nothing here can fence a leader elected meanwhile.
+    """
+    lost_in_a_row = 0
+    while not stop.is_set():
+        started = clock()
+        try:
+            start_collector().run()
+            return
+        except FencedError as exc:
+            log.warning("%s", exc)
+            count_error("fenced")
+            return
+        except ProducerLostError as exc:
+            count_error("producer_lost")
+            if elected:
+                log.warning("%s Stepping down: the next active collector resumes.", exc)
+                return
+            # One that ran for a while starts the back-off afresh; one lost at once waits
+            # longer each time (a broker that keeps failing it is not hammered).
+            lost_in_a_row = 1 if clock() - started > backoff.max_delay_s else lost_in_a_row + 1
+            delay_s = backoff.delay(lost_in_a_row)
+            log.warning(
+                "%s A new producer resumes from the last committed position in %.1f s.",
+                exc,
+                delay_s,
+            )
+            stop.wait(delay_s)
 
 
 class FileSources:

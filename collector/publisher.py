@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import orjson
@@ -56,6 +57,13 @@ class FencedError(errors.FencedError):
 
 class AbortedError(TransactionAbortedError):
     """The open transaction was aborted; resume from the last committed position."""
+
+
+class ProducerLostError(FatalError):
+    """librdkafka declared the producer unusable (a fatal error) without a fencing: nobody
+    took over, but this producer can never commit again. A new producer of the same
+    ``transactional.id`` (its ``init_transactions`` settles the open transaction) must take
+    over from the last committed position, which the publisher reads again on ``start``."""
 
 
 class OversizedMessageError(MessageTooLargeError):
@@ -169,8 +177,15 @@ def schema_changes_topic(settings: KafkaSettings, instance: str) -> str:
 
 
 class KafkaPublisher(Publisher):
-    def __init__(self, settings: KafkaSettings, instance: str, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        instance: str,
+        timeout_s: float = 60.0,
+        make_producer: Callable[[dict[str, Any]], Producer] = Producer,
+    ) -> None:
         self._settings = settings
+        self._make_producer = make_producer  # tests wrap the real one to inject an error
         self._instance = instance
         self._timeout_s = timeout_s
         self._topic = topic_name(settings, instance)
@@ -199,7 +214,7 @@ class KafkaPublisher(Publisher):
         try:
             servers = self._settings.bootstrap_servers
             with kafka_errors(f"starting the collector's transactions at {servers}"):
-                self._producer = Producer(config)
+                self._producer = self._make_producer(config)
                 # Fences every earlier producer of this instance and settles its open
                 # transaction.
                 self._producer.init_transactions(self._timeout_s)
@@ -306,7 +321,7 @@ class KafkaPublisher(Publisher):
             with kafka_errors("aborting the transaction"):
                 self._producer.abort_transaction(self._timeout_s)
         except FatalError as exc:
-            raise FencedError("another collector took over this instance; stepping down.") from exc
+            self._raise_for(exc, "aborting the transaction")
         finally:
             self._in_transaction = False
 
@@ -370,9 +385,19 @@ class KafkaPublisher(Publisher):
 
     def _raise_for(self, error: CdcMirrorError, doing: str) -> NoReturn:
         """What the collector does with a Kafka error (mapped by ``cdc_platform.kafka``)."""
-        if isinstance(error, (errors.FencedError, KafkaFatalError)):
+        if isinstance(error, errors.FencedError):
             raise FencedError(
                 f"another collector took over this instance ({error}); stepping down."
+            ) from error
+        if isinstance(error, KafkaFatalError):
+            # Not a takeover (librdkafka says "fenced" for that): e.g. the coordinator
+            # answering EndTxn with INVALID_TXN_STATE right after it loaded the transaction
+            # log. The producer is dropped; nothing of its open transaction is visible.
+            self._producer = None
+            self._in_transaction = False
+            raise ProducerLostError(
+                f"the Kafka producer became unusable while {doing} ({error}); "
+                "nothing uncommitted is visible to readers."
             ) from error
         if isinstance(error, TransactionAbortedError):
             self.abort()

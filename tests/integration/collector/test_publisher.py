@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import uuid
 
-from confluent_kafka import Consumer, TopicPartition
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from cdc_platform.config import Settings
 from cdc_platform.kafka import consumer_config, read_to_end
 from collector.position import CollectorPosition
-from collector.publisher import OPENING_KEY_SUFFIX, KafkaPublisher, positions_topic
+from collector.publisher import (
+    OPENING_KEY_SUFFIX,
+    KafkaPublisher,
+    ProducerLostError,
+    positions_topic,
+)
+from simple_binlog.errors import CdcMirrorError
 from simple_binlog.message import EventType, SimpleBinlog, Source, decode_message
 from simple_binlog.naming import topic_name
 from simple_binlog.offsets import OffsetState
@@ -105,4 +112,67 @@ def test_each_transaction_opens_with_a_record_beside_the_position(local_stack: S
         0,
         1,
         2,
+    ]
+
+
+class _FailsOnSecondCommit:
+    """A real producer whose second ``commit_transaction`` meets a fatal error that is not a
+    fencing (what the coordinator's INVALID_TXN_STATE on EndTxn gives), before anything is
+    sent: that transaction never commits."""
+
+    def __init__(self, config: dict) -> None:
+        self._producer = Producer(config)
+        self._commits = 0
+
+    def commit_transaction(self, *args):
+        self._commits += 1
+        if self._commits == 2:
+            raise KafkaException(
+                KafkaError(KafkaError.INVALID_TXN_STATE, "Failed to end transaction", fatal=True)
+            )
+        return self._producer.commit_transaction(*args)
+
+    def __getattr__(self, name: str):
+        return getattr(self._producer, name)
+
+
+def test_a_lost_producer_is_replaced_and_resumes_from_the_committed_position(
+    local_stack: Settings,
+) -> None:
+    """A fatal error that is no fencing drops the producer (the publisher is not usable until
+    started again) and is not reported as a takeover; a new publisher of the instance settles
+    the lost transaction (never visible) and resumes from the last committed position."""
+    kafka = local_stack.kafka.model_copy(update={"topic_prefix": f"p{uuid.uuid4().hex[:6]}."})
+    instance = f"pub-{uuid.uuid4().hex[:6]}"
+    publisher = KafkaPublisher(kafka, instance, make_producer=_FailsOnSecondCommit)
+    assert publisher.start() is None
+    first = CollectorPosition(instance, "0-1-7", OffsetState(1_800_000_000_000_002))
+    try:
+        for key in range(3):
+            publisher.add(_message(key, "kept"))
+        publisher.commit(first)
+        for key in range(3, 5):
+            publisher.add(_message(key, "lost"))
+        with pytest.raises(ProducerLostError, match="became unusable while committing"):
+            publisher.commit(
+                CollectorPosition(instance, "0-1-9", OffsetState(1_800_000_000_000_004))
+            )
+        with pytest.raises(CdcMirrorError, match="not started"):
+            publisher.add(_message(5, "after"))
+    finally:
+        publisher.close()  # nothing to abort: the lost producer was dropped
+
+    restarted = KafkaPublisher(kafka, instance)
+    try:
+        assert restarted.start() == first
+        restarted.add(_message(3, "again"))
+        restarted.commit(CollectorPosition(instance, "0-1-8", OffsetState(1_800_000_000_000_003)))
+    finally:
+        restarted.close()
+    received = _committed(kafka, topic_name(kafka, instance))
+    assert sorted((m.content["id"], m.content["note"]) for m in received) == [
+        (0, "kept"),
+        (1, "kept"),
+        (2, "kept"),
+        (3, "again"),
     ]
