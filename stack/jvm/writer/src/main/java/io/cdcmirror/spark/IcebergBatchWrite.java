@@ -17,24 +17,19 @@ import org.apache.iceberg.DataFile;
 import org.apache.iceberg.FileFormat;
 import org.apache.iceberg.PartitionKey;
 import org.apache.iceberg.PartitionSpec;
-import org.apache.iceberg.Schema;
 import org.apache.iceberg.SerializableTable;
 import org.apache.iceberg.StructLike;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.TableProperties;
-import org.apache.iceberg.catalog.Catalog;
-import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.encryption.EncryptedOutputFile;
 import org.apache.iceberg.encryption.EncryptionManager;
-import org.apache.iceberg.exceptions.AlreadyExistsException;
 import org.apache.iceberg.io.DataWriter;
 import org.apache.iceberg.io.FileIO;
 import org.apache.iceberg.io.LocationProvider;
 import org.apache.iceberg.io.OutputFileFactory;
 import org.apache.iceberg.parquet.Parquet;
-import org.apache.iceberg.spark.Spark3Util;
 import org.apache.iceberg.spark.SparkSchemaUtil;
 import org.apache.iceberg.spark.data.SparkParquetWriters;
 import org.apache.iceberg.types.Type;
@@ -45,15 +40,12 @@ import org.apache.iceberg.util.StructLikeMap;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.broadcast.Broadcast;
-import org.apache.spark.sql.connector.catalog.TableCatalog;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.util.Utils;
 
 /**
  * The stream writer's micro-batch into many Iceberg tables: the data files of EVERY table in
@@ -163,43 +155,6 @@ public final class IcebergBatchWrite implements Serializable {
       sources.addAll(task.sources);
     }
     return new IcebergBatchWrite(files, groups, sources);
-  }
-
-  /**
-   * Create the table {@code namespace.name} of {@code columns}, identity-partitioned by {@code
-   * partitionColumn} (null: not partitioned), with {@code properties}, through the Iceberg
-   * catalog {@code catalogName} of the session: one metastore round, no SQL statement to parse
-   * and plan. A table that exists already is loaded instead. Like a table Spark creates, it gets
-   * the {@code owner} property (the session's user, as Spark's {@code CREATE TABLE} sets it)
-   * unless {@code properties} name one.
-   */
-  public static Table createTable(
-      SparkSession spark,
-      String catalogName,
-      String namespace,
-      String name,
-      StructType columns,
-      String partitionColumn,
-      Map<String, String> properties) {
-    Catalog catalog = Spark3Util.loadIcebergCatalog(spark, catalogName);
-    Schema schema = SparkSchemaUtil.convert(columns);
-    PartitionSpec spec =
-        partitionColumn == null
-            ? PartitionSpec.unpartitioned()
-            : PartitionSpec.builderFor(schema).identity(partitionColumn).build();
-    TableIdentifier identifier = TableIdentifier.of(namespace, name);
-    Map<String, String> withOwner = new HashMap<>(properties);
-    // What Spark's CatalogV2Util.withDefaultOwnership adds to every table it creates.
-    withOwner.putIfAbsent(TableCatalog.PROP_OWNER, Utils.getCurrentUserName());
-    try {
-      return catalog
-          .buildTable(identifier, schema)
-          .withPartitionSpec(spec)
-          .withProperties(withOwner)
-          .create();
-    } catch (AlreadyExistsException e) {
-      return catalog.loadTable(identifier);
-    }
   }
 
   /** The tables that got files. */
