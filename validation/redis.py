@@ -8,6 +8,12 @@ pipeline (one round trip), and hashed with the same canonical encoding as the SQ
 as they are where they are the canonical text already, one md5 per row). A tombstone (a
 deleted row's ``row: null``) is not a row. A key listed before it was written is found by
 ``key_hashes`` (used when settling), which reads keys by name.
+
+The listing of a big table takes a while (SCAN walks the whole database): for a key of one
+integer column, a chunk compared before it ends is read by range, the mirror's names of the
+chunk's numbers printed from its bounds (``provisional_digest``), and confirmed once the
+listing has ended (``confirms``: no name listed in the chunk that the range did not read),
+else compared again from the listing.
 """
 
 from __future__ import annotations
@@ -350,6 +356,12 @@ class _IntegerNames:
     def has_odd(self) -> bool:
         return bool(self._odd)
 
+    def odd_between(self, after: int, upto: int | None) -> bool:
+        """Whether a name spelled other than its number printed was listed for a number
+        ``after < number <= upto`` (``upto`` None: no upper bound)."""
+        first = bisect.bisect_right(self._odd_numbers, after)
+        return first < len(self._odd_numbers) and (upto is None or self._odd_numbers[first] <= upto)
+
     def __getitem__(self, span: slice) -> list[bytes | str]:
         numbers: list[int] = self._numbers[span].tolist()
         head = self._head
@@ -388,11 +400,19 @@ class RedisSide:
         self._hasher = RowHasher(shape.compared_columns, self._types)
         self._reader = _ChunkReader(settings, shape.table, shape.compared_columns, self._types)
         self._client = redis_store.connect(settings, socket_timeout_s=60)
-        # Listed in a thread: MySQL hashes its first chunks meanwhile (the scan starts its
-        # source side at once); the first chunk read here waits for the list. The same
-        # thread then reads each chunk's next part while this one is hashed.
+        # Listed in a thread of its own: MySQL hashes its first chunks meanwhile (the scan
+        # starts its source side at once), and chunks of an integer key are read by range
+        # until the list is there (``provisional_digest``). The reads thread reads each
+        # chunk's next part while this one is hashed.
+        self._lister = ThreadPoolExecutor(1, thread_name_prefix=f"validate-{shape.table}-list")
         self._reads = ThreadPoolExecutor(1, thread_name_prefix=f"validate-{shape.table}-reads")
-        self._listing = self._reads.submit(self._list_keys)
+        self._listing = self._lister.submit(self._list_keys)
+        key_kinds = [t.kind for t in shape.key_types]
+        self._by_range = key_kinds in ([Kind.INT], [Kind.UINT64])
+        self._unsigned = key_kinds == [Kind.UINT64]
+        # Chunks read by range before the listing ended: where each range started (the
+        # first number read minus one).
+        self._read_after: dict[Chunk, int] = {}
 
     @property
     def _keys(self) -> Sequence[Key]:
@@ -403,6 +423,7 @@ class RedisSide:
         return self._listing.result()[1]
 
     def close(self) -> None:
+        self._lister.shutdown(wait=True, cancel_futures=True)
         self._reads.shutdown(wait=True, cancel_futures=True)
         self._reader.close()
         self._client.close()
@@ -526,7 +547,59 @@ class RedisSide:
     def digest(self, chunk: Chunk) -> ChunkDigest:
         # The listed names, not rebuilt from the keys, read in parts: each part's read is
         # under way while the one before is hashed.
-        parts = self._parts(self._range(chunk))
+        self._read_after.pop(chunk, None)  # read from the listing: nothing to confirm
+        return self._digest_parts(self._parts(self._range(chunk)))
+
+    @property
+    def listed(self) -> bool:
+        """Whether the key listing has ended (``confirms`` then answers at once)."""
+        return self._listing.done()
+
+    def provisional_digest(self, chunk: Chunk, rows: int) -> ChunkDigest | None:
+        """Before the key listing has ended, for a key of one integer column: the digest of
+        the documents under the mirror's own names of every number of the chunk, printed
+        from its bounds (MGETs of names that need no listing), when MySQL's ``rows`` of the
+        chunk fill at least about half of its numbers; None otherwise (after the listing,
+        for a sparse range, at the table's end): ``digest`` then waits for the listing.
+
+        Provisional: a name SCAN lists that the range did not read (a number spelled
+        otherwise, written behind the mirror's back; for the first chunk, a number below the
+        range) is not in it, so the caller asks ``confirms`` once the listing has ended and
+        compares the chunk again if it says no."""
+        if self._listing.done() or not self._by_range or chunk.hi is None or rows < 1:
+            return None
+        hi = chunk.hi[0]
+        if not isinstance(hi, int) or (chunk.lo is not None and not isinstance(chunk.lo[0], int)):
+            return None  # pragma: no cover - MySQL reads an integer column as an int
+        after = hi - rows if chunk.lo is None else chunk.lo[0]
+        if self._unsigned:
+            after = max(after, -1)
+        if hi - after > 2 * rows + BATCH:
+            return None  # mostly missing numbers: the listing's names read fewer keys
+        self._read_after[chunk] = after
+        head = f"{self._prefix}:{self.shape.table}:".encode()
+        parts = (
+            [b"%b%d" % (head, number) for number in range(start, min(start + _PART, hi + 1))]
+            for start in range(after + 1, hi + 1, _PART)
+        )
+        return self._digest_parts(parts)
+
+    def confirms(self, chunk: Chunk) -> bool:
+        """Whether ``provisional_digest``'s digest of ``chunk`` read every name the listing
+        found in it (waits for the listing): no name in it spelled other than the number
+        printed, and none below the range read."""
+        after = self._read_after.pop(chunk)
+        keys, names = self._keys, self._names
+        if not isinstance(keys, _IntegerKeys) or not isinstance(names, _IntegerNames):
+            return False  # listed the general way: a name the range did not print
+        span = self._range(chunk)
+        if span.start < span.stop and int(keys.numbers[span.start]) <= after:
+            return False
+        return not names.odd_between(after, int(chunk.hi[0]) if chunk.hi else None)
+
+    def _digest_parts(self, parts: Iterator[Sequence[bytes | str]]) -> ChunkDigest:
+        """The digest of the documents under the names of ``parts``, each part's read under
+        way (in the reads thread) while the one before is hashed."""
         chunk_of = self._reader.hasher.chunk
         count = total = 0
         reading = self._reads.submit(self._read, next(parts, []))

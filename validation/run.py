@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from cdc_platform.config import Settings, TableMirror
 from cdc_platform.load_guard import LoadGuard
@@ -128,6 +128,20 @@ class TargetReport:
 
     def keys(self, difference: Difference | None = None) -> list[Key]:
         return [r.key for r in self.differences if difference is None or r.difference is difference]
+
+
+@runtime_checkable
+class ProvisionalSide(Protocol):
+    """A target that can compare a chunk before it is ready to read it for certain (Redis
+    while its key listing runs): ``provisional_digest`` (None: not now, use ``digest``) and,
+    once ``listed``, ``confirms`` whether that digest read everything the chunk holds."""
+
+    @property
+    def listed(self) -> bool: ...
+
+    def provisional_digest(self, chunk: Chunk, rows: int) -> ChunkDigest | None: ...
+
+    def confirms(self, chunk: Chunk) -> bool: ...
 
 
 def next_chunk_rows(rows: int, seconds: float, options: Options) -> int:
@@ -248,6 +262,8 @@ def scan(
         daemon=True,
     )
     producer.start()
+    # Chunks found equal provisionally, with MySQL's digests, until the target confirms them.
+    provisional: list[tuple[Chunk, ChunkDigest]] = []
     try:
         ended = False
         while not ended:
@@ -265,7 +281,17 @@ def scan(
                 watermark.wait(ready_windows[-1].mark)
             for window in ready_windows:
                 ended = _compare_window(
-                    window, shape, source, target, options, stats, store, found, lock, clock
+                    window,
+                    shape,
+                    source,
+                    target,
+                    options,
+                    stats,
+                    store,
+                    found,
+                    lock,
+                    provisional,
+                    clock,
                 )
             if failed is not None:
                 raise failed
@@ -285,21 +311,39 @@ def _compare_window(
     store: ProgressStore,
     found: dict[Key, Difference],
     lock: threading.Lock,
+    provisional: list[tuple[Chunk, ChunkDigest]],
     clock: Callable[[], float] = time.monotonic,
 ) -> bool:
     """The target's digests of a window's chunks (after its watermark), the descent into
-    those that differ, and the progress stored; whether the table ended with it."""
+    those that differ, and the progress stored; whether the table ended with it.
+
+    A target that compares provisionally (``ProvisionalSide``) may find a chunk equal
+    before it can read it for certain: the chunk is kept in ``provisional`` with MySQL's
+    digest and confirmed once the target can say (at the next window after that, at the
+    latest at the table's end); a chunk it does not confirm is compared again as any chunk.
+    No progress is stored while a chunk waits: a resumed scan starts before it."""
+    early = target if isinstance(target, ProvisionalSide) else None
+    if early is not None and provisional and early.listed:
+        _confirm(provisional, early, source, target, options, stats, found, lock, clock)
     for chunk, mine in window.chunks:
         stats.chunks += 1
         stats.chunks_compared += 1
         began = clock()
+        theirs = None if early is None else early.provisional_digest(chunk, mine.count)
+        if theirs is not None and theirs == mine:
+            stats.target_s += clock() - began
+            provisional.append((chunk, mine))
+            continue
+        # Not compared provisionally, or found different: compared for certain (a real
+        # difference is then descended into as ever).
         theirs = target.digest(chunk)
         stats.target_s += clock() - began
         if theirs != mine:
-            # Compared afresh, then halved: a chunk that differed only in flight may
-            # compare equal now.
-            with lock:
-                found.update(descend([chunk], source, target, options.leaf_rows, stats, False))
+            _descend_into(chunk, source, target, options, stats, found, lock)
+    if early is not None and provisional and window.ended:
+        _confirm(provisional, early, source, target, options, stats, found, lock, clock)
+    if provisional:
+        return window.ended
     store.save(
         ScanProgress(
             shape.table,
@@ -312,6 +356,47 @@ def _compare_window(
         )
     )
     return window.ended
+
+
+def _descend_into(
+    chunk: Chunk,
+    source: Side,
+    target: Side,
+    options: Options,
+    stats: DescentStats,
+    found: dict[Key, Difference],
+    lock: threading.Lock,
+) -> None:
+    # Compared afresh, then halved: a chunk that differed only in flight may compare equal
+    # now.
+    with lock:
+        found.update(descend([chunk], source, target, options.leaf_rows, stats, False))
+
+
+def _confirm(
+    provisional: list[tuple[Chunk, ChunkDigest]],
+    early: ProvisionalSide,
+    source: Side,
+    target: Side,
+    options: Options,
+    stats: DescentStats,
+    found: dict[Key, Difference],
+    lock: threading.Lock,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Each provisionally equal chunk confirmed by the target, or compared again for certain
+    (and descended into if it differs)."""
+    for chunk, mine in provisional:
+        began = clock()
+        if early.confirms(chunk):
+            stats.target_s += clock() - began
+            continue
+        stats.chunks_compared += 1
+        theirs = target.digest(chunk)
+        stats.target_s += clock() - began
+        if theirs != mine:
+            _descend_into(chunk, source, target, options, stats, found, lock)
+    provisional.clear()
 
 
 def validate_sides(
@@ -408,7 +493,11 @@ def _session(
         raise ConfigError("validating the snapshot of a day needs the day (--day YYYY-MM-DD).")
     instance = settings.instance(mirror.instance)
     router = ShardRouter(list(settings.shard_rules))
-    source = MySqlSide(instance, connections=options.source_connections)
+    # Against Redis, one connection: the Redis side bounds the run (its documents are hashed
+    # here), so a second connection hashing MySQL's chunks sooner only competes with it for
+    # the cores (and cuts each chunk again, an index read of half its keys).
+    connections = 1 if target == "redis" else options.source_connections
+    source = MySqlSide(instance, connections=connections)
     try:
         shape = source.read_shape(router, mirror)
         if target == "redis":

@@ -6,6 +6,7 @@ not a key of it. Each chunk's digest is the digest of exactly its documents."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import orjson
@@ -101,4 +102,62 @@ def test_a_signed_key_and_a_number_past_the_array_type_are_listed(
         assert side.digest(Chunk(None, (-8,))).count == 7  # -50 to -8 by 7
         assert side.digest(Chunk()).count == len(numbers)
     finally:
+        side.close()
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_chunks_read_by_range_before_the_listing_are_confirmed_only_if_it_finds_nothing_else(
+    mirror_settings: Settings, monkeypatch: pytest.MonkeyPatch, signed: bool
+) -> None:
+    """While the listing runs, a dense chunk of an integer key is read by range (the names of
+    its numbers printed from its bounds); once listed, the chunk is confirmed unless the
+    listing found a name in it the range did not read: a number spelled otherwise (``0042``
+    beside 42) or, in the first chunk, a key below the range (a negative one); the chunk's
+    digest from the listing then reads it."""
+    shape = SIGNED_SHAPE if signed else SHAPE
+    head = f"{mirror_settings.redis.key_prefix}:{shape.table}:"
+    numbers = [*range(-5, 0), *range(1, 6001)] if signed else list(range(1, 6001))
+    # A signed BIGINT's wire value is a JSON number, an unsigned one's a text.
+    documents = {
+        f"{head}{n}": orjson.dumps({"_shard": "db.signed", "row": {"id": n}})
+        if signed
+        else _document(n, f"n{n}")
+        for n in numbers
+    }
+    if not signed:
+        documents[f"{head}0042"] = _document(42, "behind")
+    client = redis.Redis.from_url(mirror_settings.redis.url.get_secret_value())
+    client.mset(documents)
+    client.close()
+    names = list(shape.compared_columns)
+    hasher = DocumentHasher(names, [shape.column_type(n) for n in names])
+
+    def printed(lo: int, hi: int) -> object:  # the documents under the numbers' own names
+        return hasher.chunk(documents[f"{head}{n}"] for n in range(lo + 1, hi + 1))
+
+    listing = threading.Event()
+    list_keys = RedisSide._list_keys
+
+    def held(self: RedisSide) -> object:
+        listing.wait(60)
+        return list_keys(self)
+
+    monkeypatch.setattr(RedisSide, "_list_keys", held)
+    side = RedisSide(mirror_settings.redis, shape)
+    try:
+        first, second, sparse = Chunk(None, (2000,)), Chunk((2000,), (4000,)), Chunk((4000,))
+        assert not side.listed
+        assert side.provisional_digest(first, 2000) == printed(0, 2000)
+        assert side.provisional_digest(second, 2000) == printed(2000, 4000)
+        assert side.provisional_digest(Chunk((4000,), (6000,)), 10) is None  # mostly absent
+        assert side.provisional_digest(sparse, 2000) is None  # the table's end: no bound
+        listing.set()
+        assert not side.confirms(first)  # 0042, or the keys below 1
+        assert side.confirms(second)
+        assert side.listed and side.provisional_digest(second, 2000) is None
+        assert side.digest(first) == hasher.chunk(
+            raw for raw in documents.values() if int(orjson.loads(raw)["row"]["id"]) <= 2000
+        )
+    finally:
+        listing.set()
         side.close()

@@ -303,3 +303,62 @@ def test_scan_asks_the_load_guard_before_each_source_chunk_and_waits_while_loade
     # then one look before each of the other three chunks (the last one empty).
     assert waited == [2.0, 2.0] and guard.pauses == 1 and guard.paused_s == 4.0
     assert probe.looks == 3 + 3
+
+
+@dataclass
+class ProvisionalMemorySide(MemorySide):
+    """A target that compares provisionally until ``listed``: its provisional digest sees
+    only ``early`` (what a range read would find), and it confirms a chunk only if no key of
+    ``late`` (what only the listing finds) falls in it."""
+
+    early: dict[Key, str] = field(default_factory=dict)
+    late: set[Key] = field(default_factory=set)
+    listed_after: int = 0  # provisional digests answered before the listing ends
+    provisional: int = 0
+    confirmed: list[Chunk] = field(default_factory=list)
+
+    @property
+    def listed(self) -> bool:
+        return self.provisional >= self.listed_after
+
+    def provisional_digest(self, chunk: Chunk, rows: int) -> ChunkDigest | None:
+        if self.listed:
+            return None
+        self.provisional += 1
+        keys = [k for k in sorted(self.early) if chunk.holds(k)]
+        return ChunkDigest.of_rows([self.early[k] for k in keys])
+
+    def confirms(self, chunk: Chunk) -> bool:
+        self.confirmed.append(chunk)
+        return not any(chunk.holds(k) for k in self.late)
+
+
+@pytest.mark.parametrize("window_s", [0.0, 3600.0])
+def test_scan_confirms_provisional_chunks_and_compares_again_those_it_cannot(
+    window_s: float,
+) -> None:
+    """A chunk found equal provisionally is confirmed once the target is listed; one the
+    target cannot confirm (a key only its listing finds, here an extra row) is compared for
+    certain and its difference found; no progress is stored while a chunk waits."""
+    from validation.plan import DescentStats
+    from validation.progress import MemoryProgress
+    from validation.run import Options, scan
+
+    source = MemorySide({(i,): _hash(i) for i in range(2, 2001, 2)})
+    target = ProvisionalMemorySide(dict(source.rows), early=dict(source.rows), listed_after=6)
+    target.rows[(501,)] = _hash(501, "extra")  # listed only: not in a range read
+    target.late = {(501,)}
+    target.rows[(1900,)] = _hash(1900, "drift")  # after the listing: found as ever
+    target.early[(1900,)] = target.rows[(1900,)]
+    store = MemoryProgress()
+    stats = DescentStats()
+    options = Options(chunk_rows=100, chunk_time_s=None, window_s=window_s, leaf_rows=8)
+    found, _ = scan(_shape(), source, target, Marks(), options, stats, store)
+    assert found == {(501,): Difference.EXTRA, (1900,): Difference.DIFFERENT}
+    assert target.provisional == 6 and len(target.confirmed) == 6
+    assert stats.rows == 1000 and stats.chunks == 11
+    record = store.load("t", "memory")
+    assert record is not None and record.done
+    # Without the confirmation the extra row would hide: the provisional digests all
+    # matched MySQL's for the chunks before the listing ended.
+    assert Chunk((400,), (600,)) in target.confirmed
