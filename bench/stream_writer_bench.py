@@ -170,15 +170,14 @@ def run_noop(spark, settings: Settings, topic: str, out: Path, max_offsets: int,
 
 def run_baseline(spark, settings: Settings, topic: str, out: Path, max_offsets: int,
                  lake: LakeCatalog, database: str, table_name: str = "kafka_rows",
-                 partitioned: str | None = None) -> tuple[float, int]:
+                 partitioned: str | None = None) -> tuple[float, int, str]:
     """Kafka → from_json → ONE Iceberg table with Spark's streaming Iceberg sink.
 
-    ``partitioned``: None, an unpartitioned table (the issue's baseline); ``fanout`` or
-    ``hash``, a table partitioned by (logicalTable, dt) as the raw layer's one table is (the
-    logical table as the default shard rule names the bench's unsharded tables, ``dt`` the
-    day of executeTime), written without a shuffle (fanout writers, ``distribution-mode=none``)
-    or with Iceberg's default hash distribution: the most a one-table writer with per-table
-    partitions can reach."""
+    ``partitioned``: None, an unpartitioned table (the issue's baseline), or one of
+    ``CEILING_LAYOUTS``: a table partitioned as a raw layer could be (the logical table as the
+    default shard rule names the bench's unsharded tables, ``dt`` the day of executeTime):
+    the most a one-table writer with that layout can reach. Returns the seconds, the rows and
+    the table's name."""
     from pyspark.sql import functions as F
 
     from stream_writer.transform import MESSAGE_SCHEMA, day_column
@@ -200,8 +199,9 @@ def run_baseline(spark, settings: Settings, topic: str, out: Path, max_offsets: 
             F.lower(F.concat_ws("_", "schemaName", "tableName")).alias("logicalTable"),
             day_column(F.col("executeTime"), settings.stream_writer.time_zone).alias("dt"),
         )
-        layout = " PARTITIONED BY (logicalTable, dt)"
-        if partitioned == "fanout":
+        spec, distribution, _order = CEILING_LAYOUTS[partitioned]
+        layout = f" PARTITIONED BY ({spec})"
+        if distribution == "none":
             properties += (", 'write.distribution-mode'='none', "
                            "'write.spark.fanout.enabled'='true'")
         properties += (f", 'write.target-file-size-bytes'="
@@ -211,6 +211,10 @@ def run_baseline(spark, settings: Settings, topic: str, out: Path, max_offsets: 
     columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in parsed.schema.fields)
     spark.sql(f"CREATE TABLE {table} ({columns}) USING iceberg{layout} "
               f"TBLPROPERTIES ({properties})")
+    if partitioned is not None and CEILING_LAYOUTS[partitioned][2]:
+        # Iceberg's write order: LOCALLY sorts each task's rows (no shuffle) before writing.
+        spark.sql(f"ALTER TABLE {table} WRITE LOCALLY ORDERED BY "
+                  f"{CEILING_LAYOUTS[partitioned][2]}")
     started = time.monotonic()
     query = (parsed.writeStream.format("iceberg").outputMode("append")
              .option("checkpointLocation", str(out / "checkpoint"))
@@ -223,41 +227,123 @@ def run_baseline(spark, settings: Settings, topic: str, out: Path, max_offsets: 
     if partitioned is not None:
         files = spark.sql(f"SELECT count(*) FROM {table}.files").first()[0]
         print(f"  partitioned baseline ({partitioned}): {files:,} data files", flush=True)
-    return seconds, rows
+    return seconds, rows, table
+
+
+# The raw layouts the ceiling compares (issue 20, item 11): label → (PARTITIONED BY, Iceberg
+# distribution mode, write order). ``none`` distribution is what the writer does (fanout
+# writers, no shuffle): one open file per partition value a task meets.
+CEILING_LAYOUTS: dict[str, tuple[str, str, str]] = {
+    "table_dt_fanout": ("logicalTable, dt", "none", ""),  # the raw layer today (layout 2)
+    "table_dt_hash": ("logicalTable, dt", "hash", ""),
+    "dt_fanout": ("dt", "none", ""),  # files shared by every table, rows in arrival order
+    "dt_sorted": ("dt", "none", "logicalTable"),  # shared files, each sorted by table
+    "dt_bucket8_fanout": ("bucket(8, logicalTable), dt", "none", ""),
+    "dt_bucket16_fanout": ("bucket(16, logicalTable), dt", "none", ""),
+}
+
+
+def table_read_cost(spark, table: str, logical_table: str) -> dict[str, float]:
+    """What merge's filtered read of ONE logical table's day (``logicalTable = x AND dt = d``)
+    plans from ``table``: Iceberg's scan planning (partition values, then each file's column
+    bounds), the files a Spark read of it opens. Files, bytes and rows planned, against the
+    rows of that logical table (rows planned / rows wanted: 1 when no other table's rows are
+    read)."""
+    jvm = spark.sparkContext._jvm
+    day = spark.sql(f"SELECT dt, count(*) AS n FROM {table} WHERE logicalTable = "
+                    f"'{logical_table}' GROUP BY dt ORDER BY n DESC LIMIT 1").first()
+    java = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    expressions = jvm.org.apache.iceberg.expressions.Expressions
+    condition = getattr(expressions, "and")(
+        expressions.equal("logicalTable", logical_table),
+        expressions.equal("dt", str(day["dt"])))
+    tasks = java.newScan().filter(condition).planFiles()
+    files = size = rows = 0
+    try:
+        iterator = tasks.iterator()
+        while iterator.hasNext():
+            data = iterator.next().file()
+            files += 1
+            size += data.fileSizeInBytes()
+            rows += data.recordCount()
+    finally:
+        tasks.close()
+    total = spark.sql(f"SELECT count(*), sum(file_size_in_bytes) FROM {table}.files").first()
+    return {"files read": files, "bytes read": size, "rows read": rows,
+            "rows wanted": int(day["n"]), "files in table": int(total[0]),
+            "bytes in table": int(total[1] or 0)}
 
 
 def ceiling(spark, settings: Settings, args, topic: str, work: Path, database: str,
             lake: LakeCatalog) -> list[Figure]:
-    """The one-table ceiling: the unpartitioned baseline against the same sink into one table
-    partitioned by (logicalTable, dt), fanout and hash-distributed, in one run (the
-    unpartitioned one before and after, as ``throughput``'s baseline)."""
+    """The one-table ceiling: the same sink into one table of each of ``CEILING_LAYOUTS``
+    against the unpartitioned baseline, in one run; and for each layout what merge's read of
+    one logical table's day plans from it (the hot table and a cold one), against today's
+    (logicalTable, dt). The unpartitioned run is repeated between the layouts' runs and each
+    layout is compared with the mean of the runs just before and after it: on a shared
+    machine the load drifts within minutes (one run's baseline after the layouts came out 4.5x
+    slower than the one before them)."""
     run_baseline(spark, settings, topic, work / "baseline-warm-up", args.max_offsets_per_trigger,
                  lake, database, "kafka_rows_warm_up")
     rates: dict[str, float] = {}
-    for label, partitioned in (("before", None), ("fanout", "fanout"), ("hash", "hash"),
-                               ("after", None)):
-        seconds, rows = run_baseline(spark, settings, topic, work / f"ceiling-{label}",
-                                     args.max_offsets_per_trigger, lake, database,
-                                     f"kafka_rows_{label}", partitioned)
+    tables: dict[str, str] = {}
+    runs: list[tuple[str, str | None]] = [("plain0", None)]
+    for index, name in enumerate(CEILING_LAYOUTS, start=1):
+        runs += [(name, name), (f"plain{index}", None)]
+    for label, partitioned in runs:
+        seconds, rows, tables[label] = run_baseline(
+            spark, settings, topic, work / f"ceiling-{label}", args.max_offsets_per_trigger,
+            lake, database, f"kafka_rows_{label}", partitioned)
         assert rows == args.messages, f"{rows} rows for {args.messages} messages"
         rates[label] = rows / seconds
         print(f"ceiling {label}: {rows:,} rows in {seconds:.1f} s = {rates[label]:,.0f} rows/s",
               flush=True)
-    plain = (rates["before"] + rates["after"]) / 2
     where = storage_label(args.storage)
     figures = []
-    for label in ("fanout", "hash"):
-        print(f"ratio partitioned ({label}) / unpartitioned: {rates[label] / plain:.2f}",
-              flush=True)
+    # The hot table (table 0) and a cold one (the last): how a merge of either reads.
+    probes = {"hot": "shop000_orders", "cold": f"shop{args.tables - 1:03d}_orders"}
+    reads = {label: {probe: table_read_cost(spark, tables[label], name)
+                     for probe, name in probes.items()}
+             for label in CEILING_LAYOUTS}
+    today = reads["table_dt_fanout"]
+    for index, (label, (spec, distribution, order)) in enumerate(CEILING_LAYOUTS.items(),
+                                                                  start=1):
+        before, after = rates[f"plain{index - 1}"], rates[f"plain{index}"]
+        plain = (before + after) / 2
+        print(f"ratio partitioned ({label}) / unpartitioned (mean of {before:,.0f} before and "
+              f"{after:,.0f} after): {rates[label] / plain:.2f}", flush=True)
+        for probe, cost in reads[label].items():
+            print(f"  merge read of the {probe} table's day from {label}: "
+                  f"{cost['files read']:.0f} of {cost['files in table']:.0f} files, "
+                  f"{cost['bytes read']:,.0f} of {cost['bytes in table']:,.0f} bytes, "
+                  f"{cost['rows read']:,.0f} rows for {cost['rows wanted']:,.0f} wanted "
+                  f"(today's layout: {today[probe]['files read']:.0f} files, "
+                  f"{today[probe]['bytes read']:,.0f} bytes)", flush=True)
+        how = {"none": "no shuffle (fanout)", "hash": "hash distribution"}[distribution]
+        sort = f", each task's rows sorted by {order}" if order else ""
+        extra = {"baseline before rows/s": before, "baseline after rows/s": after}
+        for probe, cost in reads[label].items():
+            extra |= {f"{probe} {key}": value for key, value in cost.items()}
         figures.append(Figure(
             figure_key(f"one_table_ceiling_{label}", args.storage),
             f"{args.messages:,} messages over {args.tables} tables into ONE Iceberg table "
-            f"partitioned by (logicalTable, dt), Spark's sink, {label}, {where}",
+            f"partitioned by ({spec}), Spark's sink, {how}{sort}, {where}",
             rates[label], "rows/s", plain,
             f"plain Spark Kafka → Iceberg writeStream (one unpartitioned table), {where}, mean "
-            "of a run before and one after",
-            extra={"baseline before rows/s": rates["before"],
-                   "baseline after rows/s": rates["after"]}))
+            "of the runs just before and after",
+            extra=extra))
+        if not spec.startswith("logicalTable"):  # the same partitions as today: the same read
+            for probe in probes:
+                figures.append(Figure(
+                    figure_key(f"one_table_read_{probe}_{label}", args.storage),
+                    f"bytes a merge's read of the {probe} table's day plans from the table "
+                    f"partitioned by ({spec}){sort}, {where}",
+                    reads[label][probe]["bytes read"], "bytes",
+                    today[probe]["bytes read"],
+                    "the same read from the table partitioned by (logicalTable, dt) (today's)",
+                    higher_is_better=False,
+                    extra={**reads[label][probe],
+                           "files read (logicalTable, dt)": today[probe]["files read"]}))
     return figures
 
 
@@ -411,12 +497,12 @@ def throughput(spark, settings: Settings, args, topic: str, work: Path, database
     # A first, discarded baseline run: the session's first Kafka → Iceberg job pays the JVM's
     # warm-up (class loading, JIT, the Kafka source's first connections), and without it the
     # "before" baseline came out 2-3x slower than the "after" one in the same run.
-    warm_s, warm_rows = run_baseline(spark, settings, topic, work / "baseline-warm-up",
+    warm_s, warm_rows, _ = run_baseline(spark, settings, topic, work / "baseline-warm-up",
                                      args.max_offsets_per_trigger, lake, database,
                                      "kafka_rows_warm_up")
     print(f"baseline warm-up (not counted): {warm_rows:,} rows in {warm_s:.1f} s", flush=True)
     since = int(time.time() * 1000)
-    base_s, base_rows = run_baseline(spark, settings, topic, work / "baseline",
+    base_s, base_rows, _ = run_baseline(spark, settings, topic, work / "baseline",
                                      args.max_offsets_per_trigger, lake, database)
     print(f"baseline (plain writeStream into one Iceberg table): {base_rows:,} rows in "
           f"{base_s:.1f} s = {base_rows / base_s:,.0f} rows/s", flush=True)
@@ -458,7 +544,7 @@ def throughput(spark, settings: Settings, args, topic: str, work: Path, database
                               f"plain Spark Kafka → Iceberg writeStream (one table), {where}"))
     # The baseline again after the writer's runs: on a shared machine the load drifts during
     # a run, so the baseline is the mean of its rates before and after (both printed).
-    after_s, after_rows = run_baseline(spark, settings, topic, work / "baseline-after",
+    after_s, after_rows, _ = run_baseline(spark, settings, topic, work / "baseline-after",
                                        args.max_offsets_per_trigger, lake, database,
                                        "kafka_rows_after")
     rates = (base_rows / base_s, after_rows / after_s)
