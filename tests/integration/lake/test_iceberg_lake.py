@@ -15,11 +15,11 @@ from cdc_platform.iceberg import (
     LakeAccessError,
     LakeCatalog,
     LakeUnreachableError,
-    storage_for,
 )
 from cdc_platform.lake_location import LOCAL_S3_BUCKET
 from stack.process import port_open
-from tests.integration.lake.conftest import Lake, LakeSpark, with_lake
+from tests.integration.lake.conftest import STORAGES, Lake, LakeSpark, with_lake
+from tests.integration.lake.second_engine import pyiceberg_properties
 
 COLUMNS = (("id", "BIGINT"), ("name", "STRING"), ("kafkaOffset", "BIGINT"), ("dt", "STRING"))
 
@@ -59,10 +59,10 @@ def test_append_commits_offsets_and_a_restart_resumes_from_them(lake: Lake) -> N
     assert f"{ns}.db/orders/metadata/" in metadata and metadata.endswith(".metadata.json")
 
 
-@pytest.mark.parametrize("kind", ["local", "s3"])
+@pytest.mark.parametrize("kind", STORAGES)
 def test_a_second_engine_reads_the_same_rows(lake_spark: LakeSpark, kind: str) -> None:
-    """pyiceberg (pyarrow) opens the table from its metadata file, with the storage's own
-    FileIO properties. HDFS is left out: pyarrow reaches hdfs:// only through libhdfs."""
+    """pyiceberg opens the table from its metadata file, with the storage's own FileIO
+    properties (on HDFS through WebHDFS: ``second_engine``)."""
     from pyiceberg.table import StaticTable
 
     settings = lake_spark.settings[kind]
@@ -74,12 +74,9 @@ def test_a_second_engine_reads_the_same_rows(lake_spark: LakeSpark, kind: str) -
         offsets = KafkaOffsets({("cdc.local.shop", 0): 4})
         lake = Lake(catalog, ns, settings)
         catalog.append(_rows(lake, 10, 4), ns, "orders", offsets)  # type: ignore[arg-type]
-        properties = {
-            key: value
-            for key, value in storage_for(settings).file_io_properties().items()
-            if key != "io-impl"  # Java's FileIO class; pyiceberg picks its own by scheme
-        }
-        table = StaticTable.from_metadata(catalog.metadata_location(ns, "orders"), properties)
+        table = StaticTable.from_metadata(
+            catalog.metadata_location(ns, "orders"), pyiceberg_properties(settings)
+        )
         rows = table.scan().to_arrow().sort_by("id").to_pylist()
         spark_rows = catalog.spark.sql(
             f"SELECT * FROM {catalog.name(ns, 'orders')} ORDER BY id"

@@ -1,10 +1,13 @@
 """The stream writer's ready days read without Spark (``cdc_platform.lake.ready_days_from_metastore``,
 what merge's readiness API gives the scheduler): the summary of the progress table's current
-snapshot, as the Hive metastore's PostgreSQL database keeps it among the table's parameters."""
+snapshot, as the Hive metastore's PostgreSQL database keeps it among the table's parameters.
+The progress table on local disk and S3 in every run, on HDFS as well with CDC_TEST_HDFS=1."""
 
 from __future__ import annotations
 
 import uuid
+
+import pytest
 
 from cdc_platform.iceberg import KafkaOffsets, LakeCatalog
 from cdc_platform.lake import (
@@ -13,11 +16,14 @@ from cdc_platform.lake import (
     ensure_progress_table,
     ready_days_from_metastore,
 )
-from tests.integration.lake.conftest import LakeSpark
+from tests.integration.lake.conftest import TESTED_STORAGES, LakeSpark
 
 
-def test_the_writers_ready_days_are_read_from_the_metastore(lake_spark: LakeSpark) -> None:
-    settings = lake_spark.settings["local"]
+@pytest.mark.parametrize("kind", TESTED_STORAGES)
+def test_the_writers_ready_days_are_read_from_the_metastore(
+    lake_spark: LakeSpark, kind: str
+) -> None:
+    settings = lake_spark.settings[kind]
     catalog = LakeCatalog.open(lake_spark.spark, settings)
     ns = f"lk_{uuid.uuid4().hex[:10]}"
     try:
