@@ -4,13 +4,16 @@ layer and the snapshot table there, two days merged and one merged again on a br
 day's tag equal to MySQL, its files on that storage; and the hourly snapshots' scenario of
 ``test_hourly.py`` (the raw commits read incrementally for late rows, the hour tags; without
 its checks and retention, which the storage does not change) in the same Spark session,
-and the check's ``stalled`` flag from the check stored with the previous tag there. The rest of the merge's behaviour does not depend on the storage and is
-tested on local disk (``test_merge.py``); maintenance runs on each storage
+and the check's ``stalled`` flag from the check stored with the previous tag there; and the
+day read through ``cdc-mirror sql-server`` (Spark's Thrift server) with beeline
+(``test_sql_server.py``'s scenario). The rest of the merge's behaviour does not depend on the
+storage and is tested on local disk (``test_merge.py``); maintenance runs on each storage
 (``test_maintenance.py``), the catalog itself in ``tests/integration/lake``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +33,7 @@ from tests.integration.merge.test_merge import (
     random_day,
     stalled_without_local_records,
 )
+from tests.integration.merge.test_sql_server import thrift_query_scenario
 
 
 @pytest.fixture(scope="module", params=[kind for kind in TESTED_STORAGES if kind != "local"])
@@ -71,3 +75,10 @@ def test_hourly_snapshots_on_a_remote_lake(spark: Any, shop: Shop) -> None:
 def test_the_check_is_stalled_by_the_previous_tag_on_a_remote_lake(spark: Any, shop: Shop) -> None:
     assert shop.merge_settings().lake_location.kind != "local"
     stalled_without_local_records(spark, shop)
+
+
+def test_snapshot_through_the_thrift_server_on_a_remote_lake(
+    spark: Any, shop: Shop, tmp_path: Path
+) -> None:
+    assert shop.merge_settings().lake_location.kind != "local"
+    thrift_query_scenario(spark, shop, tmp_path)

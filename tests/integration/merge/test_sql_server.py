@@ -1,7 +1,9 @@
 """The snapshot read as downstream users read it: ``cdc-mirror sql-server`` (Spark's Thrift
 server, HiveServer2 protocol) in a process of its own, queried with beeline (the HiveServer2
 client shipped with Spark). The merge runs in this module's Spark session; the server finds
-the snapshot table, its day tag and the dt view through the shared metastore.
+the snapshot table, its day tag and the dt view through the shared metastore. Here on local
+disk; on S3 (every run) and HDFS (``CDC_TEST_HDFS=1``) in ``test_merge_remote.py``'s Spark
+session, so that no storage needs a Spark session of its own for it.
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ def beeline(port: int, query: str, timeout_s: float = 300.0) -> list[list[str]]:
 def test_snapshot_through_the_thrift_server_with_beeline(
     spark: Any, shop: Shop, tmp_path: Path
 ) -> None:
+    thrift_query_scenario(spark, shop, tmp_path)
+
+
+def thrift_query_scenario(spark: Any, shop: Shop, tmp_path: Path) -> None:
+    """A day merged in ``spark``'s lake, then read through a ``cdc-mirror sql-server`` of its
+    own with beeline: the day tag, the days view, the table and its tags equal MySQL."""
     settings = shop.merge_settings(check=False)
     merger = Merger(settings, spark)
     merged_first_day(spark, shop, merger, 30)
