@@ -22,8 +22,9 @@ or state file of our own is written, so it holds on local disk, HDFS and S3 alik
    watermarks, ready days, late rows) is replaced, one commit of ``_cdc_writer_progress``.
    A day turns ready only there, after the data of the batch that made it ready.
 4. **Views.** A logical table seen for the first time gets its view, ``<database>.<table>``
-   in Spark's session catalog (``cdc_platform.lake.raw_view_sql``), made after the commits,
-   by a thread of its own: downstream SQL reads a table per logical table as before.
+   in Spark's session catalog (``cdc_platform.lake.RawViews``: the first by ``CREATE VIEW``,
+   the next ones as copies of its catalog entry, one metastore call each), made after the
+   commits, by a thread of its own: downstream SQL reads a table per logical table as before.
 
 After a crash between the two commits, the restarted writer resumes from the newer of its
 progress P and the raw table's newest commit carrying its own name, N: rows below N are in
@@ -65,11 +66,11 @@ from cdc_platform.lake import (
     PROGRESS_TABLE,
     RAW_TABLE,
     RAW_TABLE_COLUMNS,
+    RawViews,
     WriterProgress,
     commit_writer_progress,
     ensure_progress_table,
     ensure_raw_table,
-    raw_view_sql,
     read_writer_progress,
 )
 from simple_binlog.errors import CdcMirrorError, ConfigError
@@ -255,6 +256,7 @@ class BatchWriter:
         self._views: set[str] = set()
         self._view_maker = ThreadPoolExecutor(1, thread_name_prefix="cdc-views")
         self._view_work: Future[None] | None = None
+        self._raw_views: RawViews | None = None  # made with the first view
 
     # -- start ------------------------------------------------------------------------------
 
@@ -443,7 +445,11 @@ class BatchWriter:
             return
         self._views.update(tables)
         previous = self._view_work
-        raw = self.lake.name(self.database, RAW_TABLE)
+        if self._raw_views is None:
+            self._raw_views = RawViews(
+                self.spark, self.lake.name(self.database, RAW_TABLE), self.database
+            )
+        views = self._raw_views
 
         def make() -> None:
             if previous is not None:
@@ -451,7 +457,7 @@ class BatchWriter:
             for table in tables:
                 view = f"`{self.database}`.`{table}`"
                 try:
-                    self.spark.sql(raw_view_sql(raw, view, table))
+                    views.make(table)
                 except Exception as exc:  # noqa: BLE001 - logged; made again later
                     self._views.discard(table)
                     log.warning(

@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 from cdc_platform.iceberg import KafkaOffsets
-from cdc_platform.lake import RAW_TABLE_COLUMNS, raw_table_properties, raw_view_sql
+from cdc_platform.lake import (
+    RAW_TABLE_COLUMNS,
+    raw_table_properties,
+    raw_view_query,
+    raw_view_sql,
+)
 from simple_binlog.errors import ConfigError
 from stream_writer import localfs
 from stream_writer.writer import (
@@ -87,6 +92,9 @@ def test_a_logical_tables_view_selects_its_own_columns_and_rows() -> None:
     assert sql.endswith("FROM `lake`.`ods`.`_cdc_changes` WHERE `logicalTable` = 'shop_orders'")
     dead = raw_view_sql("`lake`.`ods`.`_cdc_changes`", "`ods`.`dead_letter`", "dead_letter")
     assert "`raw`" in dead and "`content`" not in dead
+    # A copied view (RawViews) stores the query text CREATE VIEW stores: the same.
+    query = raw_view_query("`lake`.`ods`.`_cdc_changes`", "shop_orders")
+    assert sql == f"CREATE OR REPLACE VIEW spark_catalog.`ods`.`shop_orders` AS {query}"
 
 
 def test_the_nio_filesystems_are_chosen_only_when_their_jar_is_there(tmp_path: Path) -> None:
