@@ -2,7 +2,8 @@
 transactions (the writer reads read_committed), run the writer as a child process that can
 be killed with SIGKILL (its JVM with it) or kill itself at a crash point, read its committed
 progress and tables with a second engine (pyiceberg, the table's metadata file found in the
-metastore) while it runs, and query the lake from a Spark session of its own.
+metastore; on HDFS through WebHDFS) while it runs, and query the lake from a Spark session of
+its own.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from confluent_kafka.admin import AdminClient
 
 from cdc_platform.config import Settings
 from cdc_platform.hive_metastore import METADATA_LOCATION, table_parameter
-from cdc_platform.iceberg import storage_for
 from cdc_platform.kafka import admin_config, ensure_topic, producer_config
 from cdc_platform.lake import LOGICAL_TABLE_COLUMN, PROGRESS_TABLE, RAW_TABLE, table_columns
 from cdc_platform.lake_location import LOCAL_S3_BUCKET
 from simple_binlog.message import EventType, SimpleBinlog, Source
 from stream_writer.writer import CRASH_ENV
+from tests.integration.lake.second_engine import pyiceberg_properties
 
 ROOT = Path(__file__).resolve().parents[3]
 QUERY_JOB = Path(__file__).resolve().parent / "query_lake.py"
@@ -149,10 +150,12 @@ class WriterEnv:
             "CDC_MIRROR_STREAM_WRITER__DATABASE": database,
             **{f"CDC_MIRROR_STREAM_WRITER__{k.upper()}": str(v) for k, v in defaults.items()},
         }
+        # On HDFS the second engine (pyiceberg) reads through the NameNode's WebHDFS API.
+        webhdfs = hdfs.web_uri() if storage == "hdfs" else base.lake.webhdfs
         scoped = base.model_copy(
             update={
                 "spark": base.spark.model_copy(update={"lake_dir": lake}),
-                "lake": base.lake.model_copy(update={"location": location}),
+                "lake": base.lake.model_copy(update={"location": location, "webhdfs": webhdfs}),
             }
         )
         return cls(lake, database, topic, name, overrides, scoped, storage)
@@ -185,11 +188,6 @@ class WriterEnv:
         return {**row, "state": json.loads(row["state"])}
 
     def state(self) -> dict[str, Any] | None:
-        if self.storage == "hdfs":
-            # pyarrow reaches hdfs:// only through libhdfs (absent): the writer's local copy
-            # of its last committed progress, for waiting (results are read through Spark).
-            status = self.checkpoint / "cdc_progress.json"
-            return json.loads(status.read_text()) if status.exists() else None
         progress = self.progress()
         return None if progress is None else progress["state"]
 
@@ -219,12 +217,7 @@ def iceberg_table(settings: Settings, database: str, table: str) -> Any:
     location = metadata_location(settings, database, table)
     if location is None:
         return None
-    properties = {
-        key: value
-        for key, value in storage_for(settings).file_io_properties().items()
-        if key != "io-impl"  # Java's FileIO class; pyiceberg picks its own by scheme
-    }
-    return StaticTable.from_metadata(location, properties)
+    return StaticTable.from_metadata(location, pyiceberg_properties(settings))
 
 
 class WriterProcess:

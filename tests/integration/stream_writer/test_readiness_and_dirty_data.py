@@ -8,6 +8,9 @@ their Kafka coordinates and a one-sentence error, and the writer keeps going. Re
 read as merge and downstream schedulers read it, from the writer's committed progress row in
 the lake (here by pyiceberg, while the writer runs): a ready day's rows are all committed by
 then. The tables are read from a separate Spark session while the writer runs.
+
+On local disk and S3 (the stack's SeaweedFS) in every run, on HDFS as well with
+``CDC_TEST_HDFS=1`` (pyiceberg reads it through WebHDFS).
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import random
 from pathlib import Path
 
 import orjson
+import pytest
 
 from cdc_platform.config import Settings
 from cdc_platform.lake import WriterProgress
+from tests.integration.stream_writer.conftest import STORAGES
 from tests.integration.stream_writer.harness import (
     LakeRun,
     WriterEnv,
@@ -63,11 +68,12 @@ def _dirty() -> list[tuple[bytes, bytes, str]]:
     ]
 
 
+@pytest.mark.parametrize("storage", STORAGES)
 def test_readiness_late_events_and_dead_letters(
-    local_stack: Settings, topic: str, tmp_path: Path
+    local_stack: Settings, remote_storage: set[str], topic: str, tmp_path: Path, storage: str
 ) -> None:
     env = WriterEnv.create(
-        tmp_path, topic, local_stack, lateness_budget_s=3600, trigger_interval_s=1
+        tmp_path, topic, local_stack, storage, lateness_budget_s=3600, trigger_interval_s=1
     )
     rng = random.Random(11)
     produced = []
