@@ -2,8 +2,9 @@
 
 pyiceberg's own FileIO for ``hdfs://`` is pyarrow's HadoopFileSystem, which needs libhdfs
 (the JNI library of a Hadoop binary distribution): neither Maven Central (the
-``hadoop-hdfs-native-client`` jar holds no native code), Debian nor a PyPI wheel ships it,
-and the stack runs HDFS from the Hadoop client minicluster jar, without one. So on HDFS the
+``hadoop-hdfs-native-client`` jar holds no native code), Debian nor pyarrow's wheels (nor
+any PyPI package found) ship it, and the stack runs HDFS from the Hadoop client minicluster
+jar, without one. So on HDFS the
 files are read through the NameNode's WebHDFS API (``lake.webhdfs``, as the scheduler reads
 the snapshot tags), with fsspec's WebHDFS client under pyiceberg's fsspec FileIO.
 """
