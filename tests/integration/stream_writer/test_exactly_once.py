@@ -91,14 +91,12 @@ def test_each_message_exactly_once_after_kill9_at_every_commit_point(
         wait_until(
             lambda: caught_up(env, ends), WAIT_S, "the writer to catch up", writer.diagnostics
         )
-        # A second engine (pyiceberg) sees the same committed rows as Spark below (not on
-        # HDFS: pyarrow reaches it only through libhdfs).
+        # A second engine (pyiceberg; on HDFS through WebHDFS) sees the same committed rows
+        # as Spark below.
         by_pyiceberg = Counter(
             (row["kafkaPartition"], row["kafkaOffset"])
             for table in ("shop_orders", "crm_users", "billing_invoices")
-            for row in (
-                env.rows(table, ("kafkaPartition", "kafkaOffset")) if storage != "hdfs" else []
-            )
+            for row in env.rows(table, ("kafkaPartition", "kafkaOffset"))
         )
         # Queried while the writer still runs, from a Spark session of its own.
         result = run.query_and_drop()
@@ -111,7 +109,7 @@ def test_each_message_exactly_once_after_kill9_at_every_commit_point(
     coordinates = Counter((r[0], r[1]) for r in rows)
     duplicates = [c for c, n in coordinates.items() if n > 1]
     assert not duplicates, f"{len(duplicates)} Kafka messages written more than once"
-    assert coordinates == by_pyiceberg or storage == "hdfs"
+    assert coordinates == by_pyiceberg
     written = Counter((r[5], r[6], r[7]) for r in rows)
     expected = Counter((m.schema_name, m.table_name, m.content["id"]) for m in produced)
     assert written == expected
