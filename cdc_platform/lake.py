@@ -143,6 +143,21 @@ def raw_view_sql(catalog_table: str, view: str, table: str) -> str:
     return f"CREATE OR REPLACE VIEW spark_catalog.{view} AS {raw_view_query(catalog_table, table)}"
 
 
+# The fields of Spark's CatalogTable (a Scala case class) ``RawViews`` replaces in a copy, by
+# position (Scala's ``copy`` takes every field, in order); checked by name on the first view's
+# entry, so a Spark whose order differs gets every view by SQL instead of wrong copies.
+_CATALOG_TABLE_ARITY = 21
+_COPIED_FIELDS = {0: "identifier", 8: "createTime", 13: "viewText", 20: "viewOriginalText"}
+
+
+def copyable_view_entry(entry: Any) -> bool:
+    """Whether ``RawViews`` may copy the catalog entry ``entry``: a CatalogTable of the field
+    order it was written for."""
+    return int(entry.productArity()) == _CATALOG_TABLE_ARITY and all(
+        str(entry.productElementName(index)) == name for index, name in _COPIED_FIELDS.items()
+    )
+
+
 class RawViews:
     """Makes the views of logical tables (``raw_view_sql``) in a Spark session, cheaply.
 
@@ -160,6 +175,7 @@ class RawViews:
         self.catalog_table = catalog_table
         self.database = database
         self._template: Any = None  # the catalog entry (CatalogTable) of a row table's view
+        self._by_sql_only = False  # the entry is not of the field order the copy expects
 
     def make(self, table: str) -> None:
         """The view ``<database>.<table>`` (one that exists already is left as it is when
@@ -167,10 +183,12 @@ class RawViews:
         if self._template is None or table == DEAD_LETTER_TABLE:
             view = f"`{self.database}`.`{table}`"
             self.spark.sql(raw_view_sql(self.catalog_table, view, table))
-            if table != DEAD_LETTER_TABLE:
-                self._template = self._session_catalog().getTableRawMetadata(
-                    self._identifier(table)
-                )
+            if table != DEAD_LETTER_TABLE and not self._by_sql_only:
+                entry = self._session_catalog().getTableRawMetadata(self._identifier(table))
+                if copyable_view_entry(entry):
+                    self._template = entry
+                else:
+                    self._by_sql_only = True
             return
         self._session_catalog().createTable(self._copy(table), True, False)
 
@@ -179,12 +197,18 @@ class RawViews:
         ``copy``: its defaults are the template's fields, in the case class's order)."""
         jvm = self.spark.sparkContext._jvm
         template = self._template
-        fields = [getattr(template, f"copy$default${i}")() for i in range(1, 22)]
+        fields = [
+            getattr(template, f"copy$default${i}")() for i in range(1, _CATALOG_TABLE_ARITY + 1)
+        ]
         text = jvm.scala.Option.apply(raw_view_query(self.catalog_table, table))
-        fields[0] = self._identifier(table)  # identifier
-        fields[8] = int(time.time() * 1000)  # createTime
-        fields[13] = text  # viewText (what Spark runs)
-        fields[20] = text  # viewOriginalText (what SHOW CREATE TABLE and Hive show)
+        replaced = {
+            "identifier": self._identifier(table),
+            "createTime": int(time.time() * 1000),
+            "viewText": text,  # what Spark runs
+            "viewOriginalText": text,  # what SHOW CREATE TABLE and Hive show
+        }
+        for index, name in _COPIED_FIELDS.items():
+            fields[index] = replaced[name]
         return template.copy(*fields)
 
     def _identifier(self, table: str) -> Any:
