@@ -362,3 +362,73 @@ def test_scan_confirms_provisional_chunks_and_compares_again_those_it_cannot(
     # Without the confirmation the extra row would hide: the provisional digests all
     # matched MySQL's for the chunks before the listing ended.
     assert Chunk((400,), (600,)) in target.confirmed
+
+
+@dataclass
+class WaitingMemorySide(ProvisionalMemorySide):
+    """``ProvisionalMemorySide`` that knows which chunks wait for their confirmation: found
+    equal provisionally, neither confirmed nor compared for certain yet."""
+
+    waiting: set[Chunk] = field(default_factory=set)
+
+    def provisional_digest(self, chunk: Chunk, rows: int) -> ChunkDigest | None:
+        digest = super().provisional_digest(chunk, rows)
+        if digest is not None:
+            self.waiting.add(chunk)  # compared for certain at once (``digest``) if unequal
+        return digest
+
+    def confirms(self, chunk: Chunk) -> bool:
+        self.waiting.discard(chunk)
+        return super().confirms(chunk)
+
+    def digest(self, chunk: Chunk) -> ChunkDigest:
+        self.waiting.discard(chunk)
+        return super().digest(chunk)
+
+
+class SavesPassingWaitingChunks:
+    """A ``ProgressStore`` (``MemoryProgress``'s records) that records every save and, for
+    each, the chunks waiting for confirmation it passes: a resumed scan would start after
+    them, and their confirmation (a difference only the listing finds) would be lost."""
+
+    def __init__(self, target: WaitingMemorySide) -> None:
+        from validation.progress import MemoryProgress
+
+        self.memory = MemoryProgress()
+        self.target = target
+        self.saved: list[tuple[list[object] | None, bool]] = []
+        self.passed: list[Chunk] = []
+
+    def load(self, table: str, target: str):
+        return self.memory.load(table, target)
+
+    def save(self, progress) -> None:
+        self.saved.append((progress.after, progress.done))
+        after = None if progress.after is None else tuple(progress.after)
+        for chunk in self.target.waiting:
+            if progress.done or (after is not None and (chunk.lo is None or after > chunk.lo)):
+                self.passed.append(chunk)
+        self.memory.save(progress)
+
+
+@pytest.mark.parametrize("window_s", [0.0, 3600.0])
+def test_no_stored_progress_passes_a_chunk_waiting_for_its_confirmation(window_s: float) -> None:
+    """Chunks found equal provisionally wait for the listing; a store while one waits would
+    let a resumed scan skip it. Here the listing ends after 6 provisional chunks, the
+    window of 11 chunks of 100 rows (one per chunk or all at once): every save is made with
+    no chunk waiting behind its position, and the scan still ends with its record."""
+    from validation.plan import DescentStats
+    from validation.run import Options, scan
+
+    source = MemorySide({(i,): _hash(i) for i in range(2, 2001, 2)})
+    target = WaitingMemorySide(dict(source.rows), early=dict(source.rows), listed_after=6)
+    target.rows[(501,)] = _hash(501, "extra")  # listed only
+    target.late = {(501,)}
+    store = SavesPassingWaitingChunks(target)
+    options = Options(chunk_rows=100, chunk_time_s=None, window_s=window_s, leaf_rows=8)
+    found, _ = scan(_shape(), source, target, Marks(), options, DescentStats(), store)
+    assert found == {(501,): Difference.EXTRA}
+    assert target.provisional == 6  # chunks did wait
+    assert store.passed == [], store.saved
+    assert store.saved and store.saved[-1] == (None, True)
+    assert target.waiting == set()
