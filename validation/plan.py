@@ -23,6 +23,40 @@ from validation.canonical import ChunkDigest
 Key = tuple[Any, ...]
 
 
+class SpelledKey(tuple[Any, ...]):
+    """A key as a target lists it under a name that is not the mirror's spelling of it
+    (Redis's ``...:0042`` for 42, written behind the mirror's back): the same values, but a
+    key of its own, never equal to the key itself nor to another spelling, so a leaf's
+    per-row hashes hold both and compare the odd one as extra (the source has no such key).
+    It sorts beside its key (tuple order). ``spelling``: the target's name, as listed."""
+
+    spelling: str
+
+    def __new__(cls, key: Key, spelling: str) -> SpelledKey:
+        made = super().__new__(cls, key)
+        made.spelling = spelling
+        return made
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, SpelledKey)
+            and other.spelling == self.spelling
+            and tuple(self) == tuple(other)
+        )
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((tuple(self), self.spelling))
+
+    def __repr__(self) -> str:
+        return f"SpelledKey({tuple(self)!r}, {self.spelling!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SpelledKey, (tuple(self), self.spelling))
+
+
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """The keys ``lo < key <= hi`` (``lo`` None: from the first; ``hi`` None: to the last)."""

@@ -36,7 +36,12 @@ from numpy.typing import NDArray
 
 from cdc_platform import redis_store
 from cdc_platform.config import RedisSettings
-from simple_binlog.naming import decode_redis_document, redis_key, redis_key_part_value
+from simple_binlog.naming import (
+    decode_redis_document,
+    redis_key,
+    redis_key_part,
+    redis_key_part_value,
+)
 from simple_binlog.values import ColumnType, JsonScalar, Kind, decode
 from validation.canonical import (
     _FRACTION_SCALE,
@@ -52,7 +57,7 @@ from validation.canonical import (
     piece_of,
     python_canonical,
 )
-from validation.plan import Chunk, Key
+from validation.plan import Chunk, Key, SpelledKey
 from validation.table import TableShape
 
 try:
@@ -356,6 +361,15 @@ class _IntegerNames:
     def has_odd(self) -> bool:
         return bool(self._odd)
 
+    def odd_in(self, span: slice) -> list[bytes]:
+        """The names spelled other than their number printed among a span's."""
+        if not self._odd or span.start >= span.stop:
+            return []
+        low, high = int(self._numbers[span.start]), int(self._numbers[span.stop - 1])
+        first = bisect.bisect_left(self._odd_numbers, low)
+        last = bisect.bisect_right(self._odd_numbers, high)
+        return [name for number in self._odd_numbers[first:last] for name in self._odd[number]]
+
     def odd_between(self, after: int, upto: int | None) -> bool:
         """Whether a name spelled other than its number printed was listed for a number
         ``after < number <= upto`` (``upto`` None: no upper bound)."""
@@ -380,12 +394,37 @@ class _IntegerNames:
         return names
 
 
+class _ListedNames(list[bytes]):
+    """The names of the general listing, sorted with their keys, and where those spelled
+    other than the mirror spells their key are (a leading zero, an escape the mirror does
+    not write: written behind its back)."""
+
+    def __init__(self, names: Iterable[bytes], odd: Sequence[int]) -> None:
+        super().__init__(names)
+        self.odd_positions = list(odd)
+
+    def odd_in(self, span: slice) -> list[bytes]:
+        first = bisect.bisect_left(self.odd_positions, span.start)
+        last = bisect.bisect_left(self.odd_positions, span.stop)
+        return [self[position] for position in self.odd_positions[first:last]]
+
+
+def _spelled_otherwise(names: Sequence[bytes]) -> ChunkDigest:
+    """A digest part for names the mirror never writes, none a row's: a chunk holding one
+    differs from MySQL's even when its document is a row MySQL has under its own name, so
+    it is descended into and the name reported (``RedisSide.row_hashes``)."""
+    total = sum(
+        int.from_bytes(_row_md5(b"\0spelled otherwise:" + name).digest()[:8]) for name in names
+    )
+    return ChunkDigest.of(len(names), total)
+
+
 # A chunk's documents are read in parts of this many keys, the next part read (in the
 # reader thread) while this one is hashed: Redis looks them up and sends them meanwhile.
 _PART = 5 * BATCH
 
 # The Redis keys of a span of the sorted keys: as listed, or printed from integer keys.
-_Names = list[bytes] | _IntegerNames
+_Names = _ListedNames | _IntegerNames
 
 
 class RedisSide:
@@ -466,15 +505,18 @@ class RedisSide:
     def _list_general(self, head: str) -> tuple[Sequence[Key], _Names]:
         """Any key: each name read by ``key_from_parts``, the keys sorted with their names."""
         start, width, types = len(head), len(self.shape.key), self.shape.key_types
-        found: list[tuple[Key, bytes]] = []
+        found: list[tuple[Key, bytes, bool]] = []
         with self._errors():
             for batch in self._scan(f"{head}*"):
                 for raw in batch:
                     parts = raw.decode()[start:].split(":")
                     if len(parts) == width:
-                        found.append((key_from_parts(types, parts), raw))
+                        key = key_from_parts(types, parts)
+                        spelled = [redis_key_part(w) for w in self.shape.key_wire(key)]
+                        found.append((key, raw, spelled != parts))
         found.sort()  # by key (the names only break ties of keys spelled two ways)
-        return [key for key, _ in found], [name for _, name in found]
+        odd = [position for position, (_, _, otherwise) in enumerate(found) if otherwise]
+        return [key for key, _, _ in found], _ListedNames((name for _, name, _ in found), odd)
 
     def _list_integer_keys(self, head: str) -> tuple[Sequence[Key], _Names]:
         """``_list_keys`` for a key of one integer column (the common key): the numbers in
@@ -531,15 +573,29 @@ class RedisSide:
         self.queries += 1
         return self._reader.read(names)
 
+    def _name(self, key: Key) -> str:
+        """The name the mirror writes ``key`` under."""
+        return redis_key(self._prefix, self.shape.table, self.shape.key_wire(key))
+
     def _documents(self, keys: Sequence[Key]) -> Iterable[tuple[Key, str, dict[str, JsonScalar]]]:
-        """(key, shard, row) of the live rows among ``keys``."""
-        names = [redis_key(self._prefix, self.shape.table, self.shape.key_wire(k)) for k in keys]
+        """(key, shard, row) of the live rows among ``keys``, each read under the mirror's
+        name of it, a ``SpelledKey`` under its own spelling; a key column the documents
+        leave out (``redis_columns``) taken from the key."""
+        names = [k.spelling if isinstance(k, SpelledKey) else self._name(k) for k in keys]
+        unstored = self.shape.unstored_key
         for key, raw in zip(keys, self._read(names), strict=True):
             if raw is None:
                 continue
             _, shard, row = decode_redis_document(raw)
             if row is not None:
+                if unstored:
+                    row = {**row, **self._key_columns(key)}
                 yield key, shard, row
+
+    def _key_columns(self, key: Key) -> dict[str, JsonScalar]:
+        """The wire values of the key columns the documents leave out."""
+        wire = dict(zip(self.shape.key, self.shape.key_wire(key), strict=True))
+        return {name: wire[name] for name in self.shape.unstored_key}
 
     def _hash(self, shard: str, row: dict[str, JsonScalar]) -> str:
         return self._hasher.hexdigest(shard, row)
@@ -548,7 +604,16 @@ class RedisSide:
         # The listed names, not rebuilt from the keys, read in parts: each part's read is
         # under way while the one before is hashed.
         self._read_after.pop(chunk, None)  # read from the listing: nothing to confirm
-        return self._digest_parts(self._parts(self._range(chunk)))
+        span = self._range(chunk)
+        found = self._digest_parts(self._parts(span))
+        names = self._names
+        if isinstance(names, _IntegerNames) and not names.has_odd:
+            return found  # the common case: every name the mirror's own
+        odd = names.odd_in(span)
+        if not odd:
+            return found
+        marks = _spelled_otherwise(odd)
+        return ChunkDigest.of(found.count + marks.count, found.total + marks.total)
 
     @property
     def listed(self) -> bool:
@@ -602,13 +667,15 @@ class RedisSide:
         way (in the reads thread) while the one before is hashed."""
         chunk_of = self._reader.hasher.chunk
         count = total = 0
-        reading = self._reads.submit(self._read, next(parts, []))
+        names = next(parts, [])
+        reading = self._reads.submit(self._read, names)
         while True:
             following = next(parts, None)
             raws = reading.result()
             if following is not None:
                 reading = self._reads.submit(self._read, following)
-            part = chunk_of(raws)
+            part = self._keyed_chunk(names, raws) if self.shape.unstored_key else chunk_of(raws)
+            names = following or []
             count, total = count + part.count, total + part.total
             if following is None:
                 return ChunkDigest.of(count, total)
@@ -631,8 +698,38 @@ class RedisSide:
         keys = self._in(chunk)
         return keys[len(keys) // 2 - 1] if len(keys) >= 2 else None
 
+    def _keyed_chunk(
+        self, names: Sequence[bytes | str], raws: Sequence[bytes | None]
+    ) -> ChunkDigest:
+        """``DocumentHasher.chunk`` for documents that leave out a key column
+        (``redis_columns``): each row hashed with its key, read from its name, by
+        ``RowHasher`` (a row at a time: a projection without the key is rare)."""
+        head = len(f"{self._prefix}:{self.shape.table}:")
+        types = self.shape.key_types
+        count = total = 0
+        for name, raw in zip(names, raws, strict=True):
+            if raw is None:
+                continue
+            _, shard, row = decode_redis_document(raw)
+            if row is None:
+                continue
+            text = name.decode() if isinstance(name, bytes) else name
+            key = key_from_parts(types, text[head:].split(":"))
+            row = {**row, **self._key_columns(key)}
+            count += 1
+            total += int.from_bytes(_row_md5(self._hasher.text(shard, row)).digest()[:8])
+        return ChunkDigest.of(count, total)
+
     def row_hashes(self, chunk: Chunk) -> dict[Key, str]:
-        return self.key_hashes(self._in(chunk))
+        """The hash of each live row of ``chunk`` under each name listed in it, read as
+        listed: a name the mirror does not write (``...:0042`` for 42) is a ``SpelledKey``,
+        a key of its own (extra: MySQL has none), beside the key's own name if listed."""
+        span = self._range(chunk)
+        keys: list[Key] = []
+        for key, name in zip(self._keys[span], self._names[span], strict=True):
+            text = name.decode() if isinstance(name, bytes) else name
+            keys.append(key if text == self._name(key) else SpelledKey(key, text))
+        return self.key_hashes(keys)
 
     def key_hashes(self, keys: Sequence[Key]) -> dict[Key, str]:
         return {key: self._hash(shard, row) for key, shard, row in self._documents(keys)}

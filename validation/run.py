@@ -31,6 +31,7 @@ from validation.plan import (
     Difference,
     Key,
     Side,
+    SpelledKey,
     Watermark,
     descend,
     settle,
@@ -240,7 +241,7 @@ def scan(
         lo = None if previous.after is None else shape.key_from_wire(previous.after)
         stats.rows, stats.chunks = previous.rows, previous.chunks
         for wire, kind in previous.candidates:
-            found[shape.key_from_wire(wire)] = Difference(kind)
+            found[_key_from_stored(shape, wire)] = Difference(kind)
         log.info("validation of %s in %s resumes after %s", shape.table, target.name, lo)
     lock = threading.Lock()  # the source's one connection: the thread's, or the descent's
     windows: queue.Queue[_Window | BaseException] = queue.Queue(maxsize=_WINDOWS_AHEAD)
@@ -351,11 +352,24 @@ def _compare_window(
             None if window.after is None else shape.key_wire(window.after),
             stats.rows,
             stats.chunks,
-            [(shape.key_wire(k), d.value) for k, d in sorted(found.items())],
+            [(_stored_key(shape, k), d.value) for k, d in sorted(found.items())],
             done=window.ended,
         )
     )
     return window.ended
+
+
+def _stored_key(shape: TableShape, key: Key) -> list[JsonScalar]:
+    """A candidate key as the progress keeps it: its wire values, and a ``SpelledKey``'s
+    spelling after them."""
+    wire = shape.key_wire(key)
+    return [*wire, key.spelling] if isinstance(key, SpelledKey) else wire
+
+
+def _key_from_stored(shape: TableShape, wire: Sequence[JsonScalar]) -> Key:
+    if len(wire) == len(shape.key) + 1:
+        return SpelledKey(shape.key_from_wire(wire[:-1]), str(wire[-1]))
+    return shape.key_from_wire(wire)
 
 
 def _descend_into(
@@ -655,7 +669,7 @@ class TableValidation:
         """The figures for a caller's records (``cdc-mirror validate --result-file``)."""
 
         def keys(items: Sequence[Key]) -> list[str]:
-            return ["/".join(display(v) for v in key) for key in items]
+            return [key_text(key) for key in items]
 
         return {
             "table": self.table,
@@ -741,7 +755,9 @@ def validate_table(
         mirror.instance,
         shape.shards,
         shape.key,
-        tuple(tuple(shape.key_wire(k)) for k in keys),
+        # A key spelled otherwise (``SpelledKey``) re-publishes its key's row (the name
+        # itself is not the mirror's to remove): each key once.
+        tuple(dict.fromkeys(tuple(shape.key_wire(k)) for k in keys)),
     )
     result.repaired = repair(result.repair)
     # A day's snapshot is history: the repair reaches the lake's current state (and the next
@@ -771,6 +787,14 @@ def display(value: Any, binary: bool = False) -> str:
     return str(value)
 
 
+def key_text(key: Key) -> str:
+    """A key for people: its values; one the target spells otherwise, its name there."""
+    values = "/".join(display(v) for v in key)
+    if isinstance(key, SpelledKey):
+        return f"{values} (named {key.spelling!r} in the target)"
+    return values
+
+
 def describe(report: TargetReport) -> list[str]:
     """Lines for people: a summary, then each differing key with its rows side by side
     (``*`` marks the columns that differ)."""
@@ -784,7 +808,7 @@ def describe(report: TargetReport) -> list[str]:
         f"{report.source_queries} source queries; {report.seconds:.1f} s"
     ]
     for item in report.differences:
-        key = "/".join(display(v) for v in item.key)
+        key = key_text(item.key)
         lines.append(f"  key {key}: {item.difference.value}")
         columns = list((item.source or item.target or {}).keys())
         changed = set(item.differing_columns())
@@ -799,7 +823,7 @@ def describe(report: TargetReport) -> list[str]:
             )
             mark = " *" if column in changed and item.difference is Difference.DIFFERENT else ""
             lines.append(f"    {column:<{width}}  {left:<30}  {right}{mark}")
-    lines += [f"  key {'/'.join(display(v) for v in k)}: still changing" for k in report.unsettled]
+    lines += [f"  key {key_text(k)}: still changing" for k in report.unsettled]
     return lines
 
 

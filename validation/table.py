@@ -37,13 +37,16 @@ class ValidationError(CdcMirrorError):
 @dataclass(frozen=True, slots=True)
 class TableShape:
     """MySQL's view of a logical table: its shards, columns (COLUMN_TYPE, in order) and key;
-    ``compared``: the columns a target holds and is compared on (None: all)."""
+    ``compared``: the columns a target holds and is compared on (None: all), the key's
+    always among them; ``unstored_key``: the key columns the target's rows leave out (Redis's
+    ``redis_columns`` without them), which it compares from each row's key."""
 
     table: str
     shards: tuple[tuple[str, str], ...]
     columns: tuple[tuple[str, str], ...]
     key: tuple[str, ...]
     compared: tuple[str, ...] | None = None
+    unstored_key: tuple[str, ...] = ()
 
     def column_type(self, name: str) -> ColumnType:
         return parse_column_type(dict(self.columns)[name])
@@ -63,7 +66,11 @@ class TableShape:
         unknown = [c for c in columns if c not in dict(self.columns)]
         if unknown:
             raise ConfigError(f"column {unknown[0]!r} is not a column of {self.table} in MySQL.")
-        return TableShape(self.table, self.shards, self.columns, self.key, tuple(columns))
+        # The key is compared whatever the projection: without it, a missing row and an
+        # extra one of equal other columns would hash alike and hide each other.
+        unstored = tuple(k for k in self.key if k not in columns)
+        compared = (*columns, *unstored)
+        return TableShape(self.table, self.shards, self.columns, self.key, compared, unstored)
 
     def key_wire(self, key: Key) -> list[JsonScalar]:
         return [encode(t, v) for t, v in zip(self.key_types, key, strict=True)]
