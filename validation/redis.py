@@ -14,6 +14,12 @@ integer column, a chunk compared before it ends is read by range, the mirror's n
 chunk's numbers printed from its bounds (``provisional_digest``), and confirmed once the
 listing has ended (``confirms``: no name listed in the chunk that the range did not read),
 else compared again from the listing.
+
+The mirror writes each key under one name: a name listed that is not its key's spelling
+(``...:0042``) marks its chunk as differing (``_spelled_otherwise``), and the leaf reads the
+names as listed, such a name as a key of its own (``plan.SpelledKey``), so it is reported
+extra as it is named. Key columns a projection (``redis_columns``) leaves out of the
+documents are compared all the same, taken from each name.
 """
 
 from __future__ import annotations
