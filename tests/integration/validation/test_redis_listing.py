@@ -2,20 +2,27 @@
 again from the listed numbers when a chunk is read, and a name that is not the number printed
 (written behind the mirror's back with a leading zero) is still listed, read as it was
 written and hashed beside the number's own document; a longer name under the table's head is
-not a key of it. Each chunk's digest is the digest of exactly its documents."""
+not a key of it. Each chunk's digest is the digest of exactly its documents, and a mark for
+each name the mirror never writes (it differs from MySQL's). Validation runs against the
+stack's MariaDB report such names as extra keys named as in Redis, and compare the key when
+``redis_columns`` leaves it out of the documents."""
 
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator
 
 import orjson
+import pymysql
 import pytest
 import redis
 
 from cdc_platform.config import Settings
-from validation.plan import Chunk
-from validation.redis import DocumentHasher, RedisSide
+from validation.mysql import MySqlSide
+from validation.plan import Chunk, Difference, SpelledKey
+from validation.redis import DocumentHasher, RedisSide, _spelled_otherwise
+from validation.run import Options, describe, validate_sides
 from validation.table import TableShape
 
 COLUMNS = (("id", "bigint(20) unsigned"), ("note", "varchar(16)"))
@@ -42,13 +49,21 @@ def stored(mirror_settings: Settings) -> Iterator[tuple[Settings, dict[str, byte
 def test_every_listed_name_is_read_in_its_chunk(stored: tuple[Settings, dict[str, bytes]]) -> None:
     settings, documents = stored
     hasher = DocumentHasher(["id", "note"], [SHAPE.column_type(n) for n in ("id", "note")])
+    head = f"{settings.redis.key_prefix}:{SHAPE.table}:"
+    spelled_otherwise = [f"{head}007", f"{head}0099"]
 
     def expected(lo: int | None, hi: int | None) -> object:
         def holds(raw: bytes) -> bool:
             number = int(orjson.loads(raw)["row"]["id"])
             return (lo is None or number > lo) and (hi is None or number <= hi)
 
-        return hasher.chunk(raw for raw in documents.values() if holds(raw))
+        digest = hasher.chunk(raw for raw in documents.values() if holds(raw))
+        # A name the mirror never writes (007, 0099) marks its chunk as differing.
+        odd = [n.encode() for n in spelled_otherwise if holds(documents[n])]
+        if not odd:
+            return digest
+        marks = _spelled_otherwise(odd)
+        return type(digest).of(digest.count + marks.count, digest.total + marks.total)
 
     side = RedisSide(settings.redis, SHAPE)
     try:
@@ -56,9 +71,10 @@ def test_every_listed_name_is_read_in_its_chunk(stored: tuple[Settings, dict[str
         digests = [side.digest(chunk) for chunk in chunks]
         bounds = [(None, 6), (6, 99), (99, 20_000), (20_000, None)]
         assert digests == [expected(lo, hi) for lo, hi in bounds]
-        assert digests[1].count == 33  # 9 to 99 by 3, the one written as 007, 99 twice
-        assert side.digest(Chunk()) == hasher.chunk(documents.values())
-        assert side.digest(Chunk()).count == len(documents)
+        # 9 to 99 by 3, the one written as 007, 99 twice, and a mark for each odd name.
+        assert digests[1].count == 33 + 2
+        assert side.digest(Chunk()) == expected(None, None)
+        assert side.digest(Chunk()).count == len(documents) + 2
     finally:
         side.close()
 
@@ -155,9 +171,172 @@ def test_chunks_read_by_range_before_the_listing_are_confirmed_only_if_it_finds_
         assert not side.confirms(first)  # 0042, or the keys below 1
         assert side.confirms(second)
         assert side.listed and side.provisional_digest(second, 2000) is None
-        assert side.digest(first) == hasher.chunk(
+        listed = hasher.chunk(
             raw for raw in documents.values() if int(orjson.loads(raw)["row"]["id"]) <= 2000
         )
+        if not signed:  # 0042 marks the chunk as differing from MySQL's
+            marks = _spelled_otherwise([f"{head}0042".encode()])
+            listed = type(listed).of(listed.count + marks.count, listed.total + marks.total)
+        assert side.digest(first) == listed
     finally:
         listing.set()
         side.close()
+
+
+# -- a validation run against MariaDB ---------------------------------------------------------
+
+
+class _Applied:
+    """The watermark of a target written directly (nothing in flight): reached at once."""
+
+    def mark(self) -> object:
+        return None
+
+    def wait(self, mark: object) -> None:
+        return None
+
+
+@pytest.fixture()
+def source_db(mirror_settings: Settings) -> Iterator[tuple[Settings, str]]:
+    """A database of its own on the stack's MariaDB: ``listed`` (ids 1..3000) and
+    ``projected`` (ids 1..100 but 43, 42's note ``same``)."""
+    db = f"rodd{uuid.uuid4().hex[:8]}"
+    conn = pymysql.connect(
+        host="127.0.0.1",
+        port=mirror_settings.instances[0].port,
+        user=mirror_settings.stack.admin_user,
+        password=mirror_settings.stack.admin_password.get_secret_value(),
+        autocommit=True,
+    )
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {db}")
+            for table in ("listed", "projected"):
+                cur.execute(
+                    f"CREATE TABLE {db}.{table} (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, "
+                    "note VARCHAR(16) NULL)"
+                )
+            cur.execute(
+                f"INSERT INTO {db}.listed VALUES "
+                + ", ".join(f"({n}, 'n{n}')" for n in range(1, 3001))
+            )
+            cur.execute(
+                f"INSERT INTO {db}.projected VALUES "
+                + ", ".join(
+                    f"({n}, '{'same' if n == 42 else f'n{n}'}')" for n in range(1, 101) if n != 43
+                )
+            )
+        yield mirror_settings, db
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {db}")
+        conn.close()
+
+
+def _stored(db: str, table: str, row: dict[str, str]) -> bytes:
+    return orjson.dumps({"_offset": "00000000000000000001", "_shard": f"{db}.{table}", "row": row})
+
+
+def test_a_validation_run_reports_names_the_mirror_never_writes(
+    source_db: tuple[Settings, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``0042`` beside 42 (in a chunk read by range while the listing runs: found equal
+    provisionally, not confirmed, compared again from the listing and descended into) and
+    ``01077`` in place of a missing 1077: the run reports both names extra, as they are in
+    Redis, and 1077 missing; 42's own row is equal."""
+    settings, db = source_db
+    shape = TableShape("listed", ((db, "listed"),), COLUMNS, ("id",))
+    head = f"{settings.redis.key_prefix}:listed:"
+    documents = {
+        f"{head}{n}": _stored(db, "listed", {"id": str(n), "note": f"n{n}"})
+        for n in range(1, 3001)
+        if n != 1077
+    }
+    documents[f"{head}0042"] = documents[f"{head}42"]
+    documents[f"{head}01077"] = _stored(db, "listed", {"id": "1077", "note": "n1077"})
+    client = redis.Redis.from_url(settings.redis.url.get_secret_value())
+    client.mset(documents)
+    client.close()
+
+    # The listing waits until the first chunk was read by range.
+    listing = threading.Event()
+    list_keys, provisional_digest, confirms = (
+        RedisSide._list_keys,
+        RedisSide.provisional_digest,
+        RedisSide.confirms,
+    )
+    confirmed: dict[Chunk, bool] = {}
+
+    def held(self: RedisSide) -> object:
+        listing.wait(60)
+        return list_keys(self)
+
+    def by_range(self: RedisSide, chunk: Chunk, rows: int) -> object:
+        try:
+            return provisional_digest(self, chunk, rows)
+        finally:
+            listing.set()
+
+    def recorded(self: RedisSide, chunk: Chunk) -> bool:
+        confirmed[chunk] = confirms(self, chunk)
+        return confirmed[chunk]
+
+    monkeypatch.setattr(RedisSide, "_list_keys", held)
+    monkeypatch.setattr(RedisSide, "provisional_digest", by_range)
+    monkeypatch.setattr(RedisSide, "confirms", recorded)
+    source = MySqlSide(settings.instances[0], shape)
+    side = RedisSide(settings.redis, shape)
+    try:
+        options = Options(chunk_rows=500, chunk_time_s=None, leaf_rows=16)
+        report = validate_sides(shape, source, side, _Applied(), options, side.rows)
+    finally:
+        listing.set()
+        side.close()
+        source.close()
+    odd, gone = SpelledKey((42,), f"{head}0042"), SpelledKey((1077,), f"{head}01077")
+    assert {(r.key, r.difference) for r in report.differences} == {
+        (odd, Difference.EXTRA),
+        (gone, Difference.EXTRA),
+        ((1077,), Difference.MISSING),
+    }, describe(report)
+    assert report.unsettled == [] and report.rows == 3000
+    # The first chunk (0042 in it) was found equal by range and not confirmed.
+    assert confirmed.get(Chunk(None, (500,))) is False, confirmed
+    [extra] = [r for r in report.differences if r.key == odd]
+    assert extra.source is None and extra.target is not None and extra.target["note"] == "n42"
+    text = "\n".join(describe(report))
+    assert f"key 42 (named '{head}0042' in the target): extra" in text, text
+    assert f"key 1077 (named '{head}01077' in the target): extra" in text, text
+    assert "key 1077: missing" in text, text
+
+
+def test_a_projection_without_the_key_still_tells_a_missing_key_from_an_extra_one(
+    source_db: tuple[Settings, str],
+) -> None:
+    """``redis_columns: [note]``: Redis holds each row's note only. 42 is missing and 43
+    extra with 42's note: reported, not cancelled out."""
+    settings, db = source_db
+    shape = TableShape("projected", ((db, "projected"),), COLUMNS, ("id",)).projected(["note"])
+    head = f"{settings.redis.key_prefix}:projected:"
+    documents = {
+        f"{head}{n}": _stored(db, "projected", {"note": f"n{n}"})
+        for n in range(1, 101)
+        if n not in (42, 43)
+    }
+    documents[f"{head}43"] = _stored(db, "projected", {"note": "same"})
+    client = redis.Redis.from_url(settings.redis.url.get_secret_value())
+    client.mset(documents)
+    client.close()
+    source = MySqlSide(settings.instances[0], shape)
+    side = RedisSide(settings.redis, shape)
+    try:
+        options = Options(chunk_rows=40, chunk_time_s=None, leaf_rows=16)
+        report = validate_sides(shape, source, side, _Applied(), options, side.rows)
+    finally:
+        side.close()
+        source.close()
+    assert {(r.key, r.difference) for r in report.differences} == {
+        ((42,), Difference.MISSING),
+        ((43,), Difference.EXTRA),
+    }, describe(report)
+    assert report.rows == 99
