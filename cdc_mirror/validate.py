@@ -17,6 +17,7 @@ from pathlib import Path
 from cdc_platform.config import MySQLInstance, Settings
 from cdc_platform.config_store import load_snapshot, load_source_snapshot
 from simple_binlog.errors import ExitCode
+from validation.plan import SpelledKey
 from validation.progress import KafkaProgress, MemoryProgress, ProgressStore, ScanProgress
 from validation.run import (
     Options,
@@ -25,7 +26,7 @@ from validation.run import (
     TableValidation,
     Target,
     describe,
-    display,
+    key_text,
     validate_table,
 )
 
@@ -164,21 +165,23 @@ def outcome_lines(result: TableValidation) -> list[str]:
         lines.append(f"repair: {result.repaired}")
         for report in result.after_repair:
             total = len(result.repair.keys)
-            still = len(report.differences) + len(report.unsettled)
+            # Keys, not names: a name spelled otherwise is its key's (``SpelledKey``), and the
+            # repair re-published each key once.
+            still = len({tuple(k) for k in [*report.keys(), *report.unsettled]})
             lines.append(
                 f"  {report.target}: {total - still} of {total} keys equal after the repair"
                 + (f", {still} still differ:" if still else "")
             )
             for item in report.differences:
-                key = "/".join(display(v) for v in item.key)
-                lines.append(
-                    f"    key {key}: {item.difference.value} (the target holds a newer change "
-                    "than the repair, or the key is written again; validate again later)"
+                why = (
+                    "a name the mirror never writes: the repair cannot remove it; delete it "
+                    "in the target"
+                    if isinstance(item.key, SpelledKey)
+                    else "the target holds a newer change than the repair, or the key is "
+                    "written again; validate again later"
                 )
-            lines += [
-                f"    key {'/'.join(display(v) for v in k)}: still changing"
-                for k in report.unsettled
-            ]
+                lines.append(f"    key {key_text(item.key)}: {item.difference.value} ({why})")
+            lines += [f"    key {key_text(k)}: still changing" for k in report.unsettled]
     return lines
 
 
