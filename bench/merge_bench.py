@@ -2,7 +2,8 @@
 
     .venv/bin/python -m bench.merge_bench [--rows 10000000] [--changes 1000000]
         [--small-changes 10000] [--pattern recent|random] [--buckets 8] [--file-size-mb 32]
-        [--write-mode merge-on-read|copy-on-write] [--location PATH|hdfs://…|s3://…]
+        [--write-mode merge-on-read|copy-on-write] [--storage local|s3|hdfs]
+        [--location PATH|hdfs://…|s3://…]
 
 Builds a snapshot table of ``--rows`` rows (the merge's own Iceberg table, tagged as day 1),
 then two cases, each a day of the table's rows in the one raw Iceberg table (SimpleBinlog
@@ -23,6 +24,10 @@ Per case, on the same input and the same lake:
 orders change), ``random`` spreads them over all keys. Prints seconds, rows/s, the ratio,
 the JVM's peak resident memory per phase (VmHWM, reset before each phase) and the machine.
 The issue's sizes are the defaults; scale down with the flags.
+
+``--storage`` puts the lake in a local temporary folder, or under a prefix of its own per run
+on the stack's HDFS or SeaweedFS S3 (deleted at the end); the figures of S3 and HDFS have keys
+of their own (``merge.small_changes_s3``, ``…_hdfs``). ``--location`` names a lake instead.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench import storages
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
 from cdc_platform.config import MergeSettings, Settings, TableMirror, load_settings
@@ -87,7 +93,8 @@ class JvmMemory:
 
 def bench_settings(work: Path, args: argparse.Namespace, tag: str) -> Settings:
     base = load_settings()
-    lake = base.lake.model_copy(update={"location": args.location or str(work / "lake")})
+    location = args.location or storages.lake_location(args.storage, work, f"merge_{tag}")
+    lake = base.lake.model_copy(update={"location": location})
     return base.model_copy(
         update={
             "spark": base.spark.model_copy(update={"lake_dir": work / "lake"}),
@@ -245,7 +252,14 @@ def main(argv: list[str] | None = None) -> int:
         choices=("merge-on-read", "copy-on-write"),
         default=MergeSettings().write_mode,
     )
-    parser.add_argument("--location", help="the lake (default: a local temporary folder)")
+    parser.add_argument(
+        "--storage",
+        choices=storages.STORAGES,
+        default="local",
+        help="the lake: a local temporary folder, or a prefix of the run's own on the stack's "
+        "SeaweedFS S3 or HDFS",
+    )
+    parser.add_argument("--location", help="the lake, instead of --storage's")
     parser.add_argument(
         "--json", metavar="PATH", help="also write the figures to PATH (for bench.report)"
     )
@@ -262,8 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         f"machine: {describe_machine()}; "
         f"Spark {spark.version} {settings.spark.master}; pattern {args.pattern}; "
         f"{args.write_mode}, {args.buckets} buckets, {args.file_size_mb} MB files; "
-        f"lake {settings.lake_location.kind}"
+        f"lake {settings.lake_location.uri}"
     )
+    where = storages.storage_label(settings.lake_location.kind)
     try:
         started = time.monotonic()
         build_snapshot(merger, args.rows)
@@ -271,8 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         next_id = args.rows
         figures: list[Figure] = []
         for key, day, changes in (
-            ("merge.changes", DAY1 + timedelta(days=1), args.changes),
-            ("merge.small_changes", DAY1 + timedelta(days=2), args.small_changes),
+            ("changes", DAY1 + timedelta(days=1), args.changes),
+            ("small_changes", DAY1 + timedelta(days=2), args.small_changes),
         ):
             next_id = write_changes(merger, day, changes, args.rows, next_id, args.pattern)
             baseline_s, merge_s, baseline_mb, merge_mb, result = measure(merger, memory, day)
@@ -287,12 +302,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             figures.append(
                 Figure(
-                    key,
-                    f"{args.rows:,}-row snapshot + {changes:,} changes ({args.pattern})",
+                    storages.figure_key("merge", key, settings.lake_location.kind),
+                    f"{args.rows:,}-row snapshot + {changes:,} changes ({args.pattern}), {where}",
                     total / merge_s,
                     "rows/s",
                     total / baseline_s,
-                    "naive full row_number() over snapshot ∪ delta, rewritten in full",
+                    f"naive full row_number() over snapshot ∪ delta, rewritten in full, {where}",
                     extra={
                         "seconds": merge_s,
                         "baseline seconds": baseline_s,
@@ -308,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
             if spark.catalog.databaseExists(f"{lake.catalog}.{database}"):
                 lake.drop_namespace(database)
         spark.sql(f"DROP DATABASE IF EXISTS spark_catalog.{settings.merge.database}_dt CASCADE")
+        if args.location is None and settings.lake_location.kind != "local":
+            storages.delete_location(spark, settings.lake_location.uri)
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     return 0

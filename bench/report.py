@@ -102,7 +102,11 @@ TARGETS: dict[str, tuple[Target, ...]] = {
             ("throughput_first_run", 0.7, "70 %"),
         )
     },
-    "merge.small_changes": (Target("ratio", ">=", 5, "≥ 5× faster than baseline"),),
+    # Issue 20, item 11: on each storage, against a naive rewrite on that storage.
+    **{
+        f"merge.small_changes{suffix}": (Target("ratio", ">=", 5, "≥ 5× faster than baseline"),)
+        for suffix in ("", "_s3", "_hdfs")
+    },
     "mirror.redis": (
         Target("value", ">=", 100_000, "≥ 100,000 rows/s"),
         Target("ratio", ">=", 0.6, "≥ 60 % of baseline"),
@@ -180,24 +184,41 @@ COMPONENTS: tuple[Component, ...] = (
         ("--latency-seconds", "120"),
         ("--messages", "200000", "--tables", "200", "--target-file-mb", "4"),
     ),
-    Component(
-        "stream_writer_s3",
-        "bench.stream_writer_bench",
-        ("--storage", "s3"),
-        ("--storage", "s3", "--messages", "200000", "--tables", "200", "--target-file-mb", "4"),
+    *(
+        Component(
+            f"stream_writer_{storage}",
+            "bench.stream_writer_bench",
+            ("--storage", storage),
+            (
+                "--storage",
+                storage,
+                "--messages",
+                "200000",
+                "--tables",
+                "200",
+                "--target-file-mb",
+                "4",
+            ),
+        )
+        for storage in ("s3", "hdfs")
     ),
-    Component(
-        "merge",
-        "bench.merge_bench",
-        (),
-        (
-            "--rows",
-            "1000000",
-            "--changes",
-            "100000",
-            "--small-changes",
-            "10000",
-        ),
+    *(
+        Component(
+            "merge" if storage == "local" else f"merge_{storage}",
+            "bench.merge_bench",
+            ("--storage", storage),
+            (
+                "--storage",
+                storage,
+                "--rows",
+                "1000000",
+                "--changes",
+                "100000",
+                "--small-changes",
+                "10000",
+            ),
+        )
+        for storage in ("local", "s3", "hdfs")
     ),
     Component(
         "mirror",

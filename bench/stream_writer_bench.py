@@ -51,6 +51,7 @@ from pathlib import Path
 import orjson
 from confluent_kafka import Producer
 
+from bench import storages
 from bench.figures import Figure, write_figures
 from bench.machine import describe as describe_machine
 from cdc_platform.config import Settings, load_settings
@@ -301,7 +302,7 @@ def ceiling(spark, settings: Settings, args, topic: str, work: Path, database: s
         rates[label] = rows / seconds
         print(f"ceiling {label}: {rows:,} rows in {seconds:.1f} s = {rates[label]:,.0f} rows/s",
               flush=True)
-    where = storage_label(args.storage)
+    where = storages.storage_label(args.storage)
     figures = []
     # The hot table (table 0) and a cold one (the last): how a merge of either reads.
     probes = {"hot": "shop000_orders", "cold": f"shop{args.tables - 1:03d}_orders"}
@@ -536,7 +537,7 @@ def throughput(spark, settings: Settings, args, topic: str, work: Path, database
         print_stages(events, since, "stream writer")
     print(f"ratio stream writer (first run) / baseline: {(total / ours_s) / (base_rows / base_s):.2f}")
     assert total == args.messages, f"{total} rows in the lake for {args.messages} messages"
-    where = storage_label(args.storage)
+    where = storages.storage_label(args.storage)
     figures = [Figure(figure_key("throughput_first_run", args.storage), f"{total:,} messages over "
                       f"{args.tables} tables (one {args.hot_factor}× hotter), tables new to the "
                       f"lake (their views made by the run), {where}",
@@ -595,30 +596,12 @@ def throughput(spark, settings: Settings, args, topic: str, work: Path, database
 
 
 def figure_key(name: str, storage: str) -> str:
-    """Pure: a figure's key; the local lake's keep their unsuffixed names (earlier runs)."""
-    return f"stream_writer.{name}" if storage == "local" else f"stream_writer.{name}_{storage}"
-
-
-def storage_label(storage: str) -> str:
-    return {"local": "local disk", "s3": "S3 (SeaweedFS)", "hdfs": "HDFS"}[storage]
-
-
-def lake_location(storage: str, work: Path, database: str) -> str:
-    """The lake of the run: a local folder, or a prefix of its own on the stack's HDFS or S3
-    (started by ``cdc-mirror stack up seaweedfs`` / ``hdfs-namenode hdfs-datanode``)."""
-    from cdc_platform.lake_location import LOCAL_S3_BUCKET
-    from stack import hdfs
-
-    return {
-        "local": str(work / "lake"),
-        "s3": f"s3://{LOCAL_S3_BUCKET}/bench/{database}",
-        "hdfs": f"{hdfs.uri()}/bench/{database}",
-    }[storage]
+    return storages.figure_key("stream_writer", name, storage)
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="stream writer vs plain Spark Kafka → Iceberg")
-    parser.add_argument("--storage", choices=("local", "s3", "hdfs"), default="local",
+    parser.add_argument("--storage", choices=storages.STORAGES, default="local",
                         help="where the lake is: a local folder, the stack's SeaweedFS or HDFS")
     parser.add_argument("--messages", type=int, default=5_000_000)
     parser.add_argument("--tables", type=int, default=200)
@@ -677,7 +660,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-sw-"))
     database = f"bench_sw_{uuid.uuid4().hex[:6]}"
     os.environ["CDC_MIRROR_SPARK__LAKE_DIR"] = str(work / "lake")
-    os.environ["CDC_MIRROR_LAKE__LOCATION"] = lake_location(args.storage, work, database)
+    os.environ["CDC_MIRROR_LAKE__LOCATION"] = storages.lake_location(args.storage, work, database)
     os.environ["CDC_MIRROR_STREAM_WRITER__DATABASE"] = database
     os.environ["CDC_MIRROR_STREAM_WRITER__TARGET_FILE_MB"] = str(args.target_file_mb)
     os.environ["CDC_MIRROR_STREAM_WRITER__MAX_OFFSETS_PER_TRIGGER"] = str(args.max_offsets_per_trigger)

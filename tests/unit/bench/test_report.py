@@ -98,6 +98,37 @@ def test_the_writer_is_judged_per_storage_against_its_own_baseline() -> None:
     assert verdict(steady)[1] == "**not met** (≥ 80 % of baseline)"
 
 
+def test_merge_is_judged_per_storage_against_its_own_baseline() -> None:
+    """Issue 20, item 11: merge ≥ 5× a naive rewrite on each storage (keys ``…_s3`` /
+    ``…_hdfs``); the day of 1M changes has no target."""
+    for suffix in ("", "_s3", "_hdfs"):
+        met = Figure(f"merge.small_changes{suffix}", "m", 500, "rows/s", 100, "naive")
+        assert verdict(met)[1] == "met"
+        short = Figure(f"merge.small_changes{suffix}", "m", 499, "rows/s", 100, "naive")
+        assert verdict(short)[1] == "**not met** (≥ 5× faster than baseline)"
+        assert verdict(Figure(f"merge.changes{suffix}", "m", 1, "rows/s", 100))[1] == "no target"
+
+
+def test_each_storage_has_its_writer_and_merge_components() -> None:
+    """bench.report runs the writer and the merge on local disk, S3 and HDFS, full and quick,
+    each with its benchmark's ``--storage``."""
+    by_name = {c.name: c for c in COMPONENTS}
+    for name in ("stream_writer", "merge"):
+        for storage in ("s3", "hdfs"):
+            component = by_name[f"{name}_{storage}"]
+            assert component.module == f"bench.{name}_bench"
+            for args in (component.full_args, component.quick_args):
+                assert args[args.index("--storage") + 1] == storage
+
+
+def test_merge_figure_keys_are_suffixed_by_remote_storage_only() -> None:
+    from bench.storages import figure_key
+
+    assert figure_key("merge", "small_changes", "local") == "merge.small_changes"
+    assert figure_key("merge", "small_changes", "s3") == "merge.small_changes_s3"
+    assert figure_key("stream_writer", "throughput", "hdfs") == "stream_writer.throughput_hdfs"
+
+
 def test_every_target_key_belongs_to_a_component() -> None:
     names = {c.name for c in COMPONENTS}
     assert {key.split(".")[0] for key in TARGETS} <= names
@@ -129,7 +160,9 @@ def test_every_component_benchmark_that_exists_takes_json() -> None:
         ("anything", None, "timed out"),
     ],
 )  # fmt: skip
-def test_error_line_is_the_one_line_that_says_why(stderr: str, code: int | None, expected: str) -> None:
+def test_error_line_is_the_one_line_that_says_why(
+    stderr: str, code: int | None, expected: str
+) -> None:
     assert error_line(stderr, code) == expected
 
 
@@ -230,7 +263,9 @@ def test_a_benchmark_past_its_timeout_is_stopped_and_reported(tmp_path: Path) ->
     original_root = report.ROOT
     report.ROOT = tmp_path
     try:
-        result = run_component(Component("stuck", "fakebench.stuck_bench", (), ()), True, 2, tmp_path)
+        result = run_component(
+            Component("stuck", "fakebench.stuck_bench", (), ()), True, 2, tmp_path
+        )
     finally:
         report.ROOT = original_root
     assert result.status == "failed"
