@@ -23,8 +23,9 @@ or state file of our own is written, so it holds on local disk, HDFS and S3 alik
    A day turns ready only there, after the data of the batch that made it ready.
 4. **Views.** A logical table seen for the first time gets its view, ``<database>.<table>``
    in Spark's session catalog (``cdc_platform.lake.RawViews``: the first by ``CREATE VIEW``,
-   the next ones as copies of its catalog entry, one metastore call each), made after the
-   commits, by a thread of its own: downstream SQL reads a table per logical table as before.
+   the next ones as copies of its metastore record, one metastore call each, four at once),
+   made after the commits, by a thread of its own: downstream SQL reads a table per logical
+   table as before.
 
 After a crash between the two commits, the restarted writer resumes from the newer of its
 progress P and the raw table's newest commit carrying its own name, N: rows below N are in
@@ -454,18 +455,13 @@ class BatchWriter:
         def make() -> None:
             if previous is not None:
                 previous.result()
-            for table in tables:
-                view = f"`{self.database}`.`{table}`"
-                try:
-                    views.make(table)
-                except Exception as exc:  # noqa: BLE001 - logged; made again later
-                    self._views.discard(table)
-                    log.warning(
-                        "the view %s could not be made (%s); it is tried again after the next "
-                        "batch",
-                        view,
-                        str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-                    )
+            for table, exc in views.make_all(tables).items():
+                self._views.discard(table)
+                log.warning(
+                    "the view %s could not be made (%s); it is tried again after the next batch",
+                    f"`{self.database}`.`{table}`",
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                )
 
         self._view_work = self._view_maker.submit(make)
 
