@@ -422,8 +422,9 @@ def run_lock(settings: Settings) -> pymysql.connections.Connection[Any]:
 
 class PeakRss:
     """The process's largest resident set while the block runs, in MiB, sampled every 20 ms
-    from /proc/self/statm (Linux). Why not ``getrusage``'s ru_maxrss: it is the peak of the
-    whole process so far, so the second side measured could never show less than the first."""
+    from /proc/self/statm (Linux), with its worker processes' (``validation.redis_workers``)
+    added. Why not ``getrusage``'s ru_maxrss: it is the peak of the whole process so far, so
+    the second side measured could never show less than the first."""
 
     def __init__(self) -> None:
         import os
@@ -435,8 +436,20 @@ class PeakRss:
         self.peak_mib = self._rss_mib()
 
     def _rss_mib(self) -> float:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * self._page / 2**20
+        from multiprocessing import process
+
+        # The children started, as they are (``active_children`` would reap ended ones, a
+        # wait of its own beside the executor's).
+        children = tuple(getattr(process, "_children", ()))
+        pids = ["self", *(str(child.pid) for child in children)]
+        pages = 0
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/statm", "rb") as statm:
+                    pages += int(statm.read().split()[1])
+            except FileNotFoundError:
+                continue  # a worker that has just ended
+        return pages * self._page / 2**20
 
     def _sample(self) -> None:
         while not self._stop.wait(0.02):
@@ -924,6 +937,8 @@ def main() -> None:
                     # The whole process's resident set (the data it holds, plus Python,
                     # drivers and what an earlier side left in the allocator).
                     "peak RSS MiB": round(max(m["peak RSS MiB"] for m, _ in runs)),
+                    # Processes hashing the Redis side's documents (0: the validating one).
+                    "redis workers": float(chosen.validation.redis_workers),
                     "baseline peak RSS MiB": round(max(p["peak RSS MiB"] for _, p in runs)),
                 },
             )

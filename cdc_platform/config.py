@@ -322,6 +322,10 @@ class ValidationSettings(_Section):
     # that many parts (each at least 1,000 rows), one statement each, their sums added; each
     # part uses one of the server's cores. 1: one connection, one statement per chunk.
     source_connections: int = Field(2, ge=1, le=16)
+    # Processes that read and hash the Redis documents of a chunk of 10,000 keys or more (each
+    # its own Redis connection; started at the first such chunk): the Redis side's per-key
+    # work bounds a validation against Redis. 0: in the validating process.
+    redis_workers: int = Field(2, ge=0, le=16)
 
 
 class ReplaySettings(_Section):

@@ -26,12 +26,18 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import multiprocessing
+import os
 import re
+import signal
 import sys
+import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, overload
 
@@ -42,6 +48,7 @@ from numpy.typing import NDArray
 
 from cdc_platform import redis_store
 from cdc_platform.config import RedisSettings
+from simple_binlog.errors import FatalError
 from simple_binlog.naming import (
     decode_redis_document,
     redis_key,
@@ -266,6 +273,10 @@ class _ChunkReader:
     def close(self) -> None:
         self._client.close()
 
+    def digest(self, part: _Part) -> ChunkDigest:
+        """The digest of the documents under ``part``'s names."""
+        return self.hasher.chunk(self.read(_names_of(part)))
+
     def read(self, names: Sequence[bytes | str]) -> list[bytes | None]:
         if not names:
             return []
@@ -285,6 +296,121 @@ class _ChunkReader:
                 raise
             finally:
                 pool.release(connection)
+
+
+@dataclass(frozen=True, slots=True)
+class _Printed:
+    """Names that are the table's head and each number printed: a worker process is sent
+    the numbers (a range, or 8 bytes a key), not the names, and prints them itself."""
+
+    head: bytes
+    numbers: range | NDArray[Any]
+
+    def names(self) -> list[bytes]:
+        numbers = self.numbers if isinstance(self.numbers, range) else self.numbers.tolist()
+        head = self.head
+        return [b"%b%d" % (head, number) for number in numbers]
+
+
+# A part of a chunk's names, read (MGETs) and hashed together: as listed, or printed.
+_Part = Sequence[bytes | str] | _Printed
+
+
+def _names_of(part: _Part) -> Sequence[bytes | str]:
+    return part.names() if isinstance(part, _Printed) else part
+
+
+class RedisWorkerError(FatalError):
+    """A worker process hashing Redis documents ended without an answer (killed, or out of
+    memory): the run stops, with this sentence, rather than compare without its parts."""
+
+
+# The reader of a worker process (``_DigestWorkers``), made once by its initializer.
+_worker_reader: _ChunkReader | None = None
+
+
+def _start_worker(
+    settings: RedisSettings, table: str, names: Sequence[str], types: Sequence[ColumnType]
+) -> None:
+    """A worker process's start: its own Redis connection and document hasher. Ctrl-C is
+    the main process's to handle (it stops the pool); a worker whose main process died
+    (killed: no shutdown) ends too, rather than wait for parts forever."""
+    global _worker_reader  # noqa: PLW0603 - one reader per worker process, for its life
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
+    _worker_reader = _ChunkReader(settings, table, names, types)
+
+
+def _end_with(parent: Any) -> None:
+    parent.join()  # returns when the parent process has ended
+    os._exit(1)
+
+
+def _worker_ready() -> None:
+    """Nothing: done once a worker has started (``_DigestWorkers.ready``)."""
+
+
+def _worker_digest(part: _Part) -> ChunkDigest:
+    if _worker_reader is None:  # pragma: no cover - the initializer makes it first
+        raise RuntimeError("a Redis digest worker was used before its start")
+    return _worker_reader.digest(part)
+
+
+class _DigestWorkers:
+    """Worker processes (spawned: the main process has threads) that each read and hash
+    whole parts of a chunk, on connections of their own, and answer with the parts'
+    digests (a count and a sum): the main process only lists and hands out the names, so
+    the per-key work (MGET replies, parse, row text, md5) runs on as many cores as there
+    are workers. A part's error (a Redis error, a value the hasher refuses) is raised here
+    as the worker raised it; a worker that ended without answering is one
+    ``RedisWorkerError``."""
+
+    def __init__(
+        self,
+        count: int,
+        settings: RedisSettings,
+        table: str,
+        names: Sequence[str],
+        types: Sequence[ColumnType],
+    ) -> None:
+        self._table = table
+        self._pool = ProcessPoolExecutor(
+            count,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start_worker,
+            initargs=(settings, table, list(names), list(types)),
+        )
+        # One no-op per worker: each spawns one, and done tells that it has started.
+        self._started: list[Future[None]] = [self._pool.submit(_worker_ready) for _ in range(count)]
+
+    @property
+    def ready(self) -> bool:
+        """Whether the workers have started (until then chunks are hashed in this process;
+        a worker that failed to start counts as ready: its error shows at the next parts)."""
+        return all(started.done() for started in self._started)
+
+    def digest(self, parts: Iterable[_Part]) -> tuple[ChunkDigest, int]:
+        """The digest of the documents under the names of ``parts``, and how many parts."""
+        futures: list[Future[ChunkDigest]] = []
+        try:
+            futures = [self._pool.submit(_worker_digest, part) for part in parts]
+            digests = [future.result() for future in futures]
+        except BrokenProcessPool as exc:
+            raise RedisWorkerError(
+                f"a worker process hashing {self._table}'s Redis documents ended without "
+                f"an answer (killed, or out of memory?); validation.redis_workers: 0 hashes "
+                f"them in this process."
+            ) from exc
+        finally:
+            for future in futures:
+                future.cancel()  # after an error: the parts not yet begun
+        count = sum(digest.count for digest in digests)
+        return ChunkDigest.of(count, sum(digest.total for digest in digests)), len(digests)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 class _IntegerKeys(Sequence[Key]):
@@ -382,6 +508,10 @@ class _IntegerNames:
         first = bisect.bisect_right(self._odd_numbers, after)
         return first < len(self._odd_numbers) and (upto is None or self._odd_numbers[first] <= upto)
 
+    def printed(self, span: slice) -> _Printed:
+        """A span's names when none is odd (``has_odd`` false): its numbers printed."""
+        return _Printed(self._head, self._numbers[span])
+
     def __getitem__(self, span: slice) -> list[bytes | str]:
         numbers: list[int] = self._numbers[span].tolist()
         head = self._head
@@ -436,7 +566,9 @@ _Names = _ListedNames | _IntegerNames
 class RedisSide:
     name = "redis"
 
-    def __init__(self, settings: RedisSettings, shape: TableShape) -> None:
+    def __init__(self, settings: RedisSettings, shape: TableShape, workers: int = 0) -> None:
+        """``workers``: processes that read and hash the parts of big chunks
+        (``validation.redis_workers``; 0: this process, with a thread reading ahead)."""
         self.shape = shape
         self.queries = 0
         self._prefix = settings.key_prefix
@@ -445,6 +577,10 @@ class RedisSide:
         self._hasher = RowHasher(shape.compared_columns, self._types)
         self._reader = _ChunkReader(settings, shape.table, shape.compared_columns, self._types)
         self._client = redis_store.connect(settings, socket_timeout_s=60)
+        self._settings, self._worker_count = settings, workers
+        # Started at the first chunk of two parts or more (a small table never starts them);
+        # a projection without the key is hashed here (its rows' keys read from the names).
+        self._workers: _DigestWorkers | None = None
         # Listed in a thread of its own: MySQL hashes its first chunks meanwhile (the scan
         # starts its source side at once), and chunks of an integer key are read by range
         # until the list is there (``provisional_digest``). The reads thread reads each
@@ -468,6 +604,8 @@ class RedisSide:
         return self._listing.result()[1]
 
     def close(self) -> None:
+        if self._workers is not None:
+            self._workers.close()
         self._lister.shutdown(wait=True, cancel_futures=True)
         self._reads.shutdown(wait=True, cancel_futures=True)
         self._reader.close()
@@ -611,7 +749,7 @@ class RedisSide:
         # under way while the one before is hashed.
         self._read_after.pop(chunk, None)  # read from the listing: nothing to confirm
         span = self._range(chunk)
-        found = self._digest_parts(self._parts(span))
+        found = self._digest_parts(self._parts(span), span.stop - span.start)
         names = self._names
         if isinstance(names, _IntegerNames) and not names.has_odd:
             return found  # the common case: every name the mirror's own
@@ -650,10 +788,10 @@ class RedisSide:
         self._read_after[chunk] = after
         head = f"{self._prefix}:{self.shape.table}:".encode()
         parts = (
-            [b"%b%d" % (head, number) for number in range(start, min(start + _PART, hi + 1))]
+            _Printed(head, range(start, min(start + _PART, hi + 1)))
             for start in range(after + 1, hi + 1, _PART)
         )
-        return self._digest_parts(parts)
+        return self._digest_parts(parts, hi - after)
 
     def confirms(self, chunk: Chunk) -> bool:
         """Whether ``provisional_digest``'s digest of ``chunk`` read every name the listing
@@ -668,25 +806,48 @@ class RedisSide:
             return False
         return not names.odd_between(after, int(chunk.hi[0]) if chunk.hi else None)
 
-    def _digest_parts(self, parts: Iterator[Sequence[bytes | str]]) -> ChunkDigest:
-        """The digest of the documents under the names of ``parts``, each part's read under
-        way (in the reads thread) while the one before is hashed."""
+    def _digest_parts(self, parts: Iterator[_Part], keys: int) -> ChunkDigest:
+        """The digest of the documents under the names of ``parts`` (about ``keys``): by
+        the worker processes once started, else here, each part's read under way (in the
+        reads thread) while the one before is hashed."""
+        workers = self._started_workers(keys)
+        if workers is not None:
+            found, parts_read = workers.digest(parts)
+            self.queries += parts_read
+            return found
         chunk_of = self._reader.hasher.chunk
         count = total = 0
-        names = next(parts, [])
+        names = _names_of(next(parts, []))
         reading = self._reads.submit(self._read, names)
         while True:
             following = next(parts, None)
             raws = reading.result()
-            if following is not None:
-                reading = self._reads.submit(self._read, following)
+            following_names = None if following is None else _names_of(following)
+            if following_names is not None:
+                reading = self._reads.submit(self._read, following_names)
             part = self._keyed_chunk(names, raws) if self.shape.unstored_key else chunk_of(raws)
-            names = following or []
+            names = following_names or []
             count, total = count + part.count, total + part.total
-            if following is None:
+            if following_names is None:
                 return ChunkDigest.of(count, total)
 
-    def _parts(self, span: slice) -> Iterator[Sequence[bytes | str]]:
+    def _started_workers(self, keys: int) -> _DigestWorkers | None:
+        """The worker processes for a span of about ``keys`` names, if it is worth them (two
+        parts or more) and they have started (they start at the first such span; it and
+        the next are hashed here meanwhile); None: hash here."""
+        if self._worker_count < 1 or self.shape.unstored_key or keys < 2 * _PART:
+            return None
+        if self._workers is None:
+            self._workers = _DigestWorkers(
+                self._worker_count,
+                self._settings,
+                self.shape.table,
+                self.shape.compared_columns,
+                self._types,
+            )
+        return self._workers if self._workers.ready else None
+
+    def _parts(self, span: slice) -> Iterator[_Part]:
         """The names of a span of the keys in parts of ``_PART``, an integer key's printed
         part by part (a chunk of 1M keys printed at once raised the peak RSS by about
         100 MiB); with odd names listed, the span's at once (an odd name takes its number's
@@ -694,7 +855,7 @@ class RedisSide:
         names = self._names
         if isinstance(names, _IntegerNames) and not names.has_odd:
             for start in range(span.start, span.stop, _PART):
-                yield names[start : min(start + _PART, span.stop)]
+                yield names.printed(slice(start, min(start + _PART, span.stop)))
             return
         listed = names[span]
         for start in range(0, len(listed), _PART):

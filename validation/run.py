@@ -479,7 +479,9 @@ def _target_side(settings: Settings, mirror: TableMirror, target: Target, shape:
         return WarehouseSide(settings.postgres, settings.mirror.warehouse_schema, shape)
     from validation.redis import RedisSide  # noqa: PLC0415
 
-    return RedisSide(settings.redis, shape.projected(mirror.redis_columns))
+    return RedisSide(
+        settings.redis, shape.projected(mirror.redis_columns), settings.validation.redis_workers
+    )
 
 
 @dataclass
