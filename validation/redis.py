@@ -36,7 +36,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, overload
@@ -273,29 +273,56 @@ class _ChunkReader:
     def close(self) -> None:
         self._client.close()
 
-    def digest(self, part: _Part) -> ChunkDigest:
-        """The digest of the documents under ``part``'s names."""
-        return self.hasher.chunk(self.read(_names_of(part)))
+    def digest(self, parts: Iterable[_Part]) -> ChunkDigest:
+        """The digest of the documents under the names of ``parts``, pipelined on one
+        connection: each part's MGETs are sent before the reply to the one before is read
+        and hashed, so Redis looks the next part up meanwhile (no thread: a worker process
+        hashes while Redis works)."""
+        count = total = 0
+        with self._connection() as connection:
+            sent: list[int] = []  # the MGETs of the parts sent and not yet read
+            for part in parts:
+                commands, mgets = _mget_commands(_names_of(part))
+                connection.send_packed_command([commands])
+                sent.append(mgets)
+                if len(sent) > 1:
+                    found = self.hasher.chunk(_replies(connection, sent.pop(0)))
+                    count, total = count + found.count, total + found.total
+            for mgets in sent:
+                found = self.hasher.chunk(_replies(connection, mgets))
+                count, total = count + found.count, total + found.total
+        return ChunkDigest.of(count, total)
 
     def read(self, names: Sequence[bytes | str]) -> list[bytes | None]:
         if not names:
             return []
         commands, count = _mget_commands(names)
+        with self._connection() as connection:
+            connection.send_packed_command([commands])
+            return _replies(connection, count)
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A connection of the client's (redis-py's Connection is untyped), its errors the
+        product's; after an error it is closed, not handed back (replies may be under way)."""
         with redis_store.redis_errors(self._doing, self._address):
             pool = self._client.connection_pool
-            connection: Any = pool.get_connection()  # redis-py's Connection is untyped
+            connection: Any = pool.get_connection()
             try:
-                connection.send_packed_command([commands])
-                values: list[bytes | None] = []
-                for _ in range(count):
-                    values += connection.read_response()
-                return values
+                yield connection
             except BaseException:
-                # Replies may be under way: the connection is closed, not handed back.
                 connection.disconnect()
                 raise
             finally:
                 pool.release(connection)
+
+
+def _replies(connection: Any, mgets: int) -> list[bytes | None]:
+    """The values the next ``mgets`` MGET replies on ``connection`` hold."""
+    values: list[bytes | None] = []
+    for _ in range(mgets):
+        values += connection.read_response()
+    return values
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,10 +379,23 @@ def _worker_ready() -> None:
     """Nothing: done once a worker has started (``_DigestWorkers.ready``)."""
 
 
-def _worker_digest(part: _Part) -> ChunkDigest:
+def _worker_digest(parts: Sequence[_Part]) -> ChunkDigest:
     if _worker_reader is None:  # pragma: no cover - the initializer makes it first
         raise RuntimeError("a Redis digest worker was used before its start")
-    return _worker_reader.digest(part)
+    return _worker_reader.digest(parts)
+
+
+# Parts in a worker's run at most: a run's reads are pipelined (more parts: more of them
+# overlap with the hashing), a chunk's last run is what one worker hashes while the others
+# may have nothing left (more parts: a longer wait at each chunk's end).
+_RUN_PARTS = 4
+
+
+def _runs(parts: Sequence[_Part], workers: int) -> list[Sequence[_Part]]:
+    """``parts`` in runs of consecutive parts: two runs per worker at least where there are
+    parts enough, at most ``_RUN_PARTS`` each."""
+    size = max(1, min(_RUN_PARTS, -(-len(parts) // (2 * workers))))
+    return [parts[start : start + size] for start in range(0, len(parts), size)]
 
 
 class _DigestWorkers:
@@ -375,7 +415,7 @@ class _DigestWorkers:
         names: Sequence[str],
         types: Sequence[ColumnType],
     ) -> None:
-        self._table = table
+        self._table, self._count = table, count
         self._pool = ProcessPoolExecutor(
             count,
             mp_context=multiprocessing.get_context("spawn"),
@@ -392,10 +432,12 @@ class _DigestWorkers:
         return all(started.done() for started in self._started)
 
     def digest(self, parts: Iterable[_Part]) -> tuple[ChunkDigest, int]:
-        """The digest of the documents under the names of ``parts``, and how many parts."""
+        """The digest of the documents under the names of ``parts``, and how many parts:
+        handed out in runs of consecutive parts, each worker pipelining a run's reads."""
         futures: list[Future[ChunkDigest]] = []
+        listed = list(parts)
         try:
-            futures = [self._pool.submit(_worker_digest, part) for part in parts]
+            futures = [self._pool.submit(_worker_digest, run) for run in _runs(listed, self._count)]
             digests = [future.result() for future in futures]
         except BrokenProcessPool as exc:
             raise RedisWorkerError(
@@ -407,7 +449,7 @@ class _DigestWorkers:
             for future in futures:
                 future.cancel()  # after an error: the parts not yet begun
         count = sum(digest.count for digest in digests)
-        return ChunkDigest.of(count, sum(digest.total for digest in digests)), len(digests)
+        return ChunkDigest.of(count, sum(digest.total for digest in digests)), len(listed)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
