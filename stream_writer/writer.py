@@ -24,8 +24,9 @@ or state file of our own is written, so it holds on local disk, HDFS and S3 alik
 4. **Views.** A logical table seen for the first time gets its view, ``<database>.<table>``
    in Spark's session catalog (``cdc_platform.lake.RawViews``: the first by ``CREATE VIEW``,
    the next ones as copies of its metastore record, one metastore call each, four at once),
-   made after the commits, by a thread of its own: downstream SQL reads a table per logical
-   table as before.
+   started as soon as the data files are written (beside the commits: a view of rows not yet
+   committed shows nothing more than the lake holds), by a thread of its own: downstream SQL
+   reads a table per logical table as before.
 
 After a crash between the two commits, the restarted writer resumes from the newer of its
 progress P and the raw table's newest commit carrying its own name, N: rows below N are in
@@ -351,6 +352,9 @@ class BatchWriter:
         phases["data files"] = time.monotonic() - started
         self._check_routes(physical)
         written = [g for g in groups if is_written(g.table)]
+        # The views of new tables start now, beside the commits: the raw table exists (``start``)
+        # and a view over rows not yet committed shows nothing more than the lake holds.
+        self._make_views(sorted({g.table for g in written} - self._views))
         if any(g.table == DEAD_LETTER_TABLE for g in groups):
             self._log_samples(rows)
         self._crash("before-commit")
@@ -374,7 +378,6 @@ class BatchWriter:
         late, ready = self._commit_progress(batch_id, groups, end_offsets)
         phases["progress commit"] = time.monotonic() - began
         self._crash("after-commit")
-        self._make_views(sorted({g.table for g in written} - self._views))
         self._observe(batch_id, groups, late, ready, commits, phases, time.monotonic() - started)
 
     def _write_files(
@@ -439,9 +442,9 @@ class BatchWriter:
 
     def _make_views(self, tables: Sequence[str]) -> None:
         """The views of the logical ``tables`` seen for the first time, made by a thread of
-        their own after the batch's commits: a view is a metastore operation a first run
+        their own beside the batch's commits: a view is a metastore operation a first run
         over hundreds of tables would otherwise wait for. A view that failed is made again
-        after a later batch (the error is logged: the data is committed either way)."""
+        after a later batch (the error is logged: the batch goes on)."""
         if not tables:
             return
         self._views.update(tables)
