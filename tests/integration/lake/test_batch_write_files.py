@@ -1,0 +1,99 @@
+"""The data files of the stream writer's one-job write (``LakeCatalog.write_files``, the writer
+jar's ``IcebergBatchWrite``): a batch's file holds one table's rows of one batch, whose values
+are mostly distinct, so it is written without Parquet dictionaries (hashing every value into
+one cost a third of a batch's CPU) unless the table asks for them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import functions as F
+
+from cdc_platform.iceberg import KafkaOffsets
+from tests.integration.lake.conftest import Lake
+
+COLUMNS = (("id", "BIGINT"), ("note", "STRING"), ("dt", "STRING"))
+DAYS = ("2026-11-25", "2026-11-26", "2026-11-27")
+ROWS = 3000
+
+
+def _write_batch(lake: Lake, table: str) -> None:
+    """``ROWS`` rows over ``DAYS`` (a file per day in each of two tasks), written and
+    committed as the stream writer does."""
+    spark = lake.catalog.spark
+    day = F.element_at(
+        F.array(*[F.lit(d) for d in DAYS]), (F.col("id") % len(DAYS) + 1).cast("int")
+    )
+    frame = (
+        spark.range(ROWS, numPartitions=2)
+        .withColumn("day", day)
+        .select(
+            F.lit(table).alias("table"),
+            F.lit(True).alias("write"),
+            F.col("day"),
+            F.lit("topic").alias("topic"),
+            F.lit(0).cast("int").alias("partition"),
+            F.col("id").alias("offset"),
+            F.lit(None).cast("long").alias("eventMs"),
+            F.lit(None).cast("string").alias("sourceSchema"),
+            F.lit(None).cast("string").alias("sourceTable"),
+            F.struct(
+                F.col("id").alias("id"),
+                # Few distinct values: a dictionary would be worth it here.
+                F.lit("the same note").alias("note"),
+                F.col("day").alias("dt"),
+            ).alias("row"),
+        )
+    )
+    staged = lake.catalog.write_files(frame, lake.namespace, [table], {table: 9})
+    staged.commit(table, KafkaOffsets({("topic", 0): ROWS}))
+
+
+def _data_files(lake: Lake, table: str) -> list[str]:
+    rows = lake.catalog.spark.sql(
+        f"SELECT file_path FROM {lake.catalog.name(lake.namespace, table)}.files"
+    ).collect()
+    return [str(row.file_path).removeprefix("file:") for row in rows]
+
+
+def _dictionary_columns(path: str) -> set[str]:
+    metadata: Any = pq.ParquetFile(Path(path)).metadata
+    found = set()
+    for group in range(metadata.num_row_groups):
+        for column in range(metadata.num_columns):
+            chunk = metadata.row_group(group).column(column)
+            if chunk.has_dictionary_page:
+                found.add(str(chunk.path_in_schema))
+    return found
+
+
+@pytest.mark.parametrize("lake", ["local"], indirect=True)
+def test_batch_files_have_no_dictionaries_and_hold_every_row(lake: Lake) -> None:
+    lake.catalog.create_table(lake.namespace, "t", COLUMNS, partitioned_by=("dt",))
+    _write_batch(lake, "t")
+
+    files = _data_files(lake, "t")
+    assert len(files) == 2 * len(DAYS)  # a file per day in each task, all committed
+    assert {path: _dictionary_columns(path) for path in files} == {path: set() for path in files}
+    name = lake.catalog.name(lake.namespace, "t")
+    counted = lake.catalog.spark.sql(f"SELECT count(DISTINCT id), count(*) FROM {name}").first()
+    assert tuple(counted) == (ROWS, ROWS)
+
+
+@pytest.mark.parametrize("lake", ["local"], indirect=True)
+def test_a_table_that_asks_for_dictionaries_gets_them(lake: Lake) -> None:
+    lake.catalog.create_table(
+        lake.namespace,
+        "t",
+        COLUMNS,
+        partitioned_by=("dt",),
+        properties={"parquet.enable.dictionary": "true"},
+    )
+    _write_batch(lake, "t")
+
+    files = _data_files(lake, "t")
+    assert files
+    assert all("note" in _dictionary_columns(path) for path in files)
