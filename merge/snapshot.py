@@ -79,6 +79,8 @@ _RANGE_TYPES = ("int", "bigint", "string", "date")
 # writes a file per bucket for every task of the join: three times the files in the bench.)
 SMALL_MERGE_CHANGES = 100_000
 _DISTRIBUTION_MODE = "spark.sql.iceberg.distribution-mode"
+# The condition of what Spark's catalog raises for a table that does not exist.
+_NO_SUCH_TABLE = "TABLE_OR_VIEW_NOT_FOUND"
 # Parquet row groups of this size (Iceberg's default: 128 MB, i.e. one per data file): a
 # MERGE's scan of the table skips each row group whose key statistics lie outside the changed
 # keys' range, so with several row groups per file it reads the part of a file that holds the
@@ -195,6 +197,28 @@ class MergeConflictError(CdcMirrorError):
     """A re-merge cannot be written over the schema the table has now."""
 
 
+def _state_of(java: Any | None) -> TableState:
+    """From a loaded table (None: no table), no further load: main's snapshot and the day and
+    hour tags."""
+    if java is None:
+        return TableState(None, {})
+    current = java.currentSnapshot()
+    days: dict[date, int] = {}
+    hours: dict[Hour, int] = {}
+    refs = java.refs()
+    for name in list(refs.keySet()):
+        ref = refs.get(name)
+        if not ref.isTag():
+            continue
+        day = tag_day(str(name))
+        hour = tag_hour(str(name))
+        if day is not None:
+            days[day] = int(ref.snapshotId())
+        elif hour is not None:
+            hours[Hour(*hour)] = int(ref.snapshotId())
+    return TableState(None if current is None else int(current.snapshotId()), days, hours)
+
+
 class SnapshotStore:
     """The snapshot tables of ``settings.merge.database`` in the lake's Iceberg catalog."""
 
@@ -234,6 +258,21 @@ class SnapshotStore:
     def exists(self, table: str) -> bool:
         return bool(self.spark.catalog.tableExists(self._plain(table)))
 
+    def _loaded(self, table: str) -> Any | None:
+        """The table's Iceberg Java object loaded fresh, or None when there is none: one
+        catalog load, where ``exists`` then ``_java`` are two (each a metastore call and a read
+        of the table's metadata file, a GET on S3 or HDFS: a merge's fixed cost)."""
+        from pyspark.errors import AnalysisException  # noqa: PLC0415
+
+        try:
+            return self._java(table)
+        except AnalysisException as exc:
+            # PySpark raises the JVM's NoSuchTableException (also for a missing namespace) as
+            # this condition.
+            if exc.getCondition() == _NO_SUCH_TABLE:
+                return None
+            raise
+
     def data_columns(self, table: str) -> list[tuple[str, str]] | None:
         """The table's data columns (name, Spark type) without bookkeeping, or None."""
         if not self.exists(table):
@@ -248,24 +287,7 @@ class SnapshotStore:
 
     def state(self, table: str) -> TableState:
         """Main's snapshot and the day tags, from the table's metadata (no Spark job)."""
-        if not self.exists(table):
-            return TableState(None, {})
-        java = self._java(table)
-        current = java.currentSnapshot()
-        days: dict[date, int] = {}
-        hours: dict[Hour, int] = {}
-        refs = java.refs()
-        for name in list(refs.keySet()):
-            ref = refs.get(name)
-            if not ref.isTag():
-                continue
-            day = tag_day(str(name))
-            hour = tag_hour(str(name))
-            if day is not None:
-                days[day] = int(ref.snapshotId())
-            elif hour is not None:
-                hours[Hour(*hour)] = int(ref.snapshotId())
-        return TableState(None if current is None else int(current.snapshotId()), days, hours)
+        return _state_of(self._loaded(table))
 
     def only_compacted_since(self, table: str, base: int, current: int) -> bool:
         """Whether ``current`` descends from ``base`` through commits that changed no row
@@ -482,9 +504,10 @@ class SnapshotStore:
 
     def merge_facts(self, table: str, tag: str) -> dict[str, Any]:
         """The facts the merge that set ``tag`` stored with it (empty: none, or no table)."""
-        if not self.exists(table):
+        java = self._loaded(table)
+        if java is None:
             return {}
-        text = self._java(table).properties().get(facts_property(tag))
+        text = java.properties().get(facts_property(tag))
         if text is None:
             return {}
         document: dict[str, Any] = json.loads(str(text))
@@ -567,21 +590,23 @@ class SnapshotStore:
     def refresh_days_view(self, table: str) -> None:
         """``<database>_dt.<table>``: every tagged day as a ``dt`` of one view, in the
         table's current columns (a day merged before a column existed reads it as NULL)."""
-        state = self.state(table)
+        java = self._loaded(table)
+        state = _state_of(java)
         tags = {day_tag(day): (f"'{day.isoformat()}' AS dt",) for day in state.days}
         ids = {day_tag(day): sid for day, sid in state.days.items()}
-        self._refresh_view(table, days_view(self.settings, table), tags, ids)
+        self._refresh_view(table, days_view(self.settings, table), tags, ids, java)
 
     def refresh_hours_view(self, table: str) -> None:
         """``<database>_hr.<table>``: every tagged hour as a ``dt`` and ``hr`` (``'00'`` …)
         of one view, like the dt view."""
-        state = self.state(table)
+        java = self._loaded(table)
+        state = _state_of(java)
         tags = {
             hour.tag: (f"'{hour.day.isoformat()}' AS dt", f"'{hour.index:02d}' AS hr")
             for hour in state.hours
         }
         ids = {hour.tag: sid for hour, sid in state.hours.items()}
-        self._refresh_view(table, hours_view(self.settings, table), tags, ids)
+        self._refresh_view(table, hours_view(self.settings, table), tags, ids, java)
 
     def _refresh_view(
         self,
@@ -589,15 +614,16 @@ class SnapshotStore:
         view: str,
         tags: Mapping[str, tuple[str, ...]],
         snapshot_ids: Mapping[str, int],
+        java: Any,
     ) -> None:
         """One ``UNION ALL`` branch per tag (its constant columns ``tags[tag]``), each a
-        ``VERSION AS OF`` read in the table's current columns."""
+        ``VERSION AS OF`` read in the table's current columns; ``java``: the table as loaded
+        for its tags (their snapshots' schemas are read from it, not loaded again)."""
         if not tags:
             self.spark.sql(f"DROP VIEW IF EXISTS spark_catalog.{view}")
             return
         name = self.name(table)
         current = [(f.name, f.dataType.simpleString()) for f in self.spark.table(name).schema]
-        java = self._java(table)
         schemas = java.schemas()
         branches = []
         for tag in sorted(tags):
