@@ -50,6 +50,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,6 +197,14 @@ def table_floors(
     return floors
 
 
+def views_to_make(
+    written: AbstractSet[str], made: AbstractSet[str], failed: AbstractSet[str]
+) -> list[str]:
+    """Pure: the views a batch makes: those of the logical tables it wrote that have none,
+    and every one that could not be made before (its table need not be written again)."""
+    return sorted((written | failed) - made)
+
+
 def needs_commit(groups: Sequence[_Group], floors: Mapping[tuple[str, int], int]) -> bool:
     """Pure: whether the groups hold a row at or above the floors."""
     return any(g.max_offset >= floors.get((g.topic, g.partition), 0) for g in groups)
@@ -254,8 +263,12 @@ class BatchWriter:
         # The writer's own newest raw commit when it is ahead of its progress (a crash between
         # the two commits: see the module); dropped once the progress has passed it.
         self._ahead: KafkaOffsets | None = None
-        # The logical tables that have their view, and the views being made (one thread).
+        # The logical tables that have their view (or are having it made, by one thread), and
+        # those whose view could not be made: tried again after the next batch, whatever it
+        # writes. Both change on that thread too: ``_view_lock``.
         self._views: set[str] = set()
+        self._views_failed: set[str] = set()
+        self._view_lock = threading.Lock()
         self._view_maker = ThreadPoolExecutor(1, thread_name_prefix="cdc-views")
         self._view_work: Future[None] | None = None
         self._raw_views: RawViews | None = None  # made with the first view
@@ -288,7 +301,11 @@ class BatchWriter:
                     self.paths.name,
                     _offsets_text(mine.next_offsets if mine is not None else {}),
                 )
-            self._views = self._existing_views()
+            views = self._existing_views()
+            with self._view_lock:
+                self._views = views
+                # A view that failed before a restart: its table is in the progress.
+                self._views_failed = {t for t in self.state.table_days if is_written(t)} - views
             self.metrics.observe_state(self.state)
             self._started = True
             log.info(
@@ -354,7 +371,9 @@ class BatchWriter:
         written = [g for g in groups if is_written(g.table)]
         # The views of new tables start now, beside the commits: the raw table exists (``start``)
         # and a view over rows not yet committed shows nothing more than the lake holds.
-        self._make_views(sorted({g.table for g in written} - self._views))
+        with self._view_lock:
+            missing = views_to_make({g.table for g in written}, self._views, self._views_failed)
+        self._make_views(missing)
         if any(g.table == DEAD_LETTER_TABLE for g in groups):
             self._log_samples(rows)
         self._crash("before-commit")
@@ -447,7 +466,9 @@ class BatchWriter:
         after a later batch (the error is logged: the batch goes on)."""
         if not tables:
             return
-        self._views.update(tables)
+        with self._view_lock:
+            self._views.update(tables)
+            self._views_failed.difference_update(tables)
         previous = self._view_work
         if self._raw_views is None:
             self._raw_views = RawViews(
@@ -459,7 +480,9 @@ class BatchWriter:
             if previous is not None:
                 previous.result()
             for table, exc in views.make_all(tables).items():
-                self._views.discard(table)
+                with self._view_lock:
+                    self._views.discard(table)
+                    self._views_failed.add(table)
                 log.warning(
                     "the view %s could not be made (%s); it is tried again after the next batch",
                     f"`{self.database}`.`{table}`",
