@@ -28,6 +28,7 @@ always committed, on every storage, without a rename or a file of our own:
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,6 +41,8 @@ from cdc_platform.iceberg import OFFSETS_PROPERTY, WRITER_PROPERTY, KafkaOffsets
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
 
 DEAD_LETTER_TABLE = "dead_letter"
 PROGRESS_TABLE = "_cdc_writer_progress"
@@ -216,7 +219,16 @@ class RawViews:
     def _make_by_sql(self, table: str) -> None:
         self.spark.sql(raw_view_sql(self.catalog_table, f"`{self.database}`.`{table}`", table))
         if table != DEAD_LETTER_TABLE and self._template is None:
-            template = self._client().getTable(self.database, table)
+            try:
+                template = self._client().getTable(self.database, table)
+            except Exception as exc:  # noqa: BLE001 - the view is made; the next one by SQL too
+                log.warning(
+                    "the view %s is made; the next ones are made by SQL as well (its metastore "
+                    "record could not be read: %s)",
+                    table,
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                )
+                return
             template.getParameters().remove(_DDL_TIME_PARAMETER)
             self._template = template
 

@@ -442,8 +442,8 @@ class _DigestWorkers:
         except BrokenProcessPool as exc:
             raise RedisWorkerError(
                 f"a worker process hashing {self._table}'s Redis documents ended without "
-                f"an answer (killed, or out of memory?); validation.redis_workers: 0 hashes "
-                f"them in this process."
+                f"an answer ({exc}: it did not start, was killed or ran out of memory); "
+                f"validation.redis_workers: 0 hashes them in this process."
             ) from exc
         finally:
             for future in futures:
