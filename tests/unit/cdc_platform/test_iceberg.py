@@ -50,6 +50,20 @@ def test_s3_gets_s3fileio_and_s3a_for_the_metastore() -> None:
     assert not any("s3" in key for key in local)
 
 
+def test_hdfs_asks_again_soon_after_closing_a_file_and_waits_as_long_in_all() -> None:
+    # A file's close asks the NameNode whether its last block is reported, sleeping between
+    # asks (doubling): 400 ms at first by default, per file. The lake asks sooner, as long in
+    # all as the default's 12.4 s, so a slow DataNode report still closes the file.
+    conf = catalog_conf("lake", storage_for(_settings("hdfs://nn:8020/lake"), env={}))
+    prefix = "spark.hadoop.dfs.client.block.write.locateFollowingBlock"
+    first = int(conf[f"{prefix}.initial.delay.ms"])
+    retries = int(conf[f"{prefix}.retries"])
+    assert first <= 50
+    assert first * (2**retries - 1) >= 400 * (2**5 - 1)
+    local = catalog_conf("lake", storage_for(_settings(None), env={}))
+    assert not any("dfs." in key for key in local)
+
+
 def test_offsets_round_trip_in_a_stable_form() -> None:
     offsets = KafkaOffsets({("b", 1): 7, ("a", 0): 0, ("b", 0): 12})
     assert offsets.encode() == '{"a":{"0":0},"b":{"0":12,"1":7}}'
