@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,35 @@ DDL = """CREATE TABLE {db}.{table} (
 )"""
 BASE = 18_446_744_073_709_000_000
 ROWS_PER_SHARD = 40
+
+
+def admin_connection(settings: Settings, **options: Any) -> pymysql.connections.Connection:
+    """An autocommit connection to the stack's first MariaDB instance as its admin user."""
+    return pymysql.connect(
+        host="127.0.0.1",
+        port=settings.instances[0].port,
+        user=settings.stack.admin_user,
+        password=settings.stack.admin_password.get_secret_value(),
+        autocommit=True,
+        **options,
+    )
+
+
+@contextmanager
+def scratch_database(
+    settings: Settings, prefix: str
+) -> Iterator[tuple[pymysql.connections.Connection, str]]:
+    """A database of its own on the stack's MariaDB (``<prefix><8 hex>``), dropped after."""
+    db = f"{prefix}{uuid.uuid4().hex[:8]}"
+    conn = admin_connection(settings)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE {db}")
+        yield conn, db
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {db}")
+        conn.close()
 
 
 @dataclass
@@ -188,14 +218,7 @@ def make_pipeline(mirror_settings: Settings, history_age_s: int = 0) -> Iterator
         }
     )
     scene.settings = settings
-    conn = pymysql.connect(
-        host="127.0.0.1",
-        port=settings.instances[0].port,
-        user=settings.stack.admin_user,
-        password=settings.stack.admin_password.get_secret_value(),
-        autocommit=True,
-        init_command="SET time_zone = '+00:00'",
-    )
+    conn = admin_connection(settings, init_command="SET time_zone = '+00:00'")
     with conn.cursor() as cur:
         start = server_position(cur)
         if history_age_s:

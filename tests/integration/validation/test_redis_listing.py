@@ -10,15 +10,14 @@ stack's MariaDB report such names as extra keys named as in Redis, and compare t
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 
 import orjson
-import pymysql
 import pytest
 import redis
 
 from cdc_platform.config import Settings
+from tests.integration.validation.harness import scratch_database
 from validation.mysql import MySqlSide
 from validation.plan import Chunk, Difference, SpelledKey
 from validation.redis import DocumentHasher, RedisSide, _spelled_otherwise
@@ -200,17 +199,8 @@ class _Applied:
 def source_db(mirror_settings: Settings) -> Iterator[tuple[Settings, str]]:
     """A database of its own on the stack's MariaDB: ``listed`` (ids 1..3000) and
     ``projected`` (ids 1..100 but 43, 42's note ``same``)."""
-    db = f"rodd{uuid.uuid4().hex[:8]}"
-    conn = pymysql.connect(
-        host="127.0.0.1",
-        port=mirror_settings.instances[0].port,
-        user=mirror_settings.stack.admin_user,
-        password=mirror_settings.stack.admin_password.get_secret_value(),
-        autocommit=True,
-    )
-    try:
+    with scratch_database(mirror_settings, "rodd") as (conn, db):
         with conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE {db}")
             for table in ("listed", "projected"):
                 cur.execute(
                     f"CREATE TABLE {db}.{table} (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, "
@@ -227,10 +217,6 @@ def source_db(mirror_settings: Settings) -> Iterator[tuple[Settings, str]]:
                 )
             )
         yield mirror_settings, db
-    finally:
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {db}")
-        conn.close()
 
 
 def _stored(db: str, table: str, row: dict[str, str]) -> bytes:

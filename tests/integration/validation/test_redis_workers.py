@@ -10,17 +10,16 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import orjson
-import pymysql
 import pytest
 import redis
 
 from cdc_platform.config import Settings
+from tests.integration.validation.harness import scratch_database
 from validation.mysql import MySqlSide
 from validation.plan import Chunk, Difference, SpelledKey
 from validation.redis import (
@@ -72,17 +71,8 @@ def started_workers(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 @pytest.fixture()
 def source_db(mirror_settings: Settings) -> Iterator[tuple[Settings, str]]:
     """A database of its own on the stack's MariaDB: ``worked``, ids 1..30000."""
-    db = f"rwork{uuid.uuid4().hex[:8]}"
-    conn = pymysql.connect(
-        host="127.0.0.1",
-        port=mirror_settings.instances[0].port,
-        user=mirror_settings.stack.admin_user,
-        password=mirror_settings.stack.admin_password.get_secret_value(),
-        autocommit=True,
-    )
-    try:
+    with scratch_database(mirror_settings, "rwork") as (conn, db):
         with conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE {db}")
             cur.execute(
                 f"CREATE TABLE {db}.worked (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, "
                 "note VARCHAR(16) NULL)"
@@ -92,10 +82,6 @@ def source_db(mirror_settings: Settings) -> Iterator[tuple[Settings, str]]:
                 + ", ".join(f"({n}, 'n{n}')" for n in range(1, ROWS + 1))
             )
         yield mirror_settings, db
-    finally:
-        with conn.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {db}")
-        conn.close()
 
 
 class _Applied:
