@@ -33,6 +33,7 @@ of their own (``merge.small_changes_s3``, ``…_hdfs``). ``--location`` names a 
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import tempfile
 import time
@@ -89,6 +90,90 @@ class JvmMemory:
             if line.startswith("VmHWM"):
                 return int(line.split()[1]) / 1024
         return float("nan")
+
+
+class MergePhases:
+    """Seconds and calls of named steps of a merge: methods of the merger, its snapshot store
+    and catalogs wrapped on the instances (the product code is unchanged), and the Spark jobs
+    it ran, printed per measured merge. Steps nest (``publish`` holds ``_tag``, the view
+    refresh, ...): its rest, ``publish`` minus the steps inside it, is the MERGE statement."""
+
+    MERGER_STEPS = (
+        "_check_layouts",
+        "writer_progress",
+        "_raw_snapshot",
+        "_day_changes",
+        "_archive_decision",
+        "_raw_java",
+    )
+    STORE_STEPS = (
+        "state",
+        "merge_facts",
+        "data_columns",
+        "evolve",
+        "publish",
+        "only_compacted_since",
+        "_current",
+        "_tag",
+        "refresh_days_view",
+        "_published",
+        "_java",
+    )
+    CATALOG_STEPS = ("table_names",)
+    INSIDE_PUBLISH = ("only_compacted_since", "_current", "_tag", "refresh_days_view", "_published")
+
+    def __init__(self, merger: Merger) -> None:
+        self.spark = merger.spark
+        self.seconds: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self.jobs_before = 0
+        for owner, names in (
+            (merger, self.MERGER_STEPS),
+            (merger.store, self.STORE_STEPS),
+            (merger.raw_lake, self.CATALOG_STEPS),
+            (merger.store.lake, self.CATALOG_STEPS),
+        ):
+            for name in names:
+                if hasattr(owner, name):  # a step another version has not
+                    setattr(owner, name, self._timed(name, getattr(owner, name)))
+
+    def _timed(self, name: str, method: Any) -> Any:
+        @functools.wraps(method)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.monotonic()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
+                self.calls[name] = self.calls.get(name, 0) + 1
+
+        return timed
+
+    def _jobs(self) -> int:
+        """The next Spark job's id (ids count up from 0; the tracker forgets old jobs)."""
+        ids = self.spark.sparkContext.statusTracker().getJobIdsForGroup(None)
+        return max(ids, default=-1) + 1
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+        self.jobs_before = self._jobs()
+
+    def line(self) -> str:
+        """One line: each step's seconds (and calls when more than one), the MERGE statement,
+        the snapshot and raw table loads, SHOW TABLES and the Spark jobs."""
+        shown = []
+        for name, seconds in self.seconds.items():
+            calls = self.calls[name]
+            shown.append(f"{name} {seconds:.2f}" + (f" ({calls}x)" if calls > 1 else ""))
+        inside = sum(self.seconds.get(name, 0.0) for name in self.INSIDE_PUBLISH)
+        statement = self.seconds.get("publish", 0.0) - inside
+        return (
+            f"phases (s): {'; '.join(shown)} | MERGE statement ~{statement:.2f} | loads: "
+            f"snapshot {self.calls.get('_java', 0)}, raw {self.calls.get('_raw_java', 0)}, "
+            f"SHOW TABLES {self.calls.get('table_names', 0)} | "
+            f"Spark jobs {self._jobs() - self.jobs_before}"
+        )
 
 
 def bench_settings(work: Path, args: argparse.Namespace, tag: str) -> Settings:
@@ -222,7 +307,7 @@ def run_baseline(merger: Merger, day: date) -> int:
 
 
 def measure(
-    merger: Merger, memory: JvmMemory, day: date
+    merger: Merger, memory: JvmMemory, phases: MergePhases, day: date
 ) -> tuple[float, float, float, float, MergeResult]:
     memory.reset()
     started = time.monotonic()
@@ -230,11 +315,13 @@ def measure(
     baseline_s = time.monotonic() - started
     baseline_mb = memory.peak_mb()
     memory.reset()
+    phases.reset()
     started = time.monotonic()
     # Readiness is the stream writer's business: not part of what is measured.
     result = merger.merge(MergeRequest("bench_orders", day, skip_readiness=True))
     merge_s = time.monotonic() - started
     merge_mb = memory.peak_mb()
+    print(f"merge of {day}: {phases.line()}")
     assert result.rows == baseline_rows, (result.rows, baseline_rows)
     return baseline_s, merge_s, baseline_mb, merge_mb, result
 
@@ -272,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     schema = LiveSchema("bench_orders", [SHARD], COLUMNS, ["id"], True)
     merger = Merger(settings, spark, live_schema=lambda _name: schema, daily_counts=lambda *_: {})
     memory = JvmMemory(spark)
+    phases = MergePhases(merger)
     print(
         f"machine: {describe_machine()}; "
         f"Spark {spark.version} {settings.spark.master}; pattern {args.pattern}; "
@@ -290,7 +378,9 @@ def main(argv: list[str] | None = None) -> int:
             ("small_changes", DAY1 + timedelta(days=2), args.small_changes),
         ):
             next_id = write_changes(merger, day, changes, args.rows, next_id, args.pattern)
-            baseline_s, merge_s, baseline_mb, merge_mb, result = measure(merger, memory, day)
+            baseline_s, merge_s, baseline_mb, merge_mb, result = measure(
+                merger, memory, phases, day
+            )
             total = result.rows + changes
             print(
                 f"{args.rows:,} rows + {changes:,} changes ({day}): "
