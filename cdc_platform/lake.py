@@ -154,6 +154,12 @@ VIEW_COPY_CLIENTS = 4
 # What the metastore sets itself when a table's record lacks it: each copy gets its own.
 _DDL_TIME_PARAMETER = "transient_lastDdlTime"
 _ALREADY_EXISTS = "org.apache.hadoop.hive.metastore.api.AlreadyExistsException"
+_NO_SUCH_OBJECT = "org.apache.hadoop.hive.metastore.api.NoSuchObjectException"
+_VIEW_TYPE = "VIRTUAL_VIEW"
+# A view property holding a digest of the view's output columns (names, types, nullability),
+# set by whoever makes the view by SQL: while it is unchanged, ``replace_view_text`` may change
+# the view's query without Spark analysing it.
+VIEW_COLUMNS_PROPERTY = "cdc-mirror.view-columns"
 
 
 class RawViews:
@@ -236,9 +242,7 @@ class RawViews:
         """Store the template with ``table``'s name and text (the metastore sets the times)."""
         view = self._template.deepCopy()
         view.setTableName(table)
-        text = raw_view_query(self.catalog_table, table)
-        view.setViewOriginalText(text)  # what SHOW CREATE TABLE and Hive show
-        view.setViewExpandedText(text)  # what Spark runs
+        _set_view_text(view, raw_view_query(self.catalog_table, table))
         try:
             self._client().createTable(view)
         except Exception as exc:
@@ -246,16 +250,61 @@ class RawViews:
                 raise
 
     def _client(self) -> Any:
-        """This thread's metastore client, made with the Hive settings of Spark's own."""
+        """This thread's metastore client."""
         client = getattr(self._thread_client, "client", None)
         if client is None:
-            jvm = self.spark.sparkContext._jvm
-            hive = self.spark._jsparkSession.sharedState().externalCatalog().unwrapped()
-            client = jvm.org.apache.hadoop.hive.metastore.RetryingMetaStoreClient.getProxy(
-                hive.client().conf(), True
-            )
+            client = metastore_client(self.spark)
             self._thread_client.client = client
         return client
+
+
+def metastore_client(spark: Any) -> Any:
+    """A Hive metastore client of its own (Java's ``IMetaStoreClient``), made with the Hive
+    settings of Spark's session catalog: one call a metastore operation, where Spark's catalog
+    adds lookups of its own and serialises every call under its Hive client's lock. Not
+    thread-safe: one per thread."""
+    jvm = spark.sparkContext._jvm
+    hive = spark._jsparkSession.sharedState().externalCatalog().unwrapped()
+    return jvm.org.apache.hadoop.hive.metastore.RetryingMetaStoreClient.getProxy(
+        hive.client().conf(), True
+    )
+
+
+def _set_view_text(record: Any, text: str) -> None:
+    """``text`` as the query of a view's metastore record, as Spark's ``CREATE VIEW`` stores
+    it: the same text in both fields."""
+    record.setViewOriginalText(text)  # what SHOW CREATE TABLE and Hive show
+    record.setViewExpandedText(text)  # what Spark runs
+
+
+def replace_view_text(client: Any, database: str, view: str, text: str, mark: str) -> bool:
+    """Make the view ``database.view`` (Spark's session catalog) run the query ``text`` by one
+    metastore call that changes its stored text, when its record carries the property
+    ``VIEW_COLUMNS_PROPERTY`` = ``mark`` (the caller's digest of the view's output columns:
+    unchanged, so what Spark stored of them at ``CREATE VIEW`` holds for the new text);
+    nothing when it runs ``text`` already. False, untouched, when the view must be made by
+    ``CREATE OR REPLACE VIEW``: there is none, or its columns differ (or are not marked).
+
+    ``CREATE OR REPLACE VIEW`` analyses its query (each table it reads loaded from the
+    catalog) and, in Spark 4.0, drops the view before storing it again, a moment in which a
+    reader finds none; this is one read of the record and at most one ``alter_table``."""
+    try:
+        record = client.getTable(database.lower(), view.lower())
+    except Exception as exc:
+        if _java_class(exc) == _NO_SUCH_OBJECT:
+            return False
+        raise
+    if str(record.getTableType()) != _VIEW_TYPE:
+        return False
+    parameters = record.getParameters()
+    if parameters is None or parameters.get(VIEW_COLUMNS_PROPERTY) != mark:
+        return False
+    if record.getViewOriginalText() == text and record.getViewExpandedText() == text:
+        return True
+    _set_view_text(record, text)
+    parameters.remove(_DDL_TIME_PARAMETER)  # the metastore sets the time of the change
+    client.alter_table(database.lower(), view.lower(), record)
+    return True
 
 
 def _java_class(error: BaseException) -> str | None:

@@ -35,9 +35,11 @@ tags keep their own schema: ``VERSION AS OF`` reads a day as it was merged.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
+import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -48,13 +50,12 @@ from typing import TYPE_CHECKING, Any
 
 from cdc_platform.config import Settings
 from cdc_platform.iceberg import LakeCatalog, stamp, storage_for
+from cdc_platform.lake import VIEW_COLUMNS_PROPERTY, metastore_client, replace_view_text
 from cdc_platform.lake_snapshots import (
     DAYS_DATABASE_SUFFIX,
     FACTS_PREFIX,
     HOURS_DATABASE_SUFFIX,
     day_tag,
-    days_view,
-    hours_view,
     snapshot_table,
     tag_day,
     tag_hour,
@@ -228,6 +229,7 @@ class SnapshotStore:
         self.config = settings.merge
         self.database = settings.merge.database
         self.lake = LakeCatalog(spark, storage_for(settings), settings.lake.catalog)
+        self._metastore_clients = threading.local()  # the view refresh's, one per thread
 
     def name(self, table: str) -> str:
         return snapshot_table(self.settings, table)
@@ -587,61 +589,132 @@ class SnapshotStore:
         return Published(snapshot_id, rows, files, kept, mode)
 
     # -- the dt layout ----------------------------------------------------------------------
-    def refresh_days_view(self, table: str) -> None:
+    def refresh_days_view(self, table: str, java: Any | None = None) -> None:
         """``<database>_dt.<table>``: every tagged day as a ``dt`` of one view, in the
-        table's current columns (a day merged before a column existed reads it as NULL)."""
-        java = self._loaded(table)
+        table's current columns (a day merged before a column existed reads it as NULL).
+        ``java``: the table as just loaded or committed (None: loaded here)."""
+        java = self._loaded(table) if java is None else java
         state = _state_of(java)
-        tags = {day_tag(day): (f"'{day.isoformat()}' AS dt",) for day in state.days}
+        tags = {day_tag(day): (("dt", day.isoformat()),) for day in state.days}
         ids = {day_tag(day): sid for day, sid in state.days.items()}
-        self._refresh_view(table, days_view(self.settings, table), tags, ids, java)
+        self._refresh_view(table, self.database + DAYS_DATABASE_SUFFIX, tags, ids, java)
 
-    def refresh_hours_view(self, table: str) -> None:
+    def refresh_hours_view(self, table: str, java: Any | None = None) -> None:
         """``<database>_hr.<table>``: every tagged hour as a ``dt`` and ``hr`` (``'00'`` …)
         of one view, like the dt view."""
-        java = self._loaded(table)
+        java = self._loaded(table) if java is None else java
         state = _state_of(java)
         tags = {
-            hour.tag: (f"'{hour.day.isoformat()}' AS dt", f"'{hour.index:02d}' AS hr")
+            hour.tag: (("dt", hour.day.isoformat()), ("hr", f"{hour.index:02d}"))
             for hour in state.hours
         }
         ids = {hour.tag: sid for hour, sid in state.hours.items()}
-        self._refresh_view(table, hours_view(self.settings, table), tags, ids, java)
+        self._refresh_view(table, self.database + HOURS_DATABASE_SUFFIX, tags, ids, java)
 
     def _refresh_view(
         self,
         table: str,
-        view: str,
-        tags: Mapping[str, tuple[str, ...]],
+        view_database: str,
+        tags: Mapping[str, tuple[tuple[str, str], ...]],
         snapshot_ids: Mapping[str, int],
         java: Any,
     ) -> None:
-        """One ``UNION ALL`` branch per tag (its constant columns ``tags[tag]``), each a
-        ``VERSION AS OF`` read in the table's current columns; ``java``: the table as loaded
-        for its tags (their snapshots' schemas are read from it, not loaded again)."""
+        """The view ``view_database.table``: one ``UNION ALL`` branch per tag (with its
+        constant columns ``tags[tag]``, name and text), each a ``VERSION AS OF`` read in the
+        table's current columns; ``java``: the table loaded (its schemas are read from it).
+
+        While the view's output columns stay the same (the digest ``view_mark`` stored with
+        it: a new day or hour, a tag dropped), only its stored text is changed, by one
+        metastore call (``replace_view_text``), or nothing when it is the same: ``CREATE OR
+        REPLACE VIEW`` would analyse the query, loading the table once per tag, and drop the
+        view for a moment. Other columns (a column added or widened, a view made by an
+        earlier version): ``CREATE OR REPLACE VIEW``, which stores the digest."""
+        view = f"{_ident(view_database)}.{_ident(table)}"
         if not tags:
             self.spark.sql(f"DROP VIEW IF EXISTS spark_catalog.{view}")
             return
-        name = self.name(table)
-        current = [(f.name, f.dataType.simpleString()) for f in self.spark.table(name).schema]
-        schemas = java.schemas()
+        columns = self._spark_columns(java.schema())
+        present_by_schema: dict[int, frozenset[str]] = {}
         branches = []
         for tag in sorted(tags):
-            schema = schemas.get(java.snapshot(snapshot_ids[tag]).schemaId())
-            present = {str(f.name()) for f in schema.columns()} if schema is not None else set()
-            selected = ", ".join(
-                (
-                    f"CAST({_ident(c)} AS {kind}) AS {_ident(c)}"
-                    if c in present
-                    else f"CAST(NULL AS {kind}) AS {_ident(c)}"
+            schema_id = int(java.snapshot(snapshot_ids[tag]).schemaId())
+            if schema_id not in present_by_schema:
+                schema = java.schemas().get(schema_id)
+                present_by_schema[schema_id] = frozenset(
+                    str(f.name()) for f in (schema.columns() if schema is not None else [])
                 )
-                for c, kind in current
-            )
-            constants = ", ".join(tags[tag])
-            branches.append(
-                f"SELECT {selected}, {constants} FROM {name} "  # noqa: S608 - quoted names
-                f"VERSION AS OF '{tag}'"
-            )
+            branches.append((tag, tags[tag], present_by_schema[schema_id]))
+        query = view_query(self.name(table), [(c, kind) for c, kind, _ in columns], branches)
+        mark = view_mark(view_columns(columns, branches))
+        if replace_view_text(self._metastore(), view_database, table, query, mark):
+            return
         self.spark.sql(
-            f"CREATE OR REPLACE VIEW spark_catalog.{view} AS {' UNION ALL '.join(branches)}"
+            f"CREATE OR REPLACE VIEW spark_catalog.{view} "
+            f"TBLPROPERTIES ('{VIEW_COLUMNS_PROPERTY}' = '{mark}') AS {query}"
         )
+
+    def _spark_columns(self, schema: Any) -> list[tuple[str, str, bool]]:
+        """Iceberg's Java ``schema`` as Spark reads the table: (name, Spark type, nullable)
+        per column, converted by Iceberg's own ``SparkSchemaUtil`` (what ``spark.table``
+        gives, without loading the table again)."""
+        from pyspark.sql.types import StructType  # noqa: PLC0415
+
+        jvm: Any = self.spark.sparkContext._jvm
+        converted = jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(schema)
+        struct = StructType.fromJson(json.loads(str(converted.json())))
+        return [(f.name, f.dataType.simpleString(), f.nullable) for f in struct.fields]
+
+    def _metastore(self) -> Any:
+        """This thread's Hive metastore client (``cdc_platform.lake.metastore_client``)."""
+        client = getattr(self._metastore_clients, "client", None)
+        if client is None:
+            client = metastore_client(self.spark)
+            self._metastore_clients.client = client
+        return client
+
+
+# A branch of a dt or hour view: its tag, its constant columns (name, text) and the columns
+# the tag's schema has.
+ViewBranch = tuple[str, tuple[tuple[str, str], ...], frozenset[str]]
+
+
+def view_query(table: str, columns: list[tuple[str, str]], branches: list[ViewBranch]) -> str:
+    """Pure: the query of a dt or hour view of the snapshot table ``table`` (quoted): per
+    branch, in order, its tag read ``VERSION AS OF`` in ``columns`` (name, Spark type; NULL
+    where the tag's schema lacks the column), then its constant columns."""
+    selects = []
+    for tag, constants, present in branches:
+        selected = ", ".join(
+            (
+                f"CAST({_ident(c)} AS {kind}) AS {_ident(c)}"
+                if c in present
+                else f"CAST(NULL AS {kind}) AS {_ident(c)}"
+            )
+            for c, kind in columns
+        )
+        fixed = ", ".join(f"'{value}' AS {name}" for name, value in constants)
+        selects.append(
+            f"SELECT {selected}, {fixed} FROM {table} "  # noqa: S608 - quoted names
+            f"VERSION AS OF '{tag}'"
+        )
+    return " UNION ALL ".join(selects)
+
+
+def view_columns(
+    columns: list[tuple[str, str, bool]], branches: list[ViewBranch]
+) -> list[tuple[str, str, bool]]:
+    """Pure: the output columns (name, Spark type, nullable) of ``view_query``: the table's
+    columns (nullable too where a branch's tag lacks the column: NULL there), then the
+    constant columns (text, never NULL)."""
+    lacking = {c for c, _, _ in columns if any(c not in present for _, _, present in branches)}
+    constants = [name for name, _ in branches[0][1]] if branches else []
+    return [
+        *((c, kind, nullable or c in lacking) for c, kind, nullable in columns),
+        *((name, "string", False) for name in constants),
+    ]
+
+
+def view_mark(columns: list[tuple[str, str, bool]]) -> str:
+    """Pure: the digest of a view's output columns stored with it (``VIEW_COLUMNS_PROPERTY``)."""
+    text = json.dumps([[name, kind, nullable] for name, kind, nullable in columns])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]

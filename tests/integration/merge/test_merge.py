@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql.types import StringType
 
 from cdc_platform.iceberg import LAYOUT_PROPERTY, LAYOUT_VERSION, IncompatibleTableError
-from cdc_platform.lake import RAW_TABLE
+from cdc_platform.lake import RAW_TABLE, metastore_client
 from cdc_platform.lake_snapshots import day_tag, days_view
 from merge import records
 from merge.archive import ArchiveOverride
@@ -751,6 +752,87 @@ def test_a_day_shares_the_files_it_did_not_change(spark: Any, shop: Shop) -> Non
     properties = merger.store.java_table(shop.table).properties()
     assert properties.get("write.parquet.row-group-size-bytes") == str(ROW_GROUP_BYTES)
     assert_snapshot_equals_mysql(spark, shop, merger, DAY2)
+
+
+def test_the_dt_view_gets_each_new_day_by_its_stored_text_and_new_columns_by_sql(
+    spark: Any, shop: Shop
+) -> None:
+    """A day that keeps the view's columns changes only the view's stored text (one metastore
+    call, no CREATE VIEW that drops it for a moment): the view then shows exactly the tagged
+    days, each with its tag's rows, in the table's columns; a day that adds a column makes the
+    view again by SQL."""
+    settings = shop.merge_settings(check=False)
+    merger = Merger(settings, spark)
+    placed = history(shop, 5)
+    shop.start_day(DAY1)
+    shop.mock_replay(shop._second)
+    shop.write_raw(spark, DAY1)
+    merger.merge(MergeRequest(shop.table, DAY1))
+    view = days_view(settings, shop.table)
+    database = settings.merge.database + "_dt"
+    client = metastore_client(spark)
+
+    def mark_record() -> None:
+        # A parameter of the stored record that only a change of the record keeps.
+        record = client.getTable(database, shop.table)
+        record.getParameters().put("cdc-test.kept", "yes")
+        client.alter_table(database, shop.table, record)
+
+    def record_kept() -> bool:
+        return client.getTable(database, shop.table).getParameters().get("cdc-test.kept") == "yes"
+
+    def assert_view_shows(days: list[date]) -> None:
+        table_columns = [
+            (f.name, f.dataType) for f in spark.table(merger.store.name(shop.table)).schema
+        ]
+        shown = spark.table(view).schema
+        assert [(f.name, f.dataType) for f in shown] == [*table_columns, ("dt", StringType())]
+        for day in days:
+            rows = {
+                row["order_no"]: row.asDict()
+                for row in spark.sql(f"SELECT * FROM {view} WHERE dt = '{day}'").collect()
+            }
+            tagged = spark.sql(
+                f"SELECT * FROM {merger.store.name(shop.table)} VERSION AS OF '{day_tag(day)}'"
+            ).collect()
+            # The tag's rows, NULL in the columns added after it was merged.
+            expected = {
+                row["order_no"]: {
+                    **{f.name: None for f in shown},
+                    **row.asDict(),
+                    "dt": str(day),
+                }
+                for row in tagged
+            }
+            assert rows == expected
+        found = {row["dt"] for row in spark.sql(f"SELECT DISTINCT dt FROM {view}").collect()}
+        assert found == {str(day) for day in days}
+
+    assert_view_shows([DAY1])
+    mark_record()
+
+    shop.start_day(DAY2)
+    changed = sorted(placed)[0]
+    shop.update(placed[changed], changed)
+    shop.insert(1, during(DAY2, shop.rng))
+    shop.write_raw(spark, DAY2)
+    merger.merge(MergeRequest(shop.table, DAY2))
+    assert record_kept()  # its text changed in place: the view was not made again
+    assert_view_shows([DAY1, DAY2])
+    merger.merge(MergeRequest(shop.table, DAY2))  # again: the same text, left as it is
+    assert record_kept()
+    assert_view_shows([DAY1, DAY2])
+
+    day3 = DAY2 + timedelta(days=1)
+    shop.start_day(day3)
+    with shop.connect() as cursor:
+        for schema, table in shop.shards():
+            cursor.execute(f"ALTER TABLE `{schema}`.`{table}` ADD COLUMN channel VARCHAR(16) NULL")
+    shop.insert(2, during(day3, shop.rng))
+    shop.write_raw(spark, day3)
+    merger.merge(MergeRequest(shop.table, day3))
+    assert not record_kept()  # another column: made again by SQL
+    assert_view_shows([DAY1, DAY2, day3])
 
 
 @pytest.mark.skipif(SCALE == 1, reason="heavier variant: CDC_TEST_MERGE_FULL=1")

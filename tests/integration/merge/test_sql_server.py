@@ -1,9 +1,10 @@
 """The snapshot read as downstream users read it: ``cdc-mirror sql-server`` (Spark's Thrift
 server, HiveServer2 protocol) in a process of its own, queried with beeline (the HiveServer2
 client shipped with Spark). The merge runs in this module's Spark session; the server finds
-the snapshot table, its day tag and the dt view through the shared metastore. Here on local
-disk; on S3 (every run) and HDFS (``CDC_TEST_HDFS=1``) in ``test_merge_remote.py``'s Spark
-session, so that no storage needs a Spark session of its own for it.
+the snapshot table, its day tags and the dt view through the shared metastore, also after the
+next day's merge changed the view's stored text. Here on local disk; on S3 (every run) and
+HDFS (``CDC_TEST_HDFS=1``) in ``test_merge_remote.py``'s Spark session, so that no storage
+needs a Spark session of its own for it.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import pyspark
 
 from cdc_mirror.processes import Component, free_port, port_free
 from cdc_platform.lake_snapshots import day_tag, days_view
-from merge.job import Merger
+from merge.job import Merger, MergeRequest
 from tests.integration.merge.harness import Shop, snapshot_rows
-from tests.integration.merge.test_merge import DAY1, ROOT, merged_first_day
+from tests.integration.merge.test_merge import DAY1, DAY2, ROOT, merged_first_day
 
 SPARK_HOME = Path(pyspark.__file__).parent
 STARTUP_TIMEOUT_S = 300.0
@@ -69,7 +70,7 @@ def thrift_query_scenario(spark: Any, shop: Shop, tmp_path: Path) -> None:
     own with beeline: the day tag, the days view, the table and its tags equal MySQL."""
     settings = shop.merge_settings(check=False)
     merger = Merger(settings, spark)
-    merged_first_day(spark, shop, merger, 30)
+    placed = merged_first_day(spark, shop, merger, 30)
     expected = snapshot_rows(spark, settings, shop.table, DAY1)
     mysql = shop.mysql_rows()
     assert sorted(expected) == sorted(mysql)
@@ -110,6 +111,19 @@ def thrift_query_scenario(spark: Any, shop: Shop, tmp_path: Path) -> None:
         assert beeline(port, f"SELECT {columns} FROM {table} ORDER BY order_no") == found
         tags = beeline(port, f"SELECT name FROM {table}.refs WHERE type = 'TAG'")
         assert tags == [[day_tag(DAY1)]]
+        # The next day changes the view's stored text in place (no CREATE VIEW): the server,
+        # another process, reads both days through it, each as its tag.
+        shop.start_day(DAY2)
+        changed = sorted(placed)[0]
+        shop.update(placed[changed], changed)
+        shop.write_raw(spark, DAY2)
+        merger.merge(MergeRequest(shop.table, DAY2))
+        day2 = beeline(port, f"SELECT {columns} FROM {view} WHERE dt = '{DAY2}' ORDER BY order_no")
+        tagged = f"SELECT {columns} FROM {table} VERSION AS OF '{day_tag(DAY2)}' ORDER BY order_no"
+        assert day2 == beeline(port, tagged)
+        assert [row[0] for row in day2] == sorted(shop.mysql_rows())
+        days = f"SELECT {columns} FROM {view} WHERE dt = '{DAY1}' ORDER BY order_no"
+        assert beeline(port, days) == found
     finally:
         server.terminate(timeout_s=60)
     assert server.returncode == 0, (tmp_path / "sql-server.log").read_text()[-3000:]

@@ -1,6 +1,6 @@
 """Pure rules of the Iceberg snapshots: day tags, Iceberg's in-place type promotions, the
-literals of the MERGE's key range, how the MERGE matches keys, and which days a retention
-expires."""
+literals of the MERGE's key range, how the MERGE matches keys, which days a retention
+expires, and the dt view's query and the digest of its columns."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ from cdc_platform.config import Settings
 from cdc_platform.lake_snapshots import day_tag, days_view, snapshot_table, tag_day
 from merge.maintenance import expired_days
 from merge.schema import SchemaPlan
-from merge.snapshot import merge_statement, promotable, sql_literal
+from merge.snapshot import (
+    merge_statement,
+    promotable,
+    sql_literal,
+    view_columns,
+    view_mark,
+    view_query,
+)
 
 
 def test_day_tags_name_days_and_nothing_else() -> None:
@@ -79,3 +86,40 @@ def test_merge_matches_keys_null_safely_only_when_a_change_has_a_null_key() -> N
     assert plain.replace(" = s.`id` AND (t.`id` BETWEEN 5 AND 9)", "") == safe.replace(
         " <=> s.`id` AND (t.`id` BETWEEN 5 AND 9 OR t.`id` IS NULL)", ""
     )
+
+
+_COLUMNS = [("id", "bigint", True), ("channel", "string", True)]
+_BRANCHES = [
+    ("dt-2026-11-19", (("dt", "2026-11-19"),), frozenset({"id"})),
+    ("dt-2026-11-20", (("dt", "2026-11-20"),), frozenset({"id", "channel"})),
+]
+
+
+def test_the_dt_view_reads_each_tag_in_the_current_columns() -> None:
+    query = view_query("`lake`.`snap`.`t`", [(c, kind) for c, kind, _ in _COLUMNS], _BRANCHES)
+    assert query == (
+        "SELECT CAST(`id` AS bigint) AS `id`, CAST(NULL AS string) AS `channel`, "
+        "'2026-11-19' AS dt FROM `lake`.`snap`.`t` VERSION AS OF 'dt-2026-11-19' UNION ALL "
+        "SELECT CAST(`id` AS bigint) AS `id`, CAST(`channel` AS string) AS `channel`, "
+        "'2026-11-20' AS dt FROM `lake`.`snap`.`t` VERSION AS OF 'dt-2026-11-20'"
+    )
+
+
+def test_the_view_columns_digest_changes_with_the_columns_not_with_the_days() -> None:
+    columns = view_columns(_COLUMNS, _BRANCHES)
+    assert columns == [*_COLUMNS, ("dt", "string", False)]
+    mark = view_mark(columns)
+    # Another day (a branch more or less): the same columns, the same digest.
+    assert view_mark(view_columns(_COLUMNS, _BRANCHES[1:])) == mark
+    hourly = [(tag, (*fixed, ("hr", "03")), present) for tag, fixed, present in _BRANCHES]
+    for other in (
+        view_columns([*_COLUMNS, ("score", "int", True)], _BRANCHES),  # a column added
+        view_columns([("id", "bigint", True), ("channel", "varchar(8)", True)], _BRANCHES),
+        view_columns([("id", "bigint", False), ("channel", "string", True)], _BRANCHES[1:]),
+        view_columns(_COLUMNS, hourly),
+    ):
+        assert view_mark(other) != mark
+    # A required column that a tag lacks is NULL there: nullable in the view.
+    required = [("id", "bigint", True), ("channel", "string", False)]
+    assert view_columns(required, _BRANCHES)[1] == ("channel", "string", True)
+    assert view_columns(required, _BRANCHES[1:])[1] == ("channel", "string", False)
