@@ -79,5 +79,12 @@ class FailoverPair:
             cursor.execute("SELECT @@gtid_binlog_pos")
             return str(cursor.fetchone()[0])
 
+    def replica_has_all_of_primary(self, timeout_s: float = 30) -> None:
+        """Wait until the replica has applied every transaction in the primary's binlog."""
+        primary = self.position(replication.PRIMARY_PORT).gtid
+        with self.admin(replication.REPLICA_PORT) as connection, connection.cursor() as cursor:
+            cursor.execute("SELECT MASTER_GTID_WAIT(%s, %s)", (primary, timeout_s))
+            assert cursor.fetchone()[0] == 0, f"the replica did not reach {primary}"
+
     def promote_replica(self) -> None:
         replication.promote(self.replica.socket, _os_user())
