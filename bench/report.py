@@ -14,7 +14,9 @@ the date and the commit, plus ``throughput.png`` and ``latency.png``.
 ``--quick`` scales every benchmark down (about 15 minutes on 2 cores); without it each runs
 at the issue's sizes, which wants a quiet machine and a few hours. A benchmark that fails or
 times out is reported as failed with its one-line error, and the report is still written.
-``--args NAME=ARGS`` runs one benchmark at sizes of one's own (the run counts as scaled down).
+``--args NAME=ARGS`` runs one benchmark at sizes of one's own (the run counts as scaled down);
+``--extra NAME=ARGS`` adds ARGS to its quick or full ones (e.g. leaving out a measurement), so a
+run without ``--quick`` still counts as made at the issues' sizes.
 Ratios are always "better than the baseline" when above 1 (for durations, baseline / ours).
 
 Each run also stores its figures as data, ``DIR/figures.json`` (the run's date, commit,
@@ -829,12 +831,15 @@ def run_component(
     timeout_s: float,
     work: Path,
     sizes: Sequence[str] | None = None,
+    extra: Sequence[str] = (),
 ) -> ComponentResult:
-    """``sizes``: the benchmark's arguments instead of its quick or full ones (``--args``)."""
+    """``sizes``: the benchmark's arguments instead of its quick or full ones (``--args``);
+    ``extra``: arguments added to them (``--extra``)."""
     json_path = work / f"{component.name}.json"
     args = list(
         sizes if sizes is not None else component.quick_args if quick else component.full_args
     )
+    args += extra
     # Someone else's benchmark may not take --json (yet): then it runs, and its output is kept.
     takes_json = "--json" in module_path(component.module).read_text()
     command = [sys.executable, "-m", component.module, *args]
@@ -898,7 +903,8 @@ def git_commit() -> str:
 
 
 def component_sizes(given: Sequence[str], parser: argparse.ArgumentParser) -> dict[str, list[str]]:
-    """``--args NAME=ARGS`` as each benchmark's arguments (shlex: quoting as in a shell)."""
+    """``--args``/``--extra NAME=ARGS`` as each benchmark's arguments (shlex: quoting as in a
+    shell)."""
     names = {c.name for c in COMPONENTS}
     sizes: dict[str, list[str]] = {}
     for item in given:
@@ -937,6 +943,14 @@ def main(argv: list[str] | None = None) -> int:
         "sizes, e.g. validation='--rows 1000000'; the run is then recorded as scaled down",
     )
     parser.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        help="add ARGS to benchmark NAME's quick or full sizes, e.g. stream_writer="
+        "'--latency-seconds 0'; the run keeps the label of those sizes",
+    )
+    parser.add_argument(
         "--docs",
         action="store_true",
         help="only render docs/performance.md from bench/results/*/figures.json (runs nothing)",
@@ -948,6 +962,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     sizes = component_sizes(args.args, parser)
+    extras = component_sizes(args.extra, parser)
     started = dt.datetime.now(dt.UTC)
     out: Path = args.out or ROOT / "bench" / "results" / f"{started:%Y-%m-%d}"
     out.mkdir(parents=True, exist_ok=True)
@@ -962,7 +977,12 @@ def main(argv: list[str] | None = None) -> int:
                 logger.info("%s: %s does not exist, left out", component.name, component.module)
                 continue
             result = run_component(
-                component, args.quick, timeout, Path(tmp), sizes.get(component.name)
+                component,
+                args.quick,
+                timeout,
+                Path(tmp),
+                sizes.get(component.name),
+                extras.get(component.name, ()),
             )
             logger.info("%s: %s in %.0f s%s", component.name, result.status, result.seconds,
                         f" ({result.error})" if result.error else "")  # fmt: skip

@@ -279,3 +279,25 @@ def test_args_replace_one_benchmarks_sizes_and_refuse_an_unknown_name() -> None:
     assert sizes == {"validation": ["--rows", "1000000", "--only", "warehouse"]}
     with pytest.raises(SystemExit):
         component_sizes(["no-such-bench=--rows 1"], parser)
+
+
+def test_extra_arguments_are_added_to_a_benchmarks_own_sizes(tmp_path: Path) -> None:
+    """``--extra``: the benchmark runs with its quick (or full) arguments and the extra ones."""
+    from bench.report import Component, run_component
+
+    module_dir = tmp_path / "fakebench"
+    module_dir.mkdir()
+    (module_dir / "__init__.py").write_text("")
+    (module_dir / "echo_bench.py").write_text("import sys\nprint(' '.join(sys.argv[1:]))\n")
+    import bench.report as report
+
+    original_root = report.ROOT
+    report.ROOT = tmp_path
+    try:
+        component = Component("echo", "fakebench.echo_bench", ("--full-size",), ("--quick-size",))
+        quick = run_component(component, True, 60, tmp_path, extra=["--no-latency"])
+        full = run_component(component, False, 60, tmp_path, extra=["--no-latency"])
+    finally:
+        report.ROOT = original_root
+    assert quick.command.endswith("echo_bench --quick-size --no-latency")
+    assert full.command.endswith("echo_bench --full-size --no-latency")
