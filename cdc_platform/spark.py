@@ -48,6 +48,14 @@ def require_spark() -> None:
         raise ConfigError(SPARK_MISSING)
 
 
+# HotSpot never JIT-compiles a method of more than 8,000 bytes of bytecode: it runs it
+# interpreted for ever. Spark's whole-stage code generation can make one that big: the stream
+# writer's batch stage (Kafka rows, parse, routing, checks, the raw table's row struct) had
+# its generated processNext interpreted, the top frame of ~35 % of the task threads' JFR
+# samples at 1M-row batches (bench/results/2026-11-27-writer-rows-s17). Executors too: they
+# run the tasks off local mode.
+COMPILE_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
+
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
 _JDO_PACKAGE = re.compile(r'<package\s+name="(?P<name>[\w.]+)"')
 _JDO_CLASS = re.compile(r'<class\s+name="(?P<name>\w+)"(?P<attributes>[^>]*)>')
@@ -110,7 +118,10 @@ def spark_conf(
         "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={lake / 'derby'}",
+        "spark.driver.extraJavaOptions": (
+            f"-Dderby.system.home={lake / 'derby'} {COMPILE_HUGE_METHODS}"
+        ),
+        "spark.executor.extraJavaOptions": COMPILE_HUGE_METHODS,
         "spark.hadoop.hive.metastore.schema.verification": "false",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
     }

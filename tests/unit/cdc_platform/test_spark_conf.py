@@ -17,3 +17,16 @@ def test_a_local_master_never_waits_for_locality() -> None:
 def test_a_cluster_master_keeps_sparks_locality_wait() -> None:
     conf = spark_conf(Settings(spark=SparkSettings(master="yarn")), [])
     assert "spark.locality.wait" not in conf
+
+
+def test_the_driver_and_executors_jit_compile_huge_generated_methods() -> None:
+    # HotSpot leaves a method above 8,000 bytecode bytes interpreted unless told otherwise,
+    # and the stream writer's whole-stage generated processNext is that big.
+    conf = spark_conf(Settings(), [])
+    assert "-XX:-DontCompileHugeMethods" in conf["spark.driver.extraJavaOptions"].split()
+    assert "-XX:-DontCompileHugeMethods" in conf["spark.executor.extraJavaOptions"].split()
+    # The metastore's Derby home stays on the driver's options beside it.
+    assert any(
+        option.startswith("-Dderby.system.home=")
+        for option in conf["spark.driver.extraJavaOptions"].split()
+    )
