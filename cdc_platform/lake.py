@@ -30,10 +30,10 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cdc_platform.config import Settings
 from cdc_platform.hive_metastore import CURRENT_SNAPSHOT_SUMMARY, table_parameter
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 DEAD_LETTER_TABLE = "dead_letter"
 PROGRESS_TABLE = "_cdc_writer_progress"
@@ -392,9 +393,9 @@ def read_all_writer_progress(
 ) -> dict[str, WriterProgress]:
     """Every writer's (or writer ``only``'s) last committed progress, by writer name (empty
     without the table)."""
-    if PROGRESS_TABLE not in lake.table_names(database):
+    frame = if_table_exists(lambda: lake.spark.table(lake.name(database, PROGRESS_TABLE)))
+    if frame is None:
         return {}
-    frame = lake.spark.table(lake.name(database, PROGRESS_TABLE))
     if only is not None:
         frame = frame.where(f"writer = '{_sql_text(only)}'")
     newest: dict[str, Any] = {}
@@ -522,16 +523,41 @@ def raw_rows(
     columns, when the writer has not created the raw table. Time travel is the base table's:
     a view has no snapshots."""
     columns = [name for name, _ in table_columns(table)]
-    if RAW_TABLE in lake.table_names(database):
-        name = lake.name(database, RAW_TABLE)
-        base = (
+    name = lake.name(database, RAW_TABLE)
+    base = if_table_exists(
+        lambda: (
             lake.spark.table(name)
             if snapshot is None
             else lake.spark.sql(f"SELECT * FROM {name} VERSION AS OF {int(snapshot)}")  # noqa: S608 - quoted names
         )
+    )
+    if base is not None:
         return base.where(raw_table_condition(table)).where(where).select(*columns)
     ddl = ", ".join(f"`{name}` {kind}" for name, kind in table_columns(table))
     return lake.spark.createDataFrame([], schema=ddl)
+
+
+# The condition of what Spark raises for a table that does not exist (Iceberg's catalog: also
+# for a missing database).
+_NO_SUCH_TABLE = "TABLE_OR_VIEW_NOT_FOUND"
+
+
+def if_table_exists(load: Callable[[], _T]) -> _T | None:
+    """``load()``, which loads one table (a read Spark analyses at once, or the table's Java
+    object), or None when the table does not exist: one catalog load, where ``SHOW TABLES``
+    first is one more metastore call, which Iceberg's Hive catalog answers by fetching the
+    record of every table and view of the database (the raw database holds a view per logical
+    table)."""
+    from pyspark.errors import AnalysisException  # noqa: PLC0415
+
+    try:
+        return load()
+    except AnalysisException as exc:
+        # PySpark raises the JVM's NoSuchTableException (also for a missing namespace) as
+        # this condition.
+        if exc.getCondition() == _NO_SUCH_TABLE:
+            return None
+        raise
 
 
 def _sql_text(value: str) -> str:

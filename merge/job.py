@@ -54,6 +54,7 @@ from cdc_platform.lake import (
     RAW_TABLE,
     WriterProgress,
     default_writer_name,
+    if_table_exists,
     raw_rows,
     raw_table_condition,
     read_writer_progress,
@@ -463,6 +464,7 @@ class Merger:
             if request.wait_ready_s is not None
             else self.settings.merge.wait_ready_s
         )
+        ready: dict[str, Any] | None = None  # what the writer's progress says of the day
         if request.skip_readiness:
             log.warning(
                 "merging %s %s without waiting for readiness (operator override): changes of "
@@ -471,7 +473,7 @@ class Merger:
                 dt,
             )
         else:
-            wait_ready(
+            ready = wait_ready(
                 self.writer_progress,
                 self.writer,
                 request.dt,
@@ -481,14 +483,22 @@ class Merger:
         self._ensure_database()
         # Read before the raw snapshot is pinned (the writer commits its progress after the
         # rows): the late rows it counts for the day are all in that snapshot (audit only).
-        late_seen = late_rows(self.writer_progress(), dt, mirror.name)
+        # The progress that made the day ready tells them (a read of the progress table is a
+        # Spark job).
+        late_seen = (
+            late_rows(self.writer_progress(), dt, mirror.name)
+            if ready is None
+            else int(ready.get("lateRows", {}).get(mirror.name, 0))
+        )
         # The day's partition as of the raw table's current snapshot (pinned: the next day
         # takes every commit after it), and from earlier when rows arrived late for days
         # merged before (``_late_since``).
         start = midnight_ms(request.dt, self.zone)
-        base = self._base_snapshot(mirror.name, request.dt, self.store.state(mirror.name))
+        # One load of the snapshot table for its state and the base's stored facts.
+        _, state, loaded = self.store.loaded_columns_and_state(mirror.name)
+        base = self._base_snapshot(mirror.name, request.dt, state)
         raw_snapshot = self._raw_snapshot()
-        begin, raw, earlier = self._day_changes(mirror.name, request.dt, base, raw_snapshot)
+        begin, raw, earlier = self._day_changes(mirror.name, request.dt, base, raw_snapshot, loaded)
         summary, decision, plan, published = self._apply(
             mirror,
             request,
@@ -535,14 +545,20 @@ class Merger:
         return result
 
     def _day_changes(
-        self, table: str, day: date, base: int | None, raw_snapshot: int | None
+        self,
+        table: str,
+        day: date,
+        base: int | None,
+        raw_snapshot: int | None,
+        loaded: Any | None = None,
     ) -> tuple[int, DataFrame, tuple[DataFrame, list[Segment]] | None]:
         """Where a day's changes start (epoch ms), the day's own raw rows, and the rows of
         earlier days taken again with them and the segments of the merges that took them
         (None: none): rows late for days merged before (``_late_since``), changes merged
         before that win over a change taken now by offset although their time is earlier
         (``_overtaking``), and, for the table's first snapshot, every older raw day
-        (``_first_since``). All read as of the raw table's ``raw_snapshot``."""
+        (``_first_since``). All read as of the raw table's ``raw_snapshot``. ``loaded``: the
+        snapshot table as loaded for ``base`` (its tags' facts are read from it)."""
         dt = day.isoformat()
         start = midnight_ms(day, self.zone)
         before = day - timedelta(days=1)
@@ -551,7 +567,9 @@ class Merger:
             # days (history replayed with its own executeTimes, days never merged).
             late_since = self._first_since(table, dt, start)
         else:
-            late_since = self._late_since(table, dt, start, before.isoformat(), raw_snapshot)
+            late_since = self._late_since(
+                table, dt, start, before.isoformat(), raw_snapshot, loaded
+            )
         begin = start if late_since is None else min(start, late_since)
         raw = self._raw_at(table, raw_snapshot, f"dt = '{dt}'")
         earlier_rows: DataFrame | None = None
@@ -629,9 +647,9 @@ class Merger:
                 live.shards[0],
             )
         key = choose_key(mirror.name, mirror.key, live.key)
-        existing = self.store.data_columns(mirror.name)
+        # The table's columns and state, and the table passed on to publish: one load.
+        existing, state, loaded = self.store.loaded_columns_and_state(mirror.name)
         plan = plan_schema(mirror.name, existing, live.columns, key)
-        state = self.store.state(mirror.name)
         base = base_of(state)
         changes = flatten(raw, plan).persist()
         again = None
@@ -659,7 +677,7 @@ class Merger:
                         "after a column type change that rewrote the snapshot; merge the "
                         "newest day instead."
                     )
-                state = self.store.state(mirror.name)
+                _, state, loaded = self.store.loaded_columns_and_state(mirror.name)
                 base = state.current
             # The span of every change (ignored archive DELETEs too): a superset of the keys
             # the MERGE applies, so its range condition never misses one.
@@ -679,6 +697,7 @@ class Merger:
                 facts=merge_facts(raw_snapshot, decision, request.skip_readiness),
                 null_keys=keys.nulls > 0,
                 change_count=summary.count,
+                loaded=loaded,
             )
         finally:
             changes.unpersist()
@@ -784,12 +803,13 @@ class Merger:
             parse_hour(label, self.zone).tag if "T" in label else day_tag(date.fromisoformat(label))
         )
 
-    def _merge_facts(self, table: str, label: str) -> dict[str, Any]:
+    def _merge_facts(self, table: str, label: str, loaded: Any | None = None) -> dict[str, Any]:
         """What the merge of ``label`` (a day, or an hour ``D``T``HH``) stored with its tag in
         the lake: its raw snapshot and archive decision (empty: none). Read from the lake, not
         from the merge records (local files, audit only), so a merge on any host sees them;
-        from its record only for a tag set before merges stored them (``stored_or_recorded``)."""
-        stored = self.store.merge_facts(table, self._tag_of(label))
+        from its record only for a tag set before merges stored them (``stored_or_recorded``).
+        ``loaded``: the table as loaded (None: loaded here)."""
+        stored = self.store.merge_facts(table, self._tag_of(label), loaded)
         if stored:
             return stored
         record = records.read_json(records.merge_record_path(self.lake, table, label))
@@ -1036,7 +1056,13 @@ class Merger:
         return None, midnight, None
 
     def _late_since(
-        self, table: str, label: str, start: int, base_record: str | None, raw_snapshot: int | None
+        self,
+        table: str,
+        label: str,
+        start: int,
+        base_record: str | None,
+        raw_snapshot: int | None,
+        loaded: Any | None = None,
     ) -> int | None:
         """The earliest ``executeTime`` among the raw rows before ``start`` that the merge of
         the base (the day or hour ``base_record``) did not see (committed after its raw
@@ -1058,7 +1084,7 @@ class Merger:
         only over an older one."""
         if base_record is None or raw_snapshot is None:
             return None  # nothing merged before: the changes form the first snapshot
-        seen = self._merge_facts(table, base_record).get("rawSnapshotId")
+        seen = self._merge_facts(table, base_record, loaded).get("rawSnapshotId")
         if seen is None:
             return self._wide_fallback(
                 table,
@@ -1290,10 +1316,10 @@ class Merger:
 
     def _raw_snapshot(self) -> int | None:
         """The raw table's current snapshot (None: no table, or no commit yet). Every logical
-        table's rows are in that one table, so the snapshot pins all of them."""
-        if not self._raw_exists():
-            return None
-        current = self._raw_java().currentSnapshot()
+        table's rows are in that one table, so the snapshot pins all of them. One catalog
+        load (no SHOW TABLES first)."""
+        java = if_table_exists(self._raw_java)
+        current = None if java is None else java.currentSnapshot()
         return None if current is None else int(current.snapshotId())
 
     def _raw_java(self) -> Any:

@@ -50,7 +50,12 @@ from typing import TYPE_CHECKING, Any
 
 from cdc_platform.config import Settings
 from cdc_platform.iceberg import LakeCatalog, stamp, storage_for
-from cdc_platform.lake import VIEW_COLUMNS_PROPERTY, metastore_client, replace_view_text
+from cdc_platform.lake import (
+    VIEW_COLUMNS_PROPERTY,
+    if_table_exists,
+    metastore_client,
+    replace_view_text,
+)
 from cdc_platform.lake_snapshots import (
     DAYS_DATABASE_SUFFIX,
     FACTS_PREFIX,
@@ -80,8 +85,6 @@ _RANGE_TYPES = ("int", "bigint", "string", "date")
 # writes a file per bucket for every task of the join: three times the files in the bench.)
 SMALL_MERGE_CHANGES = 100_000
 _DISTRIBUTION_MODE = "spark.sql.iceberg.distribution-mode"
-# The condition of what Spark's catalog raises for a table that does not exist.
-_NO_SUCH_TABLE = "TABLE_OR_VIEW_NOT_FOUND"
 # Parquet row groups of this size (Iceberg's default: 128 MB, i.e. one per data file): a
 # MERGE's scan of the table skips each row group whose key statistics lie outside the changed
 # keys' range, so with several row groups per file it reads the part of a file that holds the
@@ -220,6 +223,30 @@ def _state_of(java: Any | None) -> TableState:
     return TableState(None if current is None else int(current.snapshotId()), days, hours)
 
 
+def _current_of(java: Any) -> int:
+    current = java.currentSnapshot()
+    assert current is not None, "a committed snapshot table has a current snapshot"
+    return int(current.snapshotId())
+
+
+def _published_of(java: Any, snapshot_id: int, base: int | None, mode: str) -> Published:
+    """Rows and files of the new snapshot from its summary (Iceberg's running totals), in the
+    table ``java`` holding it (no load)."""
+    summary = java.snapshot(snapshot_id).summary()
+
+    def total(key: str) -> int:
+        value = summary.get(key)
+        return int(value) if value is not None else 0
+
+    rows = total("total-records") - total("total-position-deletes")
+    files = total("total-data-files")
+    kept = 0
+    if base is not None:
+        before = java.snapshot(base).summary().get("total-data-files")
+        kept = max(0, min(files, int(before or 0)) - total("deleted-data-files"))
+    return Published(snapshot_id, rows, files, kept, mode)
+
+
 class SnapshotStore:
     """The snapshot tables of ``settings.merge.database`` in the lake's Iceberg catalog."""
 
@@ -264,37 +291,37 @@ class SnapshotStore:
         """The table's Iceberg Java object loaded fresh, or None when there is none: one
         catalog load, where ``exists`` then ``_java`` are two (each a metastore call and a read
         of the table's metadata file, a GET on S3 or HDFS: a merge's fixed cost)."""
-        from pyspark.errors import AnalysisException  # noqa: PLC0415
-
-        try:
-            return self._java(table)
-        except AnalysisException as exc:
-            # PySpark raises the JVM's NoSuchTableException (also for a missing namespace) as
-            # this condition.
-            if exc.getCondition() == _NO_SUCH_TABLE:
-                return None
-            raise
+        return if_table_exists(lambda: self._java(table))
 
     def data_columns(self, table: str) -> list[tuple[str, str]] | None:
         """The table's data columns (name, Spark type) without bookkeeping, or None."""
-        if not self.exists(table):
-            return None
-        meta = {name for name, _ in META_COLUMNS}
-        schema = self.spark.table(self.name(table)).schema
-        return [
-            (field.name, field.dataType.simpleString())
-            for field in schema.fields
-            if field.name not in meta
-        ]
+        return self.loaded_columns_and_state(table)[0]
 
     def state(self, table: str) -> TableState:
         """Main's snapshot and the day tags, from the table's metadata (no Spark job)."""
         return _state_of(self._loaded(table))
 
-    def only_compacted_since(self, table: str, base: int, current: int) -> bool:
+    def loaded_columns_and_state(
+        self, table: str
+    ) -> tuple[list[tuple[str, str]] | None, TableState, Any | None]:
+        """``data_columns``, ``state`` and the table's Iceberg Java object they were read from
+        (None: no table), from one catalog load (``publish`` takes it on)."""
+        java = self._loaded(table)
+        if java is None:
+            return None, _state_of(None), None
+        meta = {name for name, _ in META_COLUMNS}
+        columns = [
+            (name, kind) for name, kind, _ in self._spark_columns(java.schema()) if name not in meta
+        ]
+        return columns, _state_of(java), java
+
+    def only_compacted_since(
+        self, table: str, base: int, current: int, java: Any | None = None
+    ) -> bool:
         """Whether ``current`` descends from ``base`` through commits that changed no row
-        (``replace``: compaction), so a MERGE on main applies to ``base``'s rows."""
-        java = self._java(table)
+        (``replace``: compaction), so a MERGE on main applies to ``base``'s rows. ``java``:
+        the table as loaded for ``current`` (None: loaded here)."""
+        java = self._java(table) if java is None else java
         snapshot_id: int | None = current
         while snapshot_id is not None and snapshot_id != base:
             snapshot = java.snapshot(snapshot_id)
@@ -391,6 +418,7 @@ class SnapshotStore:
         facts: Mapping[str, Any] | None = None,
         null_keys: bool = True,
         change_count: int | None = None,
+        loaded: Any | None = None,
     ) -> Published:
         """Apply ``changes`` (the latest change per key, DELETEs included, with
         ``_event_type``) to the snapshot ``base`` (None: none, the changes are the first
@@ -404,7 +432,11 @@ class SnapshotStore:
         column (False: the MERGE matches keys by plain equality, which lets Spark join on
         the partitioning of the changes' latest-per-key window, one shuffle fewer).
         ``change_count``: how many changes there are (None: unknown), which decides how the
-        MERGE's rows are distributed to the writers (``SMALL_MERGE_CHANGES``)."""
+        MERGE's rows are distributed to the writers (``SMALL_MERGE_CHANGES``). ``loaded``: the
+        table as loaded for ``state`` (None: loaded here when needed).
+
+        The table is loaded once after the write: the tag's commit, the view and the summary
+        read it from there (each load is a metastore call and a read of the metadata file)."""
         if empty and base is None and state.current is None:
             # An hour without changes before the table's first snapshot: nothing to tag yet.
             return Published(0, 0, 0, 0, "empty")
@@ -419,22 +451,22 @@ class SnapshotStore:
                 if (
                     newest
                     and state.current is not None
-                    and self.only_compacted_since(table, base, state.current)
+                    and self.only_compacted_since(table, base, state.current, loaded)
                 ):
                     published = state.current  # the same rows, compacted
             elif base is None and state.current is None:
                 # The very first snapshot of the table.
                 self.spark.sql(f"INSERT INTO {name} {self._inserts(plan, view)}")
-                published, mode = self._current(table), "first"
+                published, mode = None, "first"  # main's new snapshot, read below
             elif (
                 base is not None
                 and newest
                 and state.current is not None
-                and self.only_compacted_since(table, base, state.current)
+                and self.only_compacted_since(table, base, state.current, loaded)
             ):
                 with self._distribution(change_count):
                     self.spark.sql(merge_statement(name, plan, view, span, null_keys))
-                published, mode = self._current(table), "merge"
+                published, mode = None, "merge"  # main's new snapshot, read below
             else:
                 # A MERGE only when there is a base (none: an INSERT of every row).
                 with self._distribution(None if base is None else change_count):
@@ -442,33 +474,46 @@ class SnapshotStore:
                 mode = "first" if base is None else "re-merge"
         finally:
             self.spark.catalog.dropTempView(view)
+        after = self._java(table)
+        main = _current_of(after)
+        if published is None:
+            published = main
         tag = day_tag(day) if hour is None else hour.tag
-        self._tag(table, tag, published, facts)
-        if newest and self._current(table) != published:
+        # The tags and snapshots as committed (main as before the call below).
+        tagged = self._tag(table, tag, published, facts, after)
+        if newest and main != published:
             self.spark.sql(
                 f"CALL {_ident(self.settings.lake.catalog)}.system.set_current_snapshot("
                 f"table => '{self.database}.{table}', snapshot_id => {published})"
             )
         if hour is None:
-            self.refresh_days_view(table)
+            self.refresh_days_view(table, tagged)
         else:
-            self.refresh_hours_view(table)
-        return self._published(table, published, base, mode)
+            self.refresh_hours_view(table, tagged)
+        return _published_of(tagged, published, base, mode)
 
     def tag_day(
         self, table: str, day: date, snapshot_id: int, facts: Mapping[str, Any] | None = None
     ) -> None:
         """Tag ``snapshot_id`` as ``day``'s snapshot (the day's last hour: the day cut), with
         ``facts``, and rewrite the dt view; one Iceberg commit."""
-        self._tag(table, day_tag(day), snapshot_id, facts)
-        self.refresh_days_view(table)
+        self.refresh_days_view(table, self._tag(table, day_tag(day), snapshot_id, facts))
 
-    def _tag(self, table: str, tag: str, snapshot_id: int, facts: Mapping[str, Any] | None) -> None:
+    def _tag(
+        self,
+        table: str,
+        tag: str,
+        snapshot_id: int,
+        facts: Mapping[str, Any] | None,
+        java: Any | None = None,
+    ) -> Any:
         """Create or move ``tag`` to ``snapshot_id`` and store ``facts`` under it, in one
         Iceberg commit (a transaction of the ref and the table property), so a reader never
         sees a tag with another merge's facts; the facts of tags dropped since (``cdc-mirror
-        maintain``) are removed in the same commit."""
-        java = self._java(table)
+        maintain``) are removed in the same commit. ``java``: the table freshly loaded (None:
+        loaded here; a commit over a newer state is applied to it by Iceberg's retry).
+        Returns the table as committed (Iceberg's transaction table: no load)."""
+        java = self._java(table) if java is None else java
         refs = java.refs()
         transaction = java.newTransaction()
         manage = transaction.manageSnapshots()
@@ -491,6 +536,7 @@ class SnapshotStore:
                 properties.remove(name)
         properties.commit()
         transaction.commitTransaction()
+        return transaction.table()
 
     def add_facts(self, table: str, tag: str, facts: Mapping[str, Any]) -> None:
         """Add ``facts`` to those stored with ``tag`` (the check after the merge: one commit
@@ -504,9 +550,10 @@ class SnapshotStore:
         document = json.dumps({**stored, **facts}, sort_keys=True)
         java.updateProperties().set(facts_property(tag), document).commit()
 
-    def merge_facts(self, table: str, tag: str) -> dict[str, Any]:
-        """The facts the merge that set ``tag`` stored with it (empty: none, or no table)."""
-        java = self._loaded(table)
+    def merge_facts(self, table: str, tag: str, java: Any | None = None) -> dict[str, Any]:
+        """The facts the merge that set ``tag`` stored with it (empty: none, or no table).
+        ``java``: the table as loaded (None: loaded here)."""
+        java = self._loaded(table) if java is None else java
         if java is None:
             return {}
         text = java.properties().get(facts_property(tag))
@@ -543,9 +590,7 @@ class SnapshotStore:
             self.spark.sql(f"ALTER TABLE {name} DROP BRANCH IF EXISTS {_ident(branch)}")
 
     def _current(self, table: str) -> int:
-        current = self._java(table).currentSnapshot()
-        assert current is not None, "a committed snapshot table has a current snapshot"
-        return int(current.snapshotId())
+        return _current_of(self._java(table))
 
     def _inserts(self, plan: SchemaPlan, view: str) -> str:
         listed = ", ".join(_ident(c) for c in snapshot_columns(plan))
@@ -570,23 +615,6 @@ class SnapshotStore:
                 conf.unset(_DISTRIBUTION_MODE)
             else:
                 conf.set(_DISTRIBUTION_MODE, before)
-
-    def _published(self, table: str, snapshot_id: int, base: int | None, mode: str) -> Published:
-        """Rows and files of the new snapshot from its summary (Iceberg's running totals)."""
-        java = self._java(table)
-        summary = java.snapshot(snapshot_id).summary()
-
-        def total(key: str) -> int:
-            value = summary.get(key)
-            return int(value) if value is not None else 0
-
-        rows = total("total-records") - total("total-position-deletes")
-        files = total("total-data-files")
-        kept = 0
-        if base is not None:
-            before = java.snapshot(base).summary().get("total-data-files")
-            kept = max(0, min(files, int(before or 0)) - total("deleted-data-files"))
-        return Published(snapshot_id, rows, files, kept, mode)
 
     # -- the dt layout ----------------------------------------------------------------------
     def refresh_days_view(self, table: str, java: Any | None = None) -> None:
