@@ -159,6 +159,19 @@ class MergePhases:
         self.calls.clear()
         self.jobs_before = self._jobs()
 
+    def tasks(self) -> str:
+        """The tasks of each Spark job since ``reset``, stage by stage (``3+200``: a job of
+        two stages; skipped stages, whose output was reused, count 0)."""
+        tracker = self.spark.sparkContext.statusTracker()
+        shown = []
+        for job_id in range(self.jobs_before, self._jobs()):
+            job = tracker.getJobInfo(job_id)
+            if job is None:
+                continue
+            stages = [tracker.getStageInfo(stage_id) for stage_id in sorted(job.stageIds)]
+            shown.append("+".join(str(0 if s is None else s.numTasks) for s in stages))
+        return " ".join(shown)
+
     def line(self) -> str:
         """One line: each step's seconds (and calls when more than one), the MERGE statement,
         the snapshot and raw table loads, SHOW TABLES and the Spark jobs."""
@@ -321,7 +334,13 @@ def measure(
     result = merger.merge(MergeRequest("bench_orders", day, skip_readiness=True))
     merge_s = time.monotonic() - started
     merge_mb = memory.peak_mb()
-    print(f"merge of {day}: {phases.line()}")
+    print(f"merge of {day}: {phases.line()}; tasks per job (by stage): {phases.tasks()}")
+    summary = merger.store.java_table("bench_orders").snapshot(result.snapshot_id).summary()
+    written = ", ".join(
+        f"{key} {summary.get(key)}"
+        for key in ("added-data-files", "added-delete-files", "added-position-deletes")
+    )
+    print(f"merge of {day}: its commit: {written}")
     assert result.rows == baseline_rows, (result.rows, baseline_rows)
     return baseline_s, merge_s, baseline_mb, merge_mb, result
 
