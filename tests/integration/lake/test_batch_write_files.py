@@ -97,3 +97,40 @@ def test_a_table_that_asks_for_dictionaries_gets_them(lake: Lake) -> None:
     files = _data_files(lake, "t")
     assert files
     assert all("note" in _dictionary_columns(path) for path in files)
+
+
+def _columns_with_bounds(path: str) -> set[str]:
+    """The columns of a Parquet file whose chunks carry min/max statistics."""
+    metadata: Any = pq.ParquetFile(Path(path)).metadata
+    found = set()
+    for group in range(metadata.num_row_groups):
+        for column in range(metadata.num_columns):
+            chunk = metadata.row_group(group).column(column)
+            if chunk.statistics is not None and chunk.statistics.has_min_max:
+                found.add(str(chunk.path_in_schema))
+    return found
+
+
+@pytest.mark.parametrize("lake", ["local"], indirect=True)
+def test_columns_without_iceberg_metrics_get_no_parquet_statistics(lake: Lake) -> None:
+    # Nothing reads bounds Iceberg does not keep; computing them compared every value.
+    lake.catalog.create_table(
+        lake.namespace,
+        "t",
+        COLUMNS,
+        partitioned_by=("dt",),
+        properties={"write.metadata.metrics.column.note": "none"},
+    )
+    _write_batch(lake, "t")
+
+    files = _data_files(lake, "t")
+    assert files
+    assert {path: _columns_with_bounds(path) for path in files} == {
+        path: {"id", "dt"} for path in files
+    }
+    # Iceberg's own metrics of the other columns are kept (merge plans reads with them).
+    bounds = lake.catalog.spark.sql(
+        f"SELECT readable_metrics.id.lower_bound AS low, readable_metrics.note.lower_bound AS "
+        f"note FROM {lake.catalog.name(lake.namespace, 't')}.files"
+    ).collect()
+    assert all(row.low is not None and row.note is None for row in bounds)

@@ -15,6 +15,8 @@ import org.apache.iceberg.BaseMetastoreTableOperations;
 import org.apache.iceberg.BaseTable;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.FileFormat;
+import org.apache.iceberg.MetricsConfig;
+import org.apache.iceberg.MetricsModes;
 import org.apache.iceberg.PartitionKey;
 import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.SerializableTable;
@@ -87,6 +89,13 @@ public final class IcebergBatchWrite implements Serializable {
   // dictionary maps, the RLE encoder). The few-valued columns compress well plain (zstd);
   // compaction (Spark's writer) keeps Parquet's defaults in its large files.
   private static final String DICTIONARY_PROPERTY = "parquet.enable.dictionary";
+  // Parquet's own column statistics (each page's and row group's min and max), off for the
+  // columns whose Iceberg metrics mode is "none" unless the table sets them: Iceberg keeps no
+  // bounds of those columns (the JSON texts, raw bytes, errors), nothing filters on them, yet
+  // Parquet compares every value against the page's min and max (byte by byte, and JSON row
+  // images share long prefixes): 8.8 % of the task threads' samples in a steady 1M-row batch
+  // (bench/results/2026-11-27-writer-rows-s17).
+  private static final String STATS_PROPERTY_PREFIX = "write.parquet.stats-enabled.column.";
   private static final int TABLE = 0;
   private static final int WRITE = 1;
   private static final int DAY = 2;
@@ -463,6 +472,7 @@ public final class IcebergBatchWrite implements Serializable {
     private final StructLikeMap<Open> open;
     private final int layout;
     private final int width;
+    private final Map<String, String> parquetSettings;
 
     TableWriters(
         String name,
@@ -491,6 +501,21 @@ public final class IcebergBatchWrite implements Serializable {
       this.open = StructLikeMap.create(spec.partitionType());
       this.layout = layout;
       this.width = sparkType.fields().length;
+      this.parquetSettings = parquetSettings(table);
+    }
+
+    /** The Parquet settings of this writer's files that the table does not set itself. */
+    private static Map<String, String> parquetSettings(Table table) {
+      Map<String, String> settings = new HashMap<>();
+      settings.put(DICTIONARY_PROPERTY, "false");
+      MetricsConfig metrics = MetricsConfig.forTable(table);
+      for (Types.NestedField column : table.schema().columns()) {
+        if (metrics.columnMode(column.name()) instanceof MetricsModes.None) {
+          settings.put(STATS_PROPERTY_PREFIX + column.name(), "false");
+        }
+      }
+      settings.keySet().removeAll(table.properties().keySet());
+      return settings;
     }
 
     void write(InternalRow input, List<Written> done) throws IOException {
@@ -515,9 +540,7 @@ public final class IcebergBatchWrite implements Serializable {
       EncryptedOutputFile file =
           spec.isUnpartitioned() ? files.newOutputFile() : files.newOutputFile(spec, partition);
       Parquet.DataWriteBuilder builder = Parquet.writeData(file).forTable(table);
-      if (!table.properties().containsKey(DICTIONARY_PROPERTY)) {
-        builder.set(DICTIONARY_PROPERTY, "false");
-      }
+      parquetSettings.forEach(builder::set);
       return builder
           .withSpec(spec)
           .withPartition(spec.isUnpartitioned() ? null : partition)
