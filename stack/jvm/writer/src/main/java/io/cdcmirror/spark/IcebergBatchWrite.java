@@ -1,6 +1,7 @@
 package io.cdcmirror.spark;
 
 import java.io.IOException;
+import java.io.InterruptedIOException;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -10,6 +11,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import org.apache.iceberg.AppendFiles;
 import org.apache.iceberg.BaseMetastoreTableOperations;
 import org.apache.iceberg.BaseTable;
@@ -96,6 +102,12 @@ public final class IcebergBatchWrite implements Serializable {
   // images share long prefixes): 8.8 % of the task threads' samples in a steady 1M-row batch
   // (bench/results/2026-11-27-writer-rows-s17).
   private static final String STATS_PROPERTY_PREFIX = "write.parquet.stats-enabled.column.";
+  // A task's open files are closed this many at a time at its end. A file's close is where its
+  // bytes leave: on S3 the PUT of the whole file, on HDFS the block's pipeline and the
+  // NameNode's complete(); closed one after another, a task with ~100-200 files (one per
+  // logical table and day it met) waits that many round trips. Bounded, so that a task with
+  // hundreds of files does not start hundreds of threads and uploads at once.
+  private static final int CONCURRENT_CLOSES = 8;
   private static final int TABLE = 0;
   private static final int WRITE = 1;
   private static final int DAY = 2;
@@ -389,9 +401,11 @@ public final class IcebergBatchWrite implements Serializable {
         }
         tableWriters.write(row, result.files);
       }
+      List<Callable<Written>> closes = new ArrayList<>();
       for (TableWriters tableWriters : writers.values()) {
-        tableWriters.closeAll(result.files);
+        tableWriters.closesOfAll(closes);
       }
+      result.files.addAll(closeConcurrently(closes));
     } catch (IOException | RuntimeException e) {
       for (TableWriters tableWriters : writers.values()) {
         tableWriters.abandon();
@@ -399,6 +413,70 @@ public final class IcebergBatchWrite implements Serializable {
       throw e;
     }
     return result;
+  }
+
+  /**
+   * Runs {@code closes} {@link #CONCURRENT_CLOSES} at a time and returns their files, in
+   * order. Every close has ended (done or failed) when this returns or throws, unless the task
+   * is interrupted (killed: the closes still running are interrupted). If any failed, its
+   * error is thrown (the earliest in {@code closes}' order), the task fails and none of its
+   * files is committed (the driver commits only after every task succeeded); the caller
+   * abandons whatever is still open.
+   */
+  private static List<Written> closeConcurrently(List<Callable<Written>> closes)
+      throws IOException {
+    List<Written> written = new ArrayList<>(closes.size());
+    if (closes.size() <= 1) {
+      for (Callable<Written> close : closes) {
+        written.add(unchecked(close));
+      }
+      return written;
+    }
+    ExecutorService pool =
+        Executors.newFixedThreadPool(
+            Math.min(CONCURRENT_CLOSES, closes.size()),
+            runnable -> {
+              Thread thread = new Thread(runnable, "cdc-close-files");
+              thread.setDaemon(true);
+              return thread;
+            });
+    try {
+      // invokeAll returns once every close has ended, failed or not.
+      List<Future<Written>> results = pool.invokeAll(closes);
+      for (Future<Written> result : results) {
+        written.add(result.get());
+      }
+      return written;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt(); // the task was killed: invokeAll cancelled the rest
+      InterruptedIOException interrupted = new InterruptedIOException("closing the task's files");
+      interrupted.initCause(e);
+      throw interrupted;
+    } catch (ExecutionException e) {
+      Throwable cause = e.getCause();
+      if (cause instanceof IOException) {
+        throw (IOException) cause;
+      }
+      if (cause instanceof RuntimeException) {
+        throw (RuntimeException) cause;
+      }
+      if (cause instanceof Error) {
+        throw (Error) cause;
+      }
+      throw new IOException(cause);
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  private static Written unchecked(Callable<Written> close) throws IOException {
+    try {
+      return close.call();
+    } catch (IOException | RuntimeException e) {
+      throw e;
+    } catch (Exception e) {
+      throw new IOException(e);
+    }
   }
 
   /** A table × day × Kafka partition of the batch. */
@@ -549,12 +627,15 @@ public final class IcebergBatchWrite implements Serializable {
           .build();
     }
 
-    void closeAll(List<Written> done) throws IOException {
+    /** Adds the close of each open file to {@code closes}; each gives the file it wrote. */
+    void closesOfAll(List<Callable<Written>> closes) {
       for (Open current : open.values()) {
-        current.writer.close();
-        done.add(new Written(name, current.writer.toDataFile()));
+        closes.add(
+            () -> {
+              current.writer.close();
+              return new Written(name, current.writer.toDataFile());
+            });
       }
-      open.clear();
     }
 
     void abandon() {
