@@ -5,6 +5,7 @@ one cost a third of a batch's CPU) unless the table asks for them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,15 +60,19 @@ def _data_files(lake: Lake, table: str) -> list[str]:
     return [str(row.file_path).removeprefix("file:") for row in rows]
 
 
-def _dictionary_columns(path: str) -> set[str]:
+def _columns_whose_chunks(path: str, has: Callable[[Any], bool]) -> set[str]:
+    """The columns of a Parquet file with a column chunk for which ``has`` is true."""
     metadata: Any = pq.ParquetFile(Path(path)).metadata
-    found = set()
-    for group in range(metadata.num_row_groups):
-        for column in range(metadata.num_columns):
-            chunk = metadata.row_group(group).column(column)
-            if chunk.has_dictionary_page:
-                found.add(str(chunk.path_in_schema))
-    return found
+    return {
+        str(metadata.row_group(group).column(column).path_in_schema)
+        for group in range(metadata.num_row_groups)
+        for column in range(metadata.num_columns)
+        if has(metadata.row_group(group).column(column))
+    }
+
+
+def _dictionary_columns(path: str) -> set[str]:
+    return _columns_whose_chunks(path, lambda chunk: chunk.has_dictionary_page)
 
 
 @pytest.mark.parametrize("lake", ["local"], indirect=True)
@@ -101,14 +106,9 @@ def test_a_table_that_asks_for_dictionaries_gets_them(lake: Lake) -> None:
 
 def _columns_with_bounds(path: str) -> set[str]:
     """The columns of a Parquet file whose chunks carry min/max statistics."""
-    metadata: Any = pq.ParquetFile(Path(path)).metadata
-    found = set()
-    for group in range(metadata.num_row_groups):
-        for column in range(metadata.num_columns):
-            chunk = metadata.row_group(group).column(column)
-            if chunk.statistics is not None and chunk.statistics.has_min_max:
-                found.add(str(chunk.path_in_schema))
-    return found
+    return _columns_whose_chunks(
+        path, lambda chunk: chunk.statistics is not None and chunk.statistics.has_min_max
+    )
 
 
 @pytest.mark.parametrize("lake", ["local"], indirect=True)
