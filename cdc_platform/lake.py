@@ -190,7 +190,7 @@ class RawViews:
         self._template: Any = None  # the metastore's Table of a row table's view
         # Long-lived threads: each keeps its metastore client (and the JVM thread behind it).
         self._copiers = ThreadPoolExecutor(clients, thread_name_prefix="cdc-view-copies")
-        self._thread_client = threading.local()
+        self._clients = MetastoreClients(spark)
 
     def make(self, table: str) -> None:
         """The view ``<database>.<table>`` (one that exists already is left as it is when
@@ -252,11 +252,7 @@ class RawViews:
 
     def _client(self) -> Any:
         """This thread's metastore client."""
-        client = getattr(self._thread_client, "client", None)
-        if client is None:
-            client = metastore_client(self.spark)
-            self._thread_client.client = client
-        return client
+        return self._clients.get()
 
 
 def metastore_client(spark: Any) -> Any:
@@ -269,6 +265,21 @@ def metastore_client(spark: Any) -> Any:
     return jvm.org.apache.hadoop.hive.metastore.RetryingMetaStoreClient.getProxy(
         hive.client().conf(), True
     )
+
+
+class MetastoreClients:
+    """A metastore client per thread (``metastore_client``), made at its first use."""
+
+    def __init__(self, spark: Any) -> None:
+        self._spark = spark
+        self._by_thread = threading.local()
+
+    def get(self) -> Any:
+        client = getattr(self._by_thread, "client", None)
+        if client is None:
+            client = metastore_client(self._spark)
+            self._by_thread.client = client
+        return client
 
 
 def _set_view_text(record: Any, text: str) -> None:

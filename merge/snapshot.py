@@ -39,7 +39,6 @@ import hashlib
 import json
 import logging
 import re
-import threading
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -52,8 +51,8 @@ from cdc_platform.config import Settings
 from cdc_platform.iceberg import LakeCatalog, stamp, storage_for
 from cdc_platform.lake import (
     VIEW_COLUMNS_PROPERTY,
+    MetastoreClients,
     if_table_exists,
-    metastore_client,
     replace_view_text,
 )
 from cdc_platform.lake_snapshots import (
@@ -256,7 +255,7 @@ class SnapshotStore:
         self.config = settings.merge
         self.database = settings.merge.database
         self.lake = LakeCatalog(spark, storage_for(settings), settings.lake.catalog)
-        self._metastore_clients = threading.local()  # the view refresh's, one per thread
+        self._metastore_clients = MetastoreClients(spark)  # the view refresh's
 
     def name(self, table: str) -> str:
         return snapshot_table(self.settings, table)
@@ -693,12 +692,8 @@ class SnapshotStore:
         return [(f.name, f.dataType.simpleString(), f.nullable) for f in struct.fields]
 
     def _metastore(self) -> Any:
-        """This thread's Hive metastore client (``cdc_platform.lake.metastore_client``)."""
-        client = getattr(self._metastore_clients, "client", None)
-        if client is None:
-            client = metastore_client(self.spark)
-            self._metastore_clients.client = client
-        return client
+        """This thread's Hive metastore client."""
+        return self._metastore_clients.get()
 
 
 # A branch of a dt or hour view: its tag, its constant columns (name, text) and the columns
