@@ -7,6 +7,7 @@ import argparse
 import datetime as dt
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -214,26 +215,37 @@ def test_no_plot_without_figures_of_its_kind(tmp_path: Path) -> None:
     assert not (tmp_path / "latency.png").exists()
 
 
-def test_a_failing_benchmark_is_reported_and_the_report_still_written(tmp_path: Path) -> None:
+@pytest.fixture()
+def fake_bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], str]:
+    """Writes a benchmark module of a package ``fakebench`` under ``tmp_path`` and makes the
+    report run modules from there (as it runs bench.* from ROOT); returns its module name."""
+    import bench.report as report
+
+    package = tmp_path / "fakebench"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    monkeypatch.setattr(report, "ROOT", tmp_path)
+
+    def write(name: str, source: str) -> str:
+        (package / f"{name}.py").write_text(source)
+        return f"fakebench.{name}"
+
+    return write
+
+
+def test_a_failing_benchmark_is_reported_and_the_report_still_written(
+    tmp_path: Path, fake_bench: Callable[[str, str], str]
+) -> None:
     """The real runner on a tiny benchmark module that fails: one line, report written."""
     from bench.report import Component, run_component
 
-    module_dir = tmp_path / "fakebench"
-    module_dir.mkdir()
-    (module_dir / "__init__.py").write_text("")
-    (module_dir / "broken_bench.py").write_text(
+    module = fake_bench(
+        "broken_bench",
         "import sys\nprint('machine: test')\n"
-        "sys.stderr.write('INFO starting\\n')\nraise RuntimeError('the stack is not up')\n"
+        "sys.stderr.write('INFO starting\\n')\nraise RuntimeError('the stack is not up')\n",
     )
-    component = Component("broken", "fakebench.broken_bench", (), ())
-    import bench.report as report
-
-    original_root = report.ROOT
-    report.ROOT = tmp_path  # run the module from tmp_path, as the report runs bench.* from ROOT
-    try:
-        result = run_component(component, quick=True, timeout_s=60, work=tmp_path)
-    finally:
-        report.ROOT = original_root
+    component = Component("broken", module, (), ())
+    result = run_component(component, quick=True, timeout_s=60, work=tmp_path)
     assert result.status == "failed"
     assert result.error == "RuntimeError: the stack is not up"
     assert result.output_tail == "machine: test"
@@ -250,24 +262,14 @@ def test_the_command_line_refuses_an_unknown_component() -> None:
     assert "invalid choice: 'nosuch'" in completed.stderr
 
 
-def test_a_benchmark_past_its_timeout_is_stopped_and_reported(tmp_path: Path) -> None:
+def test_a_benchmark_past_its_timeout_is_stopped_and_reported(
+    tmp_path: Path, fake_bench: Callable[[str, str], str]
+) -> None:
     from bench.report import Component, run_component
 
-    module_dir = tmp_path / "fakebench"
-    module_dir.mkdir()
-    (module_dir / "__init__.py").write_text("")
     # It would run for ten minutes: only the report's timeout ends it.
-    (module_dir / "stuck_bench.py").write_text("import sys, time\ntime.sleep(600)\n")
-    import bench.report as report
-
-    original_root = report.ROOT
-    report.ROOT = tmp_path
-    try:
-        result = run_component(
-            Component("stuck", "fakebench.stuck_bench", (), ()), True, 2, tmp_path
-        )
-    finally:
-        report.ROOT = original_root
+    module = fake_bench("stuck_bench", "import sys, time\ntime.sleep(600)\n")
+    result = run_component(Component("stuck", module, (), ()), True, 2, tmp_path)
     assert result.status == "failed"
     assert result.error == "timed out after 2 s"
     assert result.seconds < 60
@@ -281,23 +283,15 @@ def test_args_replace_one_benchmarks_sizes_and_refuse_an_unknown_name() -> None:
         component_sizes(["no-such-bench=--rows 1"], parser)
 
 
-def test_extra_arguments_are_added_to_a_benchmarks_own_sizes(tmp_path: Path) -> None:
+def test_extra_arguments_are_added_to_a_benchmarks_own_sizes(
+    tmp_path: Path, fake_bench: Callable[[str, str], str]
+) -> None:
     """``--extra``: the benchmark runs with its quick (or full) arguments and the extra ones."""
     from bench.report import Component, run_component
 
-    module_dir = tmp_path / "fakebench"
-    module_dir.mkdir()
-    (module_dir / "__init__.py").write_text("")
-    (module_dir / "echo_bench.py").write_text("import sys\nprint(' '.join(sys.argv[1:]))\n")
-    import bench.report as report
-
-    original_root = report.ROOT
-    report.ROOT = tmp_path
-    try:
-        component = Component("echo", "fakebench.echo_bench", ("--full-size",), ("--quick-size",))
-        quick = run_component(component, True, 60, tmp_path, extra=["--no-latency"])
-        full = run_component(component, False, 60, tmp_path, extra=["--no-latency"])
-    finally:
-        report.ROOT = original_root
+    module = fake_bench("echo_bench", "import sys\nprint(' '.join(sys.argv[1:]))\n")
+    component = Component("echo", module, ("--full-size",), ("--quick-size",))
+    quick = run_component(component, True, 60, tmp_path, extra=["--no-latency"])
+    full = run_component(component, False, 60, tmp_path, extra=["--no-latency"])
     assert quick.command.endswith("echo_bench --quick-size --no-latency")
     assert full.command.endswith("echo_bench --full-size --no-latency")
