@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import threading
 import uuid
 from collections.abc import Iterator
@@ -181,18 +182,31 @@ def test_the_collector_resumes_on_a_promoted_replica_exactly_once(
         collector.wait_for(
             lambda: reached(collector.committed_gtid(), "0-11-200"), "some rows committed"
         )
-        # Mid-workload, with a transaction open, but once the replica has every committed
-        # one: asynchronous replication may lose the primary's last transactions, and a
-        # promoted server that lacks some the collector read is refused as diverged (the
-        # mirrors hold rows it lost), which is not this test's case. Under load that lag
-        # made the test fail now and then.
-        workload.hold()
-        pair.replica_has_all_of_primary()
-        pair.kill_primary()
+        # The collector is held back while 100 more transactions commit, so at the kill it
+        # is behind and reads the primary's last transactions from the promoted replica.
+        # The kill comes mid-workload, with a transaction open, but once the replica has
+        # every committed one: asynchronous replication may lose the primary's last
+        # transactions, and a promoted server that lacks some the collector read is refused
+        # as diverged (the mirrors hold rows it lost), which is not this test's case. Under
+        # load that lag made the test fail now and then.
+        before_kill = collector.committed_gtid()
+        collector.signal(signal.SIGSTOP)
+        try:
+            held_at = len(workload.acknowledged)
+            collector.wait_for(
+                lambda: len(workload.acknowledged) >= held_at + 100, "100 more transactions"
+            )
+            workload.hold()
+            pair.replica_has_all_of_primary()
+            primary_at_kill = pair.position(PRIMARY_PORT).gtid
+            log_at_kill = len(collector.log.read_text())
+            pair.kill_primary()
+        finally:
+            collector.signal(signal.SIGCONT)
     finally:
         workload.join()  # the open transaction's commit meets the dead server
     assert workload.error is not None  # the primary died under the workload
-    before_kill = collector.committed_gtid()
+    assert before_kill is not None and not reached(before_kill, primary_at_kill)
 
     replica_end = pair.replica_applied_all()
     pair.promote_replica()
@@ -222,8 +236,8 @@ def test_the_collector_resumes_on_a_promoted_replica_exactly_once(
         cursor.execute(f"SELECT id, v FROM {db}.t")
         clean = {int(key): str(value) for key, value in cursor.fetchall()}
     assert _final_rows(received) == clean
-    # Every write the primary acknowledged reached the replica (here; async replication
-    # does not promise it) and so the mirrors.
+    # Every write the primary acknowledged reached the replica (waited for above: async
+    # replication does not promise it) and so the mirrors.
     assert set(workload.acknowledged) <= set(clean)
 
     # The primary's own binlog (restarted): the rows read from it before the kill, and the
@@ -247,5 +261,7 @@ def test_the_collector_resumes_on_a_promoted_replica_exactly_once(
     # abort right after a commit, before the new transaction's partitions reached the
     # coordinator; librdkafka issue 4849, open): the process then replaces its producer and collector, and a collector
     # started after the new config arrived starts on it, so no live switch is logged.
-    restarted_on_it = "A new producer resumes" in log and "resumes after GTID" in after
+    restarted_on_it = (
+        "A new producer resumes" in log[log_at_kill:] and "resumes after GTID" in after
+    )
     assert f"switched to config version {version}" in after or restarted_on_it

@@ -16,6 +16,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import org.apache.iceberg.AppendFiles;
 import org.apache.iceberg.BaseMetastoreTableOperations;
 import org.apache.iceberg.BaseTable;
@@ -108,6 +109,8 @@ public final class IcebergBatchWrite implements Serializable {
   // logical table and day it met) waits that many round trips. Bounded, so that a task with
   // hundreds of files does not start hundreds of threads and uploads at once.
   private static final int CONCURRENT_CLOSES = 8;
+  // How long a killed task waits for its cancelled closes to end before abandoning its files.
+  private static final long CLOSE_END_WAIT_MS = 30_000;
   private static final int TABLE = 0;
   private static final int WRITE = 1;
   private static final int DAY = 2;
@@ -448,7 +451,12 @@ public final class IcebergBatchWrite implements Serializable {
       }
       return written;
     } catch (InterruptedException e) {
-      Thread.currentThread().interrupt(); // the task was killed: invokeAll cancelled the rest
+      // The task was killed: invokeAll cancelled the closes still running, without waiting for
+      // them. Wait until they end before the caller abandons the same writers (a Parquet
+      // writer is not thread-safe), bounded: the task is dying and commits nothing.
+      pool.shutdownNow();
+      awaitEnd(pool, CLOSE_END_WAIT_MS);
+      Thread.currentThread().interrupt();
       InterruptedIOException interrupted = new InterruptedIOException("closing the task's files");
       interrupted.initCause(e);
       throw interrupted;
@@ -466,6 +474,24 @@ public final class IcebergBatchWrite implements Serializable {
       throw new IOException(cause);
     } finally {
       pool.shutdownNow();
+    }
+  }
+
+  /** Waits up to {@code waitMs} for {@code pool}'s threads to end, through interrupts. */
+  private static void awaitEnd(ExecutorService pool, long waitMs) {
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(waitMs);
+    while (true) {
+      long left = deadline - System.nanoTime();
+      if (left <= 0) {
+        return;
+      }
+      try {
+        if (pool.awaitTermination(left, TimeUnit.NANOSECONDS)) {
+          return;
+        }
+      } catch (InterruptedException again) {
+        // Still dying: keep waiting for the closes, the caller restores the interrupt.
+      }
     }
   }
 
