@@ -6,7 +6,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
-import pymysql
 import pytest
 
 from cdc_mirror import verify
@@ -16,6 +15,7 @@ from cdc_platform.mysql_schema import LiveTables, MissingTableError, read_table_
 from mirror.backend import MirrorBackend
 from mock_replay.source import MySQLSource
 from simple_binlog.routing import ShardRule
+from tests.integration.mariadb_admin import admin_connection as _admin
 from webui.schema_source import InstanceAccess, MariaDBSchemaSource
 
 # table → (definition, the key by the one rule)
@@ -30,16 +30,6 @@ CASES = {
     ),
     "none": ("a INT, b INT, KEY ix (a)", ()),
 }
-
-
-def _admin(settings: Settings) -> pymysql.connections.Connection:
-    return pymysql.connect(
-        host="127.0.0.1",
-        port=settings.instances[0].port,
-        user=settings.stack.admin_user,
-        password=settings.stack.admin_password.get_secret_value(),
-        autocommit=True,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pymysql
 from confluent_kafka import Consumer
 
 from cdc_platform.config import Settings
@@ -24,18 +23,9 @@ from simple_binlog.control import is_control
 from simple_binlog.message import SimpleBinlog, decode_message
 from simple_binlog.naming import topic_name
 from simple_binlog.offsets import OffsetGenerator
+from tests.integration.mariadb_admin import admin_connection as admin
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def admin(settings: Settings) -> pymysql.connections.Connection:
-    return pymysql.connect(
-        host="127.0.0.1",
-        port=settings.instances[0].port,
-        user=settings.stack.admin_user,
-        password=settings.stack.admin_password.get_secret_value(),
-        autocommit=True,
-    )
 
 
 def reached(gtid_position: str | None, target: str) -> bool:

@@ -16,9 +16,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import pymysql
-
 from cdc_platform.config import Settings
+from tests.integration.mariadb_admin import admin_connection as admin
 from tests.unit.governance.planted import VALID, near_misses
 
 SHARDS = 2
@@ -50,16 +49,6 @@ POLICIES = [
     # note: pass — it only ever holds near-misses, which must come through unchanged.
 ]
 SALT = "governance-test-salt-0123"
-
-
-def admin(settings: Settings) -> pymysql.connections.Connection:
-    return pymysql.connect(
-        host="127.0.0.1",
-        port=settings.instances[0].port,
-        user=settings.stack.admin_user,
-        password=settings.stack.admin_password.get_secret_value(),
-        autocommit=True,
-    )
 
 
 @dataclass

@@ -7,23 +7,12 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
-import pymysql
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from cdc_platform.config import Settings, TableMirror
 from mirror.backend import MirrorBackend, mirror_router
-
-
-def _admin(settings: Settings) -> pymysql.connections.Connection:
-    return pymysql.connect(
-        host="127.0.0.1",
-        port=settings.instances[0].port,
-        user=settings.stack.admin_user,
-        password=settings.stack.admin_password.get_secret_value(),
-        autocommit=True,
-        init_command="SET time_zone = '+00:00'",
-    )
+from tests.integration.mariadb_admin import utc_admin_connection as _admin
 
 
 def test_schema_counts_and_lineage(mirror_settings: Settings) -> None:

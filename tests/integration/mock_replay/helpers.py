@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import pymysql
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -21,17 +20,7 @@ from mock_replay.runner import Cancellation, ReplayRequest, ReplayWorker, prepar
 from mock_replay.source import MySQLSource
 from simple_binlog.message import SimpleBinlog, decode_message
 from simple_binlog.values import canonical, parse_column_type
-
-
-def admin(settings: Settings) -> pymysql.connections.Connection:
-    return pymysql.connect(
-        host="127.0.0.1",
-        port=settings.instances[0].port,
-        user=settings.stack.admin_user,
-        password=settings.stack.admin_password.get_secret_value(),
-        autocommit=True,
-        init_command="SET time_zone = '+00:00'",
-    )
+from tests.integration.mariadb_admin import utc_admin_connection as admin
 
 
 def with_topic_prefix(settings: Settings, prefix: str) -> Settings:

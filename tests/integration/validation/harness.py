@@ -32,6 +32,7 @@ from mirror.plan import ChangeRouter
 from simple_binlog.naming import decode_redis_document, mirror_group, redis_key
 from simple_binlog.offsets import OffsetGenerator, OffsetState
 from simple_binlog.routing import ShardRouter
+from tests.integration.mariadb_admin import admin_connection, utc_admin_connection
 from tests.integration.mirror.harness import MirrorScene
 from tests.integration.mirror.targets import pg_connect
 from validation.watermark import KafkaWatermark, collector_positions_topic
@@ -47,18 +48,6 @@ DDL = """CREATE TABLE {db}.{table} (
 )"""
 BASE = 18_446_744_073_709_000_000
 ROWS_PER_SHARD = 40
-
-
-def admin_connection(settings: Settings, **options: Any) -> pymysql.connections.Connection:
-    """An autocommit connection to the stack's first MariaDB instance as its admin user."""
-    return pymysql.connect(
-        host="127.0.0.1",
-        port=settings.instances[0].port,
-        user=settings.stack.admin_user,
-        password=settings.stack.admin_password.get_secret_value(),
-        autocommit=True,
-        **options,
-    )
 
 
 @contextmanager
@@ -218,7 +207,7 @@ def make_pipeline(mirror_settings: Settings, history_age_s: int = 0) -> Iterator
         }
     )
     scene.settings = settings
-    conn = admin_connection(settings, init_command="SET time_zone = '+00:00'")
+    conn = utc_admin_connection(settings)
     with conn.cursor() as cur:
         start = server_position(cur)
         if history_age_s:

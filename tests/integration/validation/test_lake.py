@@ -42,6 +42,7 @@ from cdc_platform.lake_snapshots import day_tag, snapshot_table
 from merge.types import hive_type, snapshot_value
 from simple_binlog.type_table import REPRESENTATIVE_TYPES
 from simple_binlog.values import encode, parse_column_type
+from tests.integration.mariadb_admin import utc_admin_connection as _mysql
 from tests.integration.validation.test_canonical_engines import SAMPLES, _plain
 from tests.support.raw_layer import append_raw
 from validation.lake import LakeWatermark, writer_name
@@ -210,17 +211,6 @@ def test_spark_hashes_every_type_like_python(lake: Any, local_stack: Settings) -
 
 
 # -- the snapshot of a day and the lake's current state -------------------------------------
-
-
-def _mysql(settings: Settings) -> Any:
-    return pymysql.connect(
-        host="127.0.0.1",
-        port=settings.instances[0].port,
-        user=settings.stack.admin_user,
-        password=settings.stack.admin_password.get_secret_value(),
-        autocommit=True,
-        init_command="SET time_zone = '+00:00'",
-    )
 
 
 def _wire_row(values: tuple[Any, ...]) -> dict[str, Any]:

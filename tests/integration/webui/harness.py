@@ -17,24 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import pymysql
 import pytest
 
 from cdc_platform.config import Settings
 from simple_binlog.errors import StackError
+from tests.integration.mariadb_admin import admin_connection as mariadb_admin
 
 ROOT = Path(__file__).resolve().parents[3]
 ARTIFACTS = ROOT / "var" / "test-artifacts" / "webui"
-
-
-def mariadb_admin(settings: Settings) -> pymysql.connections.Connection:
-    return pymysql.connect(
-        host="127.0.0.1",
-        port=settings.instances[0].port,
-        user=settings.stack.admin_user,
-        password=settings.stack.admin_password.get_secret_value(),
-        autocommit=True,
-    )
 
 
 @dataclass(frozen=True)
