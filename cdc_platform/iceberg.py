@@ -435,6 +435,8 @@ def lake_session(
 
 # The writer jar's (stack/jvm/writer) one-job write of many tables' data files.
 BATCH_WRITE_CLASS = "io.cdcmirror.spark.IcebergBatchWrite"
+# The writer jar's driver-side commit of one row replacing its partition (``replace_row``).
+PROGRESS_COMMIT_CLASS = "io.cdcmirror.spark.ProgressCommit"
 
 
 def _ident(name: str) -> str:
@@ -551,18 +553,41 @@ class LakeCatalog:
         with self._errors():
             self._writer(frame, namespace, table, offsets, properties).append()
 
-    def replace_partitions(
+    def replace_row(
         self,
-        frame: DataFrame,
         namespace: str,
         table: str,
+        row: Mapping[str, str | int | list[str] | None],
         offsets: KafkaOffsets,
         properties: Mapping[str, str] | None = None,
     ) -> None:
-        """Replace the partitions ``frame`` has rows for with its rows, as ONE commit
-        recording ``offsets`` (and ``properties``) like ``append``."""
+        """Replace the partition ``row`` (a value per column name) falls in with that one row,
+        as ONE commit recording ``offsets`` (and ``properties``) like ``append``, the one
+        Spark's ``overwritePartitions`` makes, written and committed on the driver through
+        Iceberg's Java API (``PROGRESS_COMMIT_CLASS``): no Spark job, query analysis or table
+        load for one row.
+        The commit starts from a fresh read of the table (several writers share it); the
+        table object is this process's (``_cached_table``)."""
+        jvm: Any = self.spark.sparkContext._jvm
+        values = jvm.java.util.HashMap()
+        for column, value in row.items():
+            if isinstance(value, list):
+                items = jvm.java.util.ArrayList()
+                for item in value:
+                    items.add(item)
+                values.put(column, items)
+            else:
+                values.put(column, value)
+        # What Spark's write of the row recorded as well.
+        summary = _java_summary(
+            jvm,
+            offsets,
+            {"spark.app.id": self.spark.sparkContext.applicationId, **(properties or {})},
+        )
         with self._errors():
-            self._writer(frame, namespace, table, offsets, properties).overwritePartitions()
+            self._jar_class(PROGRESS_COMMIT_CLASS).replacePartition(
+                self._cached_table(namespace, table), values, summary
+            )
 
     def _writer(
         self,
@@ -606,23 +631,29 @@ class LakeCatalog:
 
     def _batch_write(self) -> Any:
         """``BATCH_WRITE_CLASS``; ConfigError when the stack's writer jar predates it."""
+        return self._jar_class(BATCH_WRITE_CLASS)
+
+    def _jar_class(self, name: str) -> Any:
+        """The writer jar's class ``name``; ConfigError when the stack's jar predates it."""
         from py4j.java_gateway import (  # type: ignore[import-untyped]  # noqa: PLC0415 - pyspark's
             JavaClass,
         )
 
         found: Any = self.spark.sparkContext._jvm
-        for part in BATCH_WRITE_CLASS.split("."):
+        for part in name.split("."):
             found = getattr(found, part)
         if not isinstance(found, JavaClass):  # py4j's view of a class it cannot load
             raise ConfigError(
-                f"the stack's writer jar has no {BATCH_WRITE_CLASS}; run 'cdc-mirror stack up' "
+                f"the stack's writer jar has no {name}; run 'cdc-mirror stack up' "
                 "to build the current one."
             )
         return found
 
     def check_batch_write(self) -> None:
         """ConfigError (one sentence) when the stack's writer jar lacks ``BATCH_WRITE_CLASS``
-        or an older one is loaded: the stream writer checks before it reads anything."""
+        or ``PROGRESS_COMMIT_CLASS``, or an older one is loaded: the stream writer checks
+        before it reads anything."""
+        self._jar_class(PROGRESS_COMMIT_CLASS)
         batch_write = self._batch_write()
         methods = {str(m.getName()) for m in batch_write._java_lang_class.getMethods()}
         if "countsJson" not in methods:
@@ -758,9 +789,15 @@ class StagedFiles:
         records ``offsets`` (and ``properties``), as ``LakeCatalog.append`` does; if it fails,
         the table keeps its previous snapshot. Commits of different tables may run at once."""
         jvm: Any = self._lake.spark.sparkContext._jvm
-        summary = jvm.java.util.HashMap()
-        summary.put(OFFSETS_PROPERTY, offsets.encode())
-        for key, value in (properties or {}).items():
-            summary.put(key, value)
+        summary = _java_summary(jvm, offsets, properties)
         with self._lake._errors():
             self._java.commit(table, self._lake._cached_table(self._namespace, table), summary)
+
+
+def _java_summary(jvm: Any, offsets: KafkaOffsets, properties: Mapping[str, str] | None) -> Any:
+    """A commit's snapshot-summary properties as a Java map: ``offsets`` and ``properties``."""
+    summary = jvm.java.util.HashMap()
+    summary.put(OFFSETS_PROPERTY, offsets.encode())
+    for key, value in (properties or {}).items():
+        summary.put(key, value)
+    return summary

@@ -467,23 +467,19 @@ def commit_writer_progress(
     properties: Mapping[str, str] | None = None,
 ) -> None:
     """Replace the writer's progress row: ONE Iceberg commit of ``PROGRESS_TABLE`` recording
-    ``offsets`` and the writer's name in its snapshot summary."""
-    frame = lake.spark.createDataFrame(
-        [
-            (
-                progress.writer,
-                progress.batch_id,
-                progress.committed_ms,
-                progress.ready_days,
-                json.dumps(progress.state, sort_keys=True),
-            )
-        ],
-        ", ".join(f"`{name}` {kind}" for name, kind in PROGRESS_COLUMNS),
+    ``offsets`` and the writer's name in its snapshot summary, made on the driver
+    (``LakeCatalog.replace_row``: no Spark job for one row)."""
+    row = (
+        progress.writer,
+        progress.batch_id,
+        progress.committed_ms,
+        progress.ready_days,
+        json.dumps(progress.state, sort_keys=True),
     )
-    lake.replace_partitions(
-        frame,
+    lake.replace_row(
         database,
         PROGRESS_TABLE,
+        dict(zip((name for name, _ in PROGRESS_COLUMNS), row, strict=True)),
         offsets,
         {
             **(properties or {}),
