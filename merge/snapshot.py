@@ -40,7 +40,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
@@ -48,6 +48,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from cdc_platform.config import Settings
+from cdc_platform.hive_metastore import METADATA_LOCATION
 from cdc_platform.iceberg import LakeCatalog, stamp, storage_for
 from cdc_platform.lake import (
     VIEW_COLUMNS_PROPERTY,
@@ -220,6 +221,29 @@ def _state_of(java: Any | None) -> TableState:
         elif hour is not None:
             hours[Hour(*hour)] = int(ref.snapshotId())
     return TableState(None if current is None else int(current.snapshotId()), days, hours)
+
+
+# A view's branches: per tag its constant columns (name, text), and per tag its snapshot id.
+_Tags = tuple[dict[str, tuple[tuple[str, str], ...]], dict[str, int]]
+# How often a view is made again when tags it names keep being dropped meanwhile.
+_VIEW_REFRESH_ATTEMPTS = 3
+
+
+def _day_branches(state: TableState) -> _Tags:
+    """Every tagged day as a ``dt`` (the dt view)."""
+    tags: dict[str, tuple[tuple[str, str], ...]] = {
+        day_tag(day): (("dt", day.isoformat()),) for day in state.days
+    }
+    return tags, {day_tag(day): sid for day, sid in state.days.items()}
+
+
+def _hour_branches(state: TableState) -> _Tags:
+    """Every tagged hour as a ``dt`` and ``hr`` (the hour view)."""
+    tags: dict[str, tuple[tuple[str, str], ...]] = {
+        hour.tag: (("dt", hour.day.isoformat()), ("hr", f"{hour.index:02d}"))
+        for hour in state.hours
+    }
+    return tags, {hour.tag: sid for hour, sid in state.hours.items()}
 
 
 def _current_of(java: Any) -> int:
@@ -620,23 +644,52 @@ class SnapshotStore:
         """``<database>_dt.<table>``: every tagged day as a ``dt`` of one view, in the
         table's current columns (a day merged before a column existed reads it as NULL).
         ``java``: the table as just loaded or committed (None: loaded here)."""
-        java = self._loaded(table) if java is None else java
-        state = _state_of(java)
-        tags = {day_tag(day): (("dt", day.isoformat()),) for day in state.days}
-        ids = {day_tag(day): sid for day, sid in state.days.items()}
-        self._refresh_view(table, self.database + DAYS_DATABASE_SUFFIX, tags, ids, java)
+        self._refresh_tags_view(table, self.database + DAYS_DATABASE_SUFFIX, _day_branches, java)
 
     def refresh_hours_view(self, table: str, java: Any | None = None) -> None:
         """``<database>_hr.<table>``: every tagged hour as a ``dt`` and ``hr`` (``'00'`` …)
         of one view, like the dt view."""
+        self._refresh_tags_view(table, self.database + HOURS_DATABASE_SUFFIX, _hour_branches, java)
+
+    def _refresh_tags_view(
+        self,
+        table: str,
+        view_database: str,
+        tags_of: Callable[[TableState], _Tags],
+        java: Any | None,
+    ) -> None:
+        """The view of the tags ``tags_of`` picks from the table's state (``_refresh_view``),
+        made again while a tag it names was dropped meanwhile.
+
+        Why: ``cdc-mirror maintain`` may drop an expired tag between this refresh's load and
+        its store, and rewrite the view itself before this store lands: the view would then
+        name a tag that no longer exists and fail every reader until the next refresh. After
+        storing, one metastore read tells whether the table changed since ``java`` was loaded
+        (its ``metadata_location``); only then is it loaded again and its tags compared. A
+        drop that lands after that read is followed by maintain's own refresh, which is later
+        than this store."""
         java = self._loaded(table) if java is None else java
-        state = _state_of(java)
-        tags = {
-            hour.tag: (("dt", hour.day.isoformat()), ("hr", f"{hour.index:02d}"))
-            for hour in state.hours
-        }
-        ids = {hour.tag: sid for hour, sid in state.hours.items()}
-        self._refresh_view(table, self.database + HOURS_DATABASE_SUFFIX, tags, ids, java)
+        for _ in range(_VIEW_REFRESH_ATTEMPTS):
+            tags, snapshot_ids = tags_of(_state_of(java))
+            self._refresh_view(table, view_database, tags, snapshot_ids, java)
+            if java is None or self._unchanged_since(table, java):
+                return
+            java = self._loaded(table)
+            if set(tags) <= set(tags_of(_state_of(java))[0]):
+                return
+            log.info("%s: a tag of its view was dropped meanwhile; the view is made again", table)
+        raise CdcMirrorError(
+            f"the view {view_database}.{table} names a tag that was dropped while it was "
+            f"refreshed, {_VIEW_REFRESH_ATTEMPTS} times: run the merge or "
+            "`cdc-mirror maintain` again once the other has finished."
+        )
+
+    def _unchanged_since(self, table: str, java: Any) -> bool:
+        """Whether the catalog still points at the metadata ``java`` was loaded from."""
+        record = self._metastore().getTable(self.database.lower(), table.lower())
+        parameters = record.getParameters()
+        stored = None if parameters is None else parameters.get(METADATA_LOCATION)
+        return bool(stored == java.operations().current().metadataFileLocation())
 
     def _refresh_view(
         self,

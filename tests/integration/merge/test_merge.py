@@ -37,7 +37,8 @@ from merge import records
 from merge.archive import ArchiveOverride
 from merge.job import Merger, MergeRequest, NotReadyError, merge_tables
 from merge.maintenance import Maintainer
-from merge.snapshot import ROW_GROUP_BYTES, facts_property
+from merge import snapshot as snapshot_module
+from merge.snapshot import ROW_GROUP_BYTES, SnapshotStore, facts_property
 from simple_binlog.errors import ConfigError
 from tests.integration.merge.harness import Shop, day_start, history_times, snapshot_rows
 
@@ -833,6 +834,46 @@ def test_the_dt_view_gets_each_new_day_by_its_stored_text_and_new_columns_by_sql
     merger.merge(MergeRequest(shop.table, day3))
     assert not record_kept()  # another column: made again by SQL
     assert_view_shows([DAY1, DAY2, day3])
+
+
+def test_a_tag_dropped_while_the_view_is_refreshed_is_not_left_in_the_view(
+    spark: Any, shop: Shop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cdc-mirror maintain`` may drop an expired day's tag, and rewrite the dt view, between
+    a merge's load of the table and its store of the view's text: the view must not end up
+    naming the dropped tag (every reader of the dt view would fail until the next refresh)."""
+    settings = shop.merge_settings(check=False)
+    merger = Merger(settings, spark)
+    history(shop, 3)
+    shop.start_day(DAY1)
+    shop.mock_replay(shop._second)
+    shop.write_raw(spark, DAY1)
+    merger.merge(MergeRequest(shop.table, DAY1))
+    shop.start_day(DAY2)
+    shop.insert(1, during(DAY2, shop.rng))
+    shop.write_raw(spark, DAY2)
+    merger.merge(MergeRequest(shop.table, DAY2))
+
+    store = merger.store
+    loaded = store.java_table(shop.table)  # the merge's load: both days tagged
+    maintainer = SnapshotStore(spark, settings)  # maintain's, another process's
+    store_text = snapshot_module.replace_view_text
+    raced: list[bool] = []
+
+    def maintain_lands_first(*args: Any) -> bool:
+        if not raced:
+            raced.append(True)
+            spark.sql(f"ALTER TABLE {store.name(shop.table)} DROP TAG `{day_tag(DAY1)}`")
+            maintainer.refresh_days_view(shop.table)
+        return bool(store_text(*args))
+
+    monkeypatch.setattr(snapshot_module, "replace_view_text", maintain_lands_first)
+    store.refresh_days_view(shop.table, loaded)
+
+    assert raced
+    view = days_view(settings, shop.table)
+    shown = [row["dt"] for row in spark.sql(f"SELECT DISTINCT dt FROM {view}").collect()]
+    assert shown == [str(DAY2)]
 
 
 @pytest.mark.skipif(SCALE == 1, reason="heavier variant: CDC_TEST_MERGE_FULL=1")
