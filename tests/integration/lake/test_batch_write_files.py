@@ -134,3 +134,71 @@ def test_columns_without_iceberg_metrics_get_no_parquet_statistics(lake: Lake) -
         f"note FROM {lake.catalog.name(lake.namespace, 't')}.files"
     ).collect()
     assert all(row.low is not None and row.note is None for row in bounds)
+
+
+def _day_of_offset(offset: int) -> str:
+    return DAYS[offset % len(DAYS)]
+
+
+@pytest.mark.parametrize("lake", ["local"], indirect=True)
+def test_interleaved_days_land_in_their_own_files_and_counts_across_rolls(lake: Lake) -> None:
+    # Each row's day differs from the previous row's, and a file rolls every 1,000 rows of a
+    # day (a 1-byte target): the writer's per-row shortcuts (the last row's file, the last
+    # row's group and source, kept as copies of Spark's reused row strings) must never put a
+    # row in another day's file, write to a rolled file or count a row in another group.
+    rows = 12_000
+    lake.catalog.create_table(
+        lake.namespace,
+        "t",
+        COLUMNS,
+        partitioned_by=("dt",),
+        properties={"write.target-file-size-bytes": "1"},
+    )
+    spark = lake.catalog.spark
+    day = F.element_at(
+        F.array(*[F.lit(d) for d in DAYS]), (F.col("id") % len(DAYS) + 1).cast("int")
+    )
+    frame = (
+        spark.range(rows, numPartitions=2)
+        .withColumn("day", day)
+        .select(
+            F.lit("t").alias("table"),
+            F.lit(True).alias("write"),
+            F.col("day"),
+            F.lit("topic").alias("topic"),
+            F.lit(0).cast("int").alias("partition"),
+            F.col("id").alias("offset"),
+            F.col("id").alias("eventMs"),
+            F.lit("schema").alias("sourceSchema"),
+            F.concat(F.lit("source_"), F.col("day")).alias("sourceTable"),
+            F.struct(
+                F.col("id").alias("id"),
+                F.lit("a note").alias("note"),
+                F.col("day").alias("dt"),
+            ).alias("row"),
+        )
+    )
+    staged = lake.catalog.write_files(frame, lake.namespace, ["t"], {"t": 9})
+    counts = staged.counts()
+    staged.commit("t", KafkaOffsets({("topic", 0): rows}))
+
+    per_day = rows // len(DAYS)
+    expected_groups = sorted(
+        ["t", d, "topic", 0, per_day, i, rows - len(DAYS) + i, rows - len(DAYS) + i]
+        for i, d in enumerate(DAYS)
+    )
+    assert sorted(counts["groups"]) == expected_groups
+    assert sorted(counts["sources"]) == sorted(
+        ["t", "topic", "schema", f"source_{d}"] for d in DAYS
+    )
+    files = lake.catalog.spark.sql(
+        f"SELECT file_path, partition.dt AS dt, record_count FROM "
+        f"{lake.catalog.name(lake.namespace, 't')}.files"
+    ).collect()
+    # 2,000 rows of a day in each task: rolled at its 1,000th row, so two files each.
+    assert sorted(row.record_count for row in files) == [1000] * (2 * 2 * len(DAYS))
+    for row in files:
+        table = pq.read_table(Path(str(row.file_path).removeprefix("file:")), columns=["id", "dt"])
+        ids = table.column("id").to_pylist()
+        assert set(table.column("dt").to_pylist()) == {row.dt}
+        assert {_day_of_offset(i) for i in ids} == {row.dt}

@@ -55,6 +55,7 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The stream writer's micro-batch into many Iceberg tables: the data files of EVERY table in
@@ -381,29 +382,47 @@ public final class IcebergBatchWrite implements Serializable {
     long taskId = task == null ? 0 : task.taskAttemptId();
     StructField[] fields = inputType.fields();
     Map<String, TableWriters> writers = new HashMap<>();
+    // A row's table name, as Spark holds it, to its Java name and writers: looked up by the
+    // name's bytes, so that a row costs no String (most rows name the same table).
+    Map<UTF8String, Target> targets = new HashMap<>();
+    Target last = null;
     TaskResult result = new TaskResult();
     try {
       while (rows.hasNext()) {
         InternalRow row = rows.next();
-        String name = row.getUTF8String(TABLE).toString();
-        result.count(name, row);
+        UTF8String rowName = row.getUTF8String(TABLE);
+        if (last == null || !last.bytes.equals(rowName)) {
+          last = targets.get(rowName);
+          if (last == null) {
+            // A copy: the row's string points into the row, which the next row may reuse.
+            last = new Target(rowName.clone(), rowName.toString());
+            targets.put(last.bytes, last);
+          }
+        }
+        Target target = last;
+        result.count(target.name, row);
         if (!row.getBoolean(WRITE)) {
           continue;
         }
-        TableWriters tableWriters = writers.get(name);
-        if (tableWriters == null) {
-          Table table = tables.get(name);
+        if (target.writers == null) {
+          if (target.unknown) {
+            continue;
+          }
+          Table table = tables.get(target.name);
           if (table == null) {
+            target.unknown = true;
             continue; // counted only: a table the driver creates before it writes it
           }
-          int layout = layoutOf.get(name);
+          int layout = layoutOf.get(target.name);
           StructType rowType = (StructType) fields[layout].dataType();
-          tableWriters =
-              new TableWriters(name, table, rowType, layout, operationId, partitionId, taskId);
-          writers.put(name, tableWriters);
+          target.writers =
+              new TableWriters(
+                  target.name, table, rowType, layout, operationId, partitionId, taskId);
+          writers.put(target.name, target.writers);
         }
-        tableWriters.write(row, result.files);
+        target.writers.write(row, result.files);
       }
+      result.endCounting();
       List<Callable<Written>> closes = new ArrayList<>();
       for (TableWriters tableWriters : writers.values()) {
         tableWriters.closesOfAll(closes);
@@ -532,34 +551,138 @@ public final class IcebergBatchWrite implements Serializable {
     }
   }
 
+  /** A table name of the task's rows: its Java string and its writers (null: none yet). */
+  private static final class Target {
+    final UTF8String bytes;
+    final String name;
+    TableWriters writers;
+    boolean unknown; // not a table of this write: its rows are counted only
+
+    Target(UTF8String bytes, String name) {
+      this.bytes = bytes;
+      this.name = name;
+    }
+  }
+
+  /**
+   * A group's key while a task counts: the day and topic as Spark holds them (no String per
+   * row); the table's name is one String per table ({@link Target}), compared by identity.
+   */
+  private record RowGroup(String table, UTF8String day, UTF8String topic, int partition) {
+    boolean holds(String rowTable, UTF8String rowDay, UTF8String rowTopic, int rowPartition) {
+      return table == rowTable
+          && partition == rowPartition
+          && (day == null ? rowDay == null : day.equals(rowDay))
+          && topic.equals(rowTopic);
+    }
+
+    RowGroup copy() {
+      return new RowGroup(table, day == null ? null : day.clone(), topic.clone(), partition);
+    }
+  }
+
+  /** A source table routed to a table while a task counts (see {@link RowGroup}). */
+  private record RowSource(String table, UTF8String topic, UTF8String schema, UTF8String name) {
+    boolean holds(String rowTable, UTF8String rowTopic, UTF8String rowSchema, UTF8String rowName) {
+      return table == rowTable
+          && topic.equals(rowTopic)
+          && schema.equals(rowSchema)
+          && name.equals(rowName);
+    }
+
+    RowSource copy() {
+      return new RowSource(table, topic.clone(), schema.clone(), name.clone());
+    }
+  }
+
+  /** A group's counts while a task counts, with its kept key. */
+  private static final class Counted {
+    final RowGroup group;
+    final long[] counts = {0, Long.MAX_VALUE, Long.MIN_VALUE, Counts.NO_EVENT};
+
+    Counted(RowGroup group) {
+      this.group = group;
+    }
+  }
+
   /** What one task hands the driver: its files and its counts. */
   private static final class TaskResult implements Serializable {
     private static final long serialVersionUID = 1L;
     final List<Written> files = new ArrayList<>();
     final Map<Group, long[]> groups = new HashMap<>();
     final Set<Source> sources = new HashSet<>();
+    // While the task counts: keyed by copies of Spark's strings (no Java String per row),
+    // each key kept with its counts (a lookup's key holds the row's own strings, which the
+    // next row may overwrite); the last row's group and source are remembered, since
+    // consecutive rows mostly share them (the writer clusters a task's rows by table and
+    // day). Turned into groups and sources by endCounting.
+    private transient Map<RowGroup, Counted> counting = new HashMap<>();
+    private transient Map<RowSource, RowSource> routed = new HashMap<>();
+    private transient RowGroup lastGroup;
+    private transient long[] lastCounts;
+    private transient RowSource lastSource;
 
     void count(String table, InternalRow row) {
-      String day = row.isNullAt(DAY) ? null : row.getUTF8String(DAY).toString();
-      String topic = row.getUTF8String(TOPIC).toString();
+      UTF8String day = row.isNullAt(DAY) ? null : row.getUTF8String(DAY);
+      UTF8String topic = row.getUTF8String(TOPIC);
+      int partition = row.getInt(PARTITION);
       long offset = row.getLong(OFFSET);
       long event = row.isNullAt(EVENT_MS) ? Counts.NO_EVENT : row.getLong(EVENT_MS);
-      long[] counts =
-          groups.computeIfAbsent(
-              new Group(table, day, topic, row.getInt(PARTITION)),
-              key -> new long[] {0, Long.MAX_VALUE, Long.MIN_VALUE, Counts.NO_EVENT});
+      if (lastGroup == null || !lastGroup.holds(table, day, topic, partition)) {
+        RowGroup probe = new RowGroup(table, day, topic, partition);
+        Counted counted = counting.get(probe);
+        if (counted == null) {
+          // The row's strings point into the row, which the next row may reuse: copied.
+          counted = new Counted(probe.copy());
+          counting.put(counted.group, counted);
+        }
+        lastGroup = counted.group;
+        lastCounts = counted.counts;
+      }
+      long[] counts = lastCounts;
       counts[Counts.ROWS]++;
       counts[Counts.MIN_OFFSET] = Math.min(counts[Counts.MIN_OFFSET], offset);
       counts[Counts.MAX_OFFSET] = Math.max(counts[Counts.MAX_OFFSET], offset);
       counts[Counts.MAX_EVENT] = Math.max(counts[Counts.MAX_EVENT], event);
       if (!row.isNullAt(SOURCE_SCHEMA) && !row.isNullAt(SOURCE_TABLE)) {
+        UTF8String schema = row.getUTF8String(SOURCE_SCHEMA);
+        UTF8String name = row.getUTF8String(SOURCE_TABLE);
+        if (lastSource == null || !lastSource.holds(table, topic, schema, name)) {
+          RowSource probe = new RowSource(table, topic, schema, name);
+          RowSource kept = routed.get(probe);
+          if (kept == null) {
+            kept = probe.copy();
+            routed.put(kept, kept);
+          }
+          lastSource = kept;
+        }
+      }
+    }
+
+    /** The counts as the driver takes them (Java strings); after the task's last row. */
+    void endCounting() {
+      counting.forEach(
+          (group, counted) ->
+              groups.put(
+                  new Group(
+                      group.table(),
+                      group.day() == null ? null : group.day().toString(),
+                      group.topic().toString(),
+                      group.partition()),
+                  counted.counts));
+      for (RowSource source : routed.keySet()) {
         sources.add(
             new Source(
-                table,
-                topic,
-                row.getUTF8String(SOURCE_SCHEMA).toString(),
-                row.getUTF8String(SOURCE_TABLE).toString()));
+                source.table(),
+                source.topic().toString(),
+                source.schema().toString(),
+                source.name().toString()));
       }
+      counting = new HashMap<>();
+      routed = new HashMap<>();
+      lastGroup = null;
+      lastCounts = null;
+      lastSource = null;
     }
   }
 
@@ -577,6 +700,11 @@ public final class IcebergBatchWrite implements Serializable {
     private final int layout;
     private final int width;
     private final Map<String, String> parquetSettings;
+    // The last row's file and its partition's source values (see sameSources).
+    private final int[] sourcePositions;
+    private final DataType[] sourceTypes;
+    private final Object[] lastSources;
+    private Open last;
 
     TableWriters(
         String name,
@@ -606,6 +734,13 @@ public final class IcebergBatchWrite implements Serializable {
       this.layout = layout;
       this.width = sparkType.fields().length;
       this.parquetSettings = parquetSettings(table);
+      this.sourcePositions = sourcePositions(table, spec);
+      int sources = sourcePositions == null ? 0 : sourcePositions.length;
+      this.sourceTypes = new DataType[sources];
+      for (int i = 0; i < sources; i++) {
+        sourceTypes[i] = sparkType.fields()[sourcePositions[i]].dataType();
+      }
+      this.lastSources = new Object[sources];
     }
 
     /** The Parquet settings of this writer's files that the table does not set itself. */
@@ -624,20 +759,83 @@ public final class IcebergBatchWrite implements Serializable {
 
     void write(InternalRow input, List<Written> done) throws IOException {
       InternalRow row = input.getStruct(layout, width);
-      key.partition(wrapper.wrap(row));
-      Open current = open.get(key);
-      if (current == null) {
-        PartitionKey copy = key.copy();
-        current = new Open(newWriter(copy));
-        open.put(copy, current);
+      Open current = last;
+      if (current == null || !sameSources(row)) {
+        key.partition(wrapper.wrap(row));
+        current = open.get(key);
+        if (current == null) {
+          PartitionKey copy = key.copy();
+          current = new Open(newWriter(copy), copy);
+          open.put(copy, current);
+        }
+        keepSources(row);
+        last = current;
       }
       current.writer.write(row);
       current.rows++;
       if (current.rows % ROWS_BETWEEN_SIZE_CHECKS == 0 && current.writer.length() >= targetBytes) {
         current.writer.close();
         done.add(new Written(name, current.writer.toDataFile()));
-        open.remove(key);
+        open.remove(current.partition);
+        last = null;
       }
+    }
+
+    /**
+     * Whether {@code row}'s partition source values are the last partitioned row's: then its
+     * partition is too (a partition is a function of them), without computing its key (Java
+     * strings of the row's values) and looking it up. Values compare as Spark holds them.
+     */
+    private boolean sameSources(InternalRow row) {
+      if (sourcePositions == null) {
+        return false;
+      }
+      for (int i = 0; i < sourcePositions.length; i++) {
+        int pos = sourcePositions[i];
+        Object kept = lastSources[i];
+        if (row.isNullAt(pos)) {
+          if (kept != null) {
+            return false;
+          }
+        } else if (kept == null || !kept.equals(row.get(pos, sourceTypes[i]))) {
+          return false;
+        }
+      }
+      return true;
+    }
+
+    private void keepSources(InternalRow row) {
+      if (sourcePositions == null) {
+        return;
+      }
+      for (int i = 0; i < sourcePositions.length; i++) {
+        int pos = sourcePositions[i];
+        Object value = row.isNullAt(pos) ? null : row.get(pos, sourceTypes[i]);
+        // A copy: a row's string points into the row, which the next row may reuse.
+        lastSources[i] = value instanceof UTF8String ? ((UTF8String) value).clone() : value;
+      }
+    }
+
+    /**
+     * The positions in a table's row of its partition's source columns; null when one is not
+     * a top-level column (then every row's key is computed).
+     */
+    private static int[] sourcePositions(Table table, PartitionSpec spec) {
+      List<Types.NestedField> columns = table.schema().columns();
+      int[] positions = new int[spec.fields().size()];
+      for (int i = 0; i < positions.length; i++) {
+        int sourceId = spec.fields().get(i).sourceId();
+        positions[i] = -1;
+        for (int pos = 0; pos < columns.size(); pos++) {
+          if (columns.get(pos).fieldId() == sourceId) {
+            positions[i] = pos;
+          }
+        }
+        if (positions[i] < 0) {
+          return null;
+        }
+      }
+      return positions;
     }
 
     private DataWriter<InternalRow> newWriter(StructLike partition) throws IOException {
@@ -673,15 +871,18 @@ public final class IcebergBatchWrite implements Serializable {
         }
       }
       open.clear();
+      last = null;
     }
   }
 
   private static final class Open {
     final DataWriter<InternalRow> writer;
+    final PartitionKey partition;
     long rows;
 
-    Open(DataWriter<InternalRow> writer) {
+    Open(DataWriter<InternalRow> writer, PartitionKey partition) {
       this.writer = writer;
+      this.partition = partition;
     }
   }
 
