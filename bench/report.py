@@ -91,7 +91,9 @@ TARGETS: dict[str, tuple[Target, ...]] = {
         Target("value", ">=", 100_000, "≥ 100,000 rows/s"),
         Target("ratio", ">=", 0.8, "≥ 80 % of baseline"),
         Target("files above 2× target", "<=", 0, "no file > 2× target size"),
-        Target("files below 1/20 target (not last)", "<=", 0, "no file < 1/20 (but last)"),
+        # No bound on small files since the lake is Iceberg (issue 20): a batch is one commit,
+        # its files as small as its rows per logical table and day, and `cdc-mirror maintain`
+        # compacts them to the target size (item 5). The bench reports how many there are.
     ),
     # Issue 20, item 11: on each storage, against plain Spark Structured Streaming appending
     # the same topic to one Iceberg table there; the first run creates every table.
