@@ -34,10 +34,10 @@ from cdc_platform.iceberg import LAYOUT_PROPERTY, LAYOUT_VERSION, IncompatibleTa
 from cdc_platform.lake import RAW_TABLE, metastore_client
 from cdc_platform.lake_snapshots import day_tag, days_view
 from merge import records
+from merge import snapshot as snapshot_module
 from merge.archive import ArchiveOverride
 from merge.job import Merger, MergeRequest, NotReadyError, merge_tables
 from merge.maintenance import Maintainer
-from merge import snapshot as snapshot_module
 from merge.snapshot import ROW_GROUP_BYTES, SnapshotStore, facts_property
 from simple_binlog.errors import ConfigError
 from tests.integration.merge.harness import Shop, day_start, history_times, snapshot_rows
