@@ -225,8 +225,9 @@ def _state_of(java: Any | None) -> TableState:
 
 # A view's branches: per tag its constant columns (name, text), and per tag its snapshot id.
 _Tags = tuple[dict[str, tuple[tuple[str, str], ...]], dict[str, int]]
-# How often a view is made again when tags it names keep being dropped meanwhile.
-_VIEW_REFRESH_ATTEMPTS = 3
+# How often a view is stored before giving up while its table keeps changing under it (a
+# merge's own refresh takes two: see ``_refresh_tags_view``).
+_VIEW_REFRESH_ATTEMPTS = 5
 
 
 def _day_branches(state: TableState) -> _Tags:
@@ -659,15 +660,19 @@ class SnapshotStore:
         java: Any | None,
     ) -> None:
         """The view of the tags ``tags_of`` picks from the table's state (``_refresh_view``),
-        made again while a tag it names was dropped meanwhile.
+        made again from the table as it is whenever the table changed while it was made.
 
-        Why: ``cdc-mirror maintain`` may drop an expired tag between this refresh's load and
-        its store, and rewrite the view itself before this store lands: the view would then
-        name a tag that no longer exists and fail every reader until the next refresh. After
-        storing, one metastore read tells whether the table changed since ``java`` was loaded
-        (its ``metadata_location``); only then is it loaded again and its tags compared. A
-        drop that lands after that read is followed by maintain's own refresh, which is later
-        than this store."""
+        Why: two processes refresh the view: a merge after tagging its day or hour, and
+        ``cdc-mirror maintain`` after dropping expired tags. Each builds the view from the
+        table as it loaded it, and the last store wins: a store built before the other's
+        commit would name a dropped tag (every reader of the view fails) or miss a new day
+        (its rows missing from the view) until the next refresh. So after storing, the
+        catalog's ``metadata_location`` is compared with the one ``java`` was read from; if
+        they differ, the table is loaded again and the view made from it (one metastore read
+        and no write when it is the same). The last store is then always checked after every
+        commit that preceded the other refresh, so it is built from a table holding them all.
+        A merge's own tag commit makes one such round: a committed transaction's table does
+        not know its new metadata file."""
         java = self._loaded(table) if java is None else java
         for _ in range(_VIEW_REFRESH_ATTEMPTS):
             tags, snapshot_ids = tags_of(_state_of(java))
@@ -675,21 +680,22 @@ class SnapshotStore:
             if java is None or self._unchanged_since(table, java):
                 return
             java = self._loaded(table)
-            if set(tags) <= set(tags_of(_state_of(java))[0]):
-                return
-            log.info("%s: a tag of its view was dropped meanwhile; the view is made again", table)
         raise CdcMirrorError(
-            f"the view {view_database}.{table} names a tag that was dropped while it was "
-            f"refreshed, {_VIEW_REFRESH_ATTEMPTS} times: run the merge or "
+            f"the view {view_database}.{table} was not refreshed: its table changed each of the "
+            f"{_VIEW_REFRESH_ATTEMPTS} times the view was stored; run the merge or "
             "`cdc-mirror maintain` again once the other has finished."
         )
 
     def _unchanged_since(self, table: str, java: Any) -> bool:
-        """Whether the catalog still points at the metadata ``java`` was loaded from."""
+        """Whether the catalog still points at the metadata file ``java`` was read from
+        (False when ``java`` does not know it: a committed transaction's table)."""
+        loaded_from = java.operations().current().metadataFileLocation()
+        if loaded_from is None:
+            return False
         record = self._metastore().getTable(self.database.lower(), table.lower())
         parameters = record.getParameters()
         stored = None if parameters is None else parameters.get(METADATA_LOCATION)
-        return bool(stored == java.operations().current().metadataFileLocation())
+        return bool(stored == loaded_from)
 
     def _refresh_view(
         self,

@@ -876,6 +876,33 @@ def test_a_tag_dropped_while_the_view_is_refreshed_is_not_left_in_the_view(
     assert shown == [str(DAY2)]
 
 
+def test_a_view_stored_from_a_table_loaded_before_a_new_day_keeps_that_day(
+    spark: Any, shop: Shop
+) -> None:
+    """``cdc-mirror maintain`` refreshing the dt view from the table as it loaded it before a
+    merge tagged a new day, and storing it after the merge's own refresh, must not leave the
+    view without that day (its rows would be missing until the next refresh)."""
+    settings = shop.merge_settings(check=False)
+    merger = Merger(settings, spark)
+    history(shop, 3)
+    shop.start_day(DAY1)
+    shop.mock_replay(shop._second)
+    shop.write_raw(spark, DAY1)
+    merger.merge(MergeRequest(shop.table, DAY1))
+    maintainer = SnapshotStore(spark, settings)  # maintain's, another process's
+    loaded_before = maintainer.java_table(shop.table)  # only DAY1 tagged
+    shop.start_day(DAY2)
+    shop.insert(1, during(DAY2, shop.rng))
+    shop.write_raw(spark, DAY2)
+    merger.merge(MergeRequest(shop.table, DAY2))
+
+    maintainer.refresh_days_view(shop.table, loaded_before)  # stored last
+
+    view = days_view(settings, shop.table)
+    shown = {row["dt"] for row in spark.sql(f"SELECT DISTINCT dt FROM {view}").collect()}
+    assert shown == {str(DAY1), str(DAY2)}
+
+
 @pytest.mark.skipif(SCALE == 1, reason="heavier variant: CDC_TEST_MERGE_FULL=1")
 def test_widened_column_keeps_old_partitions_readable(spark: Any, shop: Shop) -> None:
     settings = shop.merge_settings(check=False)
