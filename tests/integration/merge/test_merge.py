@@ -836,6 +836,14 @@ def test_the_dt_view_gets_each_new_day_by_its_stored_text_and_new_columns_by_sql
     assert_view_shows([DAY1, DAY2, day3])
 
 
+def merge_second_day(spark: Any, shop: Shop, merger: Merger) -> None:
+    """One new row merged as DAY2."""
+    shop.start_day(DAY2)
+    shop.insert(1, during(DAY2, shop.rng))
+    shop.write_raw(spark, DAY2)
+    merger.merge(MergeRequest(shop.table, DAY2))
+
+
 def test_a_tag_dropped_while_the_view_is_refreshed_is_not_left_in_the_view(
     spark: Any, shop: Shop, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -844,15 +852,8 @@ def test_a_tag_dropped_while_the_view_is_refreshed_is_not_left_in_the_view(
     naming the dropped tag (every reader of the dt view would fail until the next refresh)."""
     settings = shop.merge_settings(check=False)
     merger = Merger(settings, spark)
-    history(shop, 3)
-    shop.start_day(DAY1)
-    shop.mock_replay(shop._second)
-    shop.write_raw(spark, DAY1)
-    merger.merge(MergeRequest(shop.table, DAY1))
-    shop.start_day(DAY2)
-    shop.insert(1, during(DAY2, shop.rng))
-    shop.write_raw(spark, DAY2)
-    merger.merge(MergeRequest(shop.table, DAY2))
+    merged_first_day(spark, shop, merger, 0)
+    merge_second_day(spark, shop, merger)
 
     store = merger.store
     loaded = store.java_table(shop.table)  # the merge's load: both days tagged
@@ -884,17 +885,10 @@ def test_a_view_stored_from_a_table_loaded_before_a_new_day_keeps_that_day(
     view without that day (its rows would be missing until the next refresh)."""
     settings = shop.merge_settings(check=False)
     merger = Merger(settings, spark)
-    history(shop, 3)
-    shop.start_day(DAY1)
-    shop.mock_replay(shop._second)
-    shop.write_raw(spark, DAY1)
-    merger.merge(MergeRequest(shop.table, DAY1))
+    merged_first_day(spark, shop, merger, 0)
     maintainer = SnapshotStore(spark, settings)  # maintain's, another process's
     loaded_before = maintainer.java_table(shop.table)  # only DAY1 tagged
-    shop.start_day(DAY2)
-    shop.insert(1, during(DAY2, shop.rng))
-    shop.write_raw(spark, DAY2)
-    merger.merge(MergeRequest(shop.table, DAY2))
+    merge_second_day(spark, shop, merger)
 
     maintainer.refresh_days_view(shop.table, loaded_before)  # stored last
 
