@@ -57,6 +57,11 @@ def server_arguments(data_dir: Path, identity: Path, run_dir: Path) -> list[str]
         f"-master.port.grpc={grpc['master']}",
         # Small volumes (the default is 30 GB each) and no 10 s pause when stopping.
         "-master.volumeSizeLimitMB=1024",
+        # Room for many buckets: each bucket is a collection that grows by 7 volumes at once,
+        # and the default of 8 slots refused every write once a few benches' and tests'
+        # buckets held them ("No writable volumes and no free volumes left"). A volume takes
+        # disk only as it fills.
+        "-volume.max=100",
         f"-volume.port={ports['volume']}",
         f"-volume.port.grpc={grpc['volume']}",
         "-volume.preStopSeconds=0",
