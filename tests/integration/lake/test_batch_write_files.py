@@ -21,15 +21,15 @@ DAYS = ("2026-11-25", "2026-11-26", "2026-11-27")
 ROWS = 3000
 
 
-def _write_batch(lake: Lake, table: str) -> None:
-    """``ROWS`` rows over ``DAYS`` (a file per day in each of two tasks), written and
-    committed as the stream writer does."""
-    spark = lake.catalog.spark
+def _days_frame(spark: Any, table: str, rows: int, counted: bool = False) -> Any:
+    """The writer jar's input of ``rows`` rows of ``table`` over ``DAYS`` in two tasks, each
+    row's day differing from the previous row's; ``counted``: with an event time and a source
+    table per day (the counts then report them), else neither."""
     day = F.element_at(
         F.array(*[F.lit(d) for d in DAYS]), (F.col("id") % len(DAYS) + 1).cast("int")
     )
-    frame = (
-        spark.range(ROWS, numPartitions=2)
+    return (
+        spark.range(rows, numPartitions=2)
         .withColumn("day", day)
         .select(
             F.lit(table).alias("table"),
@@ -38,9 +38,11 @@ def _write_batch(lake: Lake, table: str) -> None:
             F.lit("topic").alias("topic"),
             F.lit(0).cast("int").alias("partition"),
             F.col("id").alias("offset"),
-            F.lit(None).cast("long").alias("eventMs"),
-            F.lit(None).cast("string").alias("sourceSchema"),
-            F.lit(None).cast("string").alias("sourceTable"),
+            (F.col("id") if counted else F.lit(None).cast("long")).alias("eventMs"),
+            (F.lit("schema") if counted else F.lit(None).cast("string")).alias("sourceSchema"),
+            (
+                F.concat(F.lit("source_"), F.col("day")) if counted else F.lit(None).cast("string")
+            ).alias("sourceTable"),
             F.struct(
                 F.col("id").alias("id"),
                 # Few distinct values: a dictionary would be worth it here.
@@ -49,6 +51,12 @@ def _write_batch(lake: Lake, table: str) -> None:
             ).alias("row"),
         )
     )
+
+
+def _write_batch(lake: Lake, table: str) -> None:
+    """``ROWS`` rows over ``DAYS`` (a file per day in each of two tasks), written and
+    committed as the stream writer does."""
+    frame = _days_frame(lake.catalog.spark, table, ROWS)
     staged = lake.catalog.write_files(frame, lake.namespace, [table], {table: 9})
     staged.commit(table, KafkaOffsets({("topic", 0): ROWS}))
 
@@ -154,30 +162,7 @@ def test_interleaved_days_land_in_their_own_files_and_counts_across_rolls(lake: 
         partitioned_by=("dt",),
         properties={"write.target-file-size-bytes": "1"},
     )
-    spark = lake.catalog.spark
-    day = F.element_at(
-        F.array(*[F.lit(d) for d in DAYS]), (F.col("id") % len(DAYS) + 1).cast("int")
-    )
-    frame = (
-        spark.range(rows, numPartitions=2)
-        .withColumn("day", day)
-        .select(
-            F.lit("t").alias("table"),
-            F.lit(True).alias("write"),
-            F.col("day"),
-            F.lit("topic").alias("topic"),
-            F.lit(0).cast("int").alias("partition"),
-            F.col("id").alias("offset"),
-            F.col("id").alias("eventMs"),
-            F.lit("schema").alias("sourceSchema"),
-            F.concat(F.lit("source_"), F.col("day")).alias("sourceTable"),
-            F.struct(
-                F.col("id").alias("id"),
-                F.lit("a note").alias("note"),
-                F.col("day").alias("dt"),
-            ).alias("row"),
-        )
-    )
+    frame = _days_frame(lake.catalog.spark, "t", rows, counted=True)
     staged = lake.catalog.write_files(frame, lake.namespace, ["t"], {"t": 9})
     counts = staged.counts()
     staged.commit("t", KafkaOffsets({("topic", 0): rows}))
