@@ -219,9 +219,10 @@ class RawViews:
         return failed
 
     def close(self) -> None:
-        """Stop the copying threads (their metastore clients hold no connection between
-        calls)."""
+        """Stop the copying threads, then close every metastore client they and the caller
+        made (``MetastoreClients.close``)."""
         self._copiers.shutdown(wait=True)
+        self._clients.close()
 
     def _make_by_sql(self, table: str) -> None:
         self.spark.sql(raw_view_sql(self.catalog_table, f"`{self.database}`.`{table}`", table))
@@ -268,18 +269,41 @@ def metastore_client(spark: Any) -> Any:
 
 
 class MetastoreClients:
-    """A metastore client per thread (``metastore_client``), made at its first use."""
+    """A metastore client per thread (``metastore_client``), made at its first use, until
+    ``close``. Every client made is kept in a list as well: with a ``thrift://`` metastore
+    each holds a socket (and py4j keeps its Java object) until it is closed, including the
+    client of a thread that has ended, which a thread-local alone no longer reaches."""
 
     def __init__(self, spark: Any) -> None:
         self._spark = spark
         self._by_thread = threading.local()
+        self._lock = threading.Lock()
+        self._made: list[Any] = []
 
     def get(self) -> Any:
         client = getattr(self._by_thread, "client", None)
         if client is None:
             client = metastore_client(self._spark)
+            with self._lock:
+                self._made.append(client)
             self._by_thread.client = client
         return client
+
+    def close(self) -> None:
+        """Close every client made so far, by any thread (the owner calls this once no
+        thread uses them any more); a next ``get`` makes a new one. A client that fails to
+        close is logged and the others are closed: closing never fails its owner's stop."""
+        with self._lock:
+            made, self._made = self._made, []
+            self._by_thread = threading.local()
+        for client in made:
+            try:
+                client.close()
+            except Exception as exc:  # noqa: BLE001 - logged; the next ones are closed
+                log.warning(
+                    "a metastore client could not be closed: %s",
+                    str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                )
 
 
 def _set_view_text(record: Any, text: str) -> None:

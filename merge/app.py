@@ -205,6 +205,7 @@ def run_merge_command(
                 record_outcome(metrics, outcome, time.time())
                 _write_textfile(metrics, textfile)
         finally:
+            merger.close()
             merger.spark.stop()
     finally:
         if server is not None:

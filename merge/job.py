@@ -401,6 +401,11 @@ class Merger:
             int((writer.collector_delay_s + writer.kafka_delay_s + writer.writer_delay_s) * 1000),
         )
 
+    def close(self) -> None:
+        """Close what the merges opened beside the Spark session (the view refresh's
+        metastore clients); the caller stops the session."""
+        self.store.close()
+
     def _mysql_counts(self, tables: LiveTableSource) -> Callable[[str, date], dict[date, int]]:
         def counts(name: str, today: date) -> dict[date, int]:
             column = self.config.table(name).check_column

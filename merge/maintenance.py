@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -139,6 +139,11 @@ class Maintainer:
         self._s3 = storage.location.kind == "s3"
         # The writers' progress rows (the raw table's expiry keeps what a restart needs).
         self.raw_lake = LakeCatalog(spark, storage, self.catalog)
+
+    def close(self) -> None:
+        """Close what the run opened beside the Spark session (the view refresh's metastore
+        clients); the caller stops the session."""
+        self.snapshots.close()
 
     def tables(self, names: list[str] | None) -> list[TableMirror]:
         mirrors = [t for t in self.config.tables_for("hive")]
@@ -442,7 +447,8 @@ def run_maintain_command(
     config = load_snapshot(settings)
     spark = lake_session(settings, "cdc-mirror-maintain")
     try:
-        return Maintainer(settings, spark, config, progress).run(tables or None)
+        with closing(Maintainer(settings, spark, config, progress)) as maintainer:
+            return maintainer.run(tables or None)
     finally:
         spark.stop()
 

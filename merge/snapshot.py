@@ -754,6 +754,11 @@ class SnapshotStore:
         """This thread's Hive metastore client."""
         return self._metastore_clients.get()
 
+    def close(self) -> None:
+        """Close the metastore clients the view refresh made, on every thread (the owner's
+        stop: a merge run's or maintenance's end); the store may be used again after."""
+        self._metastore_clients.close()
+
 
 # A branch of a dt or hour view: its tag, its constant columns (name, text) and the columns
 # the tag's schema has.

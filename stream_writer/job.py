@@ -352,7 +352,7 @@ def _run_writer(
         if latest is not None:
             latest.close()
         if writer is not None:  # the views of the tables seen last (made by a thread)
-            writer.wait_for_views(60)
+            writer.close_views(60)
         spark.stop()
 
 

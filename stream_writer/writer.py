@@ -509,6 +509,16 @@ class BatchWriter:
         except TimeoutError:
             log.warning("the views of the newest tables were not made within %.0f s", timeout_s)
 
+    def close_views(self, timeout_s: float | None = None) -> None:
+        """At the writer's stop: ``wait_for_views(timeout_s)``; views not started by then are
+        left (after a restart, made once their table is written again), the one being made
+        is finished, then the views' threads are stopped and their metastore clients closed
+        (``RawViews.close``)."""
+        self.wait_for_views(timeout_s)
+        self._view_maker.shutdown(wait=True, cancel_futures=True)
+        if self._raw_views is not None:
+            self._raw_views.close()
+
     def _commit_progress(
         self, batch_id: int, groups: list[_Group], end_offsets: dict[tuple[str, int], int]
     ) -> tuple[dict[str, dict[str, int]], list[str]]:

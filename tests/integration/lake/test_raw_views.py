@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from cdc_platform.iceberg import LakeCatalog
 from cdc_platform.lake import (
     DEAD_LETTER_TABLE,
@@ -16,11 +18,15 @@ from cdc_platform.lake import (
     raw_view_sql,
 )
 from tests.integration.lake.conftest import LakeSpark
+from tests.support.metastore_clients import record_metastore_clients
 from tests.support.raw_layer import append_raw
 
 
-def test_copied_views_show_their_tables_rows_like_made_ones(lake_spark: LakeSpark) -> None:
+def test_copied_views_show_their_tables_rows_like_made_ones(
+    lake_spark: LakeSpark, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spark = lake_spark.spark
+    made = record_metastore_clients(monkeypatch)
     lake = LakeCatalog.open(spark, lake_spark.settings["local"])
     database = f"rv_{uuid.uuid4().hex[:10]}"
     lake.create_namespace(database)
@@ -46,7 +52,12 @@ def test_copied_views_show_their_tables_rows_like_made_ones(lake_spark: LakeSpar
         failed = views.make_all(("shop_x", "shop x!"))
         assert list(failed) == ["shop x!"]
         assert "shop x!" in str(failed["shop x!"])
+        # The caller's client and the copying threads' (the threads end in ``close``),
+        # each closed once.
+        assert len(made) >= 2
+        assert [client.closed for client in made] == [0] * len(made)
         views.close()
+        assert [client.closed for client in made] == [1] * len(made)
         assert spark.sql(f"SHOW VIEWS IN spark_catalog.`{database}` LIKE 'shop_x'").count() == 1
         for table, ids in (("shop_orders", [1, 2]), ("shop_items", [7]), ("shop_users", [9])):
             rows = spark.sql(

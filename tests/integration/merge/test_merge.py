@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from merge.maintenance import Maintainer
 from merge.snapshot import ROW_GROUP_BYTES, SnapshotStore, facts_property
 from simple_binlog.errors import ConfigError
 from tests.integration.merge.harness import Shop, day_start, history_times, snapshot_rows
+from tests.support.metastore_clients import record_metastore_clients
 
 DAY1 = date(2026, 11, 20)
 DAY2 = date(2026, 11, 21)
@@ -875,6 +877,33 @@ def test_a_tag_dropped_while_the_view_is_refreshed_is_not_left_in_the_view(
     view = days_view(settings, shop.table)
     shown = [row["dt"] for row in spark.sql(f"SELECT DISTINCT dt FROM {view}").collect()]
     assert shown == [str(DAY2)]
+
+
+def test_closing_the_merger_closes_every_metastore_client_of_its_view_refresh(
+    spark: Any, shop: Shop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The view refresh's metastore clients (one per thread) are closed when the merge run
+    closes its Merger, the client of a thread that has ended too: with a ``thrift://``
+    metastore each would keep its socket open."""
+    made = record_metastore_clients(monkeypatch)
+    settings = shop.merge_settings(check=False)
+    merger = Merger(settings, spark)
+    merged_first_day(spark, shop, merger, 0)  # the dt view refreshed on this thread
+    with ThreadPoolExecutor(1) as other:  # and on a thread that ends before the close
+        other.submit(merger.store.refresh_days_view, shop.table).result()
+    assert len(made) == 2
+    assert [client.closed for client in made] == [0, 0]
+
+    merger.close()
+
+    assert [client.closed for client in made] == [1, 1]
+    view = days_view(settings, shop.table)  # the store makes a client again when used
+    merger.store.refresh_days_view(shop.table)
+    assert [row["dt"] for row in spark.sql(f"SELECT DISTINCT dt FROM {view}").collect()] == [
+        str(DAY1)
+    ]
+    merger.close()
+    assert [client.closed for client in made] == [1, 1, 1]
 
 
 def test_a_view_stored_from_a_table_loaded_before_a_new_day_keeps_that_day(
