@@ -393,7 +393,8 @@ def stream_writer_run(
         bool, typer.Option(help="Write what Kafka holds now, then stop.")
     ] = False,
 ) -> None:
-    """Write the instances' topics to <lake>/<database>.db/<table>/dt=…, exactly once."""
+    """Write the instances' topics to the lake's raw table <database>._cdc_changes (a view per
+    logical table), exactly once: one Iceberg commit a micro-batch."""
     from stream_writer.job import run_stream_writer  # noqa: PLC0415
 
     loaded = settings()

@@ -639,10 +639,11 @@ class KuduSettings(_Section):
 
 
 class StreamWriterSettings(_Section):
-    """The lake writer (Kafka → ``<lake>/<database>.db/<logical table>/dt=…``), PySpark."""
+    """The lake writer (Kafka → the raw Iceberg table ``<database>._cdc_changes``, a view per
+    logical table), PySpark."""
 
-    # Names the writer's checkpoint, batch manifests and readiness records; default: the
-    # instances it reads, joined with '+'.
+    # Names the writer's checkpoint, its progress row (``_cdc_writer_progress``) and its raw
+    # commits; default: the instances it reads, joined with '+'.
     name: str | None = None
     database: str = "ods_binlog_source"
     trigger_interval_s: float = Field(30.0, gt=0)

@@ -251,9 +251,9 @@ def topic_route_column(
     return logical.otherwise(route_column(default))
 
 
-# The staging table of control messages (simple_binlog.control): their files are read for
-# the watermark (a heartbeat's executeTime) and never published; no logical table can have
-# this name (routes are [a-z0-9_] and a leading '_' is the writer's own, as _table= shows).
+# The table name of control messages' rows (simple_binlog.control): counted for the watermark
+# (a heartbeat's executeTime), never written to the lake; no logical table can have this
+# name (routes are [a-z0-9_]; a leading '_' is the writer's own, like _cdc_changes).
 CONTROL_TABLE = "_control"
 
 

@@ -184,6 +184,10 @@ class _FakeMerger:
         self.seen: list[str] = []
         self.requests: list[MergeRequest] = []
         self.spark = SimpleNamespace(stop=lambda: None)
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
 
     def hour_merged(self, request: MergeRequest) -> bool:
         return request.hour in self.merged_hours
@@ -229,6 +233,7 @@ def test_merge_all_reports_each_table_as_it_ends(
     assert [o.table for o in outcomes] == ["ordercenter_orderinfo", "shop_orders"]
     assert "ordercenter_orderinfo 2026-11-21: 10 rows" in merger.seen[1]
     assert "archive rule: rule off [test]" in output.getvalue()
+    assert merger.closed  # its metastore clients (merge.snapshot's view refresh) closed
 
 
 @pytest.mark.parametrize(
