@@ -667,6 +667,7 @@ def render_performance_page(
                 )
                 + " |"
             )
+    lines += _memory_section(latest, results_link)
     failed = [
         (run, result)
         for run in runs
@@ -714,6 +715,41 @@ def render_performance_page(
             "here: " + ", ".join(f"`{name}`" for name in without) + ".",
         ]
     return "\n".join(lines).rstrip() + "\n"
+
+
+MEMORY_SUFFIX = "peak RSS MB"  # a benchmark's memory figures: extras named "<process> peak RSS MB"
+
+
+def _memory_section(latest: Sequence[tuple[StoredRun, Figure]], results_link: str) -> list[str]:
+    """The peak memory each benchmark recorded with its newest figure (extras ending in
+    ``MEMORY_SUFFIX``, e.g. the stream writer's JVM and Python processes); none: nothing."""
+    rows = []
+    for run, figure in latest:
+        memory = {k: v for k, v in figure.extra.items() if k.endswith(MEMORY_SUFFIX)}
+        if memory:
+            measured = ", ".join(
+                f"{name.removesuffix(MEMORY_SUFFIX).strip()} {value:,.0f} MB"
+                for name, value in memory.items()
+            )
+            rows.append(
+                "| "
+                + " | ".join(_cell(c) for c in (figure.key, measured, _run_link(run, results_link)))
+                + " |"
+            )
+    if not rows:
+        return []
+    return [
+        "",
+        "## Memory",
+        "",
+        "Peak resident set of each process over the benchmark's whole run (every measured "
+        "run of it, the baseline's too when it shares the process), recorded with the figure "
+        "named.",
+        "",
+        "| benchmark | peak resident set | run |",
+        "|---|---|---|",
+        *rows,
+    ]
 
 
 def _measured(figure: Figure) -> str:

@@ -83,3 +83,15 @@ def test_the_committed_page_is_what_bench_report_renders_from_the_stored_results
     assert PERFORMANCE_PAGE.read_text() == expected, (
         "docs/performance.md is out of date: run '.venv/bin/python -m bench.report --docs'"
     )
+
+
+def test_the_page_states_the_peak_memory_a_benchmark_recorded(tmp_path: Path) -> None:
+    writer = Figure(
+        "stream_writer.steady", "writer steady", 150_000, "rows/s", 178_000, "plain Spark",
+        extra={"files": 2036, "JVM peak RSS MB": 3324.4, "python peak RSS MB": 193.2},
+    )  # fmt: skip
+    _store(tmp_path, "2026-11-20", _info(20, quick=False), REDIS, writer)
+    page = render_performance_page(*load_runs(tmp_path))
+    memory = page[page.index("## Memory") : page.index("## Runs")]
+    assert "| stream_writer.steady | JVM 3,324 MB, python 193 MB | [2026-11-20]" in memory
+    assert "mirror.redis" not in memory  # recorded no memory
