@@ -568,26 +568,48 @@ class LakeCatalog:
         load for one row.
         The commit starts from a fresh read of the table (several writers share it); the
         table object is this process's (``_cached_table``)."""
+        values, summary = self.java_row_commit(row, offsets, properties)
+        with self._errors():
+            self._jar_class(PROGRESS_COMMIT_CLASS).replacePartition(
+                self._cached_table(namespace, table), values, summary
+            )
+
+    def java_row_commit(
+        self,
+        row: Mapping[str, str | int | list[str] | None],
+        offsets: KafkaOffsets,
+        properties: Mapping[str, str] | None = None,
+    ) -> tuple[Any, Any]:
+        """``replace_row``'s arguments as ``PROGRESS_COMMIT_CLASS`` takes them: the row and
+        the snapshot summary, as Java maps."""
         jvm: Any = self.spark.sparkContext._jvm
         values = jvm.java.util.HashMap()
         for column, value in row.items():
-            if isinstance(value, list):
-                items = jvm.java.util.ArrayList()
-                for item in value:
-                    items.add(item)
-                values.put(column, items)
-            else:
-                values.put(column, value)
+            # A list as one text (one py4j call, not one per item: the ready days grow).
+            values.put(column, list_text(value) if isinstance(value, list) else value)
         # What Spark's write of the row recorded as well.
         summary = _java_summary(
             jvm,
             offsets,
             {"spark.app.id": self.spark.sparkContext.applicationId, **(properties or {})},
         )
+        return values, summary
+
+    def ensure_properties(self, namespace: str, table: str, properties: Mapping[str, str]) -> bool:
+        """Set those of ``properties`` the table lacks or holds otherwise, in one metadata
+        commit (retried from a fresh read if another commit lands first); False when it holds
+        them all (no commit). The table object is this process's (``_cached_table``)."""
         with self._errors():
-            self._jar_class(PROGRESS_COMMIT_CLASS).replacePartition(
-                self._cached_table(namespace, table), values, summary
-            )
+            java_table = self._cached_table(namespace, table)
+            held = {str(k): str(v) for k, v in dict(java_table.properties()).items()}
+            missing = {k: v for k, v in properties.items() if held.get(k) != v}
+            if not missing:
+                return False
+            update = java_table.updateProperties()
+            for key, value in missing.items():
+                update = update.set(key, value)
+            update.commit()
+        return True
 
     def _writer(
         self,
@@ -706,7 +728,10 @@ class LakeCatalog:
         made by that writer (``WRITER_PROPERTY``); None for a table no such ``append`` has
         committed to. Read fresh from the catalog, or with ``fresh=False`` from the table as
         this process last loaded or committed it (``check_compatible`` loads every table):
-        enough for a writer's own commits, which only that writer makes."""
+        enough for a writer's own commits, which only that writer makes.
+        Not for the progress table: ``cdc-mirror maintain`` expires its snapshots, a quiet
+        writer's last commit with them; its row holds the same offsets
+        (``cdc_platform.lake.read_writer_progress``)."""
         with self._errors():
             if fresh:
                 java_table = self._table(namespace, table)
@@ -792,6 +817,19 @@ class StagedFiles:
         summary = _java_summary(jvm, offsets, properties)
         with self._lake._errors():
             self._java.commit(table, self._lake._cached_table(self._namespace, table), summary)
+
+
+# What precedes each item of a list passed to the writer jar as one text
+# (``ProgressCommit.LIST_SEPARATOR``).
+_LIST_SEPARATOR = "\u001f"
+
+
+def list_text(items: Sequence[str]) -> str:
+    """Pure: ``items`` as the one text ``ProgressCommit.fromListText`` reads back: each item
+    preceded by U+001F ("" is the empty list); ValueError for an item holding U+001F."""
+    if any(_LIST_SEPARATOR in item for item in items):
+        raise ValueError(f"a list item holds U+001F, which separates the items: {items!r}")
+    return "".join(_LIST_SEPARATOR + item for item in items)
 
 
 def _java_summary(jvm: Any, offsets: KafkaOffsets, properties: Mapping[str, str] | None) -> Any:

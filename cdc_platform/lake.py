@@ -476,11 +476,33 @@ def commits_ahead_of_progress(
     return ahead
 
 
+# The progress table's metadata stays small: each writer commits once a batch (every 30 s or
+# so), and each commit writes a metadata file listing every snapshot the table holds; Iceberg
+# deletes the metadata files older than the newest ``previous-versions-max`` after each commit
+# (its default keeps them all), and ``cdc-mirror maintain`` expires the snapshots (every
+# reader reads the rows of the current one: ``read_all_writer_progress``). A commit that lost
+# a race to another writer's is retried from a fresh read (``_COMMIT_RETRIES``).
+PROGRESS_TABLE_PROPERTIES = {
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+    **_COMMIT_RETRIES,
+}
+
+
 def ensure_progress_table(lake: LakeCatalog, database: str) -> None:
-    """The database and its progress table (repeatable)."""
+    """The database and its progress table with ``PROGRESS_TABLE_PROPERTIES`` (repeatable;
+    a table an earlier version made without them gets them)."""
     lake.create_namespace(database)
     if PROGRESS_TABLE not in lake.table_names(database):
-        lake.create_table(database, PROGRESS_TABLE, PROGRESS_COLUMNS, partitioned_by=("writer",))
+        lake.create_table(
+            database,
+            PROGRESS_TABLE,
+            PROGRESS_COLUMNS,
+            partitioned_by=("writer",),
+            properties=PROGRESS_TABLE_PROPERTIES,
+        )
+    elif lake.ensure_properties(database, PROGRESS_TABLE, PROGRESS_TABLE_PROPERTIES):
+        log.info("lake: %s.%s given its metadata cleanup properties", database, PROGRESS_TABLE)
 
 
 def commit_writer_progress(
@@ -493,24 +515,31 @@ def commit_writer_progress(
     """Replace the writer's progress row: ONE Iceberg commit of ``PROGRESS_TABLE`` recording
     ``offsets`` and the writer's name in its snapshot summary, made on the driver
     (``LakeCatalog.replace_row``: no Spark job for one row)."""
-    row = (
+    row, summary = progress_commit(progress, properties)
+    lake.replace_row(database, PROGRESS_TABLE, row, offsets, summary)
+
+
+def progress_commit(
+    progress: WriterProgress, properties: Mapping[str, str] | None = None
+) -> tuple[dict[str, str | int | list[str] | None], dict[str, str]]:
+    """Pure: the writer's progress row (a value per column of ``PROGRESS_COLUMNS``) and the
+    properties its commit's snapshot summary records besides the offsets."""
+    values = (
         progress.writer,
         progress.batch_id,
         progress.committed_ms,
         progress.ready_days,
         json.dumps(progress.state, sort_keys=True),
     )
-    lake.replace_row(
-        database,
-        PROGRESS_TABLE,
-        dict(zip((name for name, _ in PROGRESS_COLUMNS), row, strict=True)),
-        offsets,
-        {
-            **(properties or {}),
-            WRITER_PROPERTY: progress.writer,
-            READY_DAYS_PROPERTY: ",".join(progress.ready_days[-_READY_DAYS_KEPT:]),
-        },
+    row: dict[str, str | int | list[str] | None] = dict(
+        zip((name for name, _ in PROGRESS_COLUMNS), values, strict=True)
     )
+    summary = {
+        **(properties or {}),
+        WRITER_PROPERTY: progress.writer,
+        READY_DAYS_PROPERTY: ",".join(progress.ready_days[-_READY_DAYS_KEPT:]),
+    }
+    return row, summary
 
 
 def ready_days_from_metastore(settings: Settings, database: str, writer: str) -> list[str] | None:

@@ -24,7 +24,7 @@ change layer where they are not.
     MOCK events (replays and repairs) change nothing in MySQL and are passed over.
 
 * ``LakeWatermark``: the lake has applied a Kafka position when the stream writer's committed
-  progress (its offsets in ``_cdc_writer_progress``, ``cdc_platform.lake``) reaches it; used
+  progress (its row's offsets in ``_cdc_writer_progress``, ``cdc_platform.lake``) reaches it; used
   under ``PositionWatermark`` like a mirror's consumer group. After each wait the overlays
   re-read the raw layer (``refresh``), so a change MySQL's read reflects is in them.
 """
@@ -45,7 +45,7 @@ import orjson
 
 from cdc_platform.config import KafkaSettings, Settings
 from cdc_platform.iceberg import LakeCatalog
-from cdc_platform.lake import PROGRESS_TABLE, default_writer_name, raw_rows
+from cdc_platform.lake import default_writer_name, raw_rows, read_writer_progress
 from cdc_platform.lake_snapshots import day_tag, snapshot_as_of, snapshot_table, tag_day
 from simple_binlog.errors import ServiceUnavailableError
 from simple_binlog.naming import topic_name
@@ -529,14 +529,14 @@ class LakeWatermark(KafkaWatermark):
         self.on_reached: list[Callable[[], None]] = []
 
     def committed(self, partitions: list[int]) -> Marks:
-        if PROGRESS_TABLE not in self._lake.table_names(self._database):
-            return {}
-        offsets = self._lake.committed_offsets(self._database, PROGRESS_TABLE, self._writer)
-        if offsets is None:
+        # The writer's row, not its commit's snapshot summary: maintenance expires the
+        # progress table's snapshots, a quiet writer's last commit among them.
+        progress = read_writer_progress(self._lake, self._database, self._writer)
+        if progress is None:
             return {}
         return {
             p: o
-            for (t, p), o in offsets.next_offsets.items()
+            for (t, p), o in progress.next_offsets.items()
             if t == self.topic and p in partitions
         }
 

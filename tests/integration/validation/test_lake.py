@@ -396,18 +396,34 @@ def test_the_lakes_applied_position_is_the_stream_writers_committed_progress(lak
     ensure_progress_table(catalog, database)
     writer = writer_name(settings)
     watermark = LakeWatermark(settings.kafka, "vt-topic", catalog, database, writer, timeout_s=1)
+    offsets = {("vt-topic", 0): 42, ("vt-topic", 1): 7, ("other", 0): 9}
+    # As the stream writer's state holds them (``WriterState.to_json``).
+    partitions = [{"topic": t, "partition": p, "nextOffset": o} for (t, p), o in offsets.items()]
     try:
         assert watermark.committed([0, 1]) == {}
         commit_writer_progress(
             catalog,
             database,
-            WriterProgress(writer, 1, 1, {}),
-            KafkaOffsets({("vt-topic", 0): 42, ("vt-topic", 1): 7, ("other", 0): 9}),
+            WriterProgress(writer, 1, 1, {"partitions": partitions}),
+            KafkaOffsets(offsets),
         )
         assert watermark.committed([0, 1]) == {0: 42, 1: 7}
         watermark.wait({0: 42, 1: 7})  # reached
         with pytest.raises(Exception, match="did not catch up"):
             watermark.wait({0: 43})
+
+        # The writer goes quiet while another commits; maintenance expires every snapshot
+        # but the newest: the writer's commit is gone, its row is not.
+        for batch in range(3):
+            other = WriterProgress("another-writer", batch, batch, {})
+            commit_writer_progress(catalog, database, other, KafkaOffsets({("other", 0): batch}))
+        spark.sql(
+            f"CALL {catalog.catalog}.system.expire_snapshots(table => "
+            f"'{database}.{PROGRESS_TABLE}', older_than => TIMESTAMP '2999-01-01 00:00:00', "
+            "retain_last => 1)"
+        )
+        assert catalog.committed_offsets(database, PROGRESS_TABLE, writer) is None
+        assert watermark.committed([0, 1]) == {0: 42, 1: 7}
     finally:
         watermark.close()
         spark.sql(f"DROP TABLE IF EXISTS {catalog.name(database, PROGRESS_TABLE)}")

@@ -14,6 +14,7 @@ from cdc_platform.iceberg import (
     LakeUnreachableError,
     catalog_conf,
     incompatibility,
+    list_text,
     map_lake_error,
     stamp,
     storage_for,
@@ -138,3 +139,12 @@ def test_a_table_of_another_layout_or_format_is_refused_with_its_cause(
     found = incompatibility(properties, format_version)
     assert found is not None and cause in found
     assert "\n" not in found and not found.endswith(".")  # the caller ends the sentence
+
+
+def test_a_list_passes_to_the_writer_jar_as_one_text_each_item_marked() -> None:
+    # ProgressCommit.fromListText: "" is the empty list, each item follows a U+001F.
+    assert list_text([]) == ""
+    assert list_text([""]) == "\x1f"
+    assert list_text(["2026-11-01", "2026-11-02"]) == "\x1f2026-11-01\x1f2026-11-02"
+    with pytest.raises(ValueError, match="U\\+001F"):
+        list_text(["a\x1fb"])
