@@ -29,6 +29,23 @@ def test_up_status_down_up(hdfs_service: Settings, s3_service: Settings) -> None
     run_dir = stack.paths.run
     assert [p for p in seaweedfs.socket_files(run_dir) if p.exists()] == []
     assert [p for p in (run_dir / f"{name}.pid" for name in NAMES) if Path(p).exists()] == []
+    assert _processes_of(str(stack.paths.home), ("weed", "NameNode", "DataNode")) == []
 
     assert stack.up(NAMES) == dict.fromkeys(NAMES, "started")
     assert all(s.healthy for s in stack.status() if s.name in NAMES)
+
+
+def _processes_of(home: str, programs: tuple[str, ...]) -> list[str]:
+    """Command lines of running processes that name the stack's home and one of
+    ``programs`` (a child the pid file did not name would show here)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # ended meanwhile
+            continue
+        if home in args and any(program in args for program in programs):
+            found.append(args)
+    return found
