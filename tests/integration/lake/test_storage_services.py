@@ -29,7 +29,7 @@ def test_up_status_down_up(hdfs_service: Settings, s3_service: Settings) -> None
     run_dir = stack.paths.run
     assert [p for p in seaweedfs.socket_files(run_dir) if p.exists()] == []
     assert [p for p in (run_dir / f"{name}.pid" for name in NAMES) if Path(p).exists()] == []
-    assert _processes_of(str(stack.paths.home), ("weed", "NameNode", "DataNode")) == []
+    assert _processes_of(str(stack.paths.home), ("weed server", ".NameNode", ".DataNode")) == []
 
     assert stack.up(NAMES) == dict.fromkeys(NAMES, "started")
     assert all(s.healthy for s in stack.status() if s.name in NAMES)
