@@ -47,7 +47,7 @@ from pyspark.sql import functions as F
 
 from cdc_platform.config import Settings, TableMirror
 from cdc_platform.config_store import ConfigSnapshot, load_snapshot, snapshot_from_settings
-from cdc_platform.iceberg import LakeCatalog, storage_for
+from cdc_platform.iceberg import LakeCatalog
 from cdc_platform.lake import (
     LOGICAL_TABLE_COLUMN,
     PROGRESS_TABLE,
@@ -384,10 +384,12 @@ class Merger:
         self.config = config or snapshot_from_settings(settings)
         self.spark = spark
         self.lake = settings.lake_dir
+        # The raw layer and the writer's progress, Iceberg tables of the lake's catalog. First
+        # of all, a location that cannot be written stops the merge, in one sentence naming
+        # it and the cause (not minutes of a storage client's retries into the first read).
+        self.raw_lake = LakeCatalog.open(spark, settings, check=True)
         self.store = SnapshotStore(spark, settings)
         self.writer = writer_name(settings, (i.name for i in self.config.instances))
-        # The raw layer and the writer's progress, Iceberg tables of the lake's catalog.
-        self.raw_lake = LakeCatalog(spark, storage_for(settings), settings.lake.catalog)
         tables = open_live_tables(settings, self.config)
         self._live_schema = live_schema or tables.live_schema
         self._daily_counts = daily_counts or self._mysql_counts(tables)

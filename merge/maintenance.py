@@ -157,8 +157,10 @@ class Maintainer:
         if not mirrors:
             raise ConfigError("no configured table is mirrored to Hive (tables: in the config).")
         raw_db = self.settings.stream_writer.database
-        # Before any step: a table written by an incompatible version (or not by cdc-mirror)
-        # stops the run, in one sentence naming it and the cause, with nothing changed.
+        # Before any step: a location that cannot be written, or a table written by an
+        # incompatible version (or not by cdc-mirror), stops the run, in one sentence naming
+        # it and the cause, with nothing changed.
+        self.raw_lake.storage.check(self.spark)
         mirrored = [mirror.name for mirror in mirrors]
         self.snapshots.lake.check_compatible(raw_db, [RAW_TABLE])
         self.snapshots.lake.check_compatible(self.settings.merge.database, mirrored)
