@@ -14,9 +14,9 @@ import importlib.util
 import os
 import re
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cdc_platform.config import Settings
 from simple_binlog.errors import ConfigError
@@ -55,6 +55,15 @@ def require_spark() -> None:
 # samples at 1M-row batches (bench/results/2026-11-27-writer-rows-s17). Executors too: they
 # run the tasks off local mode.
 COMPILE_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
+
+# Settings whose value is a secret, by key: Spark's own default ``spark.redaction.regex``
+# plus the hyphenated ``access-key`` of Iceberg's S3FileIO (``s3.access-key-id``). They never
+# go through the session builder: PySpark starts the JVM with every builder setting as a
+# ``--conf key=value`` argument of ``spark-submit``, and a process's arguments are readable by
+# every local user (``ps -ww``, /proc/<pid>/cmdline). :func:`set_secret_conf` sets them once
+# the JVM runs, before anything reads them.
+SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.\-]?key")
+HADOOP_PREFIX = "spark.hadoop."
 
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
 _JDO_PACKAGE = re.compile(r'<package\s+name="(?P<name>[\w.]+)"')
@@ -124,6 +133,8 @@ def spark_conf(
         "spark.executor.extraJavaOptions": COMPILE_HUGE_METHODS,
         "spark.hadoop.hive.metastore.schema.verification": "false",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        # What Spark hides in its logs, SET output and plans: the secrets above.
+        "spark.redaction.regex": SECRET_KEY.pattern,
     }
     if settings.spark.master.startswith("local"):
         # One executor, so no locality to wait for; and waiting can stall a stage for good:
@@ -160,6 +171,40 @@ def spark_conf(
     return conf
 
 
+def split_secret_conf(conf: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Pure: ``conf`` as the settings the JVM may start with and those it gets afterwards
+    (a key :data:`SECRET_KEY` matches)."""
+    secret = {key: value for key, value in conf.items() if SECRET_KEY.search(key)}
+    return {key: value for key, value in conf.items() if key not in secret}, secret
+
+
+def set_secret_conf(spark: SparkSession, secret: Mapping[str, str]) -> None:
+    """Give the running session the settings :func:`split_secret_conf` kept off the JVM's
+    command line, where each reader looks for them first (call before any catalog, metastore
+    or file system is used: each reads its settings once, when first made).
+
+    ``spark.hadoop.<key>``: the Hadoop configuration the session state copies for every
+    Hadoop user (Hive's metastore client, Iceberg's Hive catalog, S3A, the jobs' broadcast
+    configuration) and the SparkContext's (the lake's storage check, FileSystem.get).
+    Others (``spark.sql.catalog.<c>.s3.*``): the session's SQL configuration, which Spark
+    reads when it first loads the catalog, and the shared state's SparkConf, from which
+    sessions made later take theirs (the SQL server's, one per connection). Executors get
+    them from the driver: Iceberg serialises its FileIO with its properties into the tasks,
+    and jobs carry the session's Hadoop configuration."""
+    if not secret:
+        return
+    java_session: Any = spark._jsparkSession
+    shared = java_session.sharedState()
+    hadoop_confs = (shared.hadoopConf(), spark._jsc.hadoopConfiguration())
+    for key, value in secret.items():
+        if key.startswith(HADOOP_PREFIX):
+            for hadoop_conf in hadoop_confs:
+                hadoop_conf.set(key.removeprefix(HADOOP_PREFIX), value)
+        else:
+            shared.conf().set(key, value)
+            spark.conf.set(key, value)
+
+
 def build_session(
     settings: Settings,
     app_name: str,
@@ -177,10 +222,13 @@ def build_session(
     jars = [*extra_jars(jars_home / "spark", spark_home), *sorted(jars_home.glob("iceberg/*.jar"))]
     model_classes = metastore_model_classes(spark_home) if create_schema else []
     conf = spark_conf(settings, jars, create_schema, model_classes)
+    launch, secret = split_secret_conf({**conf, **(extra_conf or {})})
     builder = SparkSession.builder.appName(app_name)
-    for key, value in {**conf, **(extra_conf or {})}.items():
+    for key, value in launch.items():
         builder = builder.config(key, value)
-    return builder.enableHiveSupport().getOrCreate()
+    session = builder.enableHiveSupport().getOrCreate()
+    set_secret_conf(session, secret)
+    return session
 
 
 def spark_error_sentence(exc: BaseException, limit: int = 400) -> str:

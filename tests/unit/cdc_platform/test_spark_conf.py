@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cdc_platform.config import Settings, SparkSettings
-from cdc_platform.spark import spark_conf
+from cdc_platform.spark import spark_conf, split_secret_conf
 
 
 def test_a_local_master_never_waits_for_locality() -> None:
@@ -30,3 +30,29 @@ def test_the_driver_and_executors_jit_compile_huge_generated_methods() -> None:
         option.startswith("-Dderby.system.home=")
         for option in conf["spark.driver.extraJavaOptions"].split()
     )
+
+
+def test_secrets_are_kept_off_the_jvms_start() -> None:
+    # The builder's settings become spark-submit's arguments, which every local user reads.
+    conf = {
+        "spark.sql.catalog.lake.s3.access-key-id": "AKIA",
+        "spark.sql.catalog.lake.s3.secret-access-key": "s3cr3t",
+        "spark.hadoop.fs.s3a.access.key": "AKIA",
+        "spark.hadoop.fs.s3a.secret.key": "s3cr3t",
+        "spark.hadoop.fs.s3a.session.token": "t0ken",
+        "spark.hadoop.javax.jdo.option.ConnectionPassword": "pw",
+        "spark.sql.catalog.lake.s3.endpoint": "http://127.0.0.1:28333",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+    }
+    launch, secret = split_secret_conf(conf)
+    assert set(secret) == set(list(conf)[:6])
+    assert set(launch) == set(list(conf)[6:])
+
+
+def test_the_metastore_password_is_not_a_launch_setting() -> None:
+    conf = spark_conf(Settings(), [])
+    launch, secret = split_secret_conf(conf)
+    assert list(secret) == ["spark.hadoop.javax.jdo.option.ConnectionPassword"]
+    assert launch["spark.hadoop.javax.jdo.option.ConnectionUserName"] == "cdc"
+    # Spark hides the same keys wherever it shows settings (SET, logs, plans).
+    assert conf["spark.redaction.regex"] == "(?i)secret|password|token|access[.\\-]?key"
