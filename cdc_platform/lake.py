@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -161,6 +162,11 @@ _VIEW_TYPE = "VIRTUAL_VIEW"
 # set by whoever makes the view by SQL: while it is unchanged, ``replace_view_text`` may change
 # the view's query without Spark analysing it.
 VIEW_COLUMNS_PROPERTY = "cdc-mirror.view-columns"
+# The view properties Spark's CREATE VIEW takes from the session itself rather than from the
+# query: the SQL settings the view runs with (the session's changed ones and its time zone:
+# ``spark.sql.ansi.enabled``, ``spark.sql.session.timeZone``, ...; a setting not stored runs
+# at its default) and the current catalog and namespace unqualified names resolve in.
+SESSION_VIEW_PREFIXES = ("view.sqlConfig.", "view.catalogAndNamespace.")
 
 
 class RawViews:
@@ -313,17 +319,63 @@ def _set_view_text(record: Any, text: str) -> None:
     record.setViewExpandedText(text)  # what Spark runs
 
 
-def replace_view_text(client: Any, database: str, view: str, text: str, mark: str) -> bool:
-    """Make the view ``database.view`` (Spark's session catalog) run the query ``text`` by one
-    metastore call that changes its stored text, when its record carries the property
-    ``VIEW_COLUMNS_PROPERTY`` = ``mark`` (the caller's digest of the view's output columns:
-    unchanged, so what Spark stored of them at ``CREATE VIEW`` holds for the new text);
-    nothing when it runs ``text`` already. False, untouched, when the view must be made by
-    ``CREATE OR REPLACE VIEW``: there is none, or its columns differ (or are not marked).
+def view_session_properties(spark: Any) -> dict[str, str]:
+    """The properties a ``CREATE VIEW`` in ``spark`` would store now from the session itself
+    (``SESSION_VIEW_PREFIXES``: its SQL settings, catalog and namespace), as Spark itself
+    makes them: for a temporary view of a constant, which reads no table and calls no
+    metastore (Spark's rules of what it keeps are its own: ``ViewHelper``)."""
+    jvm = spark.sparkContext._jvm
+    probe = f"cdc_view_session_{uuid.uuid4().hex}"
+    spark.sql(f"CREATE TEMPORARY VIEW `{probe}` AS SELECT 1 AS one")
+    try:
+        metadata = (
+            spark._jsparkSession.sessionState()
+            .catalog()
+            .getTempViewOrPermanentTableMetadata(
+                jvm.org.apache.spark.sql.catalyst.TableIdentifier.apply(probe)
+            )
+        )
+        return session_part(
+            jvm.scala.jdk.javaapi.CollectionConverters.asJava(metadata.properties())
+        )
+    finally:
+        spark.catalog.dropTempView(probe)
 
-    ``CREATE OR REPLACE VIEW`` analyses its query (each table it reads loaded from the
-    catalog) and, in Spark 4.0, drops the view before storing it again, a moment in which a
-    reader finds none; this is one read of the record and at most one ``alter_table``."""
+
+def session_part(properties: Mapping[Any, Any]) -> dict[str, str]:
+    """Pure: the entries of a view's properties (or a metastore record's parameters) Spark
+    takes from the session (``SESSION_VIEW_PREFIXES``)."""
+    return {
+        str(key): str(value)
+        for key, value in properties.items()
+        if str(key).startswith(SESSION_VIEW_PREFIXES)
+    }
+
+
+def replace_view_text(
+    client: Any,
+    database: str,
+    view: str,
+    text: str,
+    mark: str,
+    session: Mapping[str, str],
+) -> bool:
+    """Make the view ``database.view`` (Spark's session catalog) run the query ``text`` with
+    the session properties ``session`` (``view_session_properties``: what ``CREATE OR
+    REPLACE VIEW`` would store now) by one metastore call that changes its stored text and
+    those properties, when its record carries the property ``VIEW_COLUMNS_PROPERTY`` =
+    ``mark`` (the caller's digest of the view's output columns: unchanged, so what Spark
+    stored of them at ``CREATE VIEW`` holds for the new text); nothing when it runs ``text``
+    with them already. False, untouched, when the view must be made by ``CREATE OR REPLACE
+    VIEW``: there is none, or its columns differ (or are not marked).
+
+    The session's properties are replaced, not kept from the view's creation: a view runs
+    with the SQL settings stored with it, and a merge or maintenance run under other ones
+    (``spark.sql.ansi.enabled``, the session time zone) must leave the view reading as one
+    made by it would. ``CREATE OR REPLACE VIEW`` analyses its query (each table it reads
+    loaded from the catalog) and, in Spark 4.0, drops the view before storing it again, a
+    moment in which a reader finds none; this is one read of the record and at most one
+    ``alter_table``."""
     try:
         record = client.getTable(database.lower(), view.lower())
     except Exception as exc:
@@ -335,9 +387,15 @@ def replace_view_text(client: Any, database: str, view: str, text: str, mark: st
     parameters = record.getParameters()
     if parameters is None or parameters.get(VIEW_COLUMNS_PROPERTY) != mark:
         return False
-    if record.getViewOriginalText() == text and record.getViewExpandedText() == text:
+    stored_session = session_part(parameters)
+    same_text = record.getViewOriginalText() == text and record.getViewExpandedText() == text
+    if same_text and stored_session == dict(session):
         return True
     _set_view_text(record, text)
+    for key in stored_session:
+        parameters.remove(key)
+    for key, value in session.items():
+        parameters.put(key, value)
     parameters.remove(_DDL_TIME_PARAMETER)  # the metastore sets the time of the change
     client.alter_table(database.lower(), view.lower(), record)
     return True

@@ -55,6 +55,7 @@ from cdc_platform.lake import (
     MetastoreClients,
     if_table_exists,
     replace_view_text,
+    view_session_properties,
 )
 from cdc_platform.lake_snapshots import (
     DAYS_DATABASE_SUFFIX,
@@ -732,7 +733,8 @@ class SnapshotStore:
             branches.append((tag, tags[tag], present_by_schema[schema_id]))
         query = view_query(self.name(table), [(c, kind) for c, kind, _ in columns], branches)
         mark = view_mark(view_columns(columns, branches))
-        if replace_view_text(self._metastore(), view_database, table, query, mark):
+        session = view_session_properties(self.spark)
+        if replace_view_text(self._metastore(), view_database, table, query, mark, session):
             return
         self.spark.sql(
             f"CREATE OR REPLACE VIEW spark_catalog.{view} "

@@ -43,6 +43,7 @@ from merge.snapshot import ROW_GROUP_BYTES, SnapshotStore, facts_property
 from simple_binlog.errors import ConfigError
 from tests.integration.merge.harness import Shop, day_start, history_times, snapshot_rows
 from tests.support.metastore_clients import record_metastore_clients
+from tests.support.views import made_by_sql, session_part, session_settings
 
 DAY1 = date(2026, 11, 20)
 DAY2 = date(2026, 11, 21)
@@ -904,6 +905,29 @@ def test_closing_the_merger_closes_every_metastore_client_of_its_view_refresh(
     ]
     merger.close()
     assert [client.closed for client in made] == [1, 1, 1]
+
+
+def test_a_view_refreshed_under_other_sql_settings_runs_with_them(spark: Any, shop: Shop) -> None:
+    """A dt view refreshed by its stored text (its columns unchanged) in a session with other
+    SQL settings (here its time zone) is stored with them, as ``CREATE OR REPLACE VIEW`` in
+    that session would store it: a view runs with the settings stored with it, and keeping
+    those of its creation would read differently from the same view made again."""
+    settings = shop.merge_settings(check=False)
+    merger = Merger(settings, spark)
+    merged_first_day(spark, shop, merger, 0)  # the view made in the session's UTC
+    database = settings.merge.database + "_dt"
+    client = metastore_client(spark)
+    try:
+        with session_settings(spark, {"spark.sql.session.timeZone": "Asia/Tokyo"}):
+            merger.store.refresh_days_view(shop.table)  # the same text: no CREATE VIEW
+
+            stored = session_part(client, database, shop.table)
+            text = client.getTable(database, shop.table).getViewExpandedText()
+            assert stored["view.sqlConfig.spark.sql.session.timeZone"] == "Asia/Tokyo"
+            assert stored == made_by_sql(spark, client, database, text)
+    finally:
+        client.close()
+        merger.close()
 
 
 def test_a_view_stored_from_a_table_loaded_before_a_new_day_keeps_that_day(
