@@ -10,7 +10,12 @@ then two cases, each a day of the table's rows in the one raw Iceberg table (Sim
 JSON in ``content``: 20 % inserts of new keys, 70 % updates, 10 % deletes):
 
 1. ``--changes`` changes (day 2, merged over day 1);
-2. ``--small-changes`` changes (day 3, merged over day 2).
+2. ``--small-changes`` changes (day 3, merged over day 2);
+3. hourly snapshots (the table mirror switched to ``snapshots: hourly``): ``--small-changes``
+   changes in hour 00 of day 4, merged over day 3's tag (not measured: it makes the next
+   hour's base an hour tag, as for 23 of a day's 24 hours), then ``--small-changes`` changes
+   whose ``executeTime`` lies in hour 01, merged as that hour over hour 00's tag (measured).
+   Issue 20 item 4: an hour's merge costs what that hour's change costs.
 
 Per case, on the same input and the same lake:
 
@@ -18,7 +23,11 @@ Per case, on the same input and the same lake:
   a window ``row_number() over (partition by key order by offset desc) = 1``, DELETEs
   dropped, the whole result written as a new Iceberg table (a full rewrite);
 * measured: ``merge.job.Merger.merge`` (schema, archive rule, MERGE INTO of the day's
-  changes, the day's tag, the dt view, record).
+  changes, the day's tag, the dt view, record); for the hour,
+  ``MergeRequest(table, day, hour=1)``: the hour's changes only, tagged ``hr-…``, the hour view.
+
+The hour's baseline is the same naive rewrite of the hour before's tag with the hour's
+changes (the raw rows of ``dt`` = day 4 whose ``executeTime`` lies in hour 01).
 
 ``--pattern recent`` puts updates and deletes on the newest 2 % of keys (order tables: recent
 orders change), ``random`` spreads them over all keys. Prints seconds, rows/s, the ratio,
@@ -27,7 +36,7 @@ The issue's sizes are the defaults; scale down with the flags.
 
 ``--storage`` puts the lake in a local temporary folder, or under a prefix of its own per run
 on the stack's HDFS or SeaweedFS S3 (deleted at the end); the figures of S3 and HDFS have keys
-of their own (``merge.small_changes_s3``, ``…_hdfs``). ``--location`` names a lake instead.
+of their own (``merge.small_changes_s3``, ``…_hdfs``, ``merge.hourly_small_changes_s3``, …). ``--location`` names a lake instead.
 """
 
 from __future__ import annotations
@@ -55,13 +64,19 @@ from cdc_platform.lake import (
     ensure_raw_table,
     raw_rows,
 )
-from cdc_platform.lake_snapshots import day_tag
+from cdc_platform.lake_snapshots import DAYS_DATABASE_SUFFIX, HOURS_DATABASE_SUFFIX, day_tag
 from cdc_platform.mysql_schema import LiveSchema
+from merge.hours import HOUR_MS, Hour
 from merge.job import Merger, MergeRequest, MergeResult
 from merge.schema import plan_schema
 from merge.transform import align, flatten, latest
 
 DAY1 = date(2026, 11, 19)
+# The hourly case: hour 00 of this day merged over day 3's tag, then hour 01 measured.
+HOURLY_DAY = DAY1 + timedelta(days=3)
+MEASURED_HOUR = Hour(HOURLY_DAY, 1)
+# The daily cases' changes: from 01:00 of their day, one per millisecond (80,000 s at most).
+DAY_SPAN_MS = 80_000_000
 COLUMNS = {
     "id": "bigint(20)",
     "user_id": "int(11)",
@@ -106,29 +121,36 @@ class MergePhases:
         "_archive_decision",
         "_raw_java",
     )
+    # The steps ``publish`` calls (its rest is the MERGE statement).
+    INSIDE_PUBLISH = (
+        "only_compacted_since",
+        "_current",
+        "_tag",
+        "refresh_days_view",
+        "refresh_hours_view",
+        "_published",
+    )
     STORE_STEPS = (
         "state",
         "merge_facts",
         "data_columns",
         "evolve",
         "publish",
-        "only_compacted_since",
-        "_current",
-        "_tag",
-        "refresh_days_view",
-        "_published",
+        *INSIDE_PUBLISH,
         "_java",
     )
     CATALOG_STEPS = ("table_names",)
-    INSIDE_PUBLISH = ("only_compacted_since", "_current", "_tag", "refresh_days_view", "_published")
+    # Steps of an hour's merge (instead of ``_day_changes``): its base (called twice: before
+    # the read and in the MERGE's planning), late rows since the base's raw snapshot.
+    HOUR_STEPS = ("_hour_base", "_late_since", "_overtaking")
 
-    def __init__(self, merger: Merger) -> None:
+    def __init__(self, merger: Merger, hourly: bool = False) -> None:
         self.spark = merger.spark
         self.seconds: dict[str, float] = {}
         self.calls: dict[str, int] = {}
         self.jobs_before = 0
         for owner, names in (
-            (merger, self.MERGER_STEPS),
+            (merger, self.MERGER_STEPS + (self.HOUR_STEPS if hourly else ())),
             (merger.store, self.STORE_STEPS),
             (merger.raw_lake, self.CATALOG_STEPS),
             (merger.store.lake, self.CATALOG_STEPS),
@@ -189,7 +211,9 @@ class MergePhases:
         )
 
 
-def bench_settings(work: Path, args: argparse.Namespace, tag: str) -> Settings:
+def bench_settings(
+    work: Path, args: argparse.Namespace, tag: str, snapshots: str = "daily"
+) -> Settings:
     base = load_settings()
     location = args.location or storages.lake_location(args.storage, work, f"merge_{tag}")
     lake = base.lake.model_copy(update={"location": location})
@@ -208,7 +232,13 @@ def bench_settings(work: Path, args: argparse.Namespace, tag: str) -> Settings:
                 write_mode=args.write_mode,
             ),
             "tables": [
-                TableMirror(db_prefix="bench", table_prefix="orders", key=["id"], targets=["hive"])
+                TableMirror(
+                    db_prefix="bench",
+                    table_prefix="orders",
+                    key=["id"],
+                    targets=["hive"],
+                    snapshots=snapshots,
+                )
             ],
         }
     )
@@ -245,9 +275,16 @@ def raw_table(merger: Merger) -> str:
 
 
 def write_changes(
-    merger: Merger, day: date, changes: int, snapshot_rows: int, next_id: int, pattern: str
+    merger: Merger,
+    day: date,
+    changes: int,
+    snapshot_rows: int,
+    next_id: int,
+    pattern: str,
+    hour: Hour | None = None,
 ) -> int:
-    """The day's rows of the raw table; returns the next unused id."""
+    """The day's rows of the raw table (partition ``dt`` = ``day``), from 01:00 of the day, or
+    inside ``hour`` (its ``executeTime`` wraps within the hour); returns the next unused id."""
     from pyspark.sql import functions as F
 
     recent = max(1, snapshot_rows // 50)
@@ -256,12 +293,17 @@ def write_changes(
     spread = F.abs(F.xxhash64(n)) % F.lit(recent if pattern == "recent" else snapshot_rows)
     base = F.lit(snapshot_rows - recent) if pattern == "recent" else F.lit(0)
     target = F.when(kind == "INSERT", F.lit(next_id) + n).otherwise(base + spread)
-    second = int(time.mktime(day.timetuple()))
+    if hour is None:
+        first = int(time.mktime(day.timetuple())) + 3600
+        span_ms = DAY_SPAN_MS
+    else:
+        first = hour.start_ms(merger.zone) // 1000
+        span_ms = HOUR_MS
     frame = (
         merger.spark.range(changes)
         .select(
-            (F.lit(second + 3600).cast("bigint") * 1_000_000 + n).alias("binlogOffset"),
-            (F.lit(second + 3600).cast("bigint") * 1000 + n % 80_000_000).alias("executeTime"),
+            (F.lit(first).cast("bigint") * 1_000_000 + n).alias("binlogOffset"),
+            (F.lit(first).cast("bigint") * 1000 + n % span_ms).alias("executeTime"),
             kind.alias("eventType"),
             F.lit("bench_00").alias("schemaName"),
             F.lit("orders_00").alias("tableName"),
@@ -305,44 +347,130 @@ def write_changes(
     return next_id + changes
 
 
-def run_baseline(merger: Merger, day: date) -> int:
-    """Naive: flatten, union yesterday as INSERTs, row_number() over everything, rewrite all
-    of it as a new Iceberg table in the same lake."""
+def run_baseline(merger: Merger, day: date, hour: Hour | None = None) -> int:
+    """Naive: flatten, union yesterday (or the hour before's tag) as INSERTs, row_number()
+    over everything, rewrite all of it as a new Iceberg table in the same lake. An ``hour``
+    (not the day's first) takes the rows of ``dt`` whose executeTime lies in it."""
     plan = plan_schema("bench_orders", None, COLUMNS, ["id"])
     lake = LakeCatalog.open(merger.spark, merger.settings, check=False)
     database = merger.settings.stream_writer.database
-    raw = raw_rows(lake, database, "bench_orders", f"dt = '{day}'")
-    previous = merger.store.read("bench_orders", day - timedelta(days=1))
+    where = f"dt = '{day}'"
+    if hour is None:
+        previous = merger.store.read("bench_orders", day - timedelta(days=1))
+    else:
+        where += (
+            f" AND executeTime >= {hour.start_ms(merger.zone)}"
+            f" AND executeTime < {hour.end_ms(merger.zone)}"
+        )
+        previous = merger.store.read("bench_orders", day, Hour(day, hour.index - 1))
+    raw = raw_rows(lake, database, "bench_orders", where)
     rows = latest(flatten(raw, plan).unionByName(align(previous, plan)), ["id"])
-    name = merger.store.lake.name(merger.settings.merge.database, f"baseline_{day:%Y%m%d}")
+    suffix = "" if hour is None else f"_{hour.index:02d}"
+    name = merger.store.lake.name(merger.settings.merge.database, f"baseline_{day:%Y%m%d}{suffix}")
     rows.writeTo(name).using("iceberg").createOrReplace()
     return int(merger.spark.table(name).count())
 
 
 def measure(
-    merger: Merger, memory: JvmMemory, phases: MergePhases, day: date
+    merger: Merger, memory: JvmMemory, phases: MergePhases, day: date, hour: Hour | None = None
 ) -> tuple[float, float, float, float, MergeResult]:
     memory.reset()
     started = time.monotonic()
-    baseline_rows = run_baseline(merger, day)
+    baseline_rows = run_baseline(merger, day, hour)
     baseline_s = time.monotonic() - started
     baseline_mb = memory.peak_mb()
     memory.reset()
     phases.reset()
     started = time.monotonic()
     # Readiness is the stream writer's business: not part of what is measured.
-    result = merger.merge(MergeRequest("bench_orders", day, skip_readiness=True))
+    result = merger.merge(
+        MergeRequest(
+            "bench_orders", day, skip_readiness=True, hour=None if hour is None else hour.index
+        )
+    )
     merge_s = time.monotonic() - started
     merge_mb = memory.peak_mb()
-    print(f"merge of {day}: {phases.line()}; tasks per job (by stage): {phases.tasks()}")
+    what = day.isoformat() if hour is None else hour.label
+    print(f"merge of {what}: {phases.line()}; tasks per job (by stage): {phases.tasks()}")
     summary = merger.store.java_table("bench_orders").snapshot(result.snapshot_id).summary()
     written = ", ".join(
         f"{key} {summary.get(key)}"
         for key in ("added-data-files", "added-delete-files", "added-position-deletes")
     )
-    print(f"merge of {day}: its commit: {written}")
+    print(f"merge of {what}: its commit: {written}")
+    if hour is not None:
+        print(
+            f"merge of {what}: {result.raw_rows:,} raw rows read (from hour "
+            f"{result.from_hour:02d}), {result.changes:,} changes, {result.mode}"
+        )
     assert result.rows == baseline_rows, (result.rows, baseline_rows)
     return baseline_s, merge_s, baseline_mb, merge_mb, result
+
+
+def case_figure(
+    args: argparse.Namespace,
+    settings: Settings,
+    key: str,
+    changes: int,
+    changes_text: str,
+    what: str,
+    measured: tuple[float, float, float, float, MergeResult],
+) -> Figure:
+    """The case's line (printed) and its figure: rows/s of the merge against the baseline's,
+    over the snapshot's rows and the case's changes."""
+    baseline_s, merge_s, baseline_mb, merge_mb, result = measured
+    total = result.rows + changes
+    where = storages.storage_label(settings.lake_location.kind)
+    print(
+        f"{args.rows:,} rows + {changes_text} ({what}): "
+        f"baseline {baseline_s:.1f} s ({total / baseline_s:,.0f} rows/s, peak "
+        f"{baseline_mb:,.0f} MB) | merge {merge_s:.1f} s ({total / merge_s:,.0f} rows/s, "
+        f"peak {merge_mb:,.0f} MB, {result.mode}, {result.files_kept} of {result.files} "
+        f"files kept from the base) "
+        f"| baseline/merge {baseline_s / merge_s:.2f}×"
+    )
+    return Figure(
+        storages.figure_key("merge", key, settings.lake_location.kind),
+        f"{args.rows:,}-row snapshot + {changes_text} ({args.pattern}), {where}",
+        total / merge_s,
+        "rows/s",
+        total / baseline_s,
+        f"naive full row_number() over snapshot ∪ delta, rewritten in full, {where}",
+        extra={
+            "seconds": merge_s,
+            "baseline seconds": baseline_s,
+            "peak MB": merge_mb,
+            "baseline peak MB": baseline_mb,
+        },
+    )
+
+
+def hourly_case(
+    merger: Merger, memory: JvmMemory, args: argparse.Namespace, next_id: int
+) -> Figure:
+    """Hour 00 of ``HOURLY_DAY`` merged over day 3's tag (not measured), then the measured
+    hour 01 over hour 00's tag, as a running day's hours are (the changes of each written
+    before its merge, so hour 01's arrive after hour 00's raw snapshot, as they do live)."""
+    warm_up = Hour(HOURLY_DAY, MEASURED_HOUR.index - 1)
+    for hour in (warm_up, MEASURED_HOUR):
+        next_id = write_changes(
+            merger, HOURLY_DAY, args.small_changes, args.rows, next_id, args.pattern, hour
+        )
+        if hour == warm_up:
+            merger.merge(
+                MergeRequest("bench_orders", HOURLY_DAY, skip_readiness=True, hour=hour.index)
+            )
+    measured = measure(merger, memory, MergePhases(merger, hourly=True), HOURLY_DAY, MEASURED_HOUR)
+    return case_figure(
+        args,
+        merger.settings,
+        "hourly_small_changes",
+        args.small_changes,
+        f"{args.small_changes:,} changes of one hour (hourly snapshots: hour 01 over hour 00's "
+        "tag)",
+        MEASURED_HOUR.label,
+        measured,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -377,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = lake_session(settings, "cdc-mirror-merge-bench")
     schema = LiveSchema("bench_orders", [SHARD], COLUMNS, ["id"], True)
     merger = Merger(settings, spark, live_schema=lambda _name: schema, daily_counts=lambda *_: {})
+    mergers = [merger]
     memory = JvmMemory(spark)
     phases = MergePhases(merger)
     print(
@@ -385,7 +514,6 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.write_mode}, {args.buckets} buckets, {args.file_size_mb} MB files; "
         f"lake {settings.lake_location.uri}"
     )
-    where = storages.storage_label(settings.lake_location.kind)
     try:
         started = time.monotonic()
         build_snapshot(merger, args.rows)
@@ -397,43 +525,35 @@ def main(argv: list[str] | None = None) -> int:
             ("small_changes", DAY1 + timedelta(days=2), args.small_changes),
         ):
             next_id = write_changes(merger, day, changes, args.rows, next_id, args.pattern)
-            baseline_s, merge_s, baseline_mb, merge_mb, result = measure(
-                merger, memory, phases, day
-            )
-            total = result.rows + changes
-            print(
-                f"{args.rows:,} rows + {changes:,} changes ({day}): "
-                f"baseline {baseline_s:.1f} s ({total / baseline_s:,.0f} rows/s, peak "
-                f"{baseline_mb:,.0f} MB) | merge {merge_s:.1f} s ({total / merge_s:,.0f} rows/s, "
-                f"peak {merge_mb:,.0f} MB, {result.mode}, {result.files_kept} of {result.files} "
-                f"files kept from the day before) "
-                f"| baseline/merge {baseline_s / merge_s:.2f}×"
-            )
+            measured = measure(merger, memory, phases, day)
             figures.append(
-                Figure(
-                    storages.figure_key("merge", key, settings.lake_location.kind),
-                    f"{args.rows:,}-row snapshot + {changes:,} changes ({args.pattern}), {where}",
-                    total / merge_s,
-                    "rows/s",
-                    total / baseline_s,
-                    f"naive full row_number() over snapshot ∪ delta, rewritten in full, {where}",
-                    extra={
-                        "seconds": merge_s,
-                        "baseline seconds": baseline_s,
-                        "peak MB": merge_mb,
-                        "baseline peak MB": baseline_mb,
-                    },
+                case_figure(
+                    args, settings, key, changes, f"{changes:,} changes", day.isoformat(), measured
                 )
             )
+        # The same table, its mirror switched to hourly snapshots.
+        hourly = Merger(
+            bench_settings(work, args, tag, snapshots="hourly"),
+            spark,
+            live_schema=lambda _name: schema,
+            daily_counts=lambda *_: {},
+        )
+        mergers.append(hourly)
+        figures.append(hourly_case(hourly, memory, args, next_id))
         write_figures(args.json, "merge", figures)
     finally:
         lake = LakeCatalog.open(spark, settings, check=False)
         for database in (settings.merge.database, settings.stream_writer.database):
             if spark.catalog.databaseExists(f"{lake.catalog}.{database}"):
                 lake.drop_namespace(database)
-        spark.sql(f"DROP DATABASE IF EXISTS spark_catalog.{settings.merge.database}_dt CASCADE")
+        for suffix in (DAYS_DATABASE_SUFFIX, HOURS_DATABASE_SUFFIX):
+            spark.sql(
+                f"DROP DATABASE IF EXISTS spark_catalog.{settings.merge.database}{suffix} CASCADE"
+            )
         if args.location is None and settings.lake_location.kind != "local":
             storages.delete_location(spark, settings.lake_location.uri)
+        for each in mergers:
+            each.close()
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -111,6 +111,14 @@ TARGETS: dict[str, tuple[Target, ...]] = {
         f"merge.small_changes{suffix}": (Target("ratio", ">=", 5, "≥ 5× faster than baseline"),)
         for suffix in ("", "_s3", "_hdfs")
     },
+    # Issue 20, item 4: an hour's merge costs what that hour's change costs. The issue sets no
+    # bound of its own: the day's (item 3, ≥ 5× a naive rewrite) is applied to one hour.
+    **{
+        f"merge.hourly_small_changes{suffix}": (
+            Target("ratio", ">=", 5, "≥ 5× faster than baseline (the day's goal, for an hour)"),
+        )
+        for suffix in ("", "_s3", "_hdfs")
+    },
     "mirror.redis": (
         Target("value", ">=", 100_000, "≥ 100,000 rows/s"),
         Target("ratio", ">=", 0.6, "≥ 60 % of baseline"),

@@ -115,6 +115,17 @@ def test_merge_is_judged_per_storage_against_its_own_baseline() -> None:
         assert verdict(Figure(f"merge.changes{suffix}", "m", 1, "rows/s", 100))[1] == "no target"
 
 
+def test_an_hours_merge_is_judged_by_the_days_goal_per_storage() -> None:
+    """Issue 20, item 4: an hour's merge costs what its change costs; the issue's day goal
+    (≥ 5× a naive rewrite) applies to the hour, said so in the target's text."""
+    for suffix in ("", "_s3", "_hdfs"):
+        key = f"merge.hourly_small_changes{suffix}"
+        assert verdict(Figure(key, "h", 500, "rows/s", 100, "naive"))[1] == "met"
+        text, status = verdict(Figure(key, "h", 499, "rows/s", 100, "naive"))
+        assert status == "**not met** (≥ 5× faster than baseline (the day's goal, for an hour))"
+        assert "the day's goal" in text
+
+
 def test_each_storage_has_its_writer_and_merge_components() -> None:
     """bench.report runs the writer and the merge on local disk, S3 and HDFS, full and quick,
     each with its benchmark's ``--storage``."""
