@@ -49,7 +49,7 @@ import time
 import uuid
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bench import storages
 from bench.figures import Figure, write_figures
@@ -212,7 +212,10 @@ class MergePhases:
 
 
 def bench_settings(
-    work: Path, args: argparse.Namespace, tag: str, snapshots: str = "daily"
+    work: Path,
+    args: argparse.Namespace,
+    tag: str,
+    snapshots: Literal["daily", "hourly"] = "daily",
 ) -> Settings:
     base = load_settings()
     location = args.location or storages.lake_location(args.storage, work, f"merge_{tag}")
@@ -466,8 +469,7 @@ def hourly_case(
         merger.settings,
         "hourly_small_changes",
         args.small_changes,
-        f"{args.small_changes:,} changes of one hour (hourly snapshots: hour 01 over hour 00's "
-        "tag)",
+        f"{args.small_changes:,} changes of one hour, merged over the hour before's tag",
         MEASURED_HOUR.label,
         measured,
     )
