@@ -190,6 +190,17 @@ class Service(ABC):
         path.write_text(text)
         return path
 
+    def _write_private(self, path: Path, text: str) -> Path:
+        """``_write`` for a file holding a secret, which goes to a service as a file rather
+        than on its command line (readable by every local user): mode 0600 from the file's
+        creation on. Written first and chmod-ed after, it would be readable by anyone for a
+        moment under the usual umask."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
+            os.fchmod(file.fileno(), 0o600)  # a file written before may have another mode
+            file.write(text)
+        return path
+
 
 # ---------------------------------------------------------------------------------------------
 class MariaDB(Service):
@@ -808,8 +819,7 @@ class SeaweedFS(Service):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
         self.paths.run.mkdir(parents=True, exist_ok=True)
-        self._write(self.identity, seaweedfs.identity_file(self._access()))
-        self.identity.chmod(0o600)  # it holds the secret key
+        self._write_private(self.identity, seaweedfs.identity_file(self._access()))
 
     def environment(self) -> dict[str, str]:
         return {"TMPDIR": str(self.tmp_dir)}
