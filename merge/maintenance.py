@@ -23,7 +23,12 @@ For every table mirrored to Hive (or those named), in this order:
   progress row has not caught up with: a writer that crashed between its two commits resumes
   from that commit, however long it stays down), and files of the table's folder no snapshot
   references removed once older than ``maintenance.orphan_after_hours``
-  (``remove_orphan_files``: what a killed writer or merge left behind).
+  (``remove_orphan_files``: what a killed writer or merge left behind);
+* once per run, last, the writers' progress table ``_cdc_writer_progress`` (a commit per
+  writer and batch): its snapshots expired and orphan files removed by the same rules (no
+  reader needs any snapshot but the current one: the writers' rows are read from it). Its
+  metadata files are bounded by the table itself (Iceberg deletes the oldest after each
+  commit: ``cdc_platform.lake.PROGRESS_TABLE_PROPERTIES``).
 
 Retention (days): ``tables[].retention.snapshot_days`` / ``raw_days``, else
 ``maintenance.snapshot_days`` / ``raw_days``; "older than N days" counts from ``today``: the
@@ -52,6 +57,7 @@ from cdc_platform.iceberg import LakeCatalog, storage_for
 from cdc_platform.lake import (
     DAY_COLUMN,
     DEAD_LETTER_TABLE,
+    PROGRESS_TABLE,
     RAW_TABLE,
     commits_ahead_of_progress,
     raw_table_condition,
@@ -162,7 +168,7 @@ class Maintainer:
         # it and the cause, with nothing changed.
         self.raw_lake.storage.check(self.spark)
         mirrored = [mirror.name for mirror in mirrors]
-        self.snapshots.lake.check_compatible(raw_db, [RAW_TABLE])
+        self.snapshots.lake.check_compatible(raw_db, [RAW_TABLE, PROGRESS_TABLE])
         self.snapshots.lake.check_compatible(self.settings.merge.database, mirrored)
         raw_exists = self._exists(raw_db, RAW_TABLE)
         for mirror in mirrors:
@@ -182,6 +188,8 @@ class Maintainer:
                 *(self._raw_read_by_merges(m.name) for m in self.config.tables_for("hive"))
             )
             self._raw_history(report, raw_db, read)
+        if self._exists(raw_db, PROGRESS_TABLE):
+            self._progress_history(report, raw_db)
         return report
 
     # -- the layers -------------------------------------------------------------------------
@@ -234,6 +242,15 @@ class Maintainer:
         keep = lineage_to(head, parents.get, wanted) if wanted else 0
         self._expire(report, database, RAW_TABLE, keep=keep)
         self._orphans(report, database, RAW_TABLE)
+
+    def _progress_history(self, report: MaintenanceReport, database: str) -> None:
+        """The writers' progress table's snapshots expired and its orphan files removed, once
+        (every writer commits a snapshot a batch). Its readers read the rows of the current
+        snapshot (``read_all_writer_progress``, validation's ``LakeWatermark``) or its summary
+        (``ready_days_from_metastore``), which expiry always keeps; nothing reads an older
+        one, so the newest ``retain_snapshots`` are enough."""
+        self._expire(report, database, PROGRESS_TABLE)
+        self._orphans(report, database, PROGRESS_TABLE)
 
     def _raw_java(self, database: str, table: str) -> Any:
         """The raw table's Iceberg Java object, loaded fresh."""

@@ -28,7 +28,15 @@ from pyspark.sql import functions as F
 
 from cdc_platform.config import Settings
 from cdc_platform.iceberg import WRITER_PROPERTY, KafkaOffsets
-from cdc_platform.lake import RAW_TABLE, raw_rows
+from cdc_platform.lake import (
+    PROGRESS_TABLE,
+    RAW_TABLE,
+    WriterProgress,
+    commit_writer_progress,
+    ensure_progress_table,
+    raw_rows,
+    read_all_writer_progress,
+)
 from cdc_platform.lake_snapshots import day_tag, days_view
 from merge.job import Merger, MergeRequest
 from merge.maintenance import Maintainer, MaintenanceReport
@@ -98,6 +106,10 @@ def raw_days(spark: Any, shop: Shop) -> dict[str, int]:
     return {row["dt"]: row["count"] for row in rows}
 
 
+def snapshot_count(spark: Any, name: str) -> int:
+    return int(spark.sql(f"SELECT count(*) AS n FROM {name}.snapshots").first()["n"])
+
+
 def test_maintain_command_applies_retention_compacts_expires_and_removes_orphans(
     spark: Any, shop: Shop, tmp_path: Path
 ) -> None:
@@ -138,6 +150,14 @@ def test_maintain_command_applies_retention_compacts_expires_and_removes_orphans
         assert settings.lake_location.kind == "s3"
         files.delete(old_orphan)
     files.plant(new_orphan)
+    # The writers' progress table: a commit per batch (three here), an old orphan too.
+    progress_before = read_all_writer_progress(merger.raw_lake, shop.raw_database)
+    progress_data = settings.lake_location.child(f"{shop.raw_database}.db", PROGRESS_TABLE, "data")
+    progress_orphan = f"{progress_data}/orphan-old.parquet"
+    if not files.plant(progress_orphan, datetime.now(UTC) - timedelta(days=10)):
+        files.delete(progress_orphan)
+    progress_name = merger.raw_lake.name(shop.raw_database, PROGRESS_TABLE)
+    assert snapshot_count(spark, progress_name) > 1
 
     # Keep the days from DAY2 on: DAY1's tag and the raw days before DAY2 go.
     keep = (datetime.now(UTC).date() - DAY2).days
@@ -160,6 +180,7 @@ def test_maintain_command_applies_retention_compacts_expires_and_removes_orphans
     raw = f"{shop.raw_database}.{shop.table}"
     changes = f"{shop.raw_database}.{RAW_TABLE}"
     snap = f"{settings.merge.database}.{shop.table}"
+    progress = f"{shop.raw_database}.{PROGRESS_TABLE}"
     for table, action in [
         (raw, "expire days"),
         (raw, "compact"),
@@ -169,6 +190,8 @@ def test_maintain_command_applies_retention_compacts_expires_and_removes_orphans
         (snap, "compact"),
         (snap, "expire snapshots"),
         (snap, "remove orphans"),
+        (progress, "expire snapshots"),
+        (progress, "remove orphans"),
     ]:
         assert any(f"{table}: {action}:" in line for line in lines), (table, action, lines)
     assert any(f"{snap}: drop tags: 1 day tags dropped, 1 kept" in line for line in lines), lines
@@ -196,6 +219,10 @@ def test_maintain_command_applies_retention_compacts_expires_and_removes_orphans
     assert first_day not in parents
     assert not files.exists(old_orphan) and files.exists(new_orphan)
     files.delete(new_orphan)
+    # The progress table: its newest snapshot only, every writer's row as before.
+    assert snapshot_count(spark, progress_name) == 1
+    assert read_all_writer_progress(merger.raw_lake, shop.raw_database) == progress_before
+    assert not files.exists(progress_orphan)
 
     # The next day merges over the compacted table, on main.
     shop.start_day(DAY3)
@@ -267,3 +294,57 @@ def test_maintenance_is_safe_while_the_writer_appends_and_merge_runs(
     errors = [step.error or "" for report in reports for step in report.failed]
     conflicts = ("ValidationException", "CommitFailedException", "onflict")
     assert all(any(marker in error for marker in conflicts) for error in errors), errors
+
+
+def test_progress_maintenance_is_safe_while_writers_commit_progress(spark: Any, shop: Shop) -> None:
+    settings = shop.merge_settings(check=False, buckets=2)
+    # Every snapshot but the newest expires at once: the runs race the writers' commits.
+    settings = settings.model_copy(
+        update={
+            "maintenance": settings.maintenance.model_copy(
+                update={"expire_after_hours": 0, "retain_snapshots": 1}
+            )
+        }
+    )
+    lake = shop.lake_catalog(spark)
+    ensure_progress_table(lake, shop.raw_database)
+    stop = threading.Event()
+    committed: dict[str, int] = {}
+    failures: list[BaseException] = []
+
+    def progress_writers() -> None:
+        # Two writers' progress commits, one per batch, as the stream writers make them.
+        own = shop.lake_catalog(spark)
+        batch = 0
+        try:
+            while not stop.is_set():
+                for name in ("writer-a", "writer-b"):
+                    progress = WriterProgress(name, batch, batch, {"readyDays": [str(DAY2)]})
+                    offsets = KafkaOffsets({(f"cdc.{name}", 0): batch})
+                    commit_writer_progress(own, shop.raw_database, progress, offsets)
+                    committed[name] = batch
+                batch += 1
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            failures.append(exc)
+
+    thread = threading.Thread(target=progress_writers)
+    thread.start()
+    progress = f"{settings.lake.catalog}.{shop.raw_database}.{PROGRESS_TABLE}"
+    runner = Maintainer(settings, spark, Merger(settings, spark).config)
+    try:
+        reports = [runner.run([shop.table]) for _ in range(2)]
+    finally:
+        stop.set()
+        thread.join(timeout=SPARK_TIMEOUT_S)
+    assert not failures, failures
+    steps = [s for r in reports for s in r.steps if s.table == progress]
+    assert [s.action for s in steps] == ["expire snapshots", "remove orphans"] * 2, steps
+    errors = [s.error for s in steps if s.error is not None]
+    # An expiry that lost its race with a commit is reported (the next run expires).
+    assert all("CommitFailedException" in e for e in errors), errors
+    # Files of replaced rows were deleted while the writers committed.
+    assert any(s.error is None and not s.detail.startswith("0 ") for s in steps), steps
+    # Each writer's last commit is its row, whatever was expired and deleted meanwhile.
+    rows = read_all_writer_progress(lake, shop.raw_database)
+    assert {name: rows[name].batch_id for name in committed} == committed
+    assert {rows[name].ready_days[0] for name in committed} == {str(DAY2)}
