@@ -48,7 +48,7 @@ from simple_binlog.naming import topic_name
 from stream_writer import localfs
 from stream_writer.metrics import WriterMetrics
 from stream_writer.routing import LiveRouting
-from stream_writer.writer import BatchWriter, WriterPaths, crash_point
+from stream_writer.writer import BatchWriter, WriterPaths, crash_point, fault_point
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -301,6 +301,7 @@ def _run_writer(
             routing=run.live.routing if run.live is not None else None,
             reconfigure=run.live.next if run.live is not None else None,
             crash_at=crash_point(os.environ),
+            fail_at=fault_point(os.environ),
         )
         # The committed progress: where a new checkpoint starts, what readiness knows.
         writer.start()

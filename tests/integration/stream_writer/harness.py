@@ -30,7 +30,7 @@ from cdc_platform.kafka import admin_config, ensure_topic, producer_config
 from cdc_platform.lake import LOGICAL_TABLE_COLUMN, PROGRESS_TABLE, RAW_TABLE, table_columns
 from cdc_platform.lake_location import LOCAL_S3_BUCKET
 from simple_binlog.message import EventType, SimpleBinlog, Source
-from stream_writer.writer import CRASH_ENV
+from stream_writer.writer import CRASH_ENV, FAULT_ENV
 from tests.integration.lake.second_engine import pyiceberg_properties
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -191,11 +191,12 @@ class WriterEnv:
         progress = self.progress()
         return None if progress is None else progress["state"]
 
-    def env(self, crash_at: str | None = None) -> dict[str, str]:
+    def env(self, crash_at: str | None = None, fail_at: str | None = None) -> dict[str, str]:
         return {
             **os.environ,
             **self.overrides,
             **({CRASH_ENV: crash_at} if crash_at else {}),
+            **({FAULT_ENV: fail_at} if fail_at else {}),
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "PYTHONUNBUFFERED": "1",
@@ -230,9 +231,11 @@ class WriterProcess:
         *extra: str,
         by_topic: bool = True,
         crash_at: str | None = None,
+        fail_at: str | None = None,
     ) -> None:
         """``by_topic``: read ``env.topic`` (else the instances of the configuration);
-        ``crash_at``: the crash point where the writer kills itself (``CRASH_ENV``)."""
+        ``crash_at``: the crash point where the writer kills itself (``CRASH_ENV``);
+        ``fail_at``: the commit that fails instead of being made (``FAULT_ENV``)."""
         self.log_file = log_file
         self._log = log_file.open("ab")
         self.proc = subprocess.Popen(
@@ -246,7 +249,7 @@ class WriterProcess:
                 *extra,
             ],
             cwd=ROOT,
-            env=env.env(crash_at),
+            env=env.env(crash_at, fail_at),
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -305,8 +308,12 @@ class LakeRun:
         )
         self._dropped = False
 
-    def restart_writer(self, crash_at: str | None = None) -> WriterProcess:
-        self.writer = WriterProcess(self.env, self._tmp / "writer.log", crash_at=crash_at)
+    def restart_writer(
+        self, crash_at: str | None = None, fail_at: str | None = None
+    ) -> WriterProcess:
+        self.writer = WriterProcess(
+            self.env, self._tmp / "writer.log", crash_at=crash_at, fail_at=fail_at
+        )
         return self.writer
 
     def query_and_drop(self) -> dict[str, Any]:

@@ -18,9 +18,11 @@ from simple_binlog.errors import ConfigError
 from stream_writer import localfs
 from stream_writer.writer import (
     CRASH_ENV,
+    FAULT_ENV,
     _Group,
     _groups,
     crash_point,
+    fault_point,
     is_written,
     needs_commit,
     table_floors,
@@ -62,6 +64,13 @@ def test_crash_points_come_from_the_environment_only_by_name() -> None:
         crash_point({CRASH_ENV: "between-tables"})  # one commit per batch: no such point
     with pytest.raises(ConfigError, match="is not one of before-commit"):
         crash_point({CRASH_ENV: "somewhere"})
+
+
+def test_failing_commits_come_from_the_environment_only_by_name() -> None:
+    assert fault_point({}) is None
+    assert fault_point({FAULT_ENV: "progress-commit"}) == "progress-commit"
+    with pytest.raises(ConfigError, match="is not one of raw-commit, progress-commit"):
+        fault_point({FAULT_ENV: "before-commit"})  # a crash point, not a failing commit
 
 
 def test_control_rows_are_never_written_but_tables_are() -> None:
