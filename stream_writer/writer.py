@@ -36,7 +36,15 @@ row lost nor one written twice, even when the batches after the restart are cut 
 (a fresh checkpoint). A batch whose rows are all below N makes no raw commit.
 
 ``CDC_STREAM_WRITER_CRASH_AT`` names a point where the writer kills itself (tests only):
-before the raw commit, before the progress commit (after the raw one) and after it.
+before the raw commit, inside it (the writer jar: its manifests written, before the table's
+metadata swap), before the progress commit (after the raw one) and after it.
+``CDC_STREAM_WRITER_FAIL_AT`` names a commit that fails instead of being made (tests only):
+the raw commit or the progress commit of the first batch that makes one. A failed commit is
+not retried here: the error leaves the batch function, Spark records no commit of the batch
+in its checkpoint and the query stops, and the writer with it (one sentence: "the stream
+writer's query failed: …"). The table keeps its previous snapshot; the restarted writer runs
+the batch again from the checkpoint and completes it from the lake's offsets, as after a kill
+at the same point. Retrying in the process would gain nothing a supervisor's restart does not.
 """
 
 from __future__ import annotations
@@ -91,7 +99,12 @@ log = logging.getLogger(__name__)
 BATCH_PROPERTY = "cdc-mirror.batch-id"
 # Tests only: the writer kills itself (its process group, JVM included) at this point.
 CRASH_ENV = "CDC_STREAM_WRITER_CRASH_AT"
-CRASH_POINTS = ("before-commit", "before-progress", "after-commit")
+# "during-commit" is the writer jar's (CrashPoint.java): inside the raw commit, its manifests
+# written, before the table's metadata swap.
+CRASH_POINTS = ("before-commit", "during-commit", "before-progress", "after-commit")
+# Tests only: this commit fails (an error instead of the commit), once per process.
+FAULT_ENV = "CDC_STREAM_WRITER_FAIL_AT"
+FAULT_POINTS = ("raw-commit", "progress-commit")
 # The struct column of ``LakeCatalog.write_files``'s input holding a raw row (``_write_files``).
 _RAW_LAYOUT = 9
 # ``write_files`` counts rows per (table, day, …) of its input; the writer names the raw table
@@ -112,9 +125,18 @@ def is_written(table: str) -> bool:
 
 def crash_point(env: Mapping[str, str]) -> str | None:
     """The crash point ``CRASH_ENV`` names (tests only); ConfigError for an unknown one."""
-    point = env.get(CRASH_ENV) or None
-    if point is not None and point not in CRASH_POINTS:
-        raise ConfigError(f"{CRASH_ENV}={point!r} is not one of {', '.join(CRASH_POINTS)}.")
+    return _test_point(env, CRASH_ENV, CRASH_POINTS)
+
+
+def fault_point(env: Mapping[str, str]) -> str | None:
+    """The failing commit ``FAULT_ENV`` names (tests only); ConfigError for an unknown one."""
+    return _test_point(env, FAULT_ENV, FAULT_POINTS)
+
+
+def _test_point(env: Mapping[str, str], name: str, points: Sequence[str]) -> str | None:
+    point = env.get(name) or None
+    if point is not None and point not in points:
+        raise ConfigError(f"{name}={point!r} is not one of {', '.join(points)}.")
     return point
 
 
@@ -224,10 +246,12 @@ class BatchWriter:
         routing: WriterRouting | None = None,
         reconfigure: Callable[[], WriterRouting | None] | None = None,
         crash_at: str | None = None,
+        fail_at: str | None = None,
     ) -> None:
         """``routing``: the topics read and each one's shard rules (default: ``rules`` for
         all); ``reconfigure`` is asked for a new one at the start of every batch (None:
-        unchanged) — see ``_take_routing``. ``crash_at``: see the module (tests only)."""
+        unchanged) — see ``_take_routing``. ``crash_at``, ``fail_at``: see the module (tests
+        only)."""
         self.spark = spark
         self.config = config
         self.paths = paths
@@ -254,6 +278,7 @@ class BatchWriter:
             ),
         )
         self._crash_at = crash_at
+        self._fail_at = fail_at
         # The writer jar's JSON parse (transform.message_column), several times faster.
         self._jvm_parse = register_jvm_parse(spark)
         # Guards the state: ``check_readiness`` runs in the job's thread, batches in Spark's.
@@ -331,6 +356,15 @@ class BatchWriter:
         if self._crash_at == point:
             _kill_myself(point)
 
+    def _fail(self, point: str, batch_id: int) -> None:
+        """The commit ``point`` fails once, if ``fail_at`` names it (tests only)."""
+        if self._fail_at == point:
+            self._fail_at = None
+            raise CdcMirrorError(
+                f"batch {batch_id}'s {point} to the lake at {self.lake.location.uri} failed "
+                f"({FAULT_ENV}={point})."
+            )
+
     # -- foreachBatch -----------------------------------------------------------------------
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -380,6 +414,7 @@ class BatchWriter:
         commits = 0
         if needs_commit(written, floors):
             began = time.monotonic()
+            self._fail("raw-commit", batch_id)
             # Where the raw table stands after this commit: the batch's end, or the writer's
             # own earlier commit where that is further (a crash left it ahead of the
             # progress, and a batch after the restart may end below it): never less.
@@ -394,6 +429,7 @@ class BatchWriter:
             log.info("batch %d: the raw table holds these rows already", batch_id)
         self._crash("before-progress")
         began = time.monotonic()
+        self._fail("progress-commit", batch_id)
         late, ready = self._commit_progress(batch_id, groups, end_offsets)
         phases["progress commit"] = time.monotonic() - began
         self._crash("after-commit")
