@@ -34,7 +34,7 @@ JOB = """
 import os
 import sys
 from cdc_platform.config import load_settings
-from cdc_platform.iceberg import LakeCatalog, lake_session
+from cdc_platform.iceberg import LakeCatalog, lake_session, storage_for
 
 settings = load_settings()
 spark = lake_session(settings, "cdc-mirror-secrets-test")
@@ -48,6 +48,9 @@ spark.sql(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')")
 rows = spark.newSession().sql(f"SELECT id, v FROM {table} ORDER BY id").collect()
 print("ROWS", [(row.id, row.v) for row in rows], flush=True)
 print("SET", spark.newSession().sql("SET").collect(), flush=True)  # what a SQL client sees
+# What jobs ship to executors (a cluster's do not share the driver's JVM): the S3A keys too.
+shipped = spark._jsparkSession.sessionState().newHadoopConf().get("fs.s3a.secret.key")
+print("SHIPPED", shipped in storage_for(settings).secrets(), flush=True)
 spark.sql(f"DROP TABLE {table} PURGE")
 spark.sql(f"DROP NAMESPACE {settings.lake.catalog}.{sys.argv[1]}")
 spark.stop()
@@ -143,6 +146,7 @@ def test_a_lake_job_has_no_secret_on_its_jvms_command_line(s3_lake: Settings) ->
     assert "ROWS [(1, 'a'), (2, 'b')]" in out.splitlines(), err[-3000:]
     # Spark redacts them where it shows settings (SET lists the catalog's, S3 keys included).
     assert "s3.access-key-id" in out
+    assert "SHIPPED True" in out.splitlines()
     assert sum(secret in out + err for secret in secrets) == 0
 
 
