@@ -143,6 +143,27 @@ def test_a_failed_progress_commit_deletes_its_file(
 
 
 @pytest.mark.parametrize("kind", ["local"])
+def test_a_progress_commit_of_unknown_outcome_keeps_its_file(
+    lake_spark: LakeSpark, progress_db: tuple[Settings, LakeCatalog, str]
+) -> None:
+    _, catalog, ns = progress_db
+    ensure_progress_table(catalog, ns)
+    row, summary = progress_commit(WriterProgress("east", 1, 1_000, {"readyDays": ["2026-11-01"]}))
+    values, java_summary = catalog.java_row_commit(row, KafkaOffsets({("cdc.east", 0): 1}), summary)
+    race = catalog._jar_class("io.cdcmirror.spark.ProgressCommitRace")
+    with pytest.raises(Exception, match="CommitStateUnknownException"):
+        race.replacePartitionWithUnknownOutcome(
+            catalog._cached_table(ns, PROGRESS_TABLE), values, java_summary
+        )
+    # The swap was made: the file is the writer's row, so it was kept (deleted, the table
+    # would name a missing file and every read of it would fail).
+    [written] = _data_files(lake_spark, catalog, ns)
+    assert lake_spark.spark.table(catalog.name(ns, PROGRESS_TABLE)).count() == 1
+    assert read_all_writer_progress(catalog, ns)["east"].ready_days == ["2026-11-01"]
+    assert written.endswith(".parquet")
+
+
+@pytest.mark.parametrize("kind", ["local"])
 def test_a_lost_progress_race_is_retried_and_keeps_both_rows(
     lake_spark: LakeSpark, progress_db: tuple[Settings, LakeCatalog, str]
 ) -> None:

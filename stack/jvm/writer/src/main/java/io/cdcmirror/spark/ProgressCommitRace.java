@@ -8,9 +8,11 @@ import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.TableOperations;
+import org.apache.iceberg.exceptions.CommitStateUnknownException;
 
 /**
- * Test support: a {@link ProgressCommit} that loses its first race, deterministically.
+ * Test support: a {@link ProgressCommit} that loses its first race, or whose outcome is unknown,
+ * deterministically.
  *
  * <p>Why: two writers committing at once rarely collide (a commit takes milliseconds), so a test
  * of them at once passes whether or not a lost race is handled. Here the other writer's commit is
@@ -53,5 +55,25 @@ public final class ProgressCommitRace {
         };
     ProgressCommit.replacePartition(new BaseTable(losing, table.name()), row, summary);
     return attempts.get();
+  }
+
+  /**
+   * {@link ProgressCommit#replacePartition} of {@code row} to {@code table} whose metastore swap
+   * succeeds but reports {@link CommitStateUnknownException}, as when the metastore's answer is
+   * lost after it applied the swap.
+   */
+  public static void replacePartitionWithUnknownOutcome(
+      Table table, Map<String, Object> row, Map<String, String> summary) throws IOException {
+    TableOperations ops = ((HasTableOperations) table).operations();
+    TableOperations unknown =
+        new ForwardingTableOperations(ops) {
+          @Override
+          public void commit(TableMetadata base, TableMetadata metadata) {
+            super.commit(base, metadata);
+            throw new CommitStateUnknownException(
+                new IllegalStateException("the metastore's answer was lost (test)"));
+          }
+        };
+    ProgressCommit.replacePartition(new BaseTable(unknown, table.name()), row, summary);
   }
 }
