@@ -18,11 +18,12 @@ from typing import IO
 
 import pytest
 
-from cdc_mirror.processes import Component, free_port, port_free
+from cdc_mirror.processes import free_port
 from cdc_platform.config import Settings
 from cdc_platform.iceberg import S3Storage, storage_for
 from cdc_platform.lake_location import LOCAL_S3_BUCKET
 from tests.integration.lake.conftest import with_lake
+from tests.support.sql_server import running_sql_server
 
 ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT_S = 600
@@ -156,26 +157,11 @@ def test_the_sql_server_has_no_secret_on_its_jvms_command_line(
     # ``cdc-mirror sql-server`` (``./run sql-server``): its login password as well.
     password = f"sql-{uuid.uuid4().hex}"
     secrets = {*lake_secrets(s3_lake), password}
-    port = free_port()
     log_path = tmp_path / "sql-server.log"
-    server = Component(
-        "sql-server",
-        ["sql-server", "--port", str(port)],
-        env={
-            "PYSPARK_PYTHON": sys.executable,
-            "CDC_MIRROR_SQL_SERVER__USER": "bi_reader",
-            "CDC_MIRROR_SQL_SERVER__PASSWORD": password,
-            **lake_env(s3_lake),
-        },
-        log_path=log_path,
-        cwd=ROOT,
-    ).start()
-    try:
-        server.wait_until(lambda: not port_free(port), TIMEOUT_S, "the SQL server")
+    with running_sql_server(
+        free_port(), "bi_reader", password, log_path, TIMEOUT_S, lake_env(s3_lake)
+    ) as server:
         assert server.pid is not None
         assert_no_secret_in_arguments(server.pid, secrets)
-    finally:
-        server.terminate(timeout_s=60)
     log = log_path.read_text()
-    assert server.returncode == 0, log[-3000:]
     assert sum(secret in log for secret in secrets) == 0

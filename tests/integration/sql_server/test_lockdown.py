@@ -21,8 +21,9 @@ import pytest
 from py4j.java_gateway import JavaGateway
 from py4j.protocol import Py4JJavaError
 
-from cdc_mirror.processes import Component, free_port, port_free
+from cdc_mirror.processes import free_port
 from cdc_platform.config import Settings
+from tests.support.sql_server import running_sql_server
 
 ROOT = Path(__file__).resolve().parents[3]
 SPARK_JARS = Path(pyspark.__file__).parent / "jars"
@@ -71,25 +72,8 @@ def hive_text_table(local_stack: Settings, secret_file: Path) -> Iterator[str]:
 def server(local_stack: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     log_path = tmp_path_factory.mktemp("sql-server") / "sql-server.log"
     port = free_port()
-    component = Component(
-        "sql-server",
-        ["sql-server", "--port", str(port)],
-        env={
-            "PYSPARK_PYTHON": sys.executable,
-            "CDC_MIRROR_SQL_SERVER__USER": USER,
-            "CDC_MIRROR_SQL_SERVER__PASSWORD": PASSWORD,
-        },
-        log_path=log_path,
-        cwd=ROOT,
-    ).start()
-    try:
-        component.wait_until(lambda: not port_free(port), STARTUP_TIMEOUT_S, "the SQL server")
+    with running_sql_server(port, USER, PASSWORD, log_path, STARTUP_TIMEOUT_S):
         yield port
-    finally:
-        component.terminate(timeout_s=60)
-    log = log_path.read_text()
-    assert component.returncode == 0, log[-3000:]
-    assert PASSWORD not in log
 
 
 @pytest.fixture(autouse=True, scope="module")
