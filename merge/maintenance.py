@@ -8,10 +8,12 @@ For every table mirrored to Hive (or those named), in this order:
   whole partitions, a metadata-only commit), the table's small files compacted to
   ``maintenance.target_file_mb`` (``rewrite_data_files`` with ``where``: its partitions only);
 * **snapshot** ``<catalog>.<merge.database>.<table>``: day tags older than the retention
-  dropped (``ALTER TABLE … DROP TAG``) and the dt view rewritten without them, files with
-  deletes and small files compacted (``rewrite_data_files``: ``delete-file-threshold`` 1, so
-  the deletes merge-on-read leaves are folded into their data files; then
-  ``rewrite_position_delete_files`` drops the delete files naming only rewritten files);
+  dropped (``ALTER TABLE … DROP TAG``) and the dt view rewritten without them, small files
+  compacted and the deletes merge-on-read leaves folded into a data file once they make
+  half of its rows (``rewrite_data_files``, ``delete-ratio-threshold`` ``FOLD_DELETES_RATIO``:
+  a retained day tag keeps the file it replaced, so folding every delete would copy about the
+  whole table each run); then each bucket's position delete files rewritten into one, without
+  the entries naming rewritten files (``rewrite_position_delete_files``);
 * the snapshot tables and, once per run after the tables, the raw table: snapshots no branch
   or tag needs expired once older than ``maintenance.expire_after_hours``
   (``expire_snapshots``, the newest ``retain_snapshots`` of main always kept, and on a
@@ -117,6 +119,12 @@ def lineage_to(
             reach = count
         snapshot_id = parent_of(snapshot_id)
     return reach
+
+
+# A snapshot's data file is rewritten without its deleted rows once this share r of its rows
+# is deleted: the copies retained day tags keep are at most (1 − r)/r × the deleted rows (as
+# many at 0.5), and a read skips at most this share of a file's rows.
+FOLD_DELETES_RATIO = 0.5
 
 
 def _ident(name: str) -> str:
@@ -366,7 +374,12 @@ class Maintainer:
             "partial-progress.enabled": "true",
         }
         if deletes:
-            options["delete-file-threshold"] = "1"
+            # Only where it pays: a data file is rewritten once FOLD_DELETES_RATIO of its rows
+            # are deleted (Iceberg counts the file-scoped delete files Spark writes), so the
+            # copies retained tags keep are at most the deleted rows (docs/merge.md "Cost and
+            # storage follow the change"). Iceberg's default delete-file-threshold (no limit)
+            # stays: rewrite_position_delete_files below leaves one per data file.
+            options["delete-ratio-threshold"] = str(FOLD_DELETES_RATIO)
             options["remove-dangling-deletes"] = "true"
         listed = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
         restrict = "" if where is None else f", where => {_literal(where)}"
@@ -385,11 +398,13 @@ class Maintainer:
                 )
             )
             if deletes:
-                # The data files with deletes are rewritten now, but Iceberg keeps a
-                # partition's position delete files while older data files of the partition
-                # remain; rewriting them drops the entries naming files that are gone (the
-                # snapshot's running row total, total-records − total-position-deletes, is
-                # exact again).
+                # A data file's position delete files, one per merge that touched it since
+                # the last run, rewritten into one (file-scoped, Spark's delete granularity:
+                # the ratio above keeps counting them; reads apply one per file), and those
+                # naming data files rewritten above dropped (Iceberg keeps them while other
+                # data files of the partition remain): the snapshot's running row total,
+                # total-records − total-position-deletes, is exact again. Deletes are
+                # positions, small next to the rows they delete.
                 [cleaned] = self._call(
                     "rewrite_position_delete_files",
                     f"table => '{database}.{table}', options => map('rewrite-all', 'true')",
