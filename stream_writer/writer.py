@@ -36,7 +36,8 @@ row lost nor one written twice, even when the batches after the restart are cut 
 (a fresh checkpoint). A batch whose rows are all below N makes no raw commit.
 
 ``CDC_STREAM_WRITER_CRASH_AT`` names a point where the writer kills itself (tests only):
-before the raw commit, before the progress commit (after the raw one) and after it.
+before the raw commit, inside it (the writer jar: its manifests written, before the table's
+metadata swap), before the progress commit (after the raw one) and after it.
 ``CDC_STREAM_WRITER_FAIL_AT`` names a commit that fails instead of being made (tests only):
 the raw commit or the progress commit of the first batch that makes one. A failed commit is
 not retried here: the error leaves the batch function, Spark records no commit of the batch
@@ -98,7 +99,9 @@ log = logging.getLogger(__name__)
 BATCH_PROPERTY = "cdc-mirror.batch-id"
 # Tests only: the writer kills itself (its process group, JVM included) at this point.
 CRASH_ENV = "CDC_STREAM_WRITER_CRASH_AT"
-CRASH_POINTS = ("before-commit", "before-progress", "after-commit")
+# "during-commit" is the writer jar's (CrashPoint.java): inside the raw commit, its manifests
+# written, before the table's metadata swap.
+CRASH_POINTS = ("before-commit", "during-commit", "before-progress", "after-commit")
 # Tests only: this commit fails (an error instead of the commit), once per process.
 FAULT_ENV = "CDC_STREAM_WRITER_FAIL_AT"
 FAULT_POINTS = ("raw-commit", "progress-commit")

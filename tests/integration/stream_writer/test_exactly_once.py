@@ -1,7 +1,8 @@
 """Exactly once for every reader of the lake's raw Iceberg table, on local disk and S3
 (SeaweedFS), with the writer killed (SIGKILL of its process group, JVM included, by the
 writer itself at a named crash point: ``CDC_STREAM_WRITER_CRASH_AT``) before a batch's raw
-commit, between the raw commit and the progress commit, and after both. After the kill between
+commit, inside it (its manifests written, not yet the table's swap: the writer jar kills the
+writer), between the raw commit and the progress commit, and after both. After the kill between
 the two commits the writer also loses its Spark checkpoint: a fresh checkpoint resumes from the
 offsets committed in the lake (the raw table's own commit is ahead of the progress). A new
 table appears mid-stream. Afterwards every Kafka message is in the lake exactly once (counts

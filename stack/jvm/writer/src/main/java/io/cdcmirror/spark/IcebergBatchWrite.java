@@ -316,6 +316,7 @@ public final class IcebergBatchWrite implements Serializable {
 
     @Override
     public void commit(TableMetadata base, TableMetadata metadata) {
+      CrashPoint.reach(CrashPoint.DURING_COMMIT); // tests only: killed inside the commit
       delegate.commit(base, metadata);
     }
 
