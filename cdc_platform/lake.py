@@ -106,6 +106,16 @@ _COMMIT_RETRIES = {
 }
 
 
+# A table committed to every batch keeps its metadata small: each commit writes a metadata
+# file listing every snapshot the table holds; Iceberg deletes the metadata files older than
+# the newest ``previous-versions-max`` after each commit (its default keeps them all, until
+# orphan removal), and ``cdc-mirror maintain`` expires the snapshots.
+METADATA_CLEANUP_PROPERTIES = {
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+}
+
+
 def raw_table_properties(target_file_mb: float) -> dict[str, str]:
     """Pure: the Iceberg properties of ``RAW_TABLE``. Rows are written by the task that read
     them (no shuffle before the write: ``distribution-mode=none``), each task keeping a file
@@ -115,12 +125,14 @@ def raw_table_properties(target_file_mb: float) -> dict[str, str]:
         "write.distribution-mode": "none",
         "write.spark.fanout.enabled": "true",
         **{f"write.metadata.metrics.column.{column}": "none" for column in _NO_METRICS},
+        **METADATA_CLEANUP_PROPERTIES,
         **_COMMIT_RETRIES,
     }
 
 
 def ensure_raw_table(lake: LakeCatalog, database: str, target_file_mb: float = 64.0) -> None:
-    """The database and ``RAW_TABLE`` (repeatable; an existing table is left as it is)."""
+    """The database and ``RAW_TABLE`` (repeatable; an existing table keeps its settings, but
+    one an earlier version made gets ``METADATA_CLEANUP_PROPERTIES``)."""
     lake.create_namespace(database)
     if RAW_TABLE not in lake.table_names(database):
         lake.create_table(
@@ -130,6 +142,8 @@ def ensure_raw_table(lake: LakeCatalog, database: str, target_file_mb: float = 6
             partitioned_by=RAW_TABLE_PARTITIONING,
             properties=raw_table_properties(target_file_mb),
         )
+    elif lake.ensure_properties(database, RAW_TABLE, METADATA_CLEANUP_PROPERTIES):
+        log.info("lake: %s.%s given its metadata cleanup properties", database, RAW_TABLE)
 
 
 def raw_view_query(catalog_table: str, table: str) -> str:
@@ -534,17 +548,11 @@ def commits_ahead_of_progress(
     return ahead
 
 
-# The progress table's metadata stays small: each writer commits once a batch (every 30 s or
-# so), and each commit writes a metadata file listing every snapshot the table holds; Iceberg
-# deletes the metadata files older than the newest ``previous-versions-max`` after each commit
-# (its default keeps them all), and ``cdc-mirror maintain`` expires the snapshots (every
-# reader reads the rows of the current one: ``read_all_writer_progress``). A commit that lost
-# a race to another writer's is retried from a fresh read (``_COMMIT_RETRIES``).
-PROGRESS_TABLE_PROPERTIES = {
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "20",
-    **_COMMIT_RETRIES,
-}
+# The progress table's metadata stays small (``METADATA_CLEANUP_PROPERTIES``): each writer
+# commits once a batch (every 30 s or so); every reader reads the rows of the current snapshot
+# (``read_all_writer_progress``), so ``cdc-mirror maintain`` expires the others. A commit that
+# lost a race to another writer's is retried from a fresh read (``_COMMIT_RETRIES``).
+PROGRESS_TABLE_PROPERTIES = {**METADATA_CLEANUP_PROPERTIES, **_COMMIT_RETRIES}
 
 
 def ensure_progress_table(lake: LakeCatalog, database: str) -> None:

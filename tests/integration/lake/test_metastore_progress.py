@@ -15,13 +15,18 @@ import pytest
 from cdc_platform.config import Settings
 from cdc_platform.iceberg import OFFSETS_PROPERTY, WRITER_PROPERTY, KafkaOffsets, LakeCatalog
 from cdc_platform.lake import (
+    METADATA_CLEANUP_PROPERTIES,
     PROGRESS_COLUMNS,
     PROGRESS_TABLE,
     PROGRESS_TABLE_PROPERTIES,
+    RAW_TABLE,
+    RAW_TABLE_COLUMNS,
+    RAW_TABLE_PARTITIONING,
     READY_DAYS_PROPERTY,
     WriterProgress,
     commit_writer_progress,
     ensure_progress_table,
+    ensure_raw_table,
     progress_commit,
     read_all_writer_progress,
     ready_days_from_metastore,
@@ -237,3 +242,22 @@ def test_the_progress_tables_old_metadata_files_are_deleted(
     names = [str(s.getPath().getName()) for s in fs.listStatus(metadata)]
     # The current metadata file and the newest `kept` before it.
     assert len([n for n in names if n.endswith(".metadata.json")]) == kept + 1
+
+
+@pytest.mark.parametrize("kind", ["local"])
+def test_the_raw_table_gets_the_metadata_cleanup_properties(
+    progress_db: tuple[Settings, LakeCatalog, str],
+) -> None:
+    """The raw table is committed to every batch too: made with them, and one an earlier
+    version made without them gets them at the writer's start (ensure_raw_table)."""
+    _, catalog, ns = progress_db
+    catalog.create_namespace(ns)
+    catalog.create_table(ns, RAW_TABLE, RAW_TABLE_COLUMNS, partitioned_by=RAW_TABLE_PARTITIONING)
+
+    def cleanup() -> dict[str, str | None]:
+        held = dict(catalog._table(ns, RAW_TABLE).properties())
+        return {k: held.get(k) for k in METADATA_CLEANUP_PROPERTIES}
+
+    assert cleanup() != METADATA_CLEANUP_PROPERTIES
+    ensure_raw_table(catalog, ns)
+    assert cleanup() == METADATA_CLEANUP_PROPERTIES

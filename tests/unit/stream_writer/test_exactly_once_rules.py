@@ -92,6 +92,8 @@ def test_the_raw_table_rolls_files_at_the_target_size_without_a_shuffle() -> Non
             assert key.rsplit(".", 1)[1] in names
     # Several writers share the table: a lost race is retried, many times.
     assert int(properties["commit.retry.num-retries"]) >= 10
+    # A commit a batch: old metadata files deleted as commits go on.
+    assert properties["write.metadata.delete-after-commit.enabled"] == "true"
 
 
 def test_a_logical_tables_view_selects_its_own_columns_and_rows() -> None:
