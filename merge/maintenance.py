@@ -9,7 +9,7 @@ For every table mirrored to Hive (or those named), in this order:
   ``maintenance.target_file_mb`` (``rewrite_data_files`` with ``where``: its partitions only);
 * **snapshot** ``<catalog>.<merge.database>.<table>``: day tags older than the retention
   dropped (``ALTER TABLE … DROP TAG``) and the dt view rewritten without them, small files
-  compacted and the deletes merge-on-read leaves folded into a data file once they make
+  compacted to ``merge.file_size_mb`` (the size merge writes) and the deletes merge-on-read leaves folded into a data file once they make
   half of its rows (``rewrite_data_files``, ``delete-ratio-threshold`` ``FOLD_DELETES_RATIO``:
   a retained day tag keeps the file it replaced, so folding every delete would copy about the
   whole table each run); then each bucket's position delete files rewritten into one, without
@@ -220,7 +220,15 @@ class Maintainer:
                     f"DELETE FROM {name} WHERE {condition} AND {DAY_COLUMN} < '{cutoff}'"  # noqa: S608 - quoted names
                 )
             detail.append(f"{before} rows of days before {cutoff} deleted")
-        self._compact(report, database, RAW_TABLE, deletes=False, where=condition, step=qualified)
+        self._compact(
+            report,
+            database,
+            RAW_TABLE,
+            self.settings.maintenance.target_file_mb,
+            deletes=False,
+            where=condition,
+            step=qualified,
+        )
 
     def _raw_history(self, report: MaintenanceReport, database: str, read: set[int]) -> None:
         """The raw table's snapshots expired and its orphan files removed, once: the raw
@@ -311,7 +319,11 @@ class Maintainer:
             if state.hours:
                 kept = len(state.hours) - len(hours)
                 detail.append(f"{len(hours)} hour tags dropped, {kept} kept")
-        self._compact(report, database, table, deletes=True)
+        # To the size merge writes (merge.file_size_mb): the key-range files a merge leaves at
+        # that size are not small, so only the small files a day's change adds are combined
+        # (at maintenance.target_file_mb every snapshot file counted as small, and a partition
+        # with a few was rewritten whole, each retained tag keeping the old copy).
+        self._compact(report, database, table, self.settings.merge.file_size_mb, deletes=True)
         # Main's commits since the newest day stay: the next merge sees by them that main
         # holds that day's rows (only compactions since) and merges on main.
         self._expire(report, database, table, keep=self._main_since_newest_day(table))
@@ -361,13 +373,14 @@ class Maintainer:
         report: MaintenanceReport,
         database: str,
         table: str,
+        target_mb: float,
         deletes: bool,
         where: str | None = None,
         step: str | None = None,
     ) -> None:
-        """Compact ``table`` (its rows matching ``where`` only, when given); the step is named
-        ``step`` (default ``database.table``)."""
-        size = self.settings.maintenance.target_file_mb * 1024 * 1024
+        """Compact ``table`` to files of ``target_mb`` (its rows matching ``where`` only, when
+        given); the step is named ``step`` (default ``database.table``)."""
+        size = int(target_mb * 1024 * 1024)
         options = {
             "target-file-size-bytes": str(size),
             # Groups that lost a race with a concurrent commit fail alone; the rest commits.

@@ -312,6 +312,10 @@ def test_progress_maintenance_is_safe_while_writers_commit_progress(spark: Any, 
     lake = shop.lake_catalog(spark)
     ensure_progress_table(lake, shop.raw_database)
     stop = threading.Event()
+    # Set once each writer committed a few batches: snapshots older than the first run's
+    # expiry, whose replaced files it must delete (without it, a fast run could start and end
+    # before any commit but the first).
+    several_committed = threading.Event()
     committed: dict[str, int] = {}
     failures: list[BaseException] = []
 
@@ -327,11 +331,15 @@ def test_progress_maintenance_is_safe_while_writers_commit_progress(spark: Any, 
                     commit_writer_progress(own, shop.raw_database, progress, offsets)
                     committed[name] = batch
                 batch += 1
+                if batch == 3:
+                    several_committed.set()
         except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
             failures.append(exc)
+            several_committed.set()
 
     thread = threading.Thread(target=progress_writers)
     thread.start()
+    assert several_committed.wait(SPARK_TIMEOUT_S)
     progress = f"{settings.lake.catalog}.{shop.raw_database}.{PROGRESS_TABLE}"
     runner = Maintainer(settings, spark, Merger(settings, spark).config)
     try:
