@@ -9,11 +9,12 @@ For every table mirrored to Hive (or those named), in this order:
   ``maintenance.target_file_mb`` (``rewrite_data_files`` with ``where``: its partitions only);
 * **snapshot** ``<catalog>.<merge.database>.<table>``: day tags older than the retention
   dropped (``ALTER TABLE … DROP TAG``) and the dt view rewritten without them, small files
-  compacted to ``merge.file_size_mb`` (the size merge writes) and the deletes merge-on-read leaves folded into a data file once they make
-  half of its rows (``rewrite_data_files``, ``delete-ratio-threshold`` ``FOLD_DELETES_RATIO``:
-  a retained day tag keeps the file it replaced, so folding every delete would copy about the
-  whole table each run); then each bucket's position delete files rewritten into one, without
-  the entries naming rewritten files (``rewrite_position_delete_files``);
+  compacted to ``merge.file_size_mb`` (the size merge writes) and the deletes merge-on-read
+  leaves folded into a data file once they make half of its rows (``rewrite_data_files``,
+  ``delete-ratio-threshold`` ``FOLD_DELETES_RATIO``: a retained day tag keeps the file it
+  replaced, so folding every delete would copy about the whole table each run); then each
+  bucket's position delete files rewritten into one, without the entries naming rewritten
+  files (``rewrite_position_delete_files``);
 * the snapshot tables and, once per run after the tables, the raw table: snapshots no branch
   or tag needs expired once older than ``maintenance.expire_after_hours``
   (``expire_snapshots``, the newest ``retain_snapshots`` of main always kept, and on a
