@@ -257,7 +257,14 @@ class Maintainer:
             {writer: found.next_offsets for writer, found in progress.items()},
         )
         keep = lineage_to(head, parents.get, wanted) if wanted else 0
-        self._expire(report, database, RAW_TABLE, keep=keep)
+        # ``keep`` counts from the head read above; expire_snapshots counts ``retain_last`` from
+        # the head when it runs, after commits made meanwhile: bounded by the oldest wanted
+        # snapshot's commit time too, so it and every later one stay whatever lands meanwhile.
+        kept_since = [
+            row["committed_at"] for row in rows if int(row["snapshot_id"]) in wanted and keep
+        ]
+        since = min(kept_since).astimezone(UTC) if kept_since else None
+        self._expire(report, database, RAW_TABLE, keep=keep, keep_since=since)
         self._orphans(report, database, RAW_TABLE)
 
     def _progress_history(self, report: MaintenanceReport, database: str) -> None:
@@ -327,15 +334,17 @@ class Maintainer:
         self._compact(report, database, table, self.settings.merge.file_size_mb, deletes=True)
         # Main's commits since the newest day stay: the next merge sees by them that main
         # holds that day's rows (only compactions since) and merges on main.
-        self._expire(report, database, table, keep=self._main_since_newest_day(table))
+        keep, since = self._main_since_newest_day(table)
+        self._expire(report, database, table, keep=keep, keep_since=since)
         self._orphans(report, database, table)
 
-    def _main_since_newest_day(self, table: str) -> int:
+    def _main_since_newest_day(self, table: str) -> tuple[int, datetime | None]:
         """How many snapshots of main's lineage lead back to the newest day's tag (it
-        included); 0 when main does not descend from it."""
+        included) and when that snapshot was committed (a merge may commit while maintain
+        runs: ``_expire``); (0, None) when main does not descend from it."""
         state = self.snapshots.state(table)
         if state.current is None or not state.days:
-            return 0
+            return 0, None
         newest = state.days[max(state.days)]
         java = self.snapshots.java_table(table)
         snapshot_id: int | None = state.current
@@ -343,13 +352,13 @@ class Maintainer:
         while snapshot_id is not None:
             snapshot = java.snapshot(snapshot_id)
             if snapshot is None:
-                return 0
+                return 0, None
             count += 1
             if snapshot_id == newest:
-                return count
+                return count, datetime.fromtimestamp(int(snapshot.timestampMillis()) / 1000, UTC)
             parent = snapshot.parentId()
             snapshot_id = None if parent is None else int(parent)
-        return 0
+        return 0, None
 
     # -- Iceberg's procedures ---------------------------------------------------------------
     def _name(self, database: str, table: str) -> str:
@@ -428,9 +437,21 @@ class Maintainer:
                     f"{cleaned['added_delete_files_count']}"
                 )
 
-    def _expire(self, report: MaintenanceReport, database: str, table: str, keep: int = 0) -> None:
+    def _expire(
+        self,
+        report: MaintenanceReport,
+        database: str,
+        table: str,
+        keep: int = 0,
+        keep_since: datetime | None = None,
+    ) -> None:
+        """Expire the snapshots older than ``expire_after_hours`` but the newest ``keep`` (at
+        least ``retain_snapshots``) and, given ``keep_since``, any committed since then."""
         config = self.settings.maintenance
         older = self._now() - timedelta(hours=config.expire_after_hours)
+        if keep_since is not None:
+            # Iceberg expires snapshots strictly older; the literal's seconds round down.
+            older = min(older, keep_since)
         retain = max(config.retain_snapshots, keep)
         with self._step(report, f"{database}.{table}", "expire snapshots") as detail:
             [row] = self._call(

@@ -34,6 +34,7 @@ from cdc_platform.lake import (
     WriterProgress,
     commit_writer_progress,
     ensure_progress_table,
+    ensure_raw_table,
     raw_rows,
     read_all_writer_progress,
 )
@@ -359,3 +360,53 @@ def test_progress_maintenance_is_safe_while_writers_commit_progress(spark: Any, 
     rows = read_all_writer_progress(lake, shop.raw_database)
     assert {name: rows[name].batch_id for name in committed} == committed
     assert {rows[name].ready_days[0] for name in committed} == {str(DAY2)}
+
+
+def test_a_crashed_writers_raw_commit_survives_a_commit_landing_while_maintain_runs(
+    spark: Any, shop: Shop
+) -> None:
+    """Expiry counts the raw snapshots it keeps from the head it read; another writer's commit
+    landing before Iceberg's expiry runs must not push the crashed writer's commit out."""
+    settings = shop.merge_settings(check=False, buckets=2)
+    settings = settings.model_copy(
+        update={
+            "maintenance": settings.maintenance.model_copy(
+                update={"expire_after_hours": 0, "retain_snapshots": 1}
+            )
+        }
+    )
+    merger = Merger(settings, spark)
+    lake = merger.raw_lake
+    ensure_raw_table(lake, shop.raw_database)
+    one_row = spark.createDataFrame([(1, str(OLD_DAY))], "binlogOffset BIGINT, dt STRING")
+    crashed = KafkaOffsets({("crashed-topic", 0): 42})
+    lake.append(
+        as_raw_rows(one_row, "crashed_writer_rows"),
+        shop.raw_database,
+        RAW_TABLE,
+        crashed,
+        {WRITER_PROPERTY: "crashed-writer"},
+    )
+    runner = Maintainer(settings, spark, merger.config)
+    expire = runner._expire
+
+    def another_commit_first(report: Any, database: str, table: str, **kwargs: Any) -> None:
+        if table == RAW_TABLE:
+            lake.append(
+                as_raw_rows(one_row, "another_writer_rows"),
+                shop.raw_database,
+                RAW_TABLE,
+                KafkaOffsets({("another-topic", 0): 7}),
+                {WRITER_PROPERTY: "another-writer"},
+            )
+        expire(report, database, table, **kwargs)
+
+    runner._expire = another_commit_first  # type: ignore[method-assign]
+    try:
+        report = runner.run([shop.table])
+    finally:
+        runner.close()
+        merger.close()
+    changes = f"{settings.lake.catalog}.{shop.raw_database}.{RAW_TABLE}"
+    assert [s.error for s in report.steps if s.table == changes] == [None, None], report.steps
+    assert lake.committed_offsets(shop.raw_database, RAW_TABLE, writer="crashed-writer") == crashed
