@@ -8,17 +8,22 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.iceberg.BaseTable;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.FileFormat;
+import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.PartitionKey;
 import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.ReplacePartitions;
 import org.apache.iceberg.Schema;
 import org.apache.iceberg.Table;
+import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.data.GenericRecord;
 import org.apache.iceberg.data.Record;
 import org.apache.iceberg.data.parquet.GenericParquetWriter;
 import org.apache.iceberg.encryption.EncryptedOutputFile;
+import org.apache.iceberg.exceptions.CleanableFailure;
 import org.apache.iceberg.exceptions.CommitStateUnknownException;
 import org.apache.iceberg.io.DataWriter;
 import org.apache.iceberg.io.OutputFileFactory;
@@ -57,9 +62,12 @@ public final class ProgressCommit {
    * key a top-level column; a column left out is null): a String for a string column, a Number
    * for an int or long one, a List of Strings, or one text of them ({@link #fromListText}), for
    * a list of strings.
-   * Atomic: if it fails, the table keeps its snapshot and the written file is deleted, unless
-   * the commit's outcome is unknown ({@link CommitStateUnknownException}: the file may be
-   * referenced, so it stays; maintenance's orphan removal deletes it if it is not).
+   * Atomic: if it fails, the table keeps its snapshot and the written file is deleted when
+   * nothing can reference it: the failure came before any metastore swap was tried, or Iceberg
+   * says the commit did not happen ({@link CleanableFailure}, Iceberg's own rule for its
+   * manifests). Otherwise (e.g. {@link CommitStateUnknownException}, or an error Hive's commit
+   * rethrew after a status check that may have missed the swap) the file may be the
+   * partition's row, so it stays; maintenance's orphan removal deletes it if it is not.
    */
   public static void replacePartition(
       Table table, Map<String, Object> row, Map<String, String> summary) throws IOException {
@@ -75,6 +83,7 @@ public final class ProgressCommit {
             .build();
     EncryptedOutputFile file =
         spec.isUnpartitioned() ? files.newOutputFile() : files.newOutputFile(spec, partition);
+    AtomicBoolean swapTried = new AtomicBoolean();
     try {
       DataWriter<Record> writer =
           Parquet.writeData(file)
@@ -89,13 +98,14 @@ public final class ProgressCommit {
       } finally {
         writer.close();
       }
-      ReplacePartitions replace = table.newReplacePartitions().addFile(writer.toDataFile());
+      ReplacePartitions replace =
+          swapsRecorded(table, swapTried).newReplacePartitions().addFile(writer.toDataFile());
       summary.forEach(replace::set);
       replace.commit();
-    } catch (CommitStateUnknownException unknown) {
-      // The commit may have succeeded: the file may be the partition's row now. Kept.
-      throw unknown;
     } catch (IOException | RuntimeException failed) {
+      if (swapTried.get() && !(failed instanceof CleanableFailure)) {
+        throw failed; // the commit may have succeeded: the file may be the partition's row
+      }
       // Nothing references the file: without this, every failed commit (a retry budget spent
       // in a long race, a table dropped meanwhile) would leave a Parquet file in the
       // table's folder until maintenance's orphan removal, days later.
@@ -106,6 +116,23 @@ public final class ProgressCommit {
       }
       throw failed;
     }
+  }
+
+  /** {@code table} whose metastore swaps (its operations' commit) set {@code tried}. */
+  private static Table swapsRecorded(Table table, AtomicBoolean tried) {
+    if (!(table instanceof HasTableOperations)) {
+      tried.set(true); // cannot tell: as if tried, the file is kept on failure
+      return table;
+    }
+    return new BaseTable(
+        new ForwardingTableOperations(((HasTableOperations) table).operations()) {
+          @Override
+          public void commit(TableMetadata base, TableMetadata metadata) {
+            tried.set(true);
+            super.commit(base, metadata);
+          }
+        },
+        table.name());
   }
 
   /**

@@ -76,4 +76,23 @@ public final class ProgressCommitRace {
         };
     ProgressCommit.replacePartition(new BaseTable(unknown, table.name()), row, summary);
   }
+
+  /**
+   * {@link ProgressCommit#replacePartition} of {@code row} to {@code table} whose metastore swap
+   * succeeds but then fails with a plain error, as Hive's commit rethrows the swap's error when
+   * its status check missed the new metadata (not a {@code CleanableFailure}).
+   */
+  public static void replacePartitionFailingAfterSwap(
+      Table table, Map<String, Object> row, Map<String, String> summary) throws IOException {
+    TableOperations ops = ((HasTableOperations) table).operations();
+    TableOperations failing =
+        new ForwardingTableOperations(ops) {
+          @Override
+          public void commit(TableMetadata base, TableMetadata metadata) {
+            super.commit(base, metadata);
+            throw new IllegalStateException("the swap's answer was an error (test)");
+          }
+        };
+    ProgressCommit.replacePartition(new BaseTable(failing, table.name()), row, summary);
+  }
 }
