@@ -102,6 +102,9 @@ CRASH_ENV = "CDC_STREAM_WRITER_CRASH_AT"
 # "during-commit" is the writer jar's (CrashPoint.java): inside the raw commit, its manifests
 # written, before the table's metadata swap.
 CRASH_POINTS = ("before-commit", "during-commit", "before-progress", "after-commit")
+JVM_CRASH_POINT = "during-commit"
+# The JVM system property naming the process (or -group) the jar kills at JVM_CRASH_POINT.
+CRASH_TARGET_PROPERTY = "cdc.stream-writer.crash-target"
 # Tests only: this commit fails (an error instead of the commit), once per process.
 FAULT_ENV = "CDC_STREAM_WRITER_FAIL_AT"
 FAULT_POINTS = ("raw-commit", "progress-commit")
@@ -278,6 +281,13 @@ class BatchWriter:
             ),
         )
         self._crash_at = crash_at
+        if crash_at == JVM_CRASH_POINT:
+            # Whom the jar kills there: this process (its group when it leads one), never the
+            # JVM's parent, which under spark-submit is the operator's shell or supervisor.
+            leader = os.getpgid(0) == os.getpid()
+            target = f"-{os.getpid()}" if leader else str(os.getpid())
+            jvm: Any = spark.sparkContext._jvm
+            jvm.java.lang.System.setProperty(CRASH_TARGET_PROPERTY, target)
         self._fail_at = fail_at
         # The writer jar's JSON parse (transform.message_column), several times faster.
         self._jvm_parse = register_jvm_parse(spark)
