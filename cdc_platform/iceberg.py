@@ -239,7 +239,8 @@ class LocalStorage(LakeStorage):
         path = self.location.local_path
         try:
             path.mkdir(parents=True, exist_ok=True)
-            probe = path / ".cdc-mirror-probe"
+            # A name of this process's: components starting at once each probe their own.
+            probe = path / f".cdc-mirror-probe-{os.getpid()}-{threading.get_ident()}"
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:
@@ -596,13 +597,14 @@ class LakeCatalog:
         return values, summary
 
     def ensure_properties(self, namespace: str, table: str, properties: Mapping[str, str]) -> bool:
-        """Set those of ``properties`` the table lacks or holds otherwise, in one metadata
-        commit (retried from a fresh read if another commit lands first); False when it holds
-        them all (no commit). The table object is this process's (``_cached_table``)."""
+        """Set those of ``properties`` the table lacks, in one metadata commit (retried from a
+        fresh read if another commit lands first); False when it has them all (no commit). A
+        value the table holds otherwise stays: an operator's ``ALTER TABLE … SET
+        TBLPROPERTIES`` wins. The table object is this process's (``_cached_table``)."""
         with self._errors():
             java_table = self._cached_table(namespace, table)
-            held = {str(k): str(v) for k, v in dict(java_table.properties()).items()}
-            missing = {k: v for k, v in properties.items() if held.get(k) != v}
+            held = {str(k) for k in dict(java_table.properties())}
+            missing = {k: v for k, v in properties.items() if k not in held}
             if not missing:
                 return False
             update = java_table.updateProperties()
