@@ -33,10 +33,7 @@ import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.TableProperties;
 import org.apache.iceberg.encryption.EncryptedOutputFile;
-import org.apache.iceberg.encryption.EncryptionManager;
 import org.apache.iceberg.io.DataWriter;
-import org.apache.iceberg.io.FileIO;
-import org.apache.iceberg.io.LocationProvider;
 import org.apache.iceberg.io.OutputFileFactory;
 import org.apache.iceberg.parquet.Parquet;
 import org.apache.iceberg.spark.SparkSchemaUtil;
@@ -290,17 +287,11 @@ public final class IcebergBatchWrite implements Serializable {
   }
 
   /** Table operations whose first {@code refresh()} is {@code current()}; all else delegated. */
-  private static final class FirstRefreshFromCurrent implements TableOperations {
-    private final TableOperations delegate;
+  private static final class FirstRefreshFromCurrent extends ForwardingTableOperations {
     private boolean refreshed;
 
     FirstRefreshFromCurrent(TableOperations delegate) {
-      this.delegate = delegate;
-    }
-
-    @Override
-    public TableMetadata current() {
-      return delegate.current();
+      super(delegate);
     }
 
     @Override
@@ -309,50 +300,15 @@ public final class IcebergBatchWrite implements Serializable {
         refreshed = true;
         // current() itself reads the metastore when a refresh was requested (after a commit
         // whose refresh failed): only metadata this process saw as current is started from.
-        return delegate.current();
+        return current();
       }
-      return delegate.refresh();
+      return super.refresh();
     }
 
     @Override
     public void commit(TableMetadata base, TableMetadata metadata) {
       CrashPoint.reach(CrashPoint.DURING_COMMIT); // tests only: killed inside the commit
-      delegate.commit(base, metadata);
-    }
-
-    @Override
-    public FileIO io() {
-      return delegate.io();
-    }
-
-    @Override
-    public EncryptionManager encryption() {
-      return delegate.encryption();
-    }
-
-    @Override
-    public String metadataFileLocation(String fileName) {
-      return delegate.metadataFileLocation(fileName);
-    }
-
-    @Override
-    public LocationProvider locationProvider() {
-      return delegate.locationProvider();
-    }
-
-    @Override
-    public TableOperations temp(TableMetadata uncommittedMetadata) {
-      return delegate.temp(uncommittedMetadata);
-    }
-
-    @Override
-    public long newSnapshotId() {
-      return delegate.newSnapshotId();
-    }
-
-    @Override
-    public boolean requireStrictCleanup() {
-      return delegate.requireStrictCleanup();
+      super.commit(base, metadata);
     }
   }
 

@@ -64,17 +64,12 @@ public final class ProgressCommitRace {
    */
   public static void replacePartitionWithUnknownOutcome(
       Table table, Map<String, Object> row, Map<String, String> summary) throws IOException {
-    TableOperations ops = ((HasTableOperations) table).operations();
-    TableOperations unknown =
-        new ForwardingTableOperations(ops) {
-          @Override
-          public void commit(TableMetadata base, TableMetadata metadata) {
-            super.commit(base, metadata);
-            throw new CommitStateUnknownException(
-                new IllegalStateException("the metastore's answer was lost (test)"));
-          }
-        };
-    ProgressCommit.replacePartition(new BaseTable(unknown, table.name()), row, summary);
+    replacePartitionThenFailing(
+        table,
+        row,
+        summary,
+        new CommitStateUnknownException(
+            new IllegalStateException("the metastore's answer was lost (test)")));
   }
 
   /**
@@ -84,13 +79,20 @@ public final class ProgressCommitRace {
    */
   public static void replacePartitionFailingAfterSwap(
       Table table, Map<String, Object> row, Map<String, String> summary) throws IOException {
+    replacePartitionThenFailing(
+        table, row, summary, new IllegalStateException("the swap's answer was an error (test)"));
+  }
+
+  private static void replacePartitionThenFailing(
+      Table table, Map<String, Object> row, Map<String, String> summary, RuntimeException error)
+      throws IOException {
     TableOperations ops = ((HasTableOperations) table).operations();
     TableOperations failing =
         new ForwardingTableOperations(ops) {
           @Override
           public void commit(TableMetadata base, TableMetadata metadata) {
             super.commit(base, metadata);
-            throw new IllegalStateException("the swap's answer was an error (test)");
+            throw error;
           }
         };
     ProgressCommit.replacePartition(new BaseTable(failing, table.name()), row, summary);
