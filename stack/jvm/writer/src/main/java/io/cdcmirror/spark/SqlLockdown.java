@@ -121,20 +121,31 @@ public final class SqlLockdown extends AbstractFunction1<SparkSessionExtensions,
     }
   }
 
-  /** The server's SparkConf (spark-core is not on this module's compile path: by reflection). */
+  /**
+   * The server's settings: its SparkConf, and its shared state's, which every new session starts
+   * from and which also holds what the server set once its JVM ran (the secret settings kept off
+   * its command line: cdc_platform.spark.set_secret_conf). spark-core is not on this module's
+   * compile path: by reflection.
+   */
   private static Map<String, String> serverSettings(SparkSession session) {
     try {
-      Object context = SparkSession.class.getMethod("sparkContext").invoke(session);
-      Object conf = context.getClass().getMethod("getConf").invoke(context);
-      Object[] pairs = (Object[]) conf.getClass().getMethod("getAll").invoke(conf);
       Map<String, String> found = new java.util.HashMap<>();
-      for (Object pair : pairs) {
-        Tuple2<?, ?> entry = (Tuple2<?, ?>) pair;
-        found.put(String.valueOf(entry._1()), String.valueOf(entry._2()));
-      }
+      Object context = SparkSession.class.getMethod("sparkContext").invoke(session);
+      putAll(found, context.getClass().getMethod("getConf").invoke(context));
+      Object shared = session.getClass().getMethod("sharedState").invoke(session);
+      putAll(found, shared.getClass().getMethod("conf").invoke(shared));
       return found;
     } catch (ReflectiveOperationException exc) {
       throw new IllegalStateException(PREFIX + "cannot read the server's settings", exc);
+    }
+  }
+
+  /** The entries of a SparkConf {@code conf} put into {@code found}. */
+  private static void putAll(Map<String, String> found, Object conf)
+      throws ReflectiveOperationException {
+    for (Object pair : (Object[]) conf.getClass().getMethod("getAll").invoke(conf)) {
+      Tuple2<?, ?> entry = (Tuple2<?, ?>) pair;
+      found.put(String.valueOf(entry._1()), String.valueOf(entry._2()));
     }
   }
 
