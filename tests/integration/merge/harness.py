@@ -147,6 +147,12 @@ class Shop:
         finally:
             connection.close()
 
+    def on_every_shard(self, statement: str) -> None:
+        """Run ``statement`` (``{schema}`` and ``{table}`` filled in) on each shard's table."""
+        with self.connect() as cursor:
+            for schema, table in self.shards():
+                cursor.execute(statement.format(schema=schema, table=table))
+
     def create(self, ddl: str = TABLE_DDL) -> None:
         with self.connect() as cursor:
             for schema, table in self.shards():

@@ -186,12 +186,10 @@ def test_added_column_mid_day_is_null_for_older_rows(spark: Any, shop: Shop) -> 
     shop.start_day(DAY2)
     untouched, changed_before, changed_after = sorted(placed)[:3]
     shop.update(placed[changed_before], changed_before)
-    with shop.connect() as cursor:
-        for schema, table in shop.shards():
-            cursor.execute(
-                f"ALTER TABLE `{schema}`.`{table}` ADD COLUMN channel VARCHAR(16) NOT NULL "
-                "DEFAULT 'web', ADD COLUMN score INT NULL"
-            )
+    shop.on_every_shard(
+        "ALTER TABLE `{schema}`.`{table}` ADD COLUMN channel VARCHAR(16) NOT NULL "
+        "DEFAULT 'web', ADD COLUMN score INT NULL"
+    )
     shop.update(placed[changed_after], changed_after)
     fresh = shop.insert(1, during(DAY2, shop.rng))
     shop.write_raw(spark, DAY2)
@@ -829,9 +827,7 @@ def test_the_dt_view_gets_each_new_day_by_its_stored_text_and_new_columns_by_sql
 
     day3 = DAY2 + timedelta(days=1)
     shop.start_day(day3)
-    with shop.connect() as cursor:
-        for schema, table in shop.shards():
-            cursor.execute(f"ALTER TABLE `{schema}`.`{table}` ADD COLUMN channel VARCHAR(16) NULL")
+    shop.on_every_shard("ALTER TABLE `{schema}`.`{table}` ADD COLUMN channel VARCHAR(16) NULL")
     shop.insert(2, during(day3, shop.rng))
     shop.write_raw(spark, day3)
     merger.merge(MergeRequest(shop.table, day3))
@@ -962,12 +958,10 @@ def test_widened_column_keeps_old_partitions_readable(spark: Any, shop: Shop) ->
     day1_before = snapshot_rows(spark, settings, shop.table, DAY1)
 
     shop.start_day(DAY2)
-    with shop.connect() as cursor:
-        for schema, table in shop.shards():
-            cursor.execute(
-                f"ALTER TABLE `{schema}`.`{table}` MODIFY amount DECIMAL(16,4) NOT NULL, "
-                "MODIFY qty BIGINT UNSIGNED NOT NULL"
-            )
+    shop.on_every_shard(
+        "ALTER TABLE `{schema}`.`{table}` MODIFY amount DECIMAL(16,4) NOT NULL, "
+        "MODIFY qty BIGINT UNSIGNED NOT NULL"
+    )
     changed = sorted(placed)[0]
     shop.update(placed[changed], changed)
     shop.write_raw(spark, DAY2)

@@ -63,18 +63,15 @@ def test_a_dropped_and_a_renamed_column_keep_the_days_before_readable(
     settings = shop.merge_settings(check=False)
     merger = Merger(settings, spark)
     try:
-        with shop.connect() as cursor:
-            for schema, table in shop.shards():
-                cursor.execute(
-                    f"ALTER TABLE `{schema}`.`{table}` ADD COLUMN legacy VARCHAR(16) NULL, "
-                    "ADD COLUMN ref_old INT NULL DEFAULT 7"
-                )
+        shop.on_every_shard(
+            "ALTER TABLE `{schema}`.`{table}` ADD COLUMN legacy VARCHAR(16) NULL, "
+            "ADD COLUMN ref_old INT NULL DEFAULT 7"
+        )
         placed = history(shop, 4)
-        with shop.connect() as cursor:  # before the history read: in DAY1's MOCK rows
-            for schema, table in shop.shards():
-                cursor.execute(
-                    f"UPDATE `{schema}`.`{table}` SET legacy = concat('L', id), ref_old = id"
-                )
+        # Before the history read: in DAY1's MOCK rows.
+        shop.on_every_shard(
+            "UPDATE `{schema}`.`{table}` SET legacy = concat('L', id), ref_old = id"
+        )
         shop.start_day(DAY1)
         shop.mock_replay(shop._second)
         shop.write_raw(spark, DAY1)
@@ -86,12 +83,9 @@ def test_a_dropped_and_a_renamed_column_keep_the_days_before_readable(
         assert all(row["legacy"] and row["ref_old"] for row in day1)
 
         shop.start_day(DAY2)
-        with shop.connect() as cursor:
-            for schema, table in shop.shards():
-                cursor.execute(
-                    f"ALTER TABLE `{schema}`.`{table}` DROP COLUMN legacy, "
-                    "RENAME COLUMN ref_old TO ref_new"
-                )
+        shop.on_every_shard(
+            "ALTER TABLE `{schema}`.`{table}` DROP COLUMN legacy, RENAME COLUMN ref_old TO ref_new"
+        )
         untouched, changed = sorted(placed)[:2]
         shop.update(placed[changed], changed)
         fresh = shop.insert(1, during(DAY2, shop.rng))
