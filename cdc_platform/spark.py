@@ -57,12 +57,18 @@ def require_spark() -> None:
 COMPILE_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 
 # Settings whose value is a secret, by key: Spark's own default ``spark.redaction.regex``
-# plus the hyphenated ``access-key`` of Iceberg's S3FileIO (``s3.access-key-id``). They never
-# go through the session builder: PySpark starts the JVM with every builder setting as a
-# ``--conf key=value`` argument of ``spark-submit``, and a process's arguments are readable by
-# every local user (``ps -ww``, /proc/<pid>/cmdline). :func:`set_secret_conf` sets them once
+# plus the hyphenated ``access-key`` of Iceberg's S3FileIO (``s3.access-key-id``) and a JAAS
+# configuration, whose value holds a password (Kafka's ``sasl.jaas.config``: the Kafka
+# source's ``kafka.sasl.jaas.config`` option, which Spark shows in plans unless this matches).
+# They never go through the session builder: PySpark starts the JVM with every builder setting
+# as a ``--conf key=value`` argument of ``spark-submit``, and a process's arguments are readable
+# by every local user (``ps -ww``, /proc/<pid>/cmdline). :func:`set_secret_conf` sets them once
 # the JVM runs, before anything reads them.
-SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.\-]?key")
+SECRET_KEY = re.compile(r"(?i)secret|password|token|access[.\-]?key|jaas")
+# Secrets Spark itself reads only while its JVM starts (its RPC authentication, its TLS key
+# stores): set afterwards they would be ignored, and on the builder they would be on argv.
+# Refused by ``split_secret_conf``, saying where they go instead.
+JVM_START_SECRET = re.compile(r"^spark\.(?:authenticate|ssl)\.")
 HADOOP_PREFIX = "spark.hadoop."
 
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
@@ -173,8 +179,17 @@ def spark_conf(
 
 def split_secret_conf(conf: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """Pure: ``conf`` as the settings the JVM may start with and those it gets afterwards
-    (a key :data:`SECRET_KEY` matches)."""
+    (a key :data:`SECRET_KEY` matches). ConfigError, naming the first such key, for a secret
+    Spark reads only at its JVM's start (:data:`JVM_START_SECRET`): neither works."""
     secret = {key: value for key, value in conf.items() if SECRET_KEY.search(key)}
+    too_late = sorted(key for key in secret if JVM_START_SECRET.match(key))
+    if too_late:
+        raise ConfigError(
+            f"{too_late[0]} cannot be given to a cdc-mirror Spark session: Spark reads it only "
+            "as its JVM starts, and a setting given to the session would be on the JVM's "
+            "command line; put it in spark-defaults.conf in $SPARK_CONF_DIR (a file only the "
+            "service's user can read), which spark-submit reads as it starts the JVM."
+        )
     return {key: value for key, value in conf.items() if key not in secret}, secret
 
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from cdc_platform.config import Settings, SparkSettings
 from cdc_platform.spark import spark_conf, split_secret_conf
+from simple_binlog.errors import ConfigError
 
 
 def test_a_local_master_never_waits_for_locality() -> None:
@@ -55,4 +60,47 @@ def test_the_metastore_password_is_not_a_launch_setting() -> None:
     assert list(secret) == ["spark.hadoop.javax.jdo.option.ConnectionPassword"]
     assert launch["spark.hadoop.javax.jdo.option.ConnectionUserName"] == "cdc"
     # Spark hides the same keys wherever it shows settings (SET, logs, plans).
-    assert conf["spark.redaction.regex"] == "(?i)secret|password|token|access[.\\-]?key"
+    assert conf["spark.redaction.regex"] == "(?i)secret|password|token|access[.\\-]?key|jaas"
+
+
+def test_a_kafka_jaas_config_is_a_secret_kept_off_argv_and_redacted() -> None:
+    # Kafka's sasl.jaas.config holds the SASL password inside its value; the stream writer
+    # passes it to Spark's Kafka source as the option kafka.sasl.jaas.config.
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required password="pw";'
+    for key in ("kafka.sasl.jaas.config", "spark.kafka.sasl.jaas.config"):
+        launch, secret = split_secret_conf({key: jaas, "kafka.security.protocol": "SASL_SSL"})
+        assert secret == {key: jaas}
+        assert launch == {"kafka.security.protocol": "SASL_SSL"}
+    # What Spark hides in plans and SET output (its redaction matches keys by this regex).
+    redaction = re.compile(spark_conf(Settings(), [])["spark.redaction.regex"])
+    assert redaction.search("kafka.sasl.jaas.config")
+    assert not redaction.search("kafka.security.protocol")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "spark.authenticate.secret",
+        "spark.ssl.keyPassword",
+        "spark.ssl.keyStorePassword",
+        "spark.ssl.ui.trustStorePassword",
+        "spark.ssl.rpc.keyStorePassword",
+    ],
+)
+def test_a_secret_spark_reads_as_its_jvm_starts_is_refused_in_one_sentence(key: str) -> None:
+    # Set after the start (set_secret_conf) it would be ignored; on the builder, on argv.
+    with pytest.raises(ConfigError) as refused:
+        split_secret_conf({key: "s3cr3t", "spark.authenticate": "true"})
+    message = str(refused.value)
+    assert message.startswith(f"{key} cannot be given to a cdc-mirror Spark session: ")
+    assert "spark-defaults.conf" in message and "s3cr3t" not in message
+    assert message.count(". ") == 0 and message.endswith(".")
+
+
+def test_sparks_non_secret_security_switches_start_the_jvm_as_before() -> None:
+    conf = {
+        "spark.authenticate": "true",
+        "spark.ssl.enabled": "true",
+        "spark.ssl.protocol": "TLSv1.3",
+    }
+    assert split_secret_conf(conf) == (conf, {})
