@@ -38,13 +38,17 @@ row lost nor one written twice, even when the batches after the restart are cut 
 ``CDC_STREAM_WRITER_CRASH_AT`` names a point where the writer kills itself (tests only):
 before the raw commit, inside it (the writer jar: its manifests written, before the table's
 metadata swap), before the progress commit (after the raw one) and after it.
-``CDC_STREAM_WRITER_FAIL_AT`` names a commit that fails instead of being made (tests only):
-the raw commit or the progress commit of the first batch that makes one. A failed commit is
-not retried here: the error leaves the batch function, Spark records no commit of the batch
-in its checkpoint and the query stops, and the writer with it (one sentence: "the stream
-writer's query failed: …"). The table keeps its previous snapshot; the restarted writer runs
-the batch again from the checkpoint and completes it from the lake's offsets, as after a kill
-at the same point. Retrying in the process would gain nothing a supervisor's restart does not.
+``CDC_STREAM_WRITER_FAIL_AT`` names a commit that fails (tests only): the raw commit or the
+progress commit of the first batch that makes one fails inside Iceberg's commit, in the
+writer jar (``FaultPoint.java``: its manifests written, the metadata file cannot be), as a
+storage failure there does. A failed commit is not retried here: the error leaves the batch
+function as one sentence naming the batch, the commit and the JVM's cause, Spark records no
+commit of the batch in its checkpoint and the query stops, and the writer with it ("the
+stream writer's query failed: …"). The table keeps its previous snapshot; the restarted
+writer runs the batch again from the checkpoint and completes it from the lake's offsets, as
+after a kill at the same point. Retrying in the process would gain nothing a supervisor's
+restart does not. What the failed commit wrote (data files, manifests) is referenced by no
+snapshot: ``cdc-mirror maintain``'s orphan removal deletes it.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ import signal
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -84,6 +88,8 @@ from cdc_platform.lake import (
     ensure_raw_table,
     read_writer_progress,
 )
+from cdc_platform.lake_location import scrub
+from cdc_platform.spark import spark_error_sentence
 from simple_binlog.errors import CdcMirrorError, ConfigError
 from simple_binlog.routing import ShardRouter, ShardRule
 from stream_writer import layout, transform
@@ -105,7 +111,8 @@ CRASH_POINTS = ("before-commit", "during-commit", "before-progress", "after-comm
 JVM_CRASH_POINT = "during-commit"
 # The JVM system property naming the process (or -group) the jar kills at JVM_CRASH_POINT.
 CRASH_TARGET_PROPERTY = "cdc.stream-writer.crash-target"
-# Tests only: this commit fails (an error instead of the commit), once per process.
+# Tests only: this commit fails inside Iceberg's commit, once per process: the writer jar's
+# (FaultPoint.java) reads it from the environment the JVM inherits; ``fault_point`` checks it.
 FAULT_ENV = "CDC_STREAM_WRITER_FAIL_AT"
 FAULT_POINTS = ("raw-commit", "progress-commit")
 # The struct column of ``LakeCatalog.write_files``'s input holding a raw row (``_write_files``).
@@ -152,6 +159,26 @@ def _kill_myself(point: str) -> None:
     if os.getpgid(0) == os.getpid():
         os.killpg(os.getpid(), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def jvm_commit_errors(
+    commit: str, batch_id: int, lake_uri: str, secrets: tuple[str, ...]
+) -> Iterator[None]:
+    """A JVM error of batch ``batch_id``'s ``commit`` (the writer jar's, through py4j) as one
+    sentence naming the batch, the commit, the lake and the JVM's cause, ``secrets`` removed:
+    raised through Spark as it is, py4j's traceback would be what the operator reads first.
+    Its traceback is logged at debug level. Python's own errors pass as they are."""
+    try:
+        yield
+    except Exception as exc:
+        if getattr(exc, "java_exception", None) is None:
+            raise
+        log.debug("batch %d's %s failed", batch_id, commit, exc_info=True)
+        cause = scrub(spark_error_sentence(exc), secrets)
+        raise CdcMirrorError(
+            f"batch {batch_id}'s {commit} to the lake at {lake_uri} failed: {cause}"
+        ) from None
 
 
 class LatestOffsets(Protocol):
@@ -249,12 +276,10 @@ class BatchWriter:
         routing: WriterRouting | None = None,
         reconfigure: Callable[[], WriterRouting | None] | None = None,
         crash_at: str | None = None,
-        fail_at: str | None = None,
     ) -> None:
         """``routing``: the topics read and each one's shard rules (default: ``rules`` for
         all); ``reconfigure`` is asked for a new one at the start of every batch (None:
-        unchanged) — see ``_take_routing``. ``crash_at``, ``fail_at``: see the module (tests
-        only)."""
+        unchanged) — see ``_take_routing``. ``crash_at``: see the module (tests only)."""
         self.spark = spark
         self.config = config
         self.paths = paths
@@ -288,7 +313,6 @@ class BatchWriter:
             target = f"-{os.getpid()}" if leader else str(os.getpid())
             jvm: Any = spark.sparkContext._jvm
             jvm.java.lang.System.setProperty(CRASH_TARGET_PROPERTY, target)
-        self._fail_at = fail_at
         # The writer jar's JSON parse (transform.message_column), several times faster.
         self._jvm_parse = register_jvm_parse(spark)
         # Guards the state: ``check_readiness`` runs in the job's thread, batches in Spark's.
@@ -366,14 +390,10 @@ class BatchWriter:
         if self._crash_at == point:
             _kill_myself(point)
 
-    def _fail(self, point: str, batch_id: int) -> None:
-        """The commit ``point`` fails once, if ``fail_at`` names it (tests only)."""
-        if self._fail_at == point:
-            self._fail_at = None
-            raise CdcMirrorError(
-                f"batch {batch_id}'s {point} to the lake at {self.lake.location.uri} failed "
-                f"({FAULT_ENV}={point})."
-            )
+    def _committing(self, commit: str, batch_id: int) -> contextlib.AbstractContextManager[None]:
+        return jvm_commit_errors(
+            commit, batch_id, self.lake.location.uri, tuple(self.lake.storage.secrets())
+        )
 
     # -- foreachBatch -----------------------------------------------------------------------
 
@@ -424,23 +444,23 @@ class BatchWriter:
         commits = 0
         if needs_commit(written, floors):
             began = time.monotonic()
-            self._fail("raw-commit", batch_id)
             # Where the raw table stands after this commit: the batch's end, or the writer's
             # own earlier commit where that is further (a crash left it ahead of the
             # progress, and a batch after the restart may end below it): never less.
-            staged.commit(
-                RAW_TABLE,
-                KafkaOffsets(table_floors({**committed, **end_offsets}, self._ahead)),
-                {WRITER_PROPERTY: self.paths.name, BATCH_PROPERTY: str(batch_id)},
-            )
+            with self._committing("raw commit", batch_id):
+                staged.commit(
+                    RAW_TABLE,
+                    KafkaOffsets(table_floors({**committed, **end_offsets}, self._ahead)),
+                    {WRITER_PROPERTY: self.paths.name, BATCH_PROPERTY: str(batch_id)},
+                )
             phases["raw commit"] = time.monotonic() - began
             commits = 1
         elif written:
             log.info("batch %d: the raw table holds these rows already", batch_id)
         self._crash("before-progress")
         began = time.monotonic()
-        self._fail("progress-commit", batch_id)
-        late, ready = self._commit_progress(batch_id, groups, end_offsets)
+        with self._committing("progress commit", batch_id):
+            late, ready = self._commit_progress(batch_id, groups, end_offsets)
         phases["progress commit"] = time.monotonic() - began
         self._crash("after-commit")
         self._observe(batch_id, groups, late, ready, commits, phases, time.monotonic() - started)

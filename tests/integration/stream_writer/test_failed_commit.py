@@ -1,11 +1,14 @@
 """A failed commit loses and repeats nothing, on local disk and S3 (SeaweedFS).
 
-The writer's raw commit, then (the batch run again) its progress commit, fails: an error
-instead of the commit (``CDC_STREAM_WRITER_FAIL_AT``, once per process), as when the catalog
-refuses the commit or the storage fails under it. Each time the writer stops with one
-sentence; the failed table keeps its previous snapshot (its metadata file unchanged), the
-progress is not advanced, and Spark's checkpoint records no commit of the batch, so a
-restarted writer runs it again. Afterwards every Kafka message is in the lake exactly once
+The writer's raw commit, then (the batch run again) its progress commit, fails inside
+Iceberg's commit (``CDC_STREAM_WRITER_FAIL_AT``, once per process: the writer jar's
+FaultPoint.java, in the table operations' commit), as when the storage fails under the new
+metadata file: the commit's manifests are written, its metadata file is not. Each time the
+writer stops with one sentence naming the batch, the commit and the JVM's cause (no py4j
+traceback before it); the jar says it failed the commit; the failed table keeps its previous
+snapshot (its metadata file unchanged) and references none of the manifests the failed commit
+wrote, the progress is not advanced, and Spark's checkpoint records no commit of the batch, so
+a restarted writer runs it again. Afterwards every Kafka message is in the lake exactly once
 (counts and topic/partition/offset identity), read from a Spark session of its own.
 """
 
@@ -13,7 +16,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -28,6 +33,7 @@ from tests.integration.stream_writer.harness import (
     WriterProcess,
     caught_up,
     end_offsets,
+    iceberg_table,
     message,
     metadata_location,
     produce_messages,
@@ -69,16 +75,51 @@ def lake_heads(env: WriterEnv) -> tuple[str | None, str | None]:
     )
 
 
-def fails_at(env: WriterEnv, writer: WriterProcess, point: str) -> int:
-    """Wait for ``writer`` to stop at its failing commit; returns the failed batch's id."""
+def folder_names(io: Any, folder: str) -> set[str]:
+    """The names of the files in ``folder``, through pyiceberg's FileIO ``io`` (pyarrow's file
+    systems on local disk and S3, fsspec's on HDFS)."""
+    if hasattr(io, "fs_by_scheme"):
+        from pyarrow.fs import FileSelector
+
+        scheme, netloc, path = io.parse_location(folder)
+        infos = io.fs_by_scheme(scheme, netloc).get_file_info(FileSelector(path))
+        return {info.base_name for info in infos}
+    parts = urlsplit(folder)
+    listed = io.get_fs(parts.scheme, parts.hostname).ls(folder, detail=False)
+    return {PurePosixPath(path).name for path in listed}
+
+
+def unreferenced_manifests(env: WriterEnv) -> set[str]:
+    """The raw table's manifest lists and manifests (``metadata/*.avro``) that none of its
+    snapshots references: what a commit that failed after writing them left."""
+    table = iceberg_table(env.settings, env.database, RAW_TABLE)
+    referenced = set()
+    for snapshot in table.snapshots():
+        referenced.add(PurePosixPath(snapshot.manifest_list).name)
+        referenced.update(PurePosixPath(m.manifest_path).name for m in snapshot.manifests(table.io))
+    avro = {
+        n for n in folder_names(table.io, f"{table.location()}/metadata") if n.endswith(".avro")
+    }
+    return avro - referenced
+
+
+def fails_at(env: WriterEnv, writer: WriterProcess, point: str, commit: str) -> int:
+    """Wait for ``writer`` to stop at its failing commit (``point``, the writer's words for it:
+    ``commit``); returns the failed batch's id. The jar failed it, inside Iceberg's commit;
+    the operator reads one sentence, no py4j traceback."""
     code = writer.wait_killed(WAIT_S)
     log = writer.log_file.read_text(errors="replace")
     [failed] = checkpoint_planned(env) - checkpoint_commits(env)
     sentence = (
-        f"the stream writer's query failed: batch {failed}'s {point} to the lake at "
-        f"{env.settings.lake_location.uri} failed ({FAULT_ENV}={point})."
+        f"the stream writer's query failed: batch {failed}'s {commit} to the lake at "
+        f"{env.settings.lake_location.uri} failed: "
+        "org.apache.iceberg.exceptions.RuntimeIOException: Failed to write the new metadata "
+        "file of the table at "
     )
-    assert code != 0 and sentence in log, writer.diagnostics()
+    [line] = [line for line in log.splitlines() if sentence in line]
+    assert code != 0 and line.endswith(f"({FAULT_ENV}={point}))"), writer.diagnostics()
+    assert f"{FAULT_ENV}={point}: the writer jar fails the commit of the table at " in log
+    assert "exception while executing the Python Proxy" not in log, writer.diagnostics()
     return failed
 
 
@@ -98,16 +139,23 @@ def test_a_failed_raw_or_progress_commit_leaves_the_previous_snapshot_and_the_ba
         state_before = env.state()
         done_before = checkpoint_commits(env)
         assert raw_before and progress_before and done_before
+        assert unreferenced_manifests(env) == set()
 
         produced += produce_phase(local_stack, topic, 1 + PER_PHASE)
-        failed = fails_at(env, run.restart_writer(fail_at="raw-commit"), "raw-commit")
-        # Neither table moved, and the batch is still to be done.
+        failed = fails_at(env, run.restart_writer(fail_at="raw-commit"), "raw-commit", "raw commit")
+        # Neither table moved, and the batch is still to be done. The failed commit had
+        # written its manifest list and manifests (left for orphan removal): it failed inside.
         assert lake_heads(env) == (raw_before, progress_before)
+        left = unreferenced_manifests(env)
+        assert any(n.startswith("snap-") for n in left), left
+        assert any(not n.startswith("snap-") for n in left), left
         assert env.state() == state_before
         assert checkpoint_commits(env) == done_before
 
         # The same batch again: its raw commit is made, its progress commit fails.
-        again = fails_at(env, run.restart_writer(fail_at="progress-commit"), "progress-commit")
+        again = fails_at(
+            env, run.restart_writer(fail_at="progress-commit"), "progress-commit", "progress commit"
+        )
         assert again == failed
         raw_now, progress_now = lake_heads(env)
         assert raw_now != raw_before and progress_now == progress_before

@@ -14,7 +14,7 @@ from cdc_platform.lake import (
     raw_view_query,
     raw_view_sql,
 )
-from simple_binlog.errors import ConfigError
+from simple_binlog.errors import CdcMirrorError, ConfigError
 from stream_writer import localfs
 from stream_writer.writer import (
     CRASH_ENV,
@@ -24,9 +24,11 @@ from stream_writer.writer import (
     crash_point,
     fault_point,
     is_written,
+    jvm_commit_errors,
     needs_commit,
     table_floors,
 )
+from tests.unit.cdc_platform.test_spark_error_sentence import JavaError, JavaThrowable
 
 T = "cdc.binlog.local"
 
@@ -71,6 +73,33 @@ def test_failing_commits_come_from_the_environment_only_by_name() -> None:
     assert fault_point({FAULT_ENV: "progress-commit"}) == "progress-commit"
     with pytest.raises(ConfigError, match="is not one of raw-commit, progress-commit"):
         fault_point({FAULT_ENV: "before-commit"})  # a crash point, not a failing commit
+
+
+def test_a_commit_the_jvm_failed_stops_the_batch_in_one_sentence_without_secrets() -> None:
+    # What py4j raises when the writer jar's commit throws (Py4JJavaError's shape).
+    failure = JavaError(
+        JavaThrowable(
+            "org.apache.iceberg.exceptions.RuntimeIOException: Failed to write s3://b/t "
+            "(key s3cr3t)",
+            JavaThrowable("java.io.IOException: the storage refused the write"),
+        )
+    )
+    committing = jvm_commit_errors("raw commit", 7, "s3://b", ("s3cr3t",))
+    with pytest.raises(CdcMirrorError) as raised, committing:
+        raise failure
+    assert str(raised.value) == (
+        "batch 7's raw commit to the lake at s3://b failed: "
+        "org.apache.iceberg.exceptions.RuntimeIOException: Failed to write s3://b/t (key ***) "
+        "(cause: java.io.IOException: the storage refused the write)"
+    )
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+
+
+def test_a_python_error_in_a_commit_is_not_dressed_as_the_lakes() -> None:
+    with pytest.raises(KeyError), jvm_commit_errors("progress commit", 7, "s3://b", ()):
+        raise KeyError("a bug")
+    with jvm_commit_errors("progress commit", 7, "s3://b", ()):
+        pass  # a commit that worked: nothing raised
 
 
 def test_control_rows_are_never_written_but_tables_are() -> None:

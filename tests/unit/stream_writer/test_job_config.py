@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
 from cdc_platform.config import MySQLInstance, Settings, StreamWriterSettings
 from simple_binlog.errors import ConfigError
-from stream_writer.job import kafka_away, kafka_options, plan_run, query_failure
+from stream_writer.job import (
+    ProxyTracebackAtDebug,
+    kafka_away,
+    kafka_options,
+    plan_run,
+    proxy_tracebacks_at_debug,
+    query_failure,
+)
 
 
 def _settings(**stream_writer: object) -> Settings:
@@ -136,3 +144,36 @@ def test_merge_waits_on_the_progress_the_writer_commits(
     )
     writer = plan_run(settings, [], [], merge_writer)
     assert writer_name(settings) == writer.name
+
+
+def _py4j_record(message: str) -> logging.LogRecord:
+    return logging.LogRecord("py4j.clientserver", logging.ERROR, __file__, 1, message, (), None)
+
+
+def test_py4js_traceback_of_a_failed_batch_shows_only_at_debug_level() -> None:
+    # py4j logs every error the batch function raises, with its traceback, before the query
+    # fails with it; the writer says that error in one sentence (query_failure).
+    logger = logging.getLogger("py4j.clientserver")
+    before = logger.level
+    proxy_error = "There was an exception while executing the Python Proxy on the Python Side."
+    try:
+        logger.setLevel(logging.INFO)
+        record = _py4j_record(proxy_error)
+        assert not ProxyTracebackAtDebug().filter(record)
+        assert record.levelname == "DEBUG"
+        logger.setLevel(logging.DEBUG)
+        assert ProxyTracebackAtDebug().filter(_py4j_record(proxy_error))
+        # Every other py4j record is left as it is.
+        logger.setLevel(logging.INFO)
+        other = _py4j_record("Could not authenticate connection.")
+        assert ProxyTracebackAtDebug().filter(other) and other.levelname == "ERROR"
+    finally:
+        logger.setLevel(before)
+
+
+def test_the_filter_is_installed_once_on_both_py4j_loggers() -> None:
+    proxy_tracebacks_at_debug()
+    proxy_tracebacks_at_debug()
+    for name in ("py4j.clientserver", "py4j.java_gateway"):
+        filters = logging.getLogger(name).filters
+        assert sum(isinstance(f, ProxyTracebackAtDebug) for f in filters) == 1

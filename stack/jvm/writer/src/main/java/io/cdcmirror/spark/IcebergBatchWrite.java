@@ -308,6 +308,7 @@ public final class IcebergBatchWrite implements Serializable {
     @Override
     public void commit(TableMetadata base, TableMetadata metadata) {
       CrashPoint.reach(CrashPoint.DURING_COMMIT); // tests only: killed inside the commit
+      FaultPoint.reach(FaultPoint.RAW_COMMIT, metadata); // tests only: the commit fails
       super.commit(base, metadata);
     }
   }

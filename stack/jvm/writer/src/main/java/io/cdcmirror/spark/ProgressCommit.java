@@ -118,7 +118,10 @@ public final class ProgressCommit {
     }
   }
 
-  /** {@code table} whose metastore swaps (its operations' commit) set {@code tried}. */
+  /**
+   * {@code table} whose metastore swaps (its operations' commit) set {@code tried}, and where a
+   * commit reaches {@link FaultPoint#PROGRESS_COMMIT} (tests only).
+   */
   private static Table swapsRecorded(Table table, AtomicBoolean tried) {
     if (!(table instanceof HasTableOperations)) {
       tried.set(true); // cannot tell: as if tried, the file is kept on failure
@@ -129,6 +132,7 @@ public final class ProgressCommit {
           @Override
           public void commit(TableMetadata base, TableMetadata metadata) {
             tried.set(true);
+            FaultPoint.reach(FaultPoint.PROGRESS_COMMIT, metadata); // tests only: fails
             super.commit(base, metadata);
           }
         },
