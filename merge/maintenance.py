@@ -12,9 +12,11 @@ For every table mirrored to Hive (or those named), in this order:
   compacted to ``merge.file_size_mb`` (the size merge writes) and the deletes merge-on-read
   leaves folded into a data file once they make half of its rows (``rewrite_data_files``,
   ``delete-ratio-threshold`` ``FOLD_DELETES_RATIO``: a retained day tag keeps the file it
-  replaced, so folding every delete would copy about the whole table each run); then each
-  bucket's position delete files rewritten into one, without the entries naming rewritten
-  files (``rewrite_position_delete_files``);
+  replaced, so folding every delete would copy about the whole table each run); then the
+  position delete files where it pays only (``delete_files_to_rewrite``: a data file's two
+  or more, one naming a data file main no longer holds) rewritten into one per data file,
+  without the entries naming rewritten files (Iceberg's position-delete rewrite, on those
+  files only): a run over an unchanged table rewrites nothing;
 * the snapshot tables and, once per run after the tables, the raw table: snapshots no branch
   or tag needs expired once older than ``maintenance.expire_after_hours``
   (``expire_snapshots``, the newest ``retain_snapshots`` of main always kept, and on a
@@ -48,7 +50,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -126,6 +130,55 @@ def lineage_to(
 # is deleted: the copies retained day tags keep are at most (1 − r)/r × the deleted rows (as
 # many at 0.5), and a read skips at most this share of a file's rows.
 FOLD_DELETES_RATIO = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class LiveDeleteFile:
+    """A position delete file main references: its path, its partition's values and the one
+    data file it names (None when it names several: written with partition granularity)."""
+
+    path: str
+    partition: tuple[Any, ...]
+    data_file: str | None
+
+
+def delete_files_to_rewrite(
+    delete_files: Sequence[LiveDeleteFile], data_files: set[str]
+) -> list[LiveDeleteFile]:
+    """Pure: the position delete files a rewrite pays for, given main's live delete files
+    and the paths of its live data files: those of a data file named by two delete files or
+    more (a read applies each; one after the rewrite), one naming a data file main no longer
+    holds (folded or compacted: its positions still count in total-position-deletes, so the
+    snapshot's running row total would be short), or one that may (it names several). Any
+    other is its data file's only delete file: a rewrite would copy it, and every retained
+    day tag would keep the copy beside the original."""
+    named = Counter(f.data_file for f in delete_files if f.data_file is not None)
+    return [
+        f
+        for f in delete_files
+        if f.data_file is None or f.data_file not in data_files or named[f.data_file] > 1
+    ]
+
+
+# A position delete file's column of data file paths (Iceberg's MetadataColumns.DELETE_FILE_PATH):
+# its lower and upper bounds are equal, the path, when the file names one data file (format
+# v2 keeps no referenced_data_file for it; v3's deletion vectors do).
+_DELETE_FILE_PATH_ID = 2147483546
+
+
+def read_live_delete_files(spark: SparkSession, name: str) -> list[LiveDeleteFile]:
+    """The position delete files main of table ``name`` references (``delete_files``)."""
+    deletes = spark.table(f"{name}.delete_files").where("content = 1")
+    partitioned = "partition" in deletes.columns
+    lower = f"lower_bounds[{_DELETE_FILE_PATH_ID}]"
+    upper = f"upper_bounds[{_DELETE_FILE_PATH_ID}]"
+    one_path = f"CASE WHEN {lower} = {upper} THEN CAST({lower} AS STRING) END"
+    rows = deletes.selectExpr(
+        "file_path",
+        "partition" if partitioned else "NULL AS partition",
+        f"coalesce(referenced_data_file, {one_path})",
+    ).collect()
+    return [LiveDeleteFile(row[0], tuple(row[1]) if partitioned else (), row[2]) for row in rows]
 
 
 def _ident(name: str) -> str:
@@ -421,21 +474,109 @@ class Maintainer:
                 )
             )
             if deletes:
-                # A data file's position delete files, one per merge that touched it since
-                # the last run, rewritten into one (file-scoped, Spark's delete granularity:
-                # the ratio above keeps counting them; reads apply one per file), and those
-                # naming data files rewritten above dropped (Iceberg keeps them while other
-                # data files of the partition remain): the snapshot's running row total,
-                # total-records − total-position-deletes, is exact again. Deletes are
-                # positions, small next to the rows they delete.
-                [cleaned] = self._call(
-                    "rewrite_position_delete_files",
-                    f"table => '{database}.{table}', options => map('rewrite-all', 'true')",
+                detail.append(self._rewrite_position_deletes(database, table))
+
+    def _rewrite_position_deletes(self, database: str, table: str) -> str:
+        """The position delete files ``delete_files_to_rewrite`` names rewritten into one per
+        data file (file-scoped, Spark's delete granularity: the fold ratio of ``_compact``
+        counts them), without the positions of data files main no longer holds: those
+        ``_compact`` rewrote leave their delete files behind (Iceberg's dangling-delete
+        removal keeps them while older data files of the partition remain), whose positions
+        would still count in the snapshot's running row total, total-records −
+        total-position-deletes, which the merge's row count and post-merge check read. A
+        MERGE already leaves one delete file per data file (it copies the earlier one into
+        its new one and drops it), so a data file's only delete file stays as it is: a run
+        over an unchanged table rewrites nothing, and no retained tag keeps a copy made for
+        nothing. Iceberg's procedure (``rewrite_position_delete_files``) selects whole
+        partitions: with ``rewrite-all`` it copied every delete file of a bucket at every
+        run, and without it its size rules (``min-input-files`` 5 a bucket) copy a bucket of
+        five single delete files and leave a dangling one alone. So its own pieces run here
+        on the chosen files: its scan of staged position-delete tasks, the join with the live
+        data files and its position-delete rewrite write (``SparkRewritePositionDeleteRunner``),
+        and the commit of ``RewritePositionDeletesCommitManager``."""
+        name = self._name(database, table)
+        live = read_live_delete_files(self.spark, name)
+        data_files = self.spark.table(f"{name}.data_files").select("file_path")
+        chosen = delete_files_to_rewrite(live, {row[0] for row in data_files.collect()})
+        if not chosen:
+            return f"0 of {len(live)} delete files rewritten"
+        jvm: Any = self.spark.sparkContext._jvm
+        iceberg = jvm.org.apache.iceberg
+        java = self.snapshots.java_table(table)
+        start = int(java.currentSnapshot().snapshotId())
+        positions = iceberg.MetadataTableUtils.createMetadataTableInstance(
+            java, iceberg.MetadataTableType.POSITION_DELETES
+        )
+        partition_of = {f.path: f.partition for f in chosen}
+        tasks: dict[tuple[Any, ...], list[Any]] = {}
+        planned = positions.newBatchScan().ignoreResiduals().planFiles()
+        try:
+            found = planned.iterator()
+            while found.hasNext():
+                task = found.next()
+                partition = partition_of.get(str(task.file().location()))
+                if partition is not None:
+                    tasks.setdefault(partition, []).append(task)
+        finally:
+            planned.close()
+        if not tasks:  # removed meanwhile (a concurrent run)
+            return f"0 of {len(live)} delete files rewritten"
+        rewrite = java.newRewrite().validateFromSnapshot(start)
+        added = 0
+        for group in tasks.values():
+            new_files = self._rewrite_delete_group(positions, group, data_files)
+            sequence = max(int(task.file().dataSequenceNumber()) for task in group)
+            for task in group:
+                rewrite.deleteFile(task.file())
+            for new_file in new_files:
+                rewrite.addFile(new_file, sequence)
+            added += len(new_files)
+        rewrite.commit()
+        rewritten = sum(len(group) for group in tasks.values())
+        return f"{rewritten} of {len(live)} delete files rewritten into {added}"
+
+    def _rewrite_delete_group(self, positions: Any, group: list[Any], data_files: Any) -> list[Any]:
+        """The position delete files of ``group`` (scan tasks of one partition of the
+        table's position_deletes metadata table ``positions``) written again without the
+        positions of data files not in ``data_files``: the new delete files, staged, not
+        committed (``SparkRewritePositionDeleteRunner.doRewrite``'s steps)."""
+        jvm: Any = self.spark.sparkContext._jvm
+        spark_iceberg = jvm.org.apache.iceberg.spark
+        group_id = str(uuid.uuid4())
+        task_list = jvm.java.util.ArrayList()
+        for task in group:
+            task_list.add(task)
+        tables = _table_cache(self.spark)
+        tables.add(group_id, positions)
+        spark_iceberg.ScanTaskSetManager.get().stageTasks(positions, group_id, task_list)
+        try:
+            staged = (
+                self.spark.read.format("iceberg")
+                .option("scan-task-set-id", group_id)
+                .option("file-open-cost", "0")
+                .load(group_id)
+            )
+            valid = staged.join(
+                data_files, staged["file_path"] == data_files["file_path"], "leftsemi"
+            )
+            # One writer task per data file's positions: its one delete file.
+            (
+                valid.repartition("file_path")
+                .sortWithinPartitions("file_path", "pos")
+                .write.format("iceberg")
+                .option("rewritten-file-scan-task-set-id", group_id)
+                .mode("append")
+                .save(group_id)
+            )
+            return list(
+                spark_iceberg.PositionDeletesRewriteCoordinator.get().fetchNewFiles(
+                    positions, group_id
                 )
-                detail.append(
-                    f"{cleaned['rewritten_delete_files_count']} delete files rewritten into "
-                    f"{cleaned['added_delete_files_count']}"
-                )
+            )
+        finally:
+            tables.remove(group_id)
+            spark_iceberg.ScanTaskSetManager.get().removeTasks(positions, group_id)
+            spark_iceberg.PositionDeletesRewriteCoordinator.get().clearRewrite(positions, group_id)
 
     def _expire(
         self,
@@ -520,6 +661,17 @@ def run_maintain_command(
             return maintainer.run(tables or None)
     finally:
         spark.stop()
+
+
+def _table_cache(spark: SparkSession) -> Any:
+    """Iceberg's ``SparkTableCache.get()``, where ``format("iceberg").load(id)`` finds a table
+    by id (by reflection: Py4J cannot pick the static ``get()`` beside ``get(String)``)."""
+    gateway: Any = spark.sparkContext._gateway
+    jvm: Any = spark.sparkContext._jvm
+    found = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    cache = jvm.java.lang.Class.forName("org.apache.iceberg.spark.SparkTableCache", True, found)
+    get = cache.getMethod("get", gateway.new_array(jvm.java.lang.Class, 0))
+    return get.invoke(None, gateway.new_array(jvm.java.lang.Object, 0))
 
 
 def _literal(text: str) -> str:

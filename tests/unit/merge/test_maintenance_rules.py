@@ -1,11 +1,12 @@
 """Pure rules of ``cdc-mirror maintain``: how much of a raw table's lineage it keeps for the
-next merges' search for late rows, and which days are past their retention."""
+next merges' search for late rows, which days are past their retention, and which position
+delete files it rewrites."""
 
 from __future__ import annotations
 
 from datetime import date
 
-from merge.maintenance import expired_days, lineage_to
+from merge.maintenance import LiveDeleteFile, delete_files_to_rewrite, expired_days, lineage_to
 
 # A raw table's main: 1 ← 2 ← 3 ← 4 ← 5 (5 current), as the writer's appends leave it.
 PARENTS = {5: 4, 4: 3, 3: 2, 2: 1, 1: None}
@@ -31,3 +32,19 @@ def test_lineage_stops_where_it_is_cut_or_loops() -> None:
 def test_expired_days_keep_the_day_at_the_retention_edge() -> None:
     days = [date(2026, 11, d) for d in (1, 2, 3)]
     assert expired_days(days, date(2026, 11, 10), 8) == [date(2026, 11, 1)]
+
+
+def test_only_delete_files_a_rewrite_pays_for_are_rewritten() -> None:
+    live = {"a.parquet", "b.parquet", "c.parquet"}
+    single = LiveDeleteFile("d1", (0,), "a.parquet")
+    two_of_b = [LiveDeleteFile("d2", (0,), "b.parquet"), LiveDeleteFile("d3", (0,), "b.parquet")]
+    dangling = LiveDeleteFile("d4", (1,), "gone.parquet")  # its data file was folded
+    several = LiveDeleteFile("d5", (1,), None)  # partition granularity: may name a gone file
+    chosen = delete_files_to_rewrite([single, *two_of_b, dangling, several], live)
+    assert [f.path for f in chosen] == ["d2", "d3", "d4", "d5"]
+
+
+def test_a_table_whose_data_files_have_one_delete_file_each_rewrites_nothing() -> None:
+    live = {"a.parquet", "b.parquet"}
+    files = [LiveDeleteFile("d1", (0,), "a.parquet"), LiveDeleteFile("d2", (0,), "b.parquet")]
+    assert delete_files_to_rewrite(files, live) == []
