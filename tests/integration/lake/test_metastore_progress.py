@@ -225,7 +225,8 @@ def test_a_lost_progress_race_is_retried_and_keeps_both_rows(
     assert len(list(table.snapshots())) == 4
 
 
-@pytest.mark.parametrize("kind", ["local"])
+# The old files are deleted through the storage's own FileIO (Hadoop's on HDFS, S3FileIO).
+@pytest.mark.parametrize("kind", TESTED_STORAGES)
 def test_the_progress_tables_old_metadata_files_are_deleted(
     lake_spark: LakeSpark, progress_db: tuple[Settings, LakeCatalog, str]
 ) -> None:
