@@ -274,12 +274,17 @@ class HdfsStorage(_HadoopStorage):
     def spark_conf(self, catalog: str) -> dict[str, str]:
         # Closing a file, the client asks the NameNode whether its last block is reported
         # and, if not yet, sleeps before asking again: 400 ms at first by default, for each
-        # file, so a batch closing hundreds of small files waited tens of seconds. Ask again
-        # after 25 ms, doubling, as many times as it takes to wait as long in all
-        # (25 ms x (2^9 - 1) = 12.8 s, the default 400 ms x (2^5 - 1) = 12.4 s).
+        # file, so a batch closing hundreds of small files waited tens of seconds. The first
+        # ask usually comes before the DataNode's report (sent as soon as the block is
+        # finalised, a few ms), and a NameNode whose files keep one replica closes nothing
+        # before it (``dfs.namenode.file.close.num-committed-allowed`` needs more expected
+        # replicas than the minimum). A small day's merge closes its ~17 files one after
+        # another in one task, each waiting the first re-ask: ask again after 4 ms, doubling,
+        # as many times as it takes to wait at least as long in all (4 ms x (2^12 - 1) =
+        # 16.4 s, the default 400 ms x (2^5 - 1) = 12.4 s).
         return {
-            "spark.hadoop.dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "25",
-            "spark.hadoop.dfs.client.block.write.locateFollowingBlock.retries": "9",
+            "spark.hadoop.dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "4",
+            "spark.hadoop.dfs.client.block.write.locateFollowingBlock.retries": "12",
         }
 
     def probe_conf(self) -> dict[str, str]:

@@ -52,9 +52,13 @@ def site_files(data_dir: Path) -> dict[str, str]:
         "dfs.namenode.safemode.extension": "0",
         "dfs.namenode.safemode.min.datanodes": "0",
         "dfs.webhdfs.enabled": "true",
-        # A file closes once its last block is written through the pipeline (COMMITTED),
-        # without waiting for the DataNode's report of it: else the client's close sleeps and
-        # asks again (400 ms at first), per file, and a writer batch closes hundreds of files.
+        # A file may close once its last block is written through the pipeline (COMMITTED),
+        # without waiting for the DataNode's report of it, as on a cluster. Not here: the
+        # NameNode allows it only when the block expects more replicas than the minimum
+        # (1), and this one keeps 1 ("is COMMITTED but numExpectedLocations = 1 <=
+        # minReplication = 1" in its log), so each close waits for the report and the
+        # client asks again after its re-ask delay (the lake's sessions: 4 ms,
+        # cdc_platform/iceberg.py).
         "dfs.namenode.file.close.num-committed-allowed": "1",
     }
     return {
