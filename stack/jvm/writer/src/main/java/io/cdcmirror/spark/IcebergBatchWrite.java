@@ -355,7 +355,7 @@ public final class IcebergBatchWrite implements Serializable {
   /**
    * The rows of each partition of {@code rows} as its source planned them: through a chain of
    * one-to-one dependencies down to a data source's scan whose input partitions tell their size
-   * (Kafka's offset ranges, {@code offsetRange().size()}); null when any is not known.
+   * (Kafka's resolved offset ranges); null when any is not known.
    */
   private static long[] inputSizes(RDD<?> rows) {
     int count = rows.getNumPartitions();
