@@ -149,14 +149,16 @@ def delete_files_to_rewrite(
     and the paths of its live data files: those of a data file named by two delete files or
     more (a read applies each; one after the rewrite), one naming a data file main no longer
     holds (folded or compacted: its positions still count in total-position-deletes, so the
-    snapshot's running row total would be short), or one that may (it names several). Any
-    other is its data file's only delete file: a rewrite would copy it, and every retained
-    day tag would keep the copy beside the original."""
+    snapshot's running row total would be short), and every one of a partition where one
+    names several data files (it may name a gone one, and any data file of its partition
+    another delete file names). Any other is its data file's only delete file: a rewrite
+    would copy it, and every retained day tag would keep the copy beside the original."""
     named = Counter(f.data_file for f in delete_files if f.data_file is not None)
+    mixed = {f.partition for f in delete_files if f.data_file is None}
     return [
         f
         for f in delete_files
-        if f.data_file is None or f.data_file not in data_files or named[f.data_file] > 1
+        if f.partition in mixed or f.data_file not in data_files or named[f.data_file] > 1
     ]
 
 
@@ -565,6 +567,8 @@ class Maintainer:
                 .sortWithinPartitions("file_path", "pos")
                 .write.format("iceberg")
                 .option("rewritten-file-scan-task-set-id", group_id)
+                # One data file's positions a file, whatever the table's granularity says.
+                .option("delete-granularity", "file")
                 .mode("append")
                 .save(group_id)
             )

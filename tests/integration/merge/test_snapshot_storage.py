@@ -26,7 +26,12 @@ from merge.maintenance import Maintainer, read_live_delete_files
 from tests.integration.lake.conftest import TESTED_STORAGES
 from tests.integration.merge.conftest import lake_on
 from tests.integration.merge.harness import Shop, snapshot_rows
-from tests.integration.merge.test_merge import DAY1, assert_snapshot_equals_mysql, history
+from tests.integration.merge.test_merge import (
+    DAY1,
+    assert_snapshot_equals_mysql,
+    during,
+    history,
+)
 
 ROWS_PER_SHARD = 200
 CHANGED_FRACTION = 0.1  # of the rows, updated on random keys each day
@@ -120,16 +125,24 @@ def maintenance_keeping_every_day(settings: Settings) -> Settings:
     return settings.model_copy(update={"maintenance": maintenance})
 
 
-def test_retained_storage_grows_with_the_change_not_with_days_times_table_size(
-    spark: Any, shop: Shop
-) -> None:
-    settings = maintenance_keeping_every_day(shop.merge_settings(check=True, buckets=4))
+def merged_history(
+    spark: Any, shop: Shop, settings: Settings, rows_per_shard: int
+) -> tuple[Merger, dict[str, int]]:
+    """The shop's history merged as DAY1 (the snapshot's first day): its merger and rows."""
     merger = Merger(settings, spark)
-    placed = history(shop, ROWS_PER_SHARD)
+    placed = history(shop, rows_per_shard)
     shop.start_day(DAY1)
     shop.mock_replay(shop._second)
     shop.write_raw(spark, DAY1)
     merger.merge(MergeRequest(shop.table, DAY1))
+    return merger, placed
+
+
+def test_retained_storage_grows_with_the_change_not_with_days_times_table_size(
+    spark: Any, shop: Shop
+) -> None:
+    settings = maintenance_keeping_every_day(shop.merge_settings(check=True, buckets=4))
+    merger, placed = merged_history(spark, shop, settings, ROWS_PER_SHARD)
     name = merger.store.name(shop.table)
     maintainer = Maintainer(settings, spark, merger.config)
     live = len(placed)
@@ -200,3 +213,72 @@ def test_retained_storage_grows_with_the_change_not_with_days_times_table_size(
     assert table.delete_files <= table.data_files, figures
     print(figures)
 
+
+def merge_most_rows_changed(
+    spark: Any, shop: Shop, merger: Merger, placed: dict[str, int], day: date
+) -> None:
+    """Three rows in five updated on ``day``, then the day merged."""
+    shop.start_day(day)
+    for order_no in shop.rng.sample(sorted(placed), len(placed) * 3 // 5):
+        shop.update(placed[order_no], order_no)
+    shop.write_raw(spark, day)
+    merger.merge(MergeRequest(shop.table, day))
+
+
+def test_maintain_rewrites_only_the_delete_files_that_pay_and_keeps_the_row_total(
+    spark: Any, shop: Shop
+) -> None:
+    """Delete files naming several data files (written with partition granularity, as
+    Iceberg's default for other engines) are rewritten into one per data file; a folded data
+    file's delete files are dropped (its positions would stay in the running total); then a
+    second run commits nothing. The snapshot equals MySQL and the running total its rows
+    after each run."""
+    settings = maintenance_keeping_every_day(shop.merge_settings(check=True, buckets=2))
+    merger, placed = merged_history(spark, shop, settings, ROWS_PER_SHARD // 4)
+    name = merger.store.name(shop.table)
+    maintainer = Maintainer(settings, spark, merger.config)
+    live = len(placed)
+    inserted, scattered, folded_day = (DAY1 + timedelta(days=n) for n in (1, 2, 3))
+    try:
+        # New rows (a second data file in each bucket), some rows changed.
+        shop.start_day(inserted)
+        for _ in range(live // 2):
+            shard = shop.rng.randrange(3)
+            placed[shop.insert(shard, during(inserted, shop.rng))] = shard
+        for order_no in shop.rng.sample(sorted(placed), live // 10):
+            shop.update(placed[order_no], order_no)
+        shop.write_raw(spark, inserted)
+        merger.merge(MergeRequest(shop.table, inserted))
+        assert not maintainer.run([shop.table]).failed
+        live = len(placed)
+        # Most rows changed, with delete files naming several data files each.
+        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('write.delete.granularity'='partition')")
+        merge_most_rows_changed(spark, shop, merger, placed, scattered)
+        assert None in live_delete_files(spark, name).values()
+        assert not maintainer.run([shop.table]).failed
+        assert_one_delete_file_per_data_file(spark, name)
+        assert running_rows(merger, shop.table) == live
+        assert_snapshot_equals_mysql(spark, shop, merger, scattered)
+        # Most rows changed again, file-scoped: their files' deletes pass half their
+        # rows, the files are folded, and their delete files dropped.
+        spark.sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES ('write.delete.granularity')")
+        merge_most_rows_changed(spark, shop, merger, placed, folded_day)
+        folded = maintainer.run([shop.table])
+        assert not folded.failed, folded.failed
+        compacted = [
+            s.detail for s in folded.steps if s.action == "compact" and "_snap." in s.table
+        ]
+        assert compacted and not compacted[0].startswith("0 files rewritten"), compacted
+        assert_one_delete_file_per_data_file(spark, name)
+        assert running_rows(merger, shop.table) == live
+        assert_snapshot_equals_mysql(spark, shop, merger, folded_day)
+        # Nothing changed since: nothing is committed.
+        current = merger.store.state(shop.table).current
+        again = maintainer.run([shop.table])
+        assert not again.failed, again.failed
+        assert merger.store.state(shop.table).current == current, again.steps
+        result = merger.merge(MergeRequest(shop.table, folded_day))
+        assert result.rows == live and result.check is not None and result.check.ok, result
+    finally:
+        maintainer.close()
+        merger.close()

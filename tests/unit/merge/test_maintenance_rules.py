@@ -40,8 +40,9 @@ def test_only_delete_files_a_rewrite_pays_for_are_rewritten() -> None:
     two_of_b = [LiveDeleteFile("d2", (0,), "b.parquet"), LiveDeleteFile("d3", (0,), "b.parquet")]
     dangling = LiveDeleteFile("d4", (1,), "gone.parquet")  # its data file was folded
     several = LiveDeleteFile("d5", (1,), None)  # partition granularity: may name a gone file
-    chosen = delete_files_to_rewrite([single, *two_of_b, dangling, several], live)
-    assert [f.path for f in chosen] == ["d2", "d3", "d4", "d5"]
+    beside_several = LiveDeleteFile("d6", (1,), "c.parquet")  # d5 may name c.parquet too
+    chosen = delete_files_to_rewrite([single, *two_of_b, dangling, several, beside_several], live)
+    assert [f.path for f in chosen] == ["d2", "d3", "d4", "d5", "d6"]
 
 
 def test_a_table_whose_data_files_have_one_delete_file_each_rewrites_nothing() -> None:
