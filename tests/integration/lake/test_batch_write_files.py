@@ -5,22 +5,16 @@ one cost a third of a batch's CPU) unless the table asks for them."""
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
 from pyspark.sql import functions as F
 
-from cdc_platform.config import Settings
 from cdc_platform.iceberg import KafkaOffsets
-from cdc_platform.kafka import admin_config, ensure_topic, producer_config
-from tests.integration.lake.conftest import Lake, LakeSpark
+from tests.integration.lake.conftest import Lake
 
 COLUMNS = (("id", "BIGINT"), ("note", "STRING"), ("dt", "STRING"))
 DAYS = ("2026-11-25", "2026-11-26", "2026-11-27")
@@ -193,76 +187,3 @@ def test_interleaved_days_land_in_their_own_files_and_counts_across_rolls(lake: 
         ids = table.column("id").to_pylist()
         assert set(table.column("dt").to_pylist()) == {row.dt}
         assert {_day_of_offset(i) for i in ids} == {row.dt}
-
-
-def test_the_task_with_the_most_kafka_input_starts_first(
-    lake_spark: LakeSpark, local_stack: Settings
-) -> None:
-    """Spark starts a stage's tasks in partition order: a Kafka partition holding a hot table
-    that came last ran alone on one core at a batch's end. The writer's job orders its tasks
-    by their offset ranges, largest first; same partitions, same rows. Input whose size is not
-    known (not Kafka) keeps Spark's order."""
-    spark = lake_spark.spark
-    write = spark._jvm.io.cdcmirror.spark.IcebergBatchWrite
-    topic = f"lk_order_{uuid.uuid4().hex[:10]}"
-    # Kafka's DataSource V2 scan, which the writer's micro-batches use (a batch read is V1
-    # unless the source is taken off this list).
-    v1_sources = spark.conf.get("spark.sql.sources.useV1SourceList")
-    spark.conf.set(
-        "spark.sql.sources.useV1SourceList",
-        ",".join(s for s in v1_sources.split(",") if s.strip() != "kafka"),
-    )
-    ensure_topic(local_stack.kafka, topic, partitions=3)
-    try:
-        producer = Producer(producer_config(local_stack.kafka, "lake-tests-task-order"))
-
-        def produce(counts: dict[int, int]) -> None:
-            for partition, count in counts.items():
-                for i in range(count):
-                    producer.produce(topic, f"{partition}-{i}".encode(), partition=partition)
-            assert producer.flush(30) == 0
-
-        def planned(ends: dict[int, int] | None = None) -> tuple[Any, list[int]]:
-            """The rows of the topic (up to ``ends``: offset ranges known when planned, as a
-            micro-batch's are; else "latest", resolved only when read) and the Kafka partition
-            each task reads: its scan's partition, down the one-to-one chain."""
-            reader = (
-                spark.read.format("kafka")
-                .option("kafka.bootstrap.servers", local_stack.kafka.bootstrap_servers)
-                .option("subscribe", topic)
-            )
-            if ends is not None:
-                reader = reader.option(
-                    "startingOffsets", json.dumps({topic: {str(p): 0 for p in ends}})
-                ).option("endingOffsets", json.dumps({topic: {str(p): e for p, e in ends.items()}}))
-            rdd = reader.load()._jdf.queryExecution().toRdd()
-            scan = rdd
-            while scan.partitions()[0].getClass().getSimpleName() != "DataSourceRDDPartition":
-                scan = scan.dependencies().head().rdd()
-            return rdd, [
-                int(p.inputPartitions().head().offsetRange().topicPartition().partition())
-                for p in scan.partitions()
-            ]
-
-        produce({0: 1, 1: 1, 2: 1})
-        _rdd, spark_order = planned()
-        # The partition Spark starts last gets the most messages, the first the fewest.
-        extra = {partition: 2 * place for place, partition in enumerate(spark_order)}
-        produce(extra)
-        rdd, spark_order_again = planned({p: 1 + extra[p] for p in extra})
-        assert spark_order_again == spark_order
-        ordered = write.largestInputFirst(rdd)
-        tasks = [[spark_order[i] for i in task.parentsIndices()] for task in ordered.partitions()]
-        assert tasks == [[partition] for partition in reversed(spark_order)]
-        # Every row once (the reordered job reads what the scan planned).
-        assert ordered.count() == 3 + 2 * (0 + 1 + 2)
-        # Ranges not resolved when planned: their sizes are not known, Spark's order is kept.
-        unresolved, _order = planned()
-        assert write.largestInputFirst(unresolved).id() == unresolved.id()
-    finally:
-        spark.conf.set("spark.sql.sources.useV1SourceList", v1_sources)
-        admin = AdminClient(admin_config(local_stack.kafka))
-        admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
-
-    not_kafka = spark.range(100, numPartitions=3)._jdf.queryExecution().toRdd()
-    assert write.largestInputFirst(not_kafka).id() == not_kafka.id()

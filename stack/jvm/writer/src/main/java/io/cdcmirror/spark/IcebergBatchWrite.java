@@ -4,7 +4,6 @@ import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.io.Serializable;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Iterator;
@@ -44,25 +43,16 @@ import org.apache.iceberg.types.Types;
 import org.apache.iceberg.util.JsonUtil;
 import org.apache.iceberg.util.PropertyUtil;
 import org.apache.iceberg.util.StructLikeMap;
-import org.apache.spark.Dependency;
-import org.apache.spark.OneToOneDependency;
-import org.apache.spark.Partition;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.broadcast.Broadcast;
-import org.apache.spark.rdd.PartitionCoalescer;
-import org.apache.spark.rdd.PartitionGroup;
-import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.connector.read.InputPartition;
-import org.apache.spark.sql.execution.datasources.v2.DataSourceRDDPartition;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
-import scala.Option;
 
 /**
  * The stream writer's micro-batch into many Iceberg tables: the data files of EVERY table in
@@ -141,10 +131,7 @@ public final class IcebergBatchWrite implements Serializable {
     this.sources = sources;
   }
 
-  /**
-   * Write and count {@code rows} (see the class) in one Spark job; nothing committed. The
-   * tasks with the most input start first ({@link #largestInputFirst}).
-   */
+  /** Write and count {@code rows} (see the class) in one Spark job; nothing committed. */
   public static IcebergBatchWrite write(
       Dataset<Row> rows, Map<String, Table> tables, Map<String, Integer> layouts) {
     StructField[] fields = rows.schema().fields();
@@ -173,7 +160,8 @@ public final class IcebergBatchWrite implements Serializable {
     List<TaskResult> perTask;
     try {
       perTask =
-          largestInputFirst(rows.queryExecution().toRdd())
+          rows.queryExecution()
+              .toRdd()
               .toJavaRDD()
               .mapPartitionsWithIndex(
                   (index, iterator) ->
@@ -322,116 +310,6 @@ public final class IcebergBatchWrite implements Serializable {
       CrashPoint.reach(CrashPoint.DURING_COMMIT); // tests only: killed inside the commit
       FaultPoint.reach(FaultPoint.RAW_COMMIT, metadata); // tests only: the commit fails
       super.commit(base, metadata);
-    }
-  }
-
-  /**
-   * {@code rows} with its partitions ordered so that the tasks with the most input start first,
-   * when the input's sizes are known (the Kafka offset ranges of a micro-batch), else {@code
-   * rows} itself. Spark starts a stage's tasks in partition order as cores free up: a Kafka
-   * partition holding a hot table (several times the rows of the others) that comes last runs
-   * alone on one core while the other cores idle. Started first, the smaller tasks fill the
-   * other cores beside it (longest first, the classic makespan rule). The partitions are the
-   * same (a coalesce without shuffle, one parent partition per task), only their order changes.
-   */
-  public static RDD<InternalRow> largestInputFirst(RDD<InternalRow> rows) {
-    long[] sizes = inputSizes(rows);
-    if (sizes == null) {
-      return rows;
-    }
-    // Stable: equal inputs keep Spark's order.
-    int[] parents =
-        java.util.stream.IntStream.range(0, sizes.length)
-            .boxed()
-            .sorted((a, b) -> Long.compare(sizes[b], sizes[a]))
-            .mapToInt(Integer::intValue)
-            .toArray();
-    if (Arrays.equals(parents, java.util.stream.IntStream.range(0, sizes.length).toArray())) {
-      return rows;
-    }
-    return rows.coalesce(parents.length, false, Option.apply(new InOrder(parents)), null);
-  }
-
-  /**
-   * The rows of each partition of {@code rows} as its source planned them: through a chain of
-   * one-to-one dependencies down to a data source's scan whose input partitions tell their size
-   * (Kafka's resolved offset ranges); null when any is not known.
-   */
-  private static long[] inputSizes(RDD<?> rows) {
-    int count = rows.getNumPartitions();
-    RDD<?> current = rows;
-    while (count > 1) {
-      Partition[] partitions = current.partitions();
-      if (partitions.length != count) {
-        return null;
-      }
-      if (partitions[0] instanceof DataSourceRDDPartition) {
-        long[] sizes = new long[count];
-        for (int i = 0; i < count; i++) {
-          scala.collection.Iterator<InputPartition> inputs =
-              ((DataSourceRDDPartition) partitions[i]).inputPartitions().iterator();
-          while (inputs.hasNext()) {
-            Long size = offsetRangeSize(inputs.next());
-            if (size == null) {
-              return null;
-            }
-            sizes[i] += size;
-          }
-        }
-        return sizes;
-      }
-      scala.collection.immutable.Seq<Dependency<?>> dependencies = current.dependencies();
-      if (dependencies.size() != 1 || !(dependencies.head() instanceof OneToOneDependency)) {
-        return null;
-      }
-      current = dependencies.head().rdd();
-    }
-    return null;
-  }
-
-  /**
-   * A Kafka input partition's number of offsets; null for any other input, or a range not
-   * resolved yet (a batch read plans "earliest"/"latest" as -2/-1; a micro-batch's are real).
-   */
-  private static Long offsetRangeSize(Object input) {
-    try {
-      Object range = input.getClass().getMethod("offsetRange").invoke(input);
-      Object from = range.getClass().getMethod("fromOffset").invoke(range);
-      Object until = range.getClass().getMethod("untilOffset").invoke(range);
-      if (!(from instanceof Long) || !(until instanceof Long)) {
-        return null;
-      }
-      long first = (Long) from;
-      long end = (Long) until;
-      return first >= 0 && end >= first ? end - first : null;
-    } catch (ReflectiveOperationException | RuntimeException e) {
-      return null; // not Kafka's, or its classes changed: Spark's order is kept
-    }
-  }
-
-  /**
-   * Task {@code i} reads the parent's partition {@code parents[i]}: a reorder, no merge. Each
-   * keeps its partition's preferred location (Kafka's places a partition where its consumer is
-   * cached).
-   */
-  private static final class InOrder implements PartitionCoalescer, Serializable {
-    private static final long serialVersionUID = 1L;
-    private final int[] parents;
-
-    InOrder(int[] parents) {
-      this.parents = parents;
-    }
-
-    @Override
-    public PartitionGroup[] coalesce(int maxPartitions, RDD<?> parent) {
-      Partition[] partitions = parent.partitions();
-      PartitionGroup[] groups = new PartitionGroup[parents.length];
-      for (int i = 0; i < parents.length; i++) {
-        Partition read = partitions[parents[i]];
-        groups[i] = new PartitionGroup(parent.preferredLocations(read).headOption());
-        groups[i].partitions().$plus$eq(read);
-      }
-      return groups;
     }
   }
 
