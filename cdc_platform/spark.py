@@ -181,7 +181,12 @@ def split_secret_conf(conf: Mapping[str, str]) -> tuple[dict[str, str], dict[str
     """Pure: ``conf`` as the settings the JVM may start with and those it gets afterwards
     (a key :data:`SECRET_KEY` matches). ConfigError, naming the first such key, for a secret
     Spark reads only at its JVM's start (:data:`JVM_START_SECRET`): neither works."""
-    secret = {key: value for key, value in conf.items() if SECRET_KEY.search(key)}
+    # ``….secret.file`` (Spark's ``spark.authenticate.secret.file``) names a file, not a secret.
+    secret = {
+        key: value
+        for key, value in conf.items()
+        if SECRET_KEY.search(key) and not key.endswith(".file")
+    }
     too_late = sorted(key for key in secret if JVM_START_SECRET.match(key))
     if too_late:
         raise ConfigError(

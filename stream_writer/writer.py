@@ -651,7 +651,10 @@ class BatchWriter:
             if ready:
                 state = WriterState.from_json(self.state.to_json())
                 state.ready_days.update(ready)
-                self._save(state, state.last_batch)
+                # Outside any batch (the job's loop calls this): its failure, too, is the
+                # sentence a batch's progress commit gives, not py4j's traceback.
+                with self._committing("progress commit", state.last_batch):
+                    self._save(state, state.last_batch)
                 self._mark_ready(ready)
             return ready
 

@@ -100,6 +100,8 @@ def test_a_secret_spark_reads_as_its_jvm_starts_is_refused_in_one_sentence(key: 
 def test_sparks_non_secret_security_switches_start_the_jvm_as_before() -> None:
     conf = {
         "spark.authenticate": "true",
+        # A path to the secret (Spark's file-based way), not the secret itself.
+        "spark.authenticate.secret.file": "/etc/cdc-mirror/spark-secret",
         "spark.ssl.enabled": "true",
         "spark.ssl.protocol": "TLSv1.3",
     }

@@ -4,6 +4,9 @@ writes, the raw table's properties and view, and the java.nio filesystem setting
 from __future__ import annotations
 
 from pathlib import Path
+from threading import Lock
+from types import SimpleNamespace
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -16,9 +19,12 @@ from cdc_platform.lake import (
 )
 from simple_binlog.errors import CdcMirrorError, ConfigError
 from stream_writer import localfs
+from stream_writer.layout import next_midnight_ms
+from stream_writer.readiness import BatchProgress, ReadinessRule, WriterState
 from stream_writer.writer import (
     CRASH_ENV,
     FAULT_ENV,
+    BatchWriter,
     _Group,
     _groups,
     crash_point,
@@ -176,3 +182,35 @@ def test_a_raw_commit_never_records_less_than_the_writers_earlier_one() -> None:
     ahead = KafkaOffsets({(T, 1): 55, (T, 2): 144})
     ends = {(T, 1): 89, (T, 2): 110}
     assert table_floors(ends, ahead) == {(T, 1): 89, (T, 2): 144}
+
+
+def test_a_failed_progress_commit_of_a_day_ready_by_the_clock_is_one_sentence() -> None:
+    # check_readiness commits outside any batch (the job's loop calls it): a JVM error of
+    # that commit is the same sentence as a batch's, and the day is not marked ready.
+    day = "2024-03-01"
+    end_of_day = next_midnight_ms(day, ZoneInfo("UTC"))
+    state = WriterState()
+    state.table_days = {"orders": {day}}
+    state.advance([BatchProgress("t", 0, 10, 0, end_of_day + 7_200_000)])
+
+    def save(state: WriterState, batch_id: int) -> None:
+        raise JavaError(JavaThrowable("org.apache.iceberg.exceptions.RuntimeIOException: refused"))
+
+    marked: list[list[str]] = []
+    writer = SimpleNamespace(
+        start=lambda: None,
+        _lock=Lock(),
+        state=state,
+        rule=ReadinessRule(ZoneInfo("UTC"), lateness_budget_ms=0, pipeline_delay_ms=0),
+        clock=lambda: (end_of_day + 30 * 86_400_000) / 1000,
+        _save=save,
+        _mark_ready=marked.append,
+        _committing=lambda commit, batch_id: jvm_commit_errors(commit, batch_id, "s3://b", ()),
+    )
+    with pytest.raises(CdcMirrorError) as raised:
+        BatchWriter.check_readiness(writer)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        f"batch {state.last_batch}'s progress commit to the lake at s3://b failed: "
+        "org.apache.iceberg.exceptions.RuntimeIOException: refused"
+    )
+    assert marked == [] and state.ready_days == set()
