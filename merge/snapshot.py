@@ -86,6 +86,13 @@ _RANGE_TYPES = ("int", "bigint", "string", "date")
 # writes a file per bucket for every task of the join: three times the files in the bench.)
 SMALL_MERGE_CHANGES = 100_000
 _DISTRIBUTION_MODE = "spark.sql.iceberg.distribution-mode"
+# With so few rows, Spark's adaptive execution coalesces that exchange into ONE partition (its
+# floor is 1 MB a partition): one task then writes every bucket's data and delete files one
+# after another, each close a storage round trip (on HDFS most of the task is waiting:
+# bench/results/2026-11-27-merge-hdfs-reask-s20). A lower floor lets the exchange split into
+# about as many partitions as the session has cores, so the files are written in parallel.
+_MIN_PARTITION_SIZE = "spark.sql.adaptive.coalescePartitions.minPartitionSize"
+SMALL_MERGE_MIN_PARTITION = "64k"
 # Parquet row groups of this size (Iceberg's default: 128 MB, i.e. one per data file): a
 # MERGE's scan of the table skips each row group whose key statistics lie outside the changed
 # keys' range, so with several row groups per file it reads the part of a file that holds the
@@ -627,22 +634,26 @@ class SnapshotStore:
     @contextmanager
     def _distribution(self, change_count: int | None) -> Iterator[None]:
         """Within: a merge-on-read MERGE of few changes distributes its rows by bucket, not by
-        the table's key range (``SMALL_MERGE_CHANGES``); the session's setting is put back
+        the table's key range (``SMALL_MERGE_CHANGES``), to as many writing tasks as the
+        session has cores (``SMALL_MERGE_MIN_PARTITION``); the session's settings are put back
         after."""
         small = change_count is not None and change_count <= SMALL_MERGE_CHANGES
         if not small or self.config.write_mode != "merge-on-read":
             yield
             return
         conf = self.spark.conf
-        before = conf.get(_DISTRIBUTION_MODE, None)
-        conf.set(_DISTRIBUTION_MODE, "hash")
+        settings = {_DISTRIBUTION_MODE: "hash", _MIN_PARTITION_SIZE: SMALL_MERGE_MIN_PARTITION}
+        before = {key: conf.get(key, None) for key in settings}
+        for key, value in settings.items():
+            conf.set(key, value)
         try:
             yield
         finally:
-            if before is None:
-                conf.unset(_DISTRIBUTION_MODE)
-            else:
-                conf.set(_DISTRIBUTION_MODE, before)
+            for key, previous in before.items():
+                if previous is None:
+                    conf.unset(key)
+                else:
+                    conf.set(key, previous)
 
     # -- the dt layout ----------------------------------------------------------------------
     def refresh_days_view(self, table: str, java: Any | None = None) -> None:
