@@ -138,7 +138,7 @@ class LiveDeleteFile:
     data file it names (None when it names several: written with partition granularity)."""
 
     path: str
-    partition: tuple[Any, ...]
+    partition: tuple[Any, ...]  # its partition spec's id, then the partition's values
     data_file: str | None
 
 
@@ -177,10 +177,16 @@ def read_live_delete_files(spark: SparkSession, name: str) -> list[LiveDeleteFil
     one_path = f"CASE WHEN {lower} = {upper} THEN CAST({lower} AS STRING) END"
     rows = deletes.selectExpr(
         "file_path",
+        "spec_id",
         "partition" if partitioned else "NULL AS partition",
         f"coalesce(referenced_data_file, {one_path})",
     ).collect()
-    return [LiveDeleteFile(row[0], tuple(row[1]) if partitioned else (), row[2]) for row in rows]
+    # The spec's id with the values: after a partition spec change, equal values of two specs
+    # are two partitions (a rewrite's group holds the files of one spec).
+    return [
+        LiveDeleteFile(row[0], (row[1], *(tuple(row[2]) if partitioned else ())), row[3])
+        for row in rows
+    ]
 
 
 def _ident(name: str) -> str:
@@ -524,7 +530,7 @@ class Maintainer:
         if not tasks:  # removed meanwhile (a concurrent run)
             return f"0 of {len(live)} delete files rewritten"
         rewrite = java.newRewrite().validateFromSnapshot(start)
-        added = 0
+        added: list[Any] = []
         for group in tasks.values():
             new_files = self._rewrite_delete_group(positions, group, data_files)
             sequence = max(int(task.file().dataSequenceNumber()) for task in group)
@@ -532,10 +538,23 @@ class Maintainer:
                 rewrite.deleteFile(task.file())
             for new_file in new_files:
                 rewrite.addFile(new_file, sequence)
-            added += len(new_files)
-        rewrite.commit()
+            added.extend(new_files)
+        try:
+            rewrite.commit()
+        except Exception as exc:
+            # As Iceberg's own rewrite does: files of a commit that surely failed (a
+            # CleanableFailure, e.g. a concurrent merge changed these deletes) are deleted
+            # now; after any other failure the commit may have landed, they stay (orphan
+            # removal takes them if it did not).
+            cleanable = jvm.java.lang.Class.forName(
+                "org.apache.iceberg.exceptions.CleanableFailure"
+            )
+            if cleanable.isInstance(getattr(exc, "java_exception", None)):
+                for new_file in added:
+                    java.io().deleteFile(new_file.location())
+            raise
         rewritten = sum(len(group) for group in tasks.values())
-        return f"{rewritten} of {len(live)} delete files rewritten into {added}"
+        return f"{rewritten} of {len(live)} delete files rewritten into {len(added)}"
 
     def _rewrite_delete_group(self, positions: Any, group: list[Any], data_files: Any) -> list[Any]:
         """The position delete files of ``group`` (scan tasks of one partition of the

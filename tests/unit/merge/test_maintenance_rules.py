@@ -49,3 +49,11 @@ def test_a_table_whose_data_files_have_one_delete_file_each_rewrites_nothing() -
     live = {"a.parquet", "b.parquet"}
     files = [LiveDeleteFile("d1", (0,), "a.parquet"), LiveDeleteFile("d2", (0,), "b.parquet")]
     assert delete_files_to_rewrite(files, live) == []
+
+
+def test_a_partition_of_another_spec_with_equal_values_is_another_partition() -> None:
+    # (spec id, values): spec 0's bucket 1 holds a partition-scoped delete file, spec 1's
+    # bucket 1 a data file's only one, left alone.
+    several = LiveDeleteFile("d1", (0, 1), None)
+    other_spec = LiveDeleteFile("d2", (1, 1), "a.parquet")
+    assert delete_files_to_rewrite([several, other_spec], {"a.parquet"}) == [several]
