@@ -546,9 +546,7 @@ class Maintainer:
             # CleanableFailure, e.g. a concurrent merge changed these deletes) are deleted
             # now; after any other failure the commit may have landed, they stay (orphan
             # removal takes them if it did not).
-            cleanable = jvm.java.lang.Class.forName(
-                "org.apache.iceberg.exceptions.CleanableFailure"
-            )
+            cleanable = _iceberg_class(self.spark, "exceptions.CleanableFailure")
             if cleanable.isInstance(getattr(exc, "java_exception", None)):
                 for new_file in added:
                     java.io().deleteFile(new_file.location())
@@ -686,13 +684,20 @@ def run_maintain_command(
         spark.stop()
 
 
+def _iceberg_class(spark: SparkSession, name: str) -> Any:
+    """The ``java.lang.Class`` of Iceberg's ``org.apache.iceberg.<name>``, from the loader
+    Spark loads the session's jars with."""
+    jvm: Any = spark.sparkContext._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    return jvm.java.lang.Class.forName(f"org.apache.iceberg.{name}", True, loader)
+
+
 def _table_cache(spark: SparkSession) -> Any:
     """Iceberg's ``SparkTableCache.get()``, where ``format("iceberg").load(id)`` finds a table
     by id (by reflection: Py4J cannot pick the static ``get()`` beside ``get(String)``)."""
     gateway: Any = spark.sparkContext._gateway
     jvm: Any = spark.sparkContext._jvm
-    found = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    cache = jvm.java.lang.Class.forName("org.apache.iceberg.spark.SparkTableCache", True, found)
+    cache = _iceberg_class(spark, "spark.SparkTableCache")
     get = cache.getMethod("get", gateway.new_array(jvm.java.lang.Class, 0))
     return get.invoke(None, gateway.new_array(jvm.java.lang.Object, 0))
 
