@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -400,3 +401,18 @@ def query_lake(env: WriterEnv, log_file: Path, drop: bool) -> dict[str, Any]:
         log_file.read_text(errors="replace").splitlines()[-40:]
     )
     return json.loads(lines[0].removeprefix("RESULT "))
+
+
+def assert_each_message_once(result: dict[str, Any], produced: list[SimpleBinlog]) -> None:
+    """The logical tables of ``query_lake``'s ``result`` hold every ``produced`` message
+    once: no Kafka coordinate (topic, partition, offset) twice, and the rows' (schema, table,
+    id) are those of the messages, each as often."""
+    rows = [
+        row for name, table in result.items() if name != PROGRESS_TABLE for row in table["rows"]
+    ]
+    coordinates = Counter((r[4], r[0], r[1]) for r in rows)
+    assert [c for c, n in coordinates.items() if n > 1] == []
+    written = Counter((r[5], r[6], r[7]) for r in rows)
+    expected = Counter((m.schema_name, m.table_name, m.content["id"]) for m in produced)
+    assert written == expected, ("missing", expected - written, "extra", written - expected)
+    assert len(rows) == len(produced)

@@ -15,7 +15,6 @@ a restarted writer runs it again. Afterwards every Kafka message is in the lake 
 from __future__ import annotations
 
 import random
-from collections import Counter
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,6 +30,7 @@ from tests.integration.stream_writer.harness import (
     LakeRun,
     WriterEnv,
     WriterProcess,
+    assert_each_message_once,
     caught_up,
     end_offsets,
     iceberg_table,
@@ -171,10 +171,5 @@ def test_a_failed_raw_or_progress_commit_leaves_the_previous_snapshot_and_the_ba
         result = run.query_and_drop()
         assert writer.stop() == 0, writer.diagnostics()
 
-    result.pop(PROGRESS_TABLE)
-    rows = [row for table in result.values() for row in table["rows"]]
-    coordinates = Counter((r[4], r[0], r[1]) for r in rows)
-    assert [c for c, n in coordinates.items() if n > 1] == []
-    written = Counter((r[5], r[6], r[7]) for r in rows)
-    assert written == Counter((m.schema_name, m.table_name, m.content["id"]) for m in produced)
-    assert len(rows) == len(produced) == 2 * PER_PHASE
+    assert_each_message_once(result, produced)
+    assert len(produced) == 2 * PER_PHASE
