@@ -32,10 +32,8 @@ from tests.integration.stream_writer.harness import (
     LakeRun,
     WriterEnv,
     assert_each_message_once,
-    caught_up,
-    end_offsets,
+    catch_up_and_stop,
     iceberg_table,
-    wait_until,
 )
 from tests.integration.stream_writer.test_failed_commit import (
     PER_PHASE,
@@ -131,11 +129,7 @@ def test_maintain_removes_what_failed_commits_left_and_keeps_every_referenced_fi
     env = WriterEnv.create(tmp_path, topic, local_stack, "local", trigger_interval_s=1)
     produced = produce_phase(local_stack, topic, 1)
     with LakeRun(env, tmp_path) as run:
-        ends = end_offsets(local_stack, topic)
-        wait_until(
-            lambda: caught_up(env, ends), WAIT_S, "the first batches", run.writer.diagnostics
-        )
-        assert run.writer.stop() == 0, run.writer.diagnostics()
+        catch_up_and_stop(env, run.writer, WAIT_S, "the first batches")
         before = {table: folder_files(env, table) for table in TABLES}
 
         # A batch whose raw commit fails, then (run again) whose progress commit fails.
@@ -148,12 +142,7 @@ def test_maintain_removes_what_failed_commits_left_and_keeps_every_referenced_fi
             table: folder_files(env, table) - before[table] - referenced_files(env, table)
             for table in TABLES
         }
-        writer = run.restart_writer()
-        ends = end_offsets(local_stack, topic)
-        wait_until(
-            lambda: caught_up(env, ends), WAIT_S, "the writer to catch up", writer.diagnostics
-        )
-        assert writer.stop() == 0, writer.diagnostics()
+        catch_up_and_stop(env, run.restart_writer(), WAIT_S, "the writer to catch up")
 
         referenced = {table: referenced_files(env, table) for table in TABLES}
         for table in TABLES:

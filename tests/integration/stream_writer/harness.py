@@ -383,6 +383,14 @@ def caught_up(env: WriterEnv, ends: dict[int, int]) -> bool:
     return all(next_offsets.get(p, 0) >= end for p, end in ends.items() if end > 0)
 
 
+def catch_up_and_stop(env: WriterEnv, writer: WriterProcess, timeout_s: float, what: str) -> None:
+    """Wait for ``writer`` to commit every message of its topic (``what``: the wait's name in
+    a timeout's message), then stop it; it must exit 0."""
+    ends = end_offsets(env.settings, env.topic)
+    wait_until(lambda: caught_up(env, ends), timeout_s, what, writer.diagnostics)
+    assert writer.stop() == 0, writer.diagnostics()
+
+
 def query_lake(env: WriterEnv, log_file: Path, drop: bool) -> dict[str, Any]:
     """Run tests/integration/stream_writer/query_lake.py in a Spark process of its own."""
     args = [sys.executable, str(QUERY_JOB), env.database] + (["--drop"] if drop else [])

@@ -31,6 +31,7 @@ from tests.integration.stream_writer.harness import (
     WriterEnv,
     WriterProcess,
     assert_each_message_once,
+    catch_up_and_stop,
     caught_up,
     end_offsets,
     iceberg_table,
@@ -130,11 +131,7 @@ def test_a_failed_raw_or_progress_commit_leaves_the_previous_snapshot_and_the_ba
     env = WriterEnv.create(tmp_path, topic, local_stack, storage, trigger_interval_s=1)
     produced = produce_phase(local_stack, topic, 1)
     with LakeRun(env, tmp_path) as run:
-        ends = end_offsets(local_stack, topic)
-        wait_until(
-            lambda: caught_up(env, ends), WAIT_S, "the first batches", run.writer.diagnostics
-        )
-        assert run.writer.stop() == 0, run.writer.diagnostics()
+        catch_up_and_stop(env, run.writer, WAIT_S, "the first batches")
         raw_before, progress_before = lake_heads(env)
         state_before = env.state()
         done_before = checkpoint_commits(env)
