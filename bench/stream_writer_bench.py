@@ -241,11 +241,11 @@ def run_baseline(spark, settings: Settings, topic: str, out: Path, max_offsets: 
 # distribution mode, write order). ``none`` distribution is what the writer does (fanout
 # writers, no shuffle): one open file per partition value a task meets.
 CEILING_LAYOUTS: dict[str, tuple[str, str, str]] = {
-    "table_dt_fanout": ("logicalTable, dt", "none", ""),  # the raw layer today (layout 2)
+    "table_dt_fanout": ("logicalTable, dt", "none", ""),  # the raw layer's layout 2
     "table_dt_hash": ("logicalTable, dt", "hash", ""),
     "dt_fanout": ("dt", "none", ""),  # files shared by every table, rows in arrival order
     "dt_sorted": ("dt", "none", "logicalTable"),  # shared files, each sorted by table
-    "dt_bucket8_fanout": ("bucket(8, logicalTable), dt", "none", ""),
+    "dt_bucket8_fanout": ("bucket(8, logicalTable), dt", "none", ""),  # layout 3
     "dt_bucket16_fanout": ("bucket(16, logicalTable), dt", "none", ""),
 }
 
@@ -285,7 +285,7 @@ def ceiling(spark, settings: Settings, args, topic: str, work: Path, database: s
             lake: LakeCatalog) -> list[Figure]:
     """The one-table ceiling: the same sink into one table of each of ``CEILING_LAYOUTS``
     against the unpartitioned baseline, in one run; and for each layout what merge's read of
-    one logical table's day plans from it (the hot table and a cold one), against today's
+    one logical table's day plans from it (the hot table and a cold one), against layout 2's
     (logicalTable, dt). The unpartitioned run is repeated between the layouts' runs and each
     layout is compared with the mean of the runs just before and after it: on a shared
     machine the load drifts within minutes (one run's baseline after the layouts came out 4.5x
@@ -312,7 +312,7 @@ def ceiling(spark, settings: Settings, args, topic: str, work: Path, database: s
     reads = {label: {probe: table_read_cost(spark, tables[label], name)
                      for probe, name in probes.items()}
              for label in CEILING_LAYOUTS}
-    today = reads["table_dt_fanout"]
+    layout2 = reads["table_dt_fanout"]
     for index, (label, (spec, distribution, order)) in enumerate(CEILING_LAYOUTS.items(),
                                                                   start=1):
         before, after = rates[f"plain{index - 1}"], rates[f"plain{index}"]
@@ -324,8 +324,8 @@ def ceiling(spark, settings: Settings, args, topic: str, work: Path, database: s
                   f"{cost['files read']:.0f} of {cost['files in table']:.0f} files, "
                   f"{cost['bytes read']:,.0f} of {cost['bytes in table']:,.0f} bytes, "
                   f"{cost['rows read']:,.0f} rows for {cost['rows wanted']:,.0f} wanted "
-                  f"(today's layout: {today[probe]['files read']:.0f} files, "
-                  f"{today[probe]['bytes read']:,.0f} bytes)", flush=True)
+                  f"(layout 2: {layout2[probe]['files read']:.0f} files, "
+                  f"{layout2[probe]['bytes read']:,.0f} bytes)", flush=True)
         how = {"none": "no shuffle (fanout)", "hash": "hash distribution"}[distribution]
         sort = f", each task's rows sorted by {order}" if order else ""
         extra = {"baseline before rows/s": before, "baseline after rows/s": after}
@@ -339,18 +339,18 @@ def ceiling(spark, settings: Settings, args, topic: str, work: Path, database: s
             f"plain Spark Kafka → Iceberg writeStream (one unpartitioned table), {where}, mean "
             "of the runs just before and after",
             extra=extra))
-        if not spec.startswith("logicalTable"):  # the same partitions as today: the same read
+        if not spec.startswith("logicalTable"):  # layout 2's partitions: its own read
             for probe in probes:
                 figures.append(Figure(
                     figure_key(f"one_table_read_{probe}_{label}", args.storage),
                     f"bytes a merge's read of the {probe} table's day plans from the table "
                     f"partitioned by ({spec}){sort}, {where}",
                     reads[label][probe]["bytes read"], "bytes",
-                    today[probe]["bytes read"],
-                    "the same read from the table partitioned by (logicalTable, dt) (today's)",
+                    layout2[probe]["bytes read"],
+                    "the same read from the table partitioned by (logicalTable, dt) (layout 2)",
                     higher_is_better=False,
                     extra={**reads[label][probe],
-                           "files read (logicalTable, dt)": today[probe]["files read"]}))
+                           "files read (logicalTable, dt)": layout2[probe]["files read"]}))
     return figures
 
 
@@ -589,12 +589,24 @@ def throughput(spark, settings: Settings, args, topic: str, work: Path, database
     memory = peak_memory_mb()
     for key, value in memory.items():
         print(f"  {key}: {value:,.0f}")
+    # The read side of the raw table's layout: what a merge's read of the hot table's day and
+    # of a cold one's opens (a file holds its bucket's tables), in rows read per row wanted.
+    reads = {}
+    for probe, name in (("hot", "shop000_orders"), ("cold", f"shop{args.tables - 1:03d}_orders")):
+        cost = table_read_cost(spark, lake.name(database, RAW_TABLE), name)
+        print(f"  merge read of the {probe} table's day: {cost['files read']:.0f} of "
+              f"{cost['files in table']:.0f} files, {cost['rows read']:,.0f} rows read for "
+              f"{cost['rows wanted']:,.0f} wanted", flush=True)
+        reads |= {f"{probe} read files": cost["files read"],
+                  f"{probe} read rows": cost["rows read"],
+                  f"{probe} read rows wanted": cost["rows wanted"]}
     # The peak resident sets cover the whole run (first run and steady state alike).
     last = figures[-1]
     figures[-1] = Figure(last.key, last.label, last.value, last.unit, last.baseline,
                          last.baseline_label,
                          extra={**last.extra, "files": report["files"],
-                                "files above 2× target": report["above 2× target"], **memory})
+                                "files above 2× target": report["above 2× target"], **memory,
+                                **reads})
     return figures
 
 
@@ -626,7 +638,7 @@ def parse_args() -> argparse.Namespace:
                              "before the first run, as the baseline is (not counted)")
     parser.add_argument("--ceiling", action="store_true",
                         help="instead of the writer: the baseline into one table partitioned by "
-                             "(logicalTable, dt) against the unpartitioned one")
+                             "each of CEILING_LAYOUTS against the unpartitioned one")
     parser.add_argument("--profile", action="store_true",
                         help="Spark event log on: print the Spark stages of each run")
     parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH (for bench.report)")

@@ -53,7 +53,11 @@ WRITER_PROPERTY = "cdc-mirror.writer"
 # Raised whenever a release changes that layout incompatibly; a component refuses a table of
 # another layout (or one cdc-mirror did not create) before it reads or writes anything.
 LAYOUT_PROPERTY = "cdc-mirror.layout-version"
-LAYOUT_VERSION = 2
+# 3: the raw table partitioned by day and a bucket of logical tables (2: by logical table and
+# day, which this version still reads, writes and maintains: the writer follows a table's
+# partition spec, and maintenance drops whole files of a spec without buckets by its filter).
+LAYOUT_VERSION = 3
+OLDEST_LAYOUT_READ = 2
 # The Iceberg format version of every table (row-level deletes, the merge's copy-on-write).
 FORMAT_VERSION = 2
 _EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -86,11 +90,12 @@ def incompatibility(properties: Mapping[str, str], format_version: int) -> str |
             f"it was not created by cdc-mirror (it has no {LAYOUT_PROPERTY} property), or by a "
             "version before the layout was stamped"
         )
-    if stamped != str(LAYOUT_VERSION):
+    if stamped not in {str(v) for v in range(OLDEST_LAYOUT_READ, LAYOUT_VERSION + 1)}:
         newer = stamped.isdigit() and int(stamped) > LAYOUT_VERSION
         return (
             f"it was written by {'a newer' if newer else 'another'} version of cdc-mirror "
-            f"({LAYOUT_PROPERTY} {stamped}; this version reads {LAYOUT_VERSION})"
+            f"({LAYOUT_PROPERTY} {stamped}; this version reads {OLDEST_LAYOUT_READ} to "
+            f"{LAYOUT_VERSION})"
         )
     if format_version != FORMAT_VERSION:
         return (

@@ -1135,7 +1135,7 @@ class Merger:
     def _wide_fallback(self, table: str, label: str, start: int, why: str) -> int:
         """Where ``label``'s changes start when the late rows cannot be told apart (``why``):
         the midnight of the oldest day the raw table holds (``late_fallback``), logged with
-        the raw rows read again (from the raw table's partition metadata, no scan)."""
+        the raw rows read again (``_oldest_raw_day``)."""
         oldest_day, rows = self._oldest_raw_day(table, start)
         since = late_fallback(start, self.zone, oldest_day)
         log.warning(
@@ -1170,14 +1170,15 @@ class Merger:
         return since
 
     def _oldest_raw_day(self, table: str, start: int) -> tuple[date | None, int]:
-        """The oldest raw day before ``start`` and the raw rows from it to ``start``'s day
-        (from the raw table's partition metadata, no scan)."""
+        """The oldest raw day before ``start`` and the raw rows from it to ``start``'s day: a
+        read of two columns of the files of the table's bucket whose bounds may hold it (a
+        table is no partition of its own: the partition metadata cannot tell its rows apart;
+        only a table's first snapshot and a wide fallback ask)."""
         last_day = hour_of(start - 1, self.zone).day.isoformat()
         name = self.raw_lake.name(self.settings.stream_writer.database, RAW_TABLE)
         row = self.spark.sql(
-            "SELECT min(partition.dt) AS oldest, coalesce(sum(record_count), 0) AS n "  # noqa: S608 - quoted names
-            f"FROM {name}.partitions WHERE partition.{raw_table_condition(table)} "
-            f"AND partition.dt <= '{last_day}'"
+            "SELECT min(dt) AS oldest, count(*) AS n "  # noqa: S608 - quoted names
+            f"FROM {name} WHERE {raw_table_condition(table)} AND dt <= '{last_day}'"
         ).first()
         oldest = None if row is None else row["oldest"]
         oldest_day = None if oldest is None else date.fromisoformat(str(oldest)[:10])

@@ -4,9 +4,12 @@ For every table mirrored to Hive (or those named), in this order:
 
 * **raw layer**, the table's rows of ``<catalog>.<stream_writer.database>._cdc_changes`` (the
   one raw table of every logical table, ``cdc_platform.lake``; the dead letters too): rows of
-  days older than the retention deleted (``DELETE … WHERE logicalTable = … AND dt < …``:
-  whole partitions, a metadata-only commit), the table's small files compacted to
-  ``maintenance.target_file_mb`` (``rewrite_data_files`` with ``where``: its partitions only);
+  days older than the retention deleted (``_expire_raw_days``: a day of the table's bucket
+  in which every table is past its retention dropped whole in the metadata, the table's rows
+  of other days by ``DELETE``, rewriting the bucket's files without them), the small files of
+  the table's bucket
+  compacted to ``maintenance.target_file_mb`` (``rewrite_data_files`` with ``where``: the
+  files that may hold its rows);
 * **snapshot** ``<catalog>.<merge.database>.<table>``: day tags older than the retention
   dropped (``ALTER TABLE … DROP TAG``) and the dt view rewritten without them, small files
   compacted to ``merge.file_size_mb`` (the size merge writes) and the deletes merge-on-read
@@ -52,7 +55,7 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -64,6 +67,7 @@ from cdc_platform.iceberg import LakeCatalog, storage_for
 from cdc_platform.lake import (
     DAY_COLUMN,
     DEAD_LETTER_TABLE,
+    LOGICAL_TABLE_COLUMN,
     PROGRESS_TABLE,
     RAW_TABLE,
     commits_ahead_of_progress,
@@ -189,6 +193,16 @@ def read_live_delete_files(spark: SparkSession, name: str) -> list[LiveDeleteFil
     ]
 
 
+def raw_buckets(fields: Iterable[tuple[str, int]]) -> dict[int, int]:
+    """Pure: per source field id, the bucket count of a partition spec's ``bucket[N]`` fields
+    (``fields``: each field's transform as Iceberg prints it and its source field id)."""
+    found = {}
+    for transform, source in fields:
+        if transform.startswith("bucket[") and transform.endswith("]"):
+            found[source] = int(transform[len("bucket[") : -1])
+    return found
+
+
 def _ident(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -243,8 +257,7 @@ class Maintainer:
         raw_exists = self._exists(raw_db, RAW_TABLE)
         for mirror in mirrors:
             if raw_exists:
-                raw_days = mirror.retention.raw_days or self.settings.maintenance.raw_days
-                self._raw(report, raw_db, mirror.name, raw_days)
+                self._raw(report, raw_db, mirror.name, self._raw_keep_days(mirror.name))
             snapshot_days = (
                 mirror.retention.snapshot_days or self.settings.maintenance.snapshot_days
             )
@@ -273,15 +286,7 @@ class Maintainer:
         cutoff = self._now().date() - timedelta(days=keep_days)
         condition = raw_table_condition(table)
         with self._step(report, qualified, "expire days") as detail:
-            name = self._name(database, RAW_TABLE)
-            before = self._rows_of_days_before(name, cutoff, condition)
-            if before:
-                # Both terms are on identity partition columns: Iceberg drops whole files in
-                # the metadata, no data file is read or rewritten.
-                self.spark.sql(
-                    f"DELETE FROM {name} WHERE {condition} AND {DAY_COLUMN} < '{cutoff}'"  # noqa: S608 - quoted names
-                )
-            detail.append(f"{before} rows of days before {cutoff} deleted")
+            detail.append(self._expire_raw_days(database, table, cutoff, condition))
         self._compact(
             report,
             database,
@@ -430,12 +435,116 @@ class Maintainer:
             self.spark.sql(f"CALL {_ident(self.catalog)}.system.{procedure}({arguments})").collect()
         )
 
+    def _raw_keep_days(self, table: str) -> int:
+        """The raw retention of logical table ``table``: its mirror's, else the default (also
+        for the dead letters and a table the config does not mirror)."""
+        for mirror in self.config.tables:
+            if mirror.name == table and mirror.retention.raw_days:
+                return mirror.retention.raw_days
+        return self.settings.maintenance.raw_days
+
+    def _expire_raw_days(self, database: str, table: str, cutoff: date, condition: str) -> str:
+        """Delete the raw rows of logical table ``table`` (``condition``) of the days before
+        ``cutoff``; what was done, in words.
+
+        A raw file holds the rows of every table of its bucket (``RAW_TABLE_PARTITIONING``).
+        A day of the table's bucket in which every table is past its own retention is dropped
+        whole, in the metadata (``_drop_raw_files``); in the other days the table's rows go by
+        a copy-on-write DELETE (those files rewritten without them; a merge's incremental read
+        takes appends only, so the rewritten rows are not read as new). Without the first, a
+        day would be rewritten once per table of its bucket as their retentions pass."""
+        name = self._name(database, RAW_TABLE)
+        java = self._raw_java(database, RAW_TABLE)
+        current = java.currentSnapshot()
+        buckets = raw_buckets(
+            (str(f.transform()), int(f.sourceId())) for f in java.spec().fields()
+        ).get(int(java.schema().findField(LOGICAL_TABLE_COLUMN).fieldId()))
+        if current is None or buckets is None:
+            # Nothing written yet, or a spec without a bucket of tables (made by another
+            # version or evolved by an operator): by the filter alone (with a partition per
+            # table, Iceberg drops whole files).
+            before = self._rows_of_days_before(name, cutoff, condition)
+            if before:
+                self.spark.sql(
+                    f"DELETE FROM {name} WHERE {condition} AND {DAY_COLUMN} < '{cutoff}'"  # noqa: S608 - quoted names
+                )
+            return f"{before} rows of days before {cutoff} deleted"
+        snapshot = int(current.snapshotId())
+        [found] = self.spark.sql(
+            f"SELECT {self._bucket_of(buckets, _literal(table))} AS bucket"
+        ).collect()
+        bucket = int(found["bucket"])
+        days = self.spark.sql(
+            f"SELECT {DAY_COLUMN} AS day, collect_set({LOGICAL_TABLE_COLUMN}) AS tables, "  # noqa: S608 - quoted names
+            f"count_if({condition}) AS mine FROM {name} VERSION AS OF {snapshot} "
+            f"WHERE {DAY_COLUMN} < '{cutoff}' "
+            f"AND {self._bucket_of(buckets, LOGICAL_TABLE_COLUMN)} = {bucket} "
+            f"GROUP BY {DAY_COLUMN}"
+        ).collect()
+        today = self._now().date()
+
+        def expired(table: str, day: str) -> bool:
+            return day < str(today - timedelta(days=self._raw_keep_days(table)))
+
+        mine = {str(row["day"]): int(row["mine"]) for row in days if row["mine"]}
+        whole = [
+            day
+            for day, tables in ((str(row["day"]), row["tables"]) for row in days)
+            if day in mine and all(expired(other, day) for other in tables)
+        ]
+        if whole and not self._drop_raw_files(java, snapshot, whole, buckets, bucket):
+            whole = []  # a file of another spec in those days: by the filter below
+        rest = sorted(set(mine) - set(whole))
+        if rest:
+            listed = ", ".join(_literal(day) for day in rest)
+            self.spark.sql(
+                f"DELETE FROM {name} WHERE {condition} AND {DAY_COLUMN} IN ({listed})"  # noqa: S608 - quoted names
+            )
+        dropped = f" ({len(whole)} days of its bucket dropped whole)" if whole else ""
+        return f"{sum(mine.values())} rows of days before {cutoff} deleted{dropped}"
+
+    def _drop_raw_files(
+        self, java: Any, snapshot: int, days: Sequence[str], buckets: int, bucket: int
+    ) -> bool:
+        """Remove from the raw table, in one metadata commit, the data files of ``days`` in
+        bucket ``bucket`` (of ``buckets``) of the logical tables, as of ``snapshot``: the files
+        listed then, not a filter, so that a file a writer adds meanwhile (a late row) stays,
+        and the commit fails when one of them is gone meanwhile (compacted: the next run
+        deletes again).
+        False, with nothing changed, when one of them is of another partition spec (its
+        partition is not the bucket's)."""
+        jvm: Any = self.spark.sparkContext._jvm
+        expressions = jvm.org.apache.iceberg.expressions.Expressions
+        listed = jvm.java.util.ArrayList()
+        for day in days:
+            listed.add(day)
+        condition = getattr(expressions, "and")(
+            getattr(expressions, "in")(DAY_COLUMN, listed),
+            expressions.equal(expressions.bucket(LOGICAL_TABLE_COLUMN, buckets), bucket),
+        )
+        spec = int(java.spec().specId())
+        delete = java.newDelete()
+        with closing(java.newScan().useSnapshot(snapshot).filter(condition).planFiles()) as tasks:
+            iterator = tasks.iterator()
+            while iterator.hasNext():
+                data = iterator.next().file()
+                if int(data.specId()) != spec:
+                    return False
+                delete = delete.deleteFile(data)
+        delete.validateFilesExist().commit()
+        return True
+
+    def _bucket_of(self, buckets: int, value: str) -> str:
+        """The SQL of Iceberg's bucket function (``buckets``) of the SQL ``value``."""
+        return f"{_ident(self.catalog)}.system.bucket({buckets}, {value})"
+
     def _rows_of_days_before(self, name: str, cutoff: date, condition: str) -> int:
-        """Rows in days before ``cutoff`` matching ``condition`` (on the partition columns),
-        from the table's partition metadata (no scan)."""
+        """Rows in days before ``cutoff`` matching ``condition``: a count over the files of
+        those days Iceberg plans for it (the table's bucket, pruned by their bounds); none once
+        the days are expired."""
         rows = self.spark.sql(
-            f"SELECT coalesce(sum(record_count), 0) AS n FROM {name}.partitions "  # noqa: S608 - quoted names
-            f"WHERE partition.{condition} AND partition.{DAY_COLUMN} < '{cutoff}'"
+            f"SELECT count(*) AS n FROM {name} "  # noqa: S608 - quoted names
+            f"WHERE {condition} AND {DAY_COLUMN} < '{cutoff}'"
         ).first()
         return int(rows["n"]) if rows is not None else 0
 

@@ -8,8 +8,8 @@ or state file of our own is written, so it holds on local disk, HDFS and S3 alik
    rows below the writer's committed offsets dropped (a batch Spark replays, or a fresh
    checkpoint started from the lake's offsets). Nothing is cached: one Spark job reads it.
 2. **One Iceberg commit.** Every logical table's rows (and the dead letters) go to ONE table,
-   ``_cdc_changes`` (``cdc_platform.lake.RAW_TABLE``), partitioned by ``logicalTable`` and
-   ``dt``. One Spark job writes its data files and counts every row
+   ``_cdc_changes`` (``cdc_platform.lake.RAW_TABLE``), partitioned by ``dt`` and a bucket
+   of ``logicalTable``. One Spark job writes its data files and counts every row
    (``LakeCatalog.write_files``: groups per logical table, day and Kafka partition; the source
    tables routed to each): the counts drive the steps below, the batch is not read again to
    describe it. Then ONE append of those files whose snapshot summary records the batch's end
@@ -514,11 +514,12 @@ class BatchWriter:
             F.when(routed, F.col("tableName")).alias("_sourceTable"),
             F.struct(*[raw_column(name, kind) for name, kind in RAW_TABLE_COLUMNS]).alias("_raw"),
         )
-        # Each task's rows clustered by logical table and day (the raw table's partition), so
-        # that its Parquet writers take their rows file after file rather than interleaved
-        # over ~200 open files (each file's column buffers out of cache at every row). By the
-        # key's hash: a sort on one integer is Spark's radix sort, no string compares; two
-        # keys sharing a hash only interleave again (what lands where is the same).
+        # Each task's rows clustered by logical table and day, so that a file (a day and a
+        # bucket of tables: the raw table's partition) holds each table's rows in one run
+        # rather than interleaved in arrival order (runs of one table's values compress
+        # together). By the key's hash: a sort on one
+        # integer is Spark's radix sort, no string compares; two keys sharing a hash only
+        # interleave again (what lands where is the same).
         clustered = frame.sortWithinPartitions(F.hash(F.col("_key")))
         staged = self.lake.write_files(
             clustered, self.database, [RAW_TABLE], {RAW_TABLE: _RAW_LAYOUT}

@@ -19,6 +19,7 @@ from cdc_platform.config import Settings
 from cdc_platform.iceberg import (
     LAYOUT_PROPERTY,
     LAYOUT_VERSION,
+    OLDEST_LAYOUT_READ,
     IncompatibleTableError,
     LakeCatalog,
     storage_for,
@@ -54,7 +55,7 @@ def test_tables_of_another_layout_or_format_are_refused(lake: Lake) -> None:
     catalog.create_table(ns, "newer", COLUMNS, properties={LAYOUT_PROPERTY: NEWER})
     assert _refusal(lake, "newer") == (
         f"the lake table {ns}.newer at {folder}/newer cannot be used: it was written by a newer "
-        f"version of cdc-mirror ({LAYOUT_PROPERTY} {NEWER}; this version reads {LAYOUT_VERSION})."
+        f"version of cdc-mirror ({LAYOUT_PROPERTY} {NEWER}; this version reads {OLDEST_LAYOUT_READ} to {LAYOUT_VERSION})."
     )
     # Created by another tool: plain Spark SQL, no stamp.
     catalog.spark.sql(f"CREATE TABLE {catalog.name(ns, 'foreign')} (id BIGINT) USING iceberg")

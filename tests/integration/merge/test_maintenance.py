@@ -31,6 +31,7 @@ from cdc_platform.iceberg import WRITER_PROPERTY, KafkaOffsets
 from cdc_platform.lake import (
     PROGRESS_TABLE,
     RAW_TABLE,
+    RAW_TABLE_BUCKETS,
     WriterProgress,
     commit_writer_progress,
     ensure_progress_table,
@@ -410,3 +411,95 @@ def test_a_crashed_writers_raw_commit_survives_a_commit_landing_while_maintain_r
     changes = f"{settings.lake.catalog}.{shop.raw_database}.{RAW_TABLE}"
     assert [s.error for s in report.steps if s.table == changes] == [None, None], report.steps
     assert lake.committed_offsets(shop.raw_database, RAW_TABLE, writer="crashed-writer") == crashed
+
+
+def same_bucket_table(table: str) -> str:
+    """A logical table name whose raw rows share ``table``'s bucket (``RAW_TABLE_BUCKETS``),
+    by Iceberg's bucket function (pyiceberg's is the same murmur3 as the Java one; the test
+    checks the files it got anyway)."""
+    from pyiceberg.transforms import BucketTransform
+    from pyiceberg.types import StringType
+
+    bucket = BucketTransform(RAW_TABLE_BUCKETS).transform(StringType())
+    return next(
+        peer for peer in (f"{table}_peer{i}" for i in range(1000)) if bucket(peer) == bucket(table)
+    )
+
+
+@pytest.mark.parametrize("peer_keeps_the_day", [True, False], ids=["peer-keeps", "all-expired"])
+def test_a_tables_expiry_in_a_bucket_shared_with_another_table(
+    spark: Any, shop: Shop, peer_keeps_the_day: bool
+) -> None:
+    """A raw file holds the rows of every table of its bucket and day. When another table of
+    the bucket keeps the day (a longer retention), expiring one table deletes its rows only:
+    the other's rows stay, each once (the file rewritten). When every table of the bucket is
+    past its retention, the day's files of the bucket are dropped whole, in the metadata (no
+    file rewritten), and a later day stays."""
+    settings = shop.merge_settings(
+        [shop.mirror(retention={"raw_days": 10})], check=False, buckets=2
+    )
+    settings = settings.model_copy(
+        update={
+            "maintenance": settings.maintenance.model_copy(
+                update={"raw_days": 1000 if peer_keeps_the_day else 10}
+            )
+        }
+    )
+    merger = Merger(settings, spark)
+    lake = merger.raw_lake
+    ensure_raw_table(lake, shop.raw_database)
+    name = lake.name(shop.raw_database, RAW_TABLE)
+    peer = same_bucket_table(shop.table)
+    old = spark.range(40).select(F.col("id").alias("binlogOffset"), F.lit(str(OLD_DAY)).alias("dt"))
+    # One file for both tables' old day (one task, one partition).
+    as_raw_rows(old, shop.table).unionByName(as_raw_rows(old, peer)).coalesce(1).writeTo(
+        name
+    ).append()
+    recent = spark.range(5).select(F.col("id").alias("binlogOffset"), F.lit(str(DAY2)).alias("dt"))
+    as_raw_rows(recent, shop.table).writeTo(name).append()
+    bounds = "readable_metrics.logicalTable"
+    shared = spark.sql(
+        f"SELECT count(*) AS n FROM {name}.files WHERE partition.dt = '{OLD_DAY}' "
+        f"AND {bounds}.lower_bound <> {bounds}.upper_bound"
+    ).first()["n"]
+    assert shared == 1, "the two tables' old rows are not in one file: the test proves nothing"
+
+    runner = Maintainer(settings, spark, merger.config)
+    try:
+        report = runner.run([shop.table])
+    finally:
+        runner.close()
+        merger.close()
+    expired = [
+        s for s in report.steps if s.action == "expire days" and s.table.endswith(shop.table)
+    ]
+    whole = "" if peer_keeps_the_day else " (1 days of its bucket dropped whole)"
+    assert [(s.error, s.detail) for s in expired] == [
+        (
+            None,
+            f"40 rows of days before {datetime.now(UTC).date() - timedelta(days=10)} "
+            f"deleted{whole}",
+        )
+    ], expired
+
+    def offsets(table: str) -> dict[str, list[int]]:
+        found: dict[str, list[int]] = {}
+        for row in raw_rows(lake, shop.raw_database, table, "TRUE").collect():
+            found.setdefault(row["dt"], []).append(row["binlogOffset"])
+        return {day: sorted(values) for day, values in found.items()}
+
+    assert offsets(shop.table) == {str(DAY2): list(range(5))}
+    assert offsets(peer) == ({str(OLD_DAY): list(range(40))} if peer_keeps_the_day else {})
+    # The expiry's commit (the newest before compaction's, if any): a rewrite of the shared
+    # file, or the file dropped with no file added.
+    commits = spark.sql(
+        f"SELECT operation, summary FROM {name}.snapshots ORDER BY committed_at"
+    ).collect()
+    expiry = next(c for c in reversed(commits) if c["operation"] in ("overwrite", "delete"))
+    if peer_keeps_the_day:
+        assert expiry["operation"] == "overwrite", commits
+        assert expiry["summary"]["added-records"] == "40", expiry
+    else:
+        assert expiry["operation"] == "delete", commits
+        assert "added-data-files" not in expiry["summary"], expiry
+        assert expiry["summary"]["deleted-records"] == "80", expiry

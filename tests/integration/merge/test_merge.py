@@ -31,7 +31,12 @@ from typing import Any
 import pytest
 from pyspark.sql.types import StringType
 
-from cdc_platform.iceberg import LAYOUT_PROPERTY, LAYOUT_VERSION, IncompatibleTableError
+from cdc_platform.iceberg import (
+    LAYOUT_PROPERTY,
+    LAYOUT_VERSION,
+    OLDEST_LAYOUT_READ,
+    IncompatibleTableError,
+)
 from cdc_platform.lake import RAW_TABLE, metastore_client
 from cdc_platform.lake_snapshots import day_tag, days_view
 from merge import records
@@ -1004,7 +1009,7 @@ def test_a_table_of_a_newer_layout_stops_merge_and_maintenance_before_they_read(
     sentence = (
         f"the lake table {shop.raw_database}.{RAW_TABLE} at {where} cannot be used: it "
         f"was written by a newer version of cdc-mirror ({LAYOUT_PROPERTY} {newer}; this "
-        f"version reads {LAYOUT_VERSION})."
+        f"version reads {OLDEST_LAYOUT_READ} to {LAYOUT_VERSION})."
     )
     with pytest.raises(IncompatibleTableError) as merging:
         merger.merge(MergeRequest(shop.table, DAY1))

@@ -124,11 +124,18 @@ def test_a_table_this_version_created_is_compatible() -> None:
     assert stamp()[LAYOUT_PROPERTY] == str(LAYOUT_VERSION)
 
 
+def test_a_raw_table_partitioned_by_logical_table_layout_2_is_still_read() -> None:
+    # Layout 2 (a partition per logical table) is read, written and maintained by this one.
+    assert incompatibility({LAYOUT_PROPERTY: "2"}, 2) is None
+    assert incompatibility({LAYOUT_PROPERTY: "1"}, 2) is not None
+
+
 @pytest.mark.parametrize(
     ("properties", "format_version", "cause"),
     [
         ({LAYOUT_PROPERTY: str(LAYOUT_VERSION + 1)}, 2, "written by a newer version of cdc-mirror"),
         ({LAYOUT_PROPERTY: "0"}, 2, "written by another version of cdc-mirror"),
+        ({LAYOUT_PROPERTY: "1"}, 2, "written by another version of cdc-mirror"),
         ({LAYOUT_PROPERTY: "x"}, 2, "written by another version of cdc-mirror"),
         ({}, 2, "not created by cdc-mirror"),
         ({LAYOUT_PROPERTY: str(LAYOUT_VERSION)}, 1, "an Iceberg format version 1 table"),

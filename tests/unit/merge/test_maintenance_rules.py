@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from datetime import date
 
-from merge.maintenance import LiveDeleteFile, delete_files_to_rewrite, expired_days, lineage_to
+from merge.maintenance import (
+    LiveDeleteFile,
+    delete_files_to_rewrite,
+    expired_days,
+    lineage_to,
+    raw_buckets,
+)
 
 # A raw table's main: 1 ← 2 ← 3 ← 4 ← 5 (5 current), as the writer's appends leave it.
 PARENTS = {5: 4, 4: 3, 3: 2, 2: 1, 1: None}
@@ -57,3 +63,10 @@ def test_a_partition_of_another_spec_with_equal_values_is_another_partition() ->
     several = LiveDeleteFile("d1", (0, 1), None)
     other_spec = LiveDeleteFile("d2", (1, 1), "a.parquet")
     assert delete_files_to_rewrite([several, other_spec], {"a.parquet"}) == [several]
+
+
+def test_raw_buckets_reads_the_bucket_count_of_each_bucketed_source_field() -> None:
+    # As Iceberg prints a spec's transforms: the raw table's (dt, bucket(8, logicalTable)).
+    assert raw_buckets([("identity", 21), ("bucket[8]", 20)]) == {20: 8}
+    assert raw_buckets([("identity", 20), ("identity", 21)]) == {}
+    assert raw_buckets([("bucket[16]", 3), ("truncate[4]", 4)]) == {3: 16}

@@ -86,7 +86,7 @@ public final class IcebergBatchWrite implements Serializable {
   // Parquet writer's size estimate is not free.
   private static final int ROWS_BETWEEN_SIZE_CHECKS = 1000;
   // Parquet's dictionary encoding, off in the files written here unless the table sets it: a
-  // batch's file holds one table's rows of one batch (a few hundred to a few thousand), whose
+  // batch's file holds the rows of one batch of the tables of its partition, whose
   // widest columns (the JSON texts, raw bytes, offsets and times) are all but unique, so the
   // dictionary saves nothing there, yet Parquet hashes every value into it (and RLE-codes its
   // ids) before it falls back to plain values: a JFR profile of a steady batch over 200 tables
@@ -859,8 +859,8 @@ public final class IcebergBatchWrite implements Serializable {
   /**
    * A Spark row as Iceberg's StructLike, for the partition key only (Iceberg's own wrapper is
    * package-private): strings become Java strings, other values pass as Spark holds them, which
-   * is Iceberg's representation for the identity partitions of the raw tables (string, int,
-   * long, date, timestamp, boolean).
+   * is Iceberg's representation of the partition source values of the raw tables (string, int,
+   * long, date, timestamp, boolean) that its identity and bucket transforms take.
    */
   private static final class RowAsStruct implements StructLike {
     private final Type[] types;
