@@ -37,6 +37,7 @@ from cdc_platform.lake import (
     ensure_progress_table,
     ensure_raw_table,
     raw_rows,
+    raw_table_condition,
     read_all_writer_progress,
 )
 from cdc_platform.lake_snapshots import day_tag, days_view
@@ -503,3 +504,77 @@ def test_a_tables_expiry_in_a_bucket_shared_with_another_table(
         assert expiry["operation"] == "delete", commits
         assert "added-data-files" not in expiry["summary"], expiry
         assert expiry["summary"]["deleted-records"] == "80", expiry
+
+
+def test_rows_rewritten_by_compaction_and_a_bucket_peers_expiry_are_not_read_as_late(
+    spark: Any, shop: Shop
+) -> None:
+    """Compaction (a replace commit) and another table's expiry (an overwrite commit) both
+    write the shop's merged rows of a day again, in new files of the raw table: the next
+    day's merge must not take them for rows late since the day's merge (its incremental read
+    takes appends only), so its changes start at its own midnight, and it equals MySQL."""
+    settings = shop.merge_settings(
+        [shop.mirror(retention={"raw_days": 1000})], check=False, buckets=2
+    )
+    settings = settings.model_copy(
+        update={"maintenance": settings.maintenance.model_copy(update={"raw_days": 3})}
+    )
+    merger = Merger(settings, spark)
+    lake = merger.raw_lake
+    name = lake.name(shop.raw_database, RAW_TABLE)
+    placed = merged_first_day(spark, shop, merger, 20)
+    # A table of the shop's table's bucket, with a shorter retention (the default: 3 days).
+    peer = same_bucket_table(shop.table)
+    peer_rows = spark.range(7).select(
+        F.col("id").alias("binlogOffset"), F.lit(str(DAY1)).alias("dt")
+    )
+    as_raw_rows(peer_rows, peer).writeTo(name).append()
+    spark.sql(
+        f"CALL {settings.lake.catalog}.system.rewrite_data_files(table => "
+        f"'{shop.raw_database}.{RAW_TABLE}', where => \"dt = '{DAY1}'\", "
+        "options => map('min-input-files', '2', 'rewrite-all', 'true'))"
+    ).collect()
+    bounds = "readable_metrics.logicalTable"
+    shared = spark.sql(
+        f"SELECT count(*) AS n FROM {name}.files WHERE partition.dt = '{DAY1}' "
+        f"AND {bounds}.lower_bound <> {bounds}.upper_bound"
+    ).first()["n"]
+    assert shared >= 1, "the shop's and the peer's rows share no file: the test proves nothing"
+    mine = raw_days(spark, shop)[str(DAY1)]
+
+    runner = Maintainer(settings, spark, merger.config)
+    try:
+        detail = runner._expire_raw_days(
+            shop.raw_database,
+            peer,
+            datetime.now(UTC).date() - timedelta(days=3),
+            raw_table_condition(peer),
+        )
+    finally:
+        runner.close()
+    assert detail.startswith("7 rows of days before") and "whole" not in detail, detail
+    newest = spark.sql(
+        f"SELECT operation, summary FROM {name}.snapshots ORDER BY committed_at DESC LIMIT 1"
+    ).first()
+    assert newest["operation"] == "overwrite", newest
+    assert int(newest["summary"]["added-records"]) >= mine, newest
+
+    starts: list[int] = []
+    day_changes = merger._day_changes
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        found = day_changes(*args, **kwargs)
+        starts.append(found[0])
+        return found
+
+    merger._day_changes = recorded  # type: ignore[method-assign]
+    shop.start_day(DAY2)
+    random_day(shop, DAY2, placed, 20)
+    shop.write_raw(spark, DAY2)
+    try:
+        merger.merge(MergeRequest(shop.table, DAY2))
+        assert_snapshot_equals_mysql(spark, shop, merger, DAY2)
+    finally:
+        merger.close()
+    midnight = int(datetime(DAY2.year, DAY2.month, DAY2.day, tzinfo=UTC).timestamp() * 1000)
+    assert starts == [midnight], starts
