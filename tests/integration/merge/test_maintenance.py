@@ -102,6 +102,22 @@ class LakeFiles:
         fs.delete(path, False)
 
 
+def run_maintain(config: Path) -> list[str]:
+    """``cdc-mirror --config <config> maintain`` in a process of its own, which must exit 0:
+    the lines of its stdout (its progress)."""
+    command = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "cdc-mirror"), "--config", str(config), "maintain"],
+        cwd=ROOT,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=SPARK_TIMEOUT_S,
+        check=False,
+    )
+    assert command.returncode == 0, command.stdout[-3000:] + command.stderr[-3000:]
+    return command.stdout.splitlines()
+
+
 def raw_days(spark: Any, shop: Shop) -> dict[str, int]:
     """The shop's table's rows in the raw layer, per day."""
     lake = shop.lake_catalog(spark)
@@ -169,17 +185,7 @@ def test_maintain_command_applies_retention_compacts_expires_and_removes_orphans
         {"maintenance": {"expire_after_hours": 0, "retain_snapshots": 1}},
         retention={"snapshot_days": keep, "raw_days": keep},
     )
-    command = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "cdc-mirror"), "--config", str(config), "maintain"],
-        cwd=ROOT,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=SPARK_TIMEOUT_S,
-        check=False,
-    )
-    assert command.returncode == 0, command.stderr[-3000:]
-    lines = command.stdout.splitlines()
+    lines = run_maintain(config)
     raw = f"{shop.raw_database}.{shop.table}"
     changes = f"{shop.raw_database}.{RAW_TABLE}"
     snap = f"{settings.merge.database}.{shop.table}"

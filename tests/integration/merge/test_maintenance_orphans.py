@@ -16,8 +16,6 @@ there, and the lake holds every Kafka message exactly once (counts and identity)
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -26,7 +24,7 @@ import yaml
 
 from cdc_platform.config import Settings
 from cdc_platform.lake import PROGRESS_TABLE, RAW_TABLE
-from tests.integration.merge.test_merge import ROOT, SPARK_TIMEOUT_S
+from tests.integration.merge.test_maintenance import run_maintain as maintain_process
 from tests.integration.stream_writer import conftest as writer_fixtures
 from tests.integration.stream_writer.harness import (
     LakeRun,
@@ -110,17 +108,7 @@ def run_maintain(env: WriterEnv, tmp_path: Path) -> list[str]:
         ],
     }
     config.write_text(yaml.safe_dump(document))
-    command = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "cdc-mirror"), "--config", str(config), "maintain"],
-        cwd=ROOT,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=SPARK_TIMEOUT_S,
-        check=False,
-    )
-    assert command.returncode == 0, command.stdout[-3000:] + command.stderr[-3000:]
-    return command.stdout.splitlines()
+    return maintain_process(config)
 
 
 def test_maintain_removes_what_failed_commits_left_and_keeps_every_referenced_file(
