@@ -588,6 +588,10 @@ def test_a_standby_taking_over_right_after_a_disable_leads_with_it(scene: Scene)
         held = _config(standby)["version"]
         scene.write("a", 5, 1)
         scene.write("b", 5, 1)
+        # Published before the disable: a lagging active (a loaded machine) would meet the new
+        # config first and rightly stop the mirror before them (CI, 2026-11-27: 0 of its 10).
+        written = scene.base.position_now()
+        active.wait_for(lambda: reached(active.committed_gtid(), written.gtid), "the writes")
         disabled = scene.api.client.put(
             f"/api/table-mirrors/{name}", json={**mirror, "enabled": False}, headers=headers
         )
