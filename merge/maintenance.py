@@ -7,9 +7,8 @@ For every table mirrored to Hive (or those named), in this order:
   days older than the retention deleted (``_expire_raw_days``: a day of the table's bucket
   in which every table is past its retention dropped whole in the metadata, the table's rows
   of other days by ``DELETE``, rewriting the bucket's files without them), the small files of
-  the table's bucket
-  compacted to ``maintenance.target_file_mb`` (``rewrite_data_files`` with ``where``: the
-  files that may hold its rows);
+  the table's bucket compacted to ``maintenance.target_file_mb`` (``rewrite_data_files``
+  with ``where``: the files that may hold its rows);
 * **snapshot** ``<catalog>.<merge.database>.<table>``: day tags older than the retention
   dropped (``ALTER TABLE … DROP TAG``) and the dt view rewritten without them, small files
   compacted to ``merge.file_size_mb`` (the size merge writes) and the deletes merge-on-read
@@ -257,7 +256,7 @@ class Maintainer:
         raw_exists = self._exists(raw_db, RAW_TABLE)
         for mirror in mirrors:
             if raw_exists:
-                self._raw(report, raw_db, mirror.name, self._raw_keep_days(mirror.name))
+                self._raw(report, raw_db, mirror.name)
             snapshot_days = (
                 mirror.retention.snapshot_days or self.settings.maintenance.snapshot_days
             )
@@ -265,7 +264,7 @@ class Maintainer:
             self._snapshot(report, mirror.name, snapshot_days, hourly_days)
         if raw_exists:
             if names is None:
-                self._raw(report, raw_db, DEAD_LETTER_TABLE, self.settings.maintenance.raw_days)
+                self._raw(report, raw_db, DEAD_LETTER_TABLE)
             # The one raw table's snapshots serve every table's merges, named here or not.
             read = set().union(
                 *(self._raw_read_by_merges(m.name) for m in self.config.tables_for("hive"))
@@ -279,11 +278,11 @@ class Maintainer:
     def _exists(self, database: str, table: str) -> bool:
         return bool(self.spark.catalog.tableExists(f"{self.catalog}.{database}.{table}"))
 
-    def _raw(self, report: MaintenanceReport, database: str, table: str, keep_days: int) -> None:
+    def _raw(self, report: MaintenanceReport, database: str, table: str) -> None:
         """The rows of logical table ``table`` in the raw table: its days past the retention
         deleted, its small files compacted. Steps named ``database.table`` (its view)."""
         qualified = f"{database}.{table}"
-        cutoff = self._now().date() - timedelta(days=keep_days)
+        cutoff = self._now().date() - timedelta(days=self._raw_keep_days(table))
         condition = raw_table_condition(table)
         with self._step(report, qualified, "expire days") as detail:
             detail.append(self._expire_raw_days(database, table, cutoff, condition))
@@ -483,8 +482,8 @@ class Maintainer:
         ).collect()
         today = self._now().date()
 
-        def expired(table: str, day: str) -> bool:
-            return day < str(today - timedelta(days=self._raw_keep_days(table)))
+        def expired(other: str, day: str) -> bool:
+            return day < str(today - timedelta(days=self._raw_keep_days(other)))
 
         mine = {str(row["day"]): int(row["mine"]) for row in days if row["mine"]}
         whole = [
