@@ -8,7 +8,7 @@ For every table mirrored to Hive (or those named), in this order:
   in which every table is past its retention dropped whole in the metadata, the table's rows
   of other days by ``DELETE``, rewriting the bucket's files without them), the small files of
   the table's bucket compacted to ``maintenance.target_file_mb`` (``rewrite_data_files``
-  with ``where``: the files that may hold its rows);
+  with ``where``: the files that may hold its rows; sorted by ``RAW_COMPACTION_ORDER``);
 * **snapshot** ``<catalog>.<merge.database>.<table>``: day tags older than the retention
   dropped (``ALTER TABLE … DROP TAG``) and the dt view rewritten without them, small files
   compacted to ``merge.file_size_mb`` (the size merge writes) and the deletes merge-on-read
@@ -68,6 +68,7 @@ from cdc_platform.lake import (
     DEAD_LETTER_TABLE,
     LOGICAL_TABLE_COLUMN,
     PROGRESS_TABLE,
+    RAW_COMPACTION_ORDER,
     RAW_TABLE,
     commits_ahead_of_progress,
     raw_table_condition,
@@ -294,6 +295,7 @@ class Maintainer:
             deletes=False,
             where=condition,
             step=qualified,
+            sort_order=RAW_COMPACTION_ORDER,
         )
 
     def _raw_history(self, report: MaintenanceReport, database: str, read: set[int]) -> None:
@@ -556,9 +558,11 @@ class Maintainer:
         deletes: bool,
         where: str | None = None,
         step: str | None = None,
+        sort_order: str | None = None,
     ) -> None:
         """Compact ``table`` to files of ``target_mb`` (its rows matching ``where`` only, when
-        given); the step is named ``step`` (default ``database.table``)."""
+        given; sorted by ``sort_order`` when given, else bin-packed); the step is named
+        ``step`` (default ``database.table``)."""
         size = int(target_mb * 1024 * 1024)
         options = {
             "target-file-size-bytes": str(size),
@@ -574,12 +578,13 @@ class Maintainer:
             options["delete-ratio-threshold"] = str(FOLD_DELETES_RATIO)
             options["remove-dangling-deletes"] = "true"
         listed = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
-        restrict = "" if where is None else f", where => {_literal(where)}"
+        arguments = [f"table => '{database}.{table}'", f"options => map({listed})"]
+        if where is not None:
+            arguments.append(f"where => {_literal(where)}")
+        if sort_order is not None:
+            arguments += ["strategy => 'sort'", f"sort_order => {_literal(sort_order)}"]
         with self._step(report, step or f"{database}.{table}", "compact") as detail:
-            [row] = self._call(
-                "rewrite_data_files",
-                f"table => '{database}.{table}'{restrict}, options => map({listed})",
-            )
+            [row] = self._call("rewrite_data_files", ", ".join(arguments))
             detail.append(
                 f"{row['rewritten_data_files_count']} files rewritten into "
                 f"{row['added_data_files_count']}"

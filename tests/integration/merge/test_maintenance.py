@@ -584,3 +584,63 @@ def test_rows_rewritten_by_compaction_and_a_bucket_peers_expiry_are_not_read_as_
         merger.close()
     midnight = int(datetime(DAY2.year, DAY2.month, DAY2.day, tzinfo=UTC).timestamp() * 1000)
     assert starts == [midnight], starts
+
+
+def test_raw_compaction_sorts_a_bucket_day_so_each_tables_read_skips_the_others_files(
+    spark: Any, shop: Shop
+) -> None:
+    """A day of a bucket whose small files each hold two tables' rows (as the writer's
+    micro-batches do) is compacted, sorted by table and offset, into files of the target size
+    that each hold a run of tables: the files whose ``logicalTable`` bounds may hold one table
+    are fewer than the day's, so a read of that table skips the others' files. Bin-packing
+    would leave both tables in every file. Every row is there once after."""
+    settings = shop.merge_settings(check=False, buckets=2)
+    merger = Merger(settings, spark)
+    lake = merger.raw_lake
+    ensure_raw_table(lake, shop.raw_database)
+    name = lake.name(shop.raw_database, RAW_TABLE)
+    peer = same_bucket_table(shop.table)
+    for part in range(6):
+        # A writer's batch: both tables' rows in one file, offsets interleaved between batches.
+        rows = spark.range(part, 6 * 400, 6).select(
+            F.col("id").alias("binlogOffset"),
+            F.sha2(F.col("id").cast("string"), 512).alias("content"),
+            F.lit(str(DAY2)).alias("dt"),
+        )
+        as_raw_rows(rows, shop.table).unionByName(as_raw_rows(rows, peer)).coalesce(1).writeTo(
+            name
+        ).append()
+    bounds = "readable_metrics.logicalTable"
+    files = (
+        f"SELECT {bounds}.lower_bound AS low, {bounds}.upper_bound AS high, file_size_in_bytes "
+        f"FROM {name}.files WHERE partition.dt = '{DAY2}'"
+    )
+    before = spark.sql(files).collect()
+    assert len(before) == 6 and all(f["low"] != f["high"] for f in before), before
+    # A target a quarter of the day: about four files out of the sort.
+    quarter_mb = sum(f["file_size_in_bytes"] for f in before) / 4 / (1024 * 1024)
+    settings = settings.model_copy(
+        update={
+            "maintenance": settings.maintenance.model_copy(update={"target_file_mb": quarter_mb})
+        }
+    )
+    runner = Maintainer(settings, spark, merger.config)
+    try:
+        report = runner.run([shop.table])
+    finally:
+        runner.close()
+        merger.close()
+    compacted = [s for s in report.steps if s.action == "compact" and s.table.endswith(shop.table)]
+    assert [s.error for s in compacted] == [None], compacted
+    after = spark.sql(files).collect()
+    assert len(after) >= 3, after
+
+    def may_hold(table: str) -> int:
+        return sum(1 for f in after if f["low"] <= table <= f["high"])
+
+    assert may_hold(shop.table) < len(after) and may_hold(peer) < len(after), after
+    for table in (shop.table, peer):
+        offsets = [
+            r["binlogOffset"] for r in raw_rows(lake, shop.raw_database, table, "TRUE").collect()
+        ]
+        assert sorted(offsets) == list(range(6 * 400)), table
