@@ -42,7 +42,7 @@ from cdc_platform.lake import (
 )
 from cdc_platform.lake_snapshots import day_tag, days_view
 from merge.job import Merger, MergeRequest
-from merge.maintenance import Maintainer, MaintenanceReport
+from merge.maintenance import Maintainer, MaintenanceReport, Step
 from tests.integration.lake.conftest import TESTED_STORAGES
 from tests.integration.merge.conftest import lake_on
 from tests.integration.merge.harness import Shop, snapshot_rows
@@ -127,6 +127,25 @@ def raw_days(spark: Any, shop: Shop) -> dict[str, int]:
 
 def snapshot_count(spark: Any, name: str) -> int:
     return int(spark.sql(f"SELECT count(*) AS n FROM {name}.snapshots").first()["n"])
+
+
+def with_maintenance(settings: Settings, **changes: Any) -> Settings:
+    """``settings`` with these ``maintenance`` settings changed."""
+    return settings.model_copy(
+        update={"maintenance": settings.maintenance.model_copy(update=changes)}
+    )
+
+
+def maintain_once(settings: Settings, spark: Any, merger: Merger, table: str) -> list[Step]:
+    """One maintenance run of ``table`` (the runner and ``merger`` closed after): its steps
+    on the raw layer's rows of ``table``."""
+    runner = Maintainer(settings, spark, merger.config)
+    try:
+        report = runner.run([table])
+    finally:
+        runner.close()
+        merger.close()
+    return [step for step in report.steps if step.table.endswith(f".{table}")]
 
 
 def test_maintain_command_applies_retention_compacts_expires_and_removes_orphans(
@@ -311,13 +330,7 @@ def test_maintenance_is_safe_while_the_writer_appends_and_merge_runs(
 def test_progress_maintenance_is_safe_while_writers_commit_progress(spark: Any, shop: Shop) -> None:
     settings = shop.merge_settings(check=False, buckets=2)
     # Every snapshot but the newest expires at once: the runs race the writers' commits.
-    settings = settings.model_copy(
-        update={
-            "maintenance": settings.maintenance.model_copy(
-                update={"expire_after_hours": 0, "retain_snapshots": 1}
-            )
-        }
-    )
+    settings = with_maintenance(settings, expire_after_hours=0, retain_snapshots=1)
     lake = shop.lake_catalog(spark)
     ensure_progress_table(lake, shop.raw_database)
     stop = threading.Event()
@@ -376,13 +389,7 @@ def test_a_crashed_writers_raw_commit_survives_a_commit_landing_while_maintain_r
     """Expiry counts the raw snapshots it keeps from the head it read; another writer's commit
     landing before Iceberg's expiry runs must not push the crashed writer's commit out."""
     settings = shop.merge_settings(check=False, buckets=2)
-    settings = settings.model_copy(
-        update={
-            "maintenance": settings.maintenance.model_copy(
-                update={"expire_after_hours": 0, "retain_snapshots": 1}
-            )
-        }
-    )
+    settings = with_maintenance(settings, expire_after_hours=0, retain_snapshots=1)
     merger = Merger(settings, spark)
     lake = merger.raw_lake
     ensure_raw_table(lake, shop.raw_database)
@@ -445,13 +452,7 @@ def test_a_tables_expiry_in_a_bucket_shared_with_another_table(
     settings = shop.merge_settings(
         [shop.mirror(retention={"raw_days": 10})], check=False, buckets=2
     )
-    settings = settings.model_copy(
-        update={
-            "maintenance": settings.maintenance.model_copy(
-                update={"raw_days": 1000 if peer_keeps_the_day else 10}
-            )
-        }
-    )
+    settings = with_maintenance(settings, raw_days=1000 if peer_keeps_the_day else 10)
     merger = Merger(settings, spark)
     lake = merger.raw_lake
     ensure_raw_table(lake, shop.raw_database)
@@ -471,14 +472,8 @@ def test_a_tables_expiry_in_a_bucket_shared_with_another_table(
     ).first()["n"]
     assert shared == 1, "the two tables' old rows are not in one file: the test proves nothing"
 
-    runner = Maintainer(settings, spark, merger.config)
-    try:
-        report = runner.run([shop.table])
-    finally:
-        runner.close()
-        merger.close()
     expired = [
-        s for s in report.steps if s.action == "expire days" and s.table.endswith(shop.table)
+        s for s in maintain_once(settings, spark, merger, shop.table) if s.action == "expire days"
     ]
     whole = "" if peer_keeps_the_day else " (1 days of its bucket dropped whole)"
     assert [(s.error, s.detail) for s in expired] == [
@@ -522,9 +517,7 @@ def test_rows_rewritten_by_compaction_and_a_bucket_peers_expiry_are_not_read_as_
     settings = shop.merge_settings(
         [shop.mirror(retention={"raw_days": 1000})], check=False, buckets=2
     )
-    settings = settings.model_copy(
-        update={"maintenance": settings.maintenance.model_copy(update={"raw_days": 3})}
-    )
+    settings = with_maintenance(settings, raw_days=3)
     merger = Merger(settings, spark)
     lake = merger.raw_lake
     name = lake.name(shop.raw_database, RAW_TABLE)
@@ -619,18 +612,10 @@ def test_raw_compaction_sorts_a_bucket_day_so_each_tables_read_skips_the_others_
     assert len(before) == 6 and all(f["low"] != f["high"] for f in before), before
     # A target a quarter of the day: about four files out of the sort.
     quarter_mb = sum(f["file_size_in_bytes"] for f in before) / 4 / (1024 * 1024)
-    settings = settings.model_copy(
-        update={
-            "maintenance": settings.maintenance.model_copy(update={"target_file_mb": quarter_mb})
-        }
-    )
-    runner = Maintainer(settings, spark, merger.config)
-    try:
-        report = runner.run([shop.table])
-    finally:
-        runner.close()
-        merger.close()
-    compacted = [s for s in report.steps if s.action == "compact" and s.table.endswith(shop.table)]
+    settings = with_maintenance(settings, target_file_mb=quarter_mb)
+    compacted = [
+        s for s in maintain_once(settings, spark, merger, shop.table) if s.action == "compact"
+    ]
     assert [s.error for s in compacted] == [None], compacted
     after = spark.sql(files).collect()
     assert len(after) >= 3, after
