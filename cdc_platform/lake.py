@@ -111,9 +111,9 @@ RAW_TABLE_PARTITIONING: tuple[str, ...] = (
 )
 # The order ``cdc-mirror maintain`` compacts a bucket's files of a day in (Iceberg's sort
 # rewrite): a day bigger than the target file size comes out as files each holding a run of
-# logical tables, whose bounds then keep a read of one table (a view, a replay, a validation,
-# merge's checks for late rows) out of the files of the others; bin-packing would mix them
-# again in every file.
+# logical tables, whose bounds then keep a read of one table (a view, a validation, merge's
+# checks for late rows) out of the files of the others; bin-packing would mix them again in
+# every file.
 RAW_COMPACTION_ORDER = f"{LOGICAL_TABLE_COLUMN} ASC NULLS LAST, binlogOffset ASC NULLS LAST"
 # Nothing filters on the JSON texts and raw bytes: no column metrics for them.
 _NO_METRICS = ("content", "beforeContent", "columnTypes", "position", "raw", "error", "kafkaKey")
