@@ -138,7 +138,7 @@ def with_maintenance(settings: Settings, **changes: Any) -> Settings:
 
 def maintain_once(settings: Settings, spark: Any, merger: Merger, table: str) -> list[Step]:
     """One maintenance run of ``table`` (the runner and ``merger`` closed after): its steps
-    on the raw layer's rows of ``table``."""
+    named after ``table`` (on its raw rows and, when it exists, its snapshot table)."""
     runner = Maintainer(settings, spark, merger.config)
     try:
         report = runner.run([table])
